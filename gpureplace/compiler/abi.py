@@ -1,0 +1,95 @@
+"""The kernel ABI: how each Numba argument type is passed as flat kernel parameters.
+
+Arrays pass as (data pointer, shape..., strides...) -- CuPy-sized, not Numba's seven-field struct;
+scalars by value (bool as one byte); tuples flattened; types, dtypes and omitted arguments are
+compile-time constants and take no parameter.  The same description drives the kernel wrapper
+(LLVM side) and the launch packer (``struct`` format on the host side).
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+from numba.core import cgutils, types
+
+#: (numba type) -> struct format character of a scalar parameter
+_SCALAR_FORMAT = {
+    types.boolean: "?",
+    types.int8: "b", types.uint8: "B", types.int16: "h", types.uint16: "H",
+    types.int32: "i", types.uint32: "I", types.int64: "q", types.uint64: "Q",
+    types.float16: "e", types.float32: "f", types.float64: "d",
+}
+
+
+def leaves(ty):
+    """Flat parameter list of ``ty``: a list of (struct format char, llvm type)."""
+    if isinstance(ty, types.Array):
+        n = ty.ndim
+        return [("Q", ir.PointerType(ir.IntType(8)))] + [("q", ir.IntType(64))] * (2 * n)
+    if isinstance(ty, types.Boolean):
+        return [("?", ir.IntType(8))]
+    if isinstance(ty, (types.Integer, types.Float)):
+        fmt = _SCALAR_FORMAT[ty]
+        lty = {"e": ir.HalfType(), "f": ir.FloatType(), "d": ir.DoubleType()}.get(
+            fmt, ir.IntType(ty.bitwidth) if isinstance(ty, types.Integer) else None)
+        return [(fmt, lty)]
+    if isinstance(ty, types.Complex):
+        return leaves(ty.underlying_float) * 2
+    if isinstance(ty, types.BaseTuple):
+        out = []
+        for t in ty.types:
+            out.extend(leaves(t))
+        return out
+    if is_constant_type(ty):
+        return []
+    raise TypeError(f"{ty} cannot be passed to a kernel")
+
+
+def is_constant_type(ty):
+    return isinstance(ty, (types.NumberClass, types.DType, types.Omitted, types.NoneType,
+                           types.Literal, types.Dummy))
+
+
+def struct_format(argtypes):
+    return "@" + "".join(f for ty in argtypes for f, _ in leaves(ty))
+
+
+def llvm_param_types(argtypes):
+    return [lty for ty in argtypes for _, lty in leaves(ty)]
+
+
+def rebuild(context, builder, ty, params):
+    """Numba value of type ``ty`` from the flat kernel parameters (consumed from ``params``)."""
+    if isinstance(ty, types.Array):
+        from numba.np.arrayobj import make_array
+        ptr = params.pop(0)
+        shape = [params.pop(0) for _ in range(ty.ndim)]
+        strides = [params.pop(0) for _ in range(ty.ndim)]
+        ary = make_array(ty)(context, builder)
+        dataty = context.get_data_type(ty.dtype)
+        itemsize = context.get_abi_sizeof(dataty)
+        nitems = context.get_constant(types.intp, 1)
+        for s in shape:
+            nitems = builder.mul(nitems, s)
+        ary.data = builder.bitcast(ptr, ary.data.type)
+        ary.shape = cgutils.pack_array(builder, shape)
+        ary.strides = cgutils.pack_array(builder, strides)
+        ary.itemsize = context.get_constant(types.intp, itemsize)
+        ary.nitems = nitems
+        ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
+        ary.parent = cgutils.get_null_value(ary.parent.type)
+        return ary._getvalue()
+    if isinstance(ty, types.Boolean):
+        return builder.icmp_unsigned("!=", params.pop(0), ir.Constant(ir.IntType(8), 0))
+    if isinstance(ty, (types.Integer, types.Float)):
+        return params.pop(0)
+    if isinstance(ty, types.Complex):
+        cplx = context.make_complex(builder, ty)
+        cplx.real = params.pop(0)
+        cplx.imag = params.pop(0)
+        return cplx._getvalue()
+    if isinstance(ty, types.BaseTuple):
+        vals = [rebuild(context, builder, t, params) for t in ty.types]
+        return context.make_tuple(builder, ty, vals)
+    if isinstance(ty, types.Omitted):
+        return context.get_dummy_value()
+    return cgutils.get_null_value(context.get_value_type(ty))

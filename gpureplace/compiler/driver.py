@@ -1,0 +1,283 @@
+"""The pipeline driver: Python function + argument types + context -> typed, lowered device function.
+
+Reads like the pipeline it runs:
+  1. front end  (Numba's untyped and typed passes; globals resolved through the context)
+  2. lowering   (Numba's lowering into our library, no wrappers)
+  3. records    (globals read, overrides used, callees) for redefinition tracking
+Kernels add a wrapper and go through the back end in ``compiler.kernel``.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from numba.core import errors as nb_errors
+from numba.core import funcdesc, ir, lowering, types
+from numba.core.compiler import CompilerBase, DefaultPassBuilder, Flags
+from numba.core.compiler_machinery import LoweringPass, PassManager, register_pass
+from numba.core.typed_passes import (AnnotateTypes, IRLegalization,
+                                     NoPythonSupportedFeatureValidation)
+
+from ..errors import CompileError
+from . import resolve
+from .records import GlobalRead, collect_global_reads
+
+_lock = threading.RLock()
+
+
+@dataclass(frozen=True)
+class Options:
+    """Compile options that change generated code (part of every cache key)."""
+    fastmath: bool = False
+    arch: str = "sm_90"
+    opt: int = 3
+    lineinfo: bool = False
+
+
+class CompiledFunction:
+    """One Python function compiled for one argument-type tuple in one context."""
+
+    def __init__(self, pyfunc, context, argtypes, options):
+        self.pyfunc = pyfunc
+        self.context = context
+        self.argtypes = tuple(argtypes)
+        self.options = options
+        self.restype = None
+        self.fndesc = None
+        self.library = None
+        self.type_annotation = None
+        self.global_reads: list[GlobalRead] = []
+        self.overrides_used = []
+        self.callees: list[CompiledFunction] = []
+        self.bad_calls = []        # (symbol, loc) left by lowering that the device cannot run
+        self._ir_texts = None
+
+    def ir_texts(self):
+        """LLVM IR text of each lowered module (computed once; linking parses fresh copies)."""
+        if self._ir_texts is None:
+            self._ir_texts = [str(m) for m in self.library.modules]
+        return self._ir_texts
+
+    @property
+    def mangled_name(self):
+        return self.fndesc.mangled_name
+
+    @property
+    def qualname(self):
+        return f"{self.pyfunc.__module__}.{self.pyfunc.__qualname__}"
+
+    def closure(self):
+        """This function and every device function it calls, transitively, each once."""
+        out, seen, stack = [], set(), [self]
+        while stack:
+            cf = stack.pop()
+            if id(cf) in seen:
+                continue
+            seen.add(id(cf))
+            out.append(cf)
+            stack.extend(cf.callees)
+        return out
+
+    def __repr__(self):
+        args = ", ".join(str(a) for a in self.argtypes)
+        return f"<CompiledFunction {self.qualname}({args}) in {self.context.name!r}>"
+
+
+# ---------------------------------------------------------------------------------------------
+# Numba pipeline pieces
+
+
+class _TrackingLower(lowering.Lower):
+    """Numba's lowering, noting where a call the device cannot run was introduced."""
+
+    def lower_inst(self, inst):
+        before = len(self.module.globals)
+        super().lower_inst(inst)
+        if len(self.module.globals) != before:
+            from .validate import invalid_declarations
+            cf = _current_compiled()
+            if cf is not None:
+                for name in invalid_declarations(self.module):
+                    if all(name != seen for seen, _ in cf.bad_calls):
+                        cf.bad_calls.append((name, self.loc))
+
+
+@register_pass(mutates_CFG=True, analysis_only=False)
+class GPULowering(LoweringPass):
+    _name = "gpureplace_lowering"
+
+    def __init__(self):
+        LoweringPass.__init__(self)
+
+    def run_pass(self, state):
+        targetctx = state.targetctx
+        library = state.library
+        fndesc = funcdesc.PythonFunctionDescriptor.from_specialized_function(
+            state.func_ir, state.typemap, state.return_type, state.calltypes,
+            mangler=targetctx.mangler, inline=False, noalias=False,
+            abi_tags=[state.flags.get_mangle_string()])
+        with targetctx.push_code_library(library):
+            lower = _TrackingLower(targetctx, library, fndesc, state.func_ir,
+                                   metadata=state.metadata)
+            lower.lower()
+        state["fndesc"] = fndesc
+        state.cr = fndesc          # tells Numba's pipeline runner that we are done
+        return True
+
+
+class _GPUPipeline(CompilerBase):
+    def define_pipelines(self):
+        dpb = DefaultPassBuilder
+        pm = PassManager("gpureplace")
+        pm.passes.extend(dpb.define_untyped_pipeline(self.state).passes)
+        pm.passes.extend(dpb.define_typed_pipeline(self.state).passes)
+        pm.add_pass(NoPythonSupportedFeatureValidation, "check supported features")
+        pm.add_pass(IRLegalization, "legalise IR")
+        pm.add_pass(AnnotateTypes, "annotate types")
+        pm.add_pass(GPULowering, "lower to LLVM IR")
+        pm.finalize()
+        return [pm]
+
+
+def _flags(options):
+    flags = Flags()
+    flags.no_compile = True
+    flags.no_cpython_wrapper = True
+    flags.no_cfunc_wrapper = True
+    flags.nrt = False
+    flags.error_model = "numpy"
+    flags.debuginfo = False
+    flags.boundscheck = False
+    if options.fastmath:
+        flags.fastmath = True
+    return flags
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiling device functions
+
+_cache = {}          # (pyfunc, context uid, mask key, argtypes, options) -> CompiledFunction
+_in_progress = []    # CompiledFunction being compiled on this thread (innermost last)
+_stats = {"compiles": 0}
+
+
+def _current_compiled():
+    return _in_progress[-1] if _in_progress else None
+
+
+def cache_key(pyfunc, context, mask, argtypes, options):
+    return (pyfunc, context.uid, resolve._mask_key(mask), tuple(argtypes), options)
+
+
+def lookup_cached(key):
+    return _cache.get(key)
+
+
+def compile_device(pyfunc, context, mask, argtypes, options) -> CompiledFunction:
+    """Compile ``pyfunc`` for ``argtypes`` in ``context`` (cached)."""
+    key = cache_key(pyfunc, context, mask, argtypes, options)
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            return hit
+        for frame in resolve.frames():
+            if frame.key == key:
+                raise CompileError(
+                    "recursive calls are not supported in device code",
+                    function=_qualname(pyfunc), filename=_filename(pyfunc),
+                    lineno=_firstline(pyfunc),
+                    chain=[_qualname(f.pyfunc) for f in resolve.frames()] + [_qualname(pyfunc)])
+        cf = CompiledFunction(pyfunc, context, argtypes, options)
+        _run_front_end(cf, mask, key)
+        _cache[key] = cf
+        _stats["compiles"] += 1
+        return cf
+
+
+def _run_front_end(cf, mask, key):
+    from .validate import check_compiled
+    typingctx, targetctx = cf.context.compilers()
+    frame = resolve.Frame(cf.pyfunc, cf.context, mask, cf.options, key)
+    library = targetctx.codegen().create_library(cf.qualname)
+    resolve.frames().append(frame)
+    _in_progress.append(cf)
+    try:
+        pipeline = _GPUPipeline(typingctx, targetctx, library, cf.argtypes, None,
+                                _flags(cf.options), {})
+        try:
+            pipeline.compile_extra(cf.pyfunc)
+        except CompileError as exc:
+            exc.chain = (_qualname(cf.pyfunc),) + tuple(exc.chain or (exc.function,))
+            raise exc from None
+        except (nb_errors.NumbaError, NotImplementedError, TypeError, ValueError,
+                AttributeError, KeyError, IndexError, AssertionError) as exc:
+            raise _convert_error(cf.pyfunc, exc) from None
+        state = pipeline.state
+        cf.restype = state.return_type
+        cf.fndesc = state["fndesc"]
+        cf.library = library
+        cf.type_annotation = state.type_annotation
+        cf.global_reads = collect_global_reads(state.func_ir)
+        cf.overrides_used = frame.overrides_used
+        cf.callees = frame.callees
+        targetctx.insert_user_function(cf, cf.fndesc, [library])
+        check_compiled(cf)
+    finally:
+        _in_progress.pop()
+        resolve.frames().pop()
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+
+
+def _qualname(pyfunc):
+    return getattr(pyfunc, "__qualname__", repr(pyfunc))
+
+
+def _filename(pyfunc):
+    code = getattr(pyfunc, "__code__", None)
+    return code.co_filename if code else ""
+
+
+def _firstline(pyfunc):
+    code = getattr(pyfunc, "__code__", None)
+    return code.co_firstlineno if code else 0
+
+
+def _short_reason(msg):
+    """The first meaningful lines of a Numba message, without its pipeline boilerplate."""
+    import re
+    msg = re.sub(r"\x1b\[[0-9;]*m", "", str(msg))
+    keep = []
+    for line in msg.splitlines():
+        s = line.strip()
+        if not s:
+            if keep:
+                break
+            continue
+        if s.startswith(("During:", "File ", "- Resolution failure", "Failed in ",
+                         "Rewrite ", "This error may have been caused", "The function")):
+            if keep:
+                break
+            continue
+        keep.append(s)
+        if len(keep) >= 3:
+            break
+    return " ".join(keep) or msg.strip().splitlines()[0]
+
+
+def _convert_error(pyfunc, exc):
+    loc = getattr(exc, "loc", None)
+    filename = getattr(loc, "filename", None) or _filename(pyfunc)
+    lineno = getattr(loc, "line", None) or _firstline(pyfunc)
+    reason = _short_reason(getattr(exc, "msg", None) or str(exc))
+    if isinstance(exc, nb_errors.TypingError) and "Untyped global name" in reason:
+        reason = reason.replace("Untyped global name", "cannot use global name")
+    return CompileError(reason, function=_qualname(pyfunc), filename=filename, lineno=lineno,
+                        chain=(_qualname(pyfunc),), detail=str(exc))
+
+
+def stats():
+    return dict(_stats)

@@ -1,0 +1,129 @@
+"""Kernels: wrap a compiled device function as a PTX entry point, link, optimise, emit.
+
+    compile_kernel(pyfunc, argtypes, context, options)
+      -> driver.compile_device            (front end + lowering, cached per function)
+      -> wrapper                          (flat ABI parameters -> Numba values -> call)
+      -> link                             (every callee's module + pruned libdevice)
+      -> backend.optimize / validate / emit_ptx
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+from numba.core import types
+
+from ..errors import CompileError
+from . import abi, backend, driver
+from .validate import check_linked
+
+
+class KernelSpecialization:
+    """A kernel compiled for one argument-type tuple in one context with one option set."""
+
+    def __init__(self, compiled, name, argtypes, ptx, llvm_ir, options, compile_seconds):
+        self.compiled = compiled            # driver.CompiledFunction of the kernel body
+        self.name = name                    # plain PTX entry name
+        self.argtypes = tuple(argtypes)
+        self.ptx = ptx
+        self.llvm_ir = llvm_ir              # optimised LLVM IR of the whole linked module
+        self.options = options
+        self.compile_seconds = compile_seconds
+        self.param_format = abi.struct_format(argtypes)
+        self.uses_printf = "vprintf" in ptx
+
+    @property
+    def context(self):
+        return self.compiled.context
+
+    def dependencies(self):
+        """Global reads, overrides and callees of the whole call graph below this kernel."""
+        from ..tracking.deps import describe
+        return describe(self.compiled)
+
+    def __repr__(self):
+        args = ", ".join(map(str, self.argtypes))
+        return f"<KernelSpecialization {self.name}({args}) context={self.context.name!r}>"
+
+
+def plain_name(pyfunc):
+    return re.sub(r"[^A-Za-z0-9_]", "_", pyfunc.__name__) or "kernel"
+
+
+def compile_kernel(pyfunc, argtypes, context, options) -> KernelSpecialization:
+    t0 = time.perf_counter()
+    cf = driver.compile_device(pyfunc, context, {}, argtypes, options)
+    if not isinstance(cf.restype, types.NoneType):
+        raise CompileError(
+            f"a kernel cannot return a value (it returns {cf.restype}); write results into an "
+            f"array argument, or declare it with cuda.jit(device=True) to call it from kernels",
+            function=pyfunc.__qualname__, filename=pyfunc.__code__.co_filename,
+            lineno=_return_line(pyfunc), chain=(pyfunc.__qualname__,))
+    name = plain_name(pyfunc)
+    mod, ptx = _finish(cf, _wrapper_module(cf, name), name)
+    return KernelSpecialization(cf, name, argtypes, ptx, str(mod), options,
+                                time.perf_counter() - t0)
+
+
+def device_ptx(cf) -> str:
+    """PTX of a device function on its own (``compile_ptx(..., device=True)``)."""
+    _, targetctx = cf.context.compilers()
+    return _finish(cf, str(targetctx.create_module("device")), cf.mangled_name)[1]
+
+
+def _finish(cf, wrapper_ir, entry):
+    """Link, internalize all but ``entry``, optimise, validate, emit: (module, PTX)."""
+    mod = _link(cf, wrapper_ir)
+    backend.internalize_except(mod, {entry})
+    ptx_isa = _ptx_isa()
+    backend.optimize(mod, cf.options.arch, ptx_isa, cf.options.opt)
+    check_linked(mod, cf)
+    return mod, backend.emit_ptx(mod, cf.options.arch, ptx_isa)
+
+
+def _return_line(pyfunc):
+    import dis
+    last = pyfunc.__code__.co_firstlineno
+    for ins in dis.get_instructions(pyfunc):
+        if ins.opname in ("RETURN_VALUE", "RETURN_CONST") and ins.positions:
+            last = ins.positions.lineno or last
+    return last
+
+
+def _wrapper_module(cf, name):
+    _, targetctx = cf.context.compilers()
+    mod = targetctx.create_module(f"{name}.wrapper")
+    params = abi.llvm_param_types(cf.argtypes)
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), params), name=name)
+    fn.calling_convention = "ptx_kernel"
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    flat = list(fn.args)
+    values = [abi.rebuild(targetctx, builder, ty, flat) for ty in cf.argtypes]
+    callee = ir.Function(mod, targetctx.call_conv.get_function_type(cf.restype, cf.argtypes),
+                         name=cf.mangled_name)
+    targetctx.call_conv.call_function(builder, callee, cf.restype, cf.argtypes, values)
+    builder.ret_void()
+    # LLVM's NVVMReflect pass reads __CUDA_FTZ (flush denormals to zero) from this module flag.
+    ftz = mod.add_metadata([ir.IntType(32)(4), "nvvm-reflect-ftz",
+                            ir.IntType(32)(1 if cf.options.fastmath else 0)])
+    mod.add_named_metadata("llvm.module.flags", ftz)
+    return str(mod)
+
+
+def _link(cf, wrapper_ir):
+    backend.initialize_llvm()
+    mod = llvm.parse_assembly(wrapper_ir)
+    for each in cf.closure():
+        for text in each.ir_texts():
+            mod.link_in(llvm.parse_assembly(text))
+    needed = {fn.name for fn in mod.functions if fn.is_declaration and fn.name.startswith("__nv_")}
+    backend.link_libdevice(mod, needed)
+    return mod
+
+
+def _ptx_isa():
+    from ..runtime import device
+    return backend.ptx_isa_for_driver(device.driver_version())

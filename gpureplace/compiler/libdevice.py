@@ -1,0 +1,118 @@
+"""libdevice: where to find it, what it offers, and pruned copies to link.
+
+libdevice is NVIDIA's bitcode library of math functions (``__nv_sinf``, ``__nv_pow``, ...).  Linking
+all of it into every kernel costs tens of milliseconds and bloats the PTX, so we keep the parsed
+bitcode once per process and hand out, per set of needed functions, a pruned copy holding only
+those functions and what they call (everything internal, so the optimiser can drop what it inlines).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import threading
+
+import llvmlite.binding as llvm
+
+from ..errors import LibdeviceNotFound
+
+_lock = threading.Lock()
+_parsed = None            # the whole of libdevice, parsed once
+_pruned = {}              # frozenset(names) -> bitcode bytes of the pruned module
+_table = None             # name -> (return llvm type str, [arg llvm type str])
+
+#: An explicit path, set by ``gpureplace.config`` or the ``GPUREPLACE_LIBDEVICE`` variable.
+explicit_path = None
+
+
+def _candidates():
+    env = os.environ.get("GPUREPLACE_LIBDEVICE")
+    if explicit_path:
+        yield "explicit setting gpureplace.compiler.libdevice.explicit_path", explicit_path
+    if env:
+        yield "GPUREPLACE_LIBDEVICE", env
+    # The nvidia-nvvm wheel (CUDA 13: nvidia/cu13/nvvm; CUDA 12: nvidia/cuda_nvcc/nvvm).
+    for base in sys.path:
+        if not base or not os.path.isdir(os.path.join(base, "nvidia")):
+            continue
+        for pat in ("nvidia/cu*/nvvm/libdevice/libdevice*.bc",
+                    "nvidia/cuda_nvcc/nvvm/libdevice/libdevice*.bc",
+                    "nvidia/nvvm/libdevice/libdevice*.bc"):
+            for hit in sorted(glob.glob(os.path.join(base, pat))):
+                yield "the nvidia-nvvm wheel", hit
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        root = os.environ.get(var)
+        if root:
+            yield var, os.path.join(root, "nvvm", "libdevice", "libdevice.10.bc")
+    yield "/usr/local/cuda", "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc"
+
+
+def find_libdevice() -> str:
+    """Path of libdevice.10.bc, or a LibdeviceNotFound naming every place that was searched."""
+    looked = []
+    for where, path in _candidates():
+        if os.path.isfile(path):
+            return path
+        looked.append(f"  {where}: {path}")
+    raise LibdeviceNotFound(
+        "libdevice.10.bc was not found. Install it with `pip install nvidia-nvvm` (or the "
+        "gpureplace[cuda13] extra), set CUDA_HOME, or set GPUREPLACE_LIBDEVICE to its path. "
+        "Searched:\n" + "\n".join(looked))
+
+
+def _load():
+    global _parsed
+    with _lock:
+        if _parsed is None:
+            from .backend import initialize_llvm
+            initialize_llvm()
+            with open(find_libdevice(), "rb") as fh:
+                _parsed = llvm.parse_bitcode(fh.read())
+        return _parsed
+
+
+def function_table():
+    """``{name: (return type, (arg types...))}`` of every ``__nv_*`` function, as LLVM type strings."""
+    global _table
+    if _table is None:
+        mod = _load()
+        table = {}
+        for fn in mod.functions:
+            if fn.is_declaration or not fn.name.startswith("__nv_"):
+                continue
+            args = tuple(str(a.type) for a in fn.arguments)
+            # The function's type prints as "ret (args)"; keep only the return part.
+            ret = str(fn.global_value_type).split(" (", 1)[0]
+            table[fn.name] = (ret, args)
+        _table = table
+    return _table
+
+
+def pruned_bitcode(names) -> bytes:
+    """Bitcode of a module holding the libdevice functions ``names`` and their dependencies.
+
+    The requested functions stay external so that linking resolves the kernel's declarations;
+    the back end internalizes them afterwards, so the optimiser drops what it inlined.
+    """
+    key = frozenset(names)
+    hit = _pruned.get(key)
+    if hit is not None:
+        return hit
+    full = _load()
+    with _lock:
+        mod = full.clone()
+    for fn in mod.functions:
+        if not fn.is_declaration:
+            fn.linkage = "external" if fn.name in key else "internal"
+    for gv in mod.global_variables:
+        if not gv.is_declaration:
+            gv.linkage = "internal"
+    pm = llvm.create_new_module_pass_manager()
+    pm.add_global_dead_code_eliminate_pass()
+    pm.add_strip_dead_prototype_pass()
+    from .backend import pass_builder
+    pm.run(mod, pass_builder(0))
+    data = mod.as_bitcode()
+    _pruned[key] = data
+    return data

@@ -1,0 +1,207 @@
+"""Contextual dispatch inside the front end.
+
+While a function is typed, every global value it reads passes through ``resolve_value``: overrides
+of the active context first (walking up the context stack), then gpureplace functions, then
+undecorated Python functions (compiled as device functions in the same context), and only then
+Numba's own resolution.  Each decision is written to the frame of the function being compiled: the
+dependency records that redefinition tracking and ``dispatch_report`` read.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import types as pytypes
+
+from numba.core import types
+from numba.core.typing import signature
+from numba.core.typing.templates import fold_arguments
+
+_tls = threading.local()
+
+
+class Frame:
+    """What is being compiled right now, and what it has read so far."""
+
+    __slots__ = ("pyfunc", "context", "mask", "options", "overrides_used", "callees", "key")
+
+    def __init__(self, pyfunc, context, mask, options, key):
+        self.pyfunc = pyfunc
+        self.context = context
+        self.mask = mask              # {host_key: Context to start lookup from} inside overrides
+        self.options = options
+        self.overrides_used = []      # (host, Override)
+        self.callees = []             # CompiledFunction
+        self.key = key
+
+
+def frames():
+    st = getattr(_tls, "stack", None)
+    if st is None:
+        st = _tls.stack = []
+    return st
+
+
+def current_frame():
+    st = frames()
+    return st[-1] if st else None
+
+
+def _is_plain_python_function(val):
+    return isinstance(val, pytypes.FunctionType)
+
+
+def resolve_value(typingctx, val):
+    """Numba type for global value ``val`` as the active context sees it, or None for Numba's default."""
+    frame = current_frame()
+    if frame is None:
+        return None
+    from ..dispatch.context import host_key
+    ctx = frame.context
+    try:
+        key = host_key(val)
+    except TypeError:
+        return None
+    # Inside an override's body the overridden callable resolves from the next layer down
+    # (``False``: no layer left, the plain meaning).
+    start = frame.mask.get(key) if frame.mask else None
+    hit = None if start is False else ctx.lookup(val, start=start)
+    if hit is not None:
+        frame.overrides_used.append((val, hit))
+        impl = hit.impl
+        # Inside the replacement, the overridden callable means the next layer down.
+        mask = dict(frame.mask)
+        mask[key] = hit.context.parent if hit.context.parent is not None else False
+        return _type_of_impl(typingctx, impl, frame, mask)
+    return _type_of_impl(typingctx, val, frame, frame.mask, numba_first=True)
+
+
+def _type_of_impl(typingctx, val, frame, mask, numba_first=False):
+    from ..kernel import GPUFunction
+    from .intrinsics.libdevice_calls import LibdeviceStub
+    if isinstance(val, LibdeviceStub):
+        return val.numba_type()
+    if isinstance(val, GPUFunction):
+        return DeviceFunctionType.get(val.py_func, frame.context, mask, frame.options)
+    py_func = getattr(val, "py_func", None)   # a Numba CPU dispatcher: compile its Python source
+    if py_func is not None and _is_plain_python_function(py_func) and hasattr(val, "targetoptions"):
+        return DeviceFunctionType.get(py_func, frame.context, mask, frame.options)
+    if _is_plain_python_function(val):
+        if numba_first:
+            known = typingctx._get_global_type(val)
+            if known is not None:
+                return known
+        return DeviceFunctionType.get(val, frame.context, mask, frame.options)
+    if not numba_first:
+        # An override to something that is not a Python function (an intrinsic stub, a ufunc...)
+        return typingctx.numba_resolve_value_type(val)
+    return None
+
+
+def _mask_key(mask):
+    if not mask:
+        return ()
+    return tuple(sorted(((id(k) if not isinstance(k, tuple) else k[1]),
+                         (v.uid if v else None)) for k, v in mask.items()))
+
+
+class DeviceFunctionType(types.Callable, types.Opaque):
+    """The type of a Python function called from device code, in one context and option set."""
+
+    _instances = {}
+
+    @classmethod
+    def get(cls, pyfunc, context, mask, options):
+        key = (pyfunc, context.uid, _mask_key(mask), options)
+        inst = cls._instances.get(key)
+        if inst is None:
+            inst = cls(pyfunc, context, mask, options, key)
+            cls._instances[key] = inst
+        return inst
+
+    def __init__(self, pyfunc, context, mask, options, key):
+        self.pyfunc = pyfunc
+        self.dispatch_context = context
+        self.mask = dict(mask or {})
+        self.options = options
+        self._key = key
+        self._impls = {}
+        self.pysig = inspect.signature(pyfunc)
+        super().__init__(name=f"device_function({pyfunc.__module__}.{pyfunc.__qualname__}"
+                              f", context={context.name})")
+
+    @property
+    def key(self):
+        return (self.name, id(self.pyfunc), self._key[1:])
+
+    def fold(self, args, kws):
+        return fold_arguments(self.pysig, args, kws,
+                              lambda i, p, v: v,
+                              lambda i, p, d: types.Omitted(d),
+                              lambda i, p, vs: types.StarArgTuple(vs))
+
+    def get_call_type(self, context, args, kws):
+        from . import driver
+        folded = tuple(self.fold(args, kws))
+        cf = driver.compile_device(self.pyfunc, self.dispatch_context, self.mask, folded,
+                                   self.options)
+        frame = current_frame()
+        if frame is not None and cf not in frame.callees:
+            frame.callees.append(cf)
+        self._impls[folded] = cf
+        return signature(cf.restype, *folded).replace(pysig=self.pysig)
+
+    def get_call_signatures(self):
+        return [signature(cf.restype, *a) for a, cf in self._impls.items()], True
+
+    def get_impl_key(self, sig):
+        return self._impls[tuple(sig.args)]
+
+
+class OverloadDispatcher:
+    """Numba's ``@overload`` implementations, compiled as device functions in the active context.
+
+    Numba wraps each overload's implementation with the jit decorator registered for the target;
+    ours compiles it like any other undecorated helper.
+    """
+
+    is_compiling = False
+    _can_compile = True
+
+    def __init__(self, py_func, **jit_options):
+        self.py_func = py_func
+        self.jit_options = jit_options
+        self._compiled = {}
+
+    def _device_type(self):
+        frame = current_frame()
+        if frame is None:
+            raise RuntimeError("gpureplace overload used outside of a compilation")
+        return DeviceFunctionType.get(self.py_func, frame.context, frame.mask, frame.options)
+
+    def get_call_template(self, args, kws):
+        from numba.core.typing.templates import make_concrete_template
+        fnty = self._device_type()
+        sig = fnty.get_call_type(None, args, kws)
+        folded = tuple(sig.args)
+        self._compiled[folded] = fnty.get_impl_key(sig)
+        template = make_concrete_template(f"Overload({self.py_func.__name__})",
+                                          key=self.py_func.__name__,
+                                          signatures=[signature(sig.return_type, *folded)])
+        return template, fnty.pysig, folded, {}
+
+    def get_overload(self, args):
+        return self._compiled[tuple(args)]
+
+    @property
+    def nopython_signatures(self):
+        return [signature(cf.restype, *a) for a, cf in self._compiled.items()]
+
+    def __repr__(self):
+        return f"<gpureplace overload {self.py_func.__qualname__}>"
+
+
+def overload_jit(**jit_options):
+    def wrap(py_func):
+        return OverloadDispatcher(py_func, **jit_options)
+    return wrap

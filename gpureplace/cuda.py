@@ -1,0 +1,25 @@
+"""The kernel language, compatible with numba-cuda's ``numba.cuda``: change one import.
+
+    from gpureplace import cuda
+
+    @cuda.jit
+    def saxpy(a, x, y, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = a * x[i] + y[i]
+"""
+
+from . import libdevice  # noqa: F401  (cuda.libdevice.X, as in numba-cuda)
+from .compiler.intrinsics import registry as _registry
+from .kernel import compile_ptx, jit  # noqa: F401
+
+for _mod in _registry.language_modules():
+    for _name in getattr(_mod, "__all__", ()):
+        globals()[_name] = getattr(_mod, _name)
+del _mod, _name
+
+
+def is_available():
+    """True when a CUDA GPU (and CuPy) can be used."""
+    from .runtime import device
+    return device.available()

@@ -1,0 +1,63 @@
+"""Exceptions raised by gpureplace.
+
+Every error a user can cause names the thing at fault: the Python function, its file (or notebook
+cell) and line, and, for compile errors, the chain of calls from the kernel down to it.  The long
+detail from the front end (Numba's own message) is kept on the exception for those who want it.
+"""
+
+from __future__ import annotations
+
+
+class GPUReplaceError(Exception):
+    """Base class of every gpureplace error."""
+
+
+class CompileError(GPUReplaceError):
+    """A kernel or device function could not be compiled.
+
+    Attributes
+    ----------
+    function : str      qualified name of the Python function at fault
+    filename : str      its file, or the IPython cell name (``<ipython-input-..>``)
+    lineno   : int      line in that file (0 when unknown)
+    chain    : tuple    call chain from the kernel: ``("saxpy", "scale", ...)``
+    reason   : str      short, readable reason
+    detail   : str      the full front-end message, for debugging
+    """
+
+    def __init__(self, reason, *, function="", filename="", lineno=0, chain=(), detail=""):
+        self.reason = reason
+        self.function = function
+        self.filename = filename
+        self.lineno = lineno
+        self.chain = tuple(chain)
+        self.detail = detail
+        super().__init__(self._message())
+
+    def _message(self):
+        where = ""
+        if self.function:
+            where = f"in {self.function}"
+            if self.filename:
+                where += f" ({self.filename}, line {self.lineno})"
+            where += ": "
+        msg = f"{where}{self.reason}"
+        if len(self.chain) > 1:
+            msg += "\n  call chain: " + " -> ".join(self.chain)
+        return msg
+
+    def _render_traceback_(self):
+        # IPython shows this instead of a traceback through the compiler's frames.
+        return [f"{type(self).__name__}: {self._message()}"]
+
+
+class LaunchError(GPUReplaceError, ValueError):
+    """A launch was refused before anything ran (bad configuration or arguments)."""
+
+
+class LibdeviceNotFound(GPUReplaceError, FileNotFoundError):
+    """No libdevice bitcode could be found."""
+
+
+class NoDeviceError(GPUReplaceError, RuntimeError):
+    """A launch needs a GPU (and CuPy) and none was found."""

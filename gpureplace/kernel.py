@@ -1,0 +1,271 @@
+"""``cuda.jit`` objects: kernels and device functions, their specialisations, launch and reflection."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+
+from numba.core import sigutils, types
+
+from .compiler import driver
+from .compiler.kernel import compile_kernel
+from .dispatch.context import Context, default_context
+from .errors import CompileError, LaunchError
+from .runtime import arguments, launch
+from .runtime import device as _device
+
+_compile_lock = threading.RLock()
+
+
+def _parse_signature(sig):
+    """Argument types from a numba-cuda style signature: string, tuple of types or Signature."""
+    if isinstance(sig, (list, tuple)) and all(isinstance(t, types.Type) for t in sig):
+        return tuple(sig), None
+    args, ret = sigutils.normalize_signature(sig)
+    return tuple(args), ret
+
+
+class GPUFunction:
+    """What ``cuda.jit`` returns: a kernel (``device=False``) or a device function."""
+
+    def __init__(self, py_func, *, device=False, context=None, fastmath=False, opt=3,
+                 lineinfo=False, arch=None, _parent=None):
+        if not inspect.isfunction(py_func):
+            raise TypeError(f"cuda.jit needs a Python function, got {py_func!r}")
+        if context is not None and not isinstance(context, Context):
+            raise TypeError(f"context= must be a gpureplace Context, got {context!r}")
+        functools.update_wrapper(self, py_func)
+        self.py_func = py_func
+        self.device = bool(device)
+        self.context = context or default_context
+        self._fastmath = bool(fastmath)
+        self._opt = opt
+        self._lineinfo = lineinfo
+        self._arch = arch
+        self._pysig = inspect.signature(py_func)
+        self._nparams = len(self._pysig.parameters)
+        self._specs = {}           # (argtypes, options) -> KernelSpecialization
+        self._launch_cache = {}    # (arg type keys, device id) -> (LoadedKernel, spec)
+        self._configs = {}         # launch configuration -> _Launcher
+        self._variants = {}        # Context -> GPUFunction sharing py_func
+        self._parent = _parent
+
+    # -- options --------------------------------------------------------------------------------
+    def options(self, arch=None):
+        return driver.Options(
+            fastmath=self._fastmath or self.context.effective_fastmath,
+            arch=arch or self._arch or _device.default_arch(),
+            opt=self._opt, lineinfo=self._lineinfo)
+
+    def with_context(self, context):
+        """The same function compiled (and cached) in ``context``."""
+        if context is self.context:
+            return self
+        variant = self._variants.get(context)
+        if variant is None:
+            variant = GPUFunction(self.py_func, device=self.device, context=context,
+                                  fastmath=self._fastmath, opt=self._opt,
+                                  lineinfo=self._lineinfo, arch=self._arch, _parent=self)
+            self._variants[context] = variant
+        return variant
+
+    # -- compiling --------------------------------------------------------------------------------
+    def compile(self, sig, arch=None):
+        """Compile for ``sig`` without launching (no GPU needed); returns the specialisation."""
+        argtypes, _ = _parse_signature(sig)
+        return self._specialize(argtypes, self.options(arch))
+
+    def _specialize(self, argtypes, options):
+        key = (argtypes, options)
+        spec = self._specs.get(key)
+        if spec is None:
+            with _compile_lock:
+                spec = self._specs.get(key)
+                if spec is None:
+                    if self.device:
+                        spec = driver.compile_device(self.py_func, self.context, {}, argtypes,
+                                                     options)
+                    else:
+                        spec = compile_kernel(self.py_func, argtypes, self.context, options)
+                    self._specs[key] = spec
+        return spec
+
+    def _select(self, sig):
+        if sig is None:
+            return list(self._specs.values())
+        argtypes, _ = _parse_signature(sig)
+        return [self._specialize(argtypes, self.options())]
+
+    @property
+    def specializations(self):
+        return dict(self._specs)
+
+    # -- reflection -------------------------------------------------------------------------------
+    def inspect_ptx(self, sig=None):
+        """PTX of the specialisation for ``sig``, or ``{argtypes: ptx}`` of all compiled so far."""
+        self._require_kernel("inspect_ptx")
+        return self._reflect(sig, lambda s: s.ptx)
+
+    def inspect_llvm(self, sig=None):
+        if self.device:
+            return self._reflect(sig, lambda cf: "\n".join(cf.ir_texts()))
+        return self._reflect(sig, lambda s: s.llvm_ir)
+
+    def inspect_types(self, sig=None, file=None):
+        def annotate(s):
+            cf = s if self.device else s.compiled
+            return "\n".join(f"{each.qualname}{each.argtypes} -> {each.restype}\n"
+                             f"{each.type_annotation}" for each in cf.closure())
+        out = self._reflect(sig, annotate)
+        if file is not None:
+            print(out if isinstance(out, str) else "\n".join(out.values()), file=file)
+            return None
+        return out
+
+    def dependencies(self, sig=None):
+        from .tracking.deps import describe
+        return self._reflect(sig, lambda s: describe(s if self.device else s.compiled))
+
+    def _reflect(self, sig, fn):
+        specs = self._select(sig)
+        if sig is not None:
+            return fn(specs[0])
+        return {s.argtypes: fn(s) for s in specs}
+
+    def _require_kernel(self, what):
+        if self.device:
+            raise TypeError(f"{what}() is for kernels; {self.__qualname__} is a device function "
+                            f"(use inspect_llvm)")
+
+    # -- launching --------------------------------------------------------------------------------
+    def __getitem__(self, config):
+        launcher = self._configs.get(config) if isinstance(config, tuple) else None
+        if launcher is None:
+            if self.device:
+                raise TypeError(f"{self.__qualname__} is a device function; only kernels are "
+                                f"launched with [grid, block]")
+            launcher = _Launcher(self, config)
+            if isinstance(config, tuple):
+                try:
+                    self._configs[config] = launcher
+                except TypeError:
+                    pass
+        return launcher
+
+    def __call__(self, *args, **kwargs):
+        if self.device:
+            raise RuntimeError(f"{self.__qualname__} is a device function: call it from a kernel "
+                               f"or another device function (use the simulator to run it on "
+                               f"the host)")
+        raise LaunchError(f"{self.__qualname__} is a kernel: launch it with "
+                          f"{self.__name__}[blocks, threads](...)")
+
+    def _launch(self, config, args):
+        if len(args) != self._nparams:
+            self._argument_count_error(args)
+        keys, values = [], []
+        for i, a in enumerate(args):
+            try:
+                k, v = arguments.value_key(a)
+            except LaunchError as exc:
+                name = list(self._pysig.parameters)[i]
+                raise type(exc)(f"{self.__qualname__}: argument {i} ({name!r}) {exc}") from None
+            keys.append(k)
+            values.extend(v)
+        dev = _device.current_device()
+        cache_key = (tuple(keys), dev)
+        entry = self._launch_cache.get(cache_key)
+        if entry is None:
+            entry = self._prepare(keys, dev, cache_key)
+        entry.launch(config.grid, config.block, config.stream_ptr(), config.shared, values)
+
+    def _prepare(self, keys, dev, cache_key):
+        launch.require_device()
+        argtypes = tuple(arguments.numba_type_of_key(k) for k in keys)
+        spec = self._specialize(argtypes, self.options(_device.arch_of(dev)))
+        loaded = launch.LoadedKernel(spec, dev)
+        self._launch_cache[cache_key] = loaded
+        return loaded
+
+    def _argument_count_error(self, args):
+        names = list(self._pysig.parameters)
+        if len(args) < len(names):
+            missing = ", ".join(repr(n) for n in names[len(args):])
+            raise LaunchError(f"{self.__qualname__}() is missing argument(s) {missing}: it takes "
+                              f"{len(names)} ({', '.join(names)}), {len(args)} given")
+        raise LaunchError(f"{self.__qualname__}() takes {len(names)} argument(s) "
+                          f"({', '.join(names)}) but {len(args)} were given")
+
+    def __repr__(self):
+        kind = "device function" if self.device else "kernel"
+        return f"<gpureplace {kind} {self.__qualname__} context={self.context.name!r}>"
+
+
+class _Launcher:
+    """``kernel[grid, block, stream, shared]``: a validated launch configuration."""
+
+    __slots__ = ("kernel", "grid", "block", "stream", "shared")
+
+    def __init__(self, kernel, config):
+        if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
+            raise LaunchError(f"launch configuration must be [grid, block], [grid, block, stream] "
+                              f"or [grid, block, stream, dynamic_shared_bytes], got {config!r}")
+        self.kernel = kernel
+        self.grid = launch.normalize_dims(config[0], "grid")
+        self.block = launch.normalize_dims(config[1], "block")
+        self.stream = config[2] if len(config) > 2 else None
+        shared = config[3] if len(config) > 3 else 0
+        if not isinstance(shared, int) or shared < 0:
+            raise LaunchError(f"dynamic shared memory must be a non-negative int of bytes, "
+                              f"got {shared!r}")
+        self.shared = shared
+        if self.stream is not None:
+            launch.stream_ptr(self.stream)     # validate now, not at every launch
+
+    def stream_ptr(self):
+        return launch.stream_ptr(self.stream)
+
+    def __call__(self, *args):
+        self.kernel._launch(self, args)
+
+
+def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinfo=False,
+        debug=False, cache=False, inline=False, link=None, **unknown):
+    """``@cuda.jit`` / ``@cuda.jit(device=True)`` / ``@cuda.jit("void(float32[:])")``."""
+    if unknown:
+        raise TypeError(f"cuda.jit() got unsupported option(s): {', '.join(sorted(unknown))}")
+    sigs = None
+    if func is not None and not callable(func):
+        sigs, func = func, None
+    elif isinstance(func, str):
+        sigs, func = func, None
+
+    def wrap(fn):
+        gf = GPUFunction(fn, device=device, context=context, fastmath=fastmath, opt=3 if opt is True
+                         else (0 if opt is False else opt), lineinfo=lineinfo)
+        if sigs is not None:
+            for sig in (sigs if isinstance(sigs, list) else [sigs]):
+                gf.compile(sig)
+        return gf
+
+    return wrap if func is None else wrap(func)
+
+
+def compile_ptx(pyfunc, sig, device=False, fastmath=False, cc=None, opt=True, context=None,
+                lineinfo=False, debug=False):
+    """numba-cuda's ``cuda.compile_ptx``: returns ``(ptx, return type)`` without needing a GPU."""
+    arch = f"sm_{cc[0]}{cc[1]}" if isinstance(cc, tuple) else cc
+    fn = pyfunc if isinstance(pyfunc, GPUFunction) else GPUFunction(
+        pyfunc, device=device, context=context, fastmath=fastmath, opt=3 if opt else 0,
+        lineinfo=lineinfo, arch=arch)
+    argtypes, _ = _parse_signature(sig)
+    if device:
+        cf = driver.compile_device(fn.py_func, fn.context, {}, argtypes, fn.options(arch))
+        from .compiler.kernel import device_ptx
+        return device_ptx(cf), cf.restype
+    spec = fn._specialize(argtypes, fn.options(arch))
+    return spec.ptx, types.void
+
+
+__all__ = ["GPUFunction", "jit", "compile_ptx", "CompileError"]

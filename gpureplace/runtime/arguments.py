@@ -1,0 +1,222 @@
+"""Launch arguments: Python values -> (type key, flat parameter values), fast.
+
+Each Python type gets a handler, found once and cached, that returns the value's *type key* (what
+selects the specialisation) and its flat parameter values in ABI order (``compiler.abi``).  The
+Numba type is built from the key only when a key is seen for the first time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba.core import types
+from numba.np import numpy_support
+
+from ..errors import LaunchError
+
+
+class ArgumentError(LaunchError):
+    pass
+
+
+def _layout(shape, strides, itemsize):
+    """'C', 'F' or 'A' from byte strides (empty and single-element arrays are 'C')."""
+    ndim = len(shape)
+    c = f = True
+    expect = itemsize
+    for i in range(ndim - 1, -1, -1):
+        if shape[i] != 1 and strides[i] != expect:
+            c = False
+            break
+        expect *= shape[i]
+    if c:
+        return "C"
+    expect = itemsize
+    for i in range(ndim):
+        if shape[i] != 1 and strides[i] != expect:
+            f = False
+            break
+        expect *= shape[i]
+    return "F" if f else "A"
+
+
+def _cupy_handler(a):
+    dt = a.dtype
+    shape, strides = a.shape, a.strides
+    return (("array", dt, len(shape), _layout(shape, strides, dt.itemsize)),
+            (a.data.ptr, *shape, *strides))
+
+
+def _torch_handler(t):
+    if not t.is_cuda:
+        raise ArgumentError("is a PyTorch tensor on the CPU; move it to the GPU first (t.cuda())")
+    dt = _torch_dtype(t.dtype)
+    shape = tuple(t.shape)
+    strides = tuple(s * dt.itemsize for s in t.stride())
+    return (("array", dt, len(shape), _layout(shape, strides, dt.itemsize)),
+            (t.data_ptr(), *shape, *strides))
+
+
+_TORCH_DTYPES = {}
+
+
+def _torch_dtype(tdt):
+    dt = _TORCH_DTYPES.get(tdt)
+    if dt is None:
+        import torch
+        name = str(tdt).replace("torch.", "")
+        if tdt is torch.bool:
+            name = "bool"
+        try:
+            dt = np.dtype(name)
+        except TypeError:
+            raise ArgumentError(f"has PyTorch dtype {tdt}, which kernels cannot take") from None
+        _TORCH_DTYPES[tdt] = dt
+    return dt
+
+
+def _cai_handler(obj):
+    cai = obj.__cuda_array_interface__
+    dt = np.dtype(cai["typestr"])
+    if cai.get("descr") and len(cai["descr"]) > 1:
+        dt = np.dtype(cai["descr"])
+    shape = tuple(cai["shape"])
+    strides = cai.get("strides")
+    if strides is None:
+        strides, acc = [], dt.itemsize
+        for n in reversed(shape):
+            strides.append(acc)
+            acc *= n
+        strides = tuple(reversed(strides))
+    ptr = cai["data"][0] or 0
+    return (("array", dt, len(shape), _layout(shape, strides, dt.itemsize)),
+            (ptr, *shape, *tuple(strides)))
+
+
+def _dlpack_handler(obj):
+    from .device import cupy_module
+    return _cupy_handler(cupy_module().from_dlpack(obj))
+
+
+def _numpy_array_handler(a):
+    raise ArgumentError("is a host NumPy array; kernels read device memory: pass "
+                        "cupy.asarray(a) (or a torch CUDA tensor) and copy the result back")
+
+
+def _bool_handler(v):
+    return ("bool",), (v,)
+
+
+def _int_handler(v):
+    return ("int64",), (v,)
+
+
+def _float_handler(v):
+    return ("float64",), (v,)
+
+
+def _complex_handler(v):
+    return ("complex128",), (v.real, v.imag)
+
+
+def _np_scalar_handler(v):
+    dt = v.dtype
+    if dt.kind == "c":
+        return ("scalar", dt), (v.real, v.imag)
+    return ("scalar", dt), (v,)
+
+
+def _tuple_handler(tup):
+    keys, vals = [], []
+    for item in tup:
+        k, v = value_key(item)
+        keys.append(k)
+        vals.extend(v)
+    return ("tuple", *keys), tuple(vals)
+
+
+def _constant_handler(v):
+    # Types and dtypes are compile-time constants: part of the key, no parameter.
+    return ("const", v), ()
+
+
+_HANDLERS = {bool: _bool_handler, int: _int_handler, float: _float_handler,
+             complex: _complex_handler, tuple: _tuple_handler, np.ndarray: _numpy_array_handler}
+
+
+def _find_handler(cls, value):
+    mod = cls.__module__ or ""
+    if mod.startswith("cupy") and cls.__name__ == "ndarray":
+        return _cupy_handler
+    if mod.startswith("torch") and hasattr(value, "data_ptr") and hasattr(value, "stride"):
+        return _torch_handler
+    if isinstance(value, np.ndarray):
+        return _numpy_array_handler
+    if isinstance(value, np.generic):
+        return _np_scalar_handler
+    if isinstance(value, (type, np.dtype, types.Type)):
+        return _constant_handler
+    if hasattr(value, "__cuda_array_interface__"):
+        return _cai_handler
+    if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
+        return _dlpack_handler
+    if isinstance(value, bool):
+        return _bool_handler
+    if isinstance(value, int):
+        return _int_handler
+    if isinstance(value, float):
+        return _float_handler
+    if isinstance(value, tuple):
+        return _tuple_handler
+    return None
+
+
+def value_key(value):
+    cls = type(value)
+    handler = _HANDLERS.get(cls)
+    if handler is None:
+        handler = _find_handler(cls, value)
+        if handler is None:
+            raise ArgumentError(f"has type {cls.__module__}.{cls.__qualname__}, which kernels "
+                                f"cannot take (arrays with __cuda_array_interface__ or DLPack, "
+                                f"scalars, tuples and types can)")
+        _HANDLERS[cls] = handler
+    return handler(value)
+
+
+_KEY_TYPES = {}
+
+
+def numba_type_of_key(key):
+    ty = _KEY_TYPES.get(key)
+    if ty is None:
+        ty = _KEY_TYPES[key] = _key_to_type(key)
+    return ty
+
+
+def _key_to_type(key):
+    kind = key[0]
+    if kind == "array":
+        _, dt, ndim, layout = key
+        try:
+            return types.Array(numpy_support.from_dtype(dt), ndim, layout)
+        except NotImplementedError:
+            raise ArgumentError(f"has dtype {dt}, which kernels cannot take") from None
+    if kind == "bool":
+        return types.boolean
+    if kind == "int64":
+        return types.int64
+    if kind == "float64":
+        return types.float64
+    if kind == "complex128":
+        return types.complex128
+    if kind == "scalar":
+        return numpy_support.from_dtype(key[1])
+    if kind == "tuple":
+        return types.BaseTuple.from_types([numba_type_of_key(k) for k in key[1:]])
+    if kind == "const":
+        from numba import typeof
+        v = key[1]
+        if isinstance(v, types.Type):
+            return types.TypeRef(v)
+        return typeof(v)
+    raise AssertionError(key)

@@ -1,0 +1,111 @@
+"""Loading PTX per device and launching it through the CUDA driver (via CuPy).
+
+Parameters are packed with ``struct`` into one buffer per specialisation and handed to
+``cuLaunchKernel`` through ``CU_LAUNCH_PARAM_BUFFER_POINTER``: one C call per launch, no per-argument
+Python objects.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+
+from ..errors import LaunchError, NoDeviceError
+from . import device
+
+_CU_LAUNCH_PARAM_END = 0
+_CU_LAUNCH_PARAM_BUFFER_POINTER = 1
+_CU_LAUNCH_PARAM_BUFFER_SIZE = 2
+
+
+class LoadedKernel:
+    """A specialisation's PTX loaded on one device, with its parameter buffer."""
+
+    def __init__(self, spec, device_id):
+        cp = device.cupy_module()
+        self.device_id = device_id
+        with cp.cuda.Device(device_id):
+            self.module = cp.cuda.function.Module()
+            self.module.load(spec.ptx.encode())
+            self.function = self.module.get_function(spec.name)
+        self.fn_ptr = self.function.ptr
+        self.packer = struct.Struct(spec.param_format)
+        size = self.packer.size
+        self.buffer = ctypes.create_string_buffer(max(size, 1))
+        self.size = ctypes.c_size_t(size)
+        self.extra = (ctypes.c_void_p * 5)(_CU_LAUNCH_PARAM_BUFFER_POINTER,
+                                           ctypes.addressof(self.buffer),
+                                           _CU_LAUNCH_PARAM_BUFFER_SIZE,
+                                           ctypes.addressof(self.size), _CU_LAUNCH_PARAM_END)
+        self.extra_ptr = ctypes.addressof(self.extra) if size else 0
+        self.lock = threading.Lock()
+        self.launch_kernel = cp.cuda.driver.launchKernel
+        self._dynamic_smem_limit = 48 * 1024
+
+    def launch(self, grid, block, stream, shared, values):
+        if shared > self._dynamic_smem_limit:
+            self.function.max_dynamic_shared_size_bytes = shared
+            self._dynamic_smem_limit = shared
+        with self.lock:
+            try:
+                self.packer.pack_into(self.buffer, 0, *values)
+            except struct.error as exc:
+                raise LaunchError(f"an argument does not fit its parameter type: {exc}") from None
+            self.launch_kernel(self.fn_ptr, grid[0], grid[1], grid[2], block[0], block[1],
+                               block[2], shared, stream, 0, self.extra_ptr)
+
+
+def require_device():
+    if not device.available():
+        raise NoDeviceError("no CUDA GPU was found (or CuPy is not installed): kernels can be "
+                            "compiled and inspected (kernel.compile(sig), inspect_ptx) but not "
+                            "launched")
+
+
+def current_stream_ptr():
+    return device.cupy_module().cuda.get_current_stream().ptr
+
+
+def stream_ptr(stream):
+    if stream is None or stream == 0:
+        return current_stream_ptr() if stream is None else 0
+    if isinstance(stream, int):
+        return stream
+    for attr in ("ptr", "cuda_stream", "handle"):
+        val = getattr(stream, attr, None)
+        if isinstance(val, int):
+            return val
+    raise LaunchError(f"stream must be a CuPy or PyTorch stream, an int handle or None, "
+                      f"got {stream!r}")
+
+
+_DIM_LIMITS_GRID = (2**31 - 1, 65535, 65535)
+_DIM_LIMITS_BLOCK = (1024, 1024, 64)
+
+
+def normalize_dims(value, what):
+    if isinstance(value, int) and not isinstance(value, bool):
+        dims = (value, 1, 1)
+    elif isinstance(value, tuple) and 1 <= len(value) <= 3 and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        dims = tuple(value) + (1,) * (3 - len(value))
+    else:
+        try:
+            import numpy as np
+            if isinstance(value, np.integer):
+                return normalize_dims(int(value), what)
+        except ImportError:
+            pass
+        raise LaunchError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+    limits = _DIM_LIMITS_GRID if what == "grid" else _DIM_LIMITS_BLOCK
+    for axis, (n, lim) in enumerate(zip(dims, limits)):
+        if n <= 0:
+            raise LaunchError(f"{what} dimension {'xyz'[axis]} is {n}: it must be at least 1")
+        if n > lim:
+            raise LaunchError(f"{what} dimension {'xyz'[axis]} is {n}, over the device limit "
+                              f"of {lim}")
+    if what == "block" and dims[0] * dims[1] * dims[2] > 1024:
+        raise LaunchError(f"block {dims} has {dims[0] * dims[1] * dims[2]} threads, over the "
+                          f"limit of 1024 threads per block")
+    return dims
