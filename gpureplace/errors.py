@@ -34,6 +34,9 @@ class CompileError(GPUReplaceError):
         self.detail = detail
         super().__init__(self._message())
 
+    def __str__(self):
+        return self._message()
+
     def _message(self):
         where = ""
         if self.function:

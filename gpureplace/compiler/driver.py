@@ -275,8 +275,38 @@ def _convert_error(pyfunc, exc):
     reason = _short_reason(getattr(exc, "msg", None) or str(exc))
     if isinstance(exc, nb_errors.TypingError) and "Untyped global name" in reason:
         reason = reason.replace("Untyped global name", "cannot use global name")
+    if "UndefinedType" in reason:
+        missing = _undefined_globals(pyfunc, lineno)
+        if missing:
+            reason = (f"name {missing[0]!r} is not defined (it is neither a global of "
+                      f"{pyfunc.__module__} nor a builtin)")
     return CompileError(reason, function=_qualname(pyfunc), filename=filename, lineno=lineno,
                         chain=(_qualname(pyfunc),), detail=str(exc))
+
+
+def _undefined_globals(pyfunc, lineno):
+    """Global names read by ``pyfunc`` (on ``lineno`` first) that are bound nowhere."""
+    import builtins
+    names = []
+    for ins, line in instructions_with_lines(pyfunc):
+        if ins.opname == "LOAD_GLOBAL":
+            name = ins.argval
+            if name not in pyfunc.__globals__ and not hasattr(builtins, name):
+                names.append((line != lineno, name))
+    return [n for _, n in sorted(names)]
+
+
+def instructions_with_lines(pyfunc):
+    """(bytecode instruction, source line) pairs of ``pyfunc`` (works on Python 3.10 too)."""
+    import dis
+    line = pyfunc.__code__.co_firstlineno
+    for ins in dis.get_instructions(pyfunc):
+        pos = getattr(ins, "positions", None)
+        if pos is not None and pos.lineno is not None:
+            line = pos.lineno
+        elif ins.starts_line:
+            line = ins.starts_line
+        yield ins, line
 
 
 def stats():

@@ -85,11 +85,11 @@ def _finish(cf, wrapper_ir, entry):
 
 
 def _return_line(pyfunc):
-    import dis
+    """Line of the last ``return`` with a value (where a kernel returns something)."""
     last = pyfunc.__code__.co_firstlineno
-    for ins in dis.get_instructions(pyfunc):
-        if ins.opname in ("RETURN_VALUE", "RETURN_CONST") and ins.positions:
-            last = ins.positions.lineno or last
+    for ins, line in driver.instructions_with_lines(pyfunc):
+        if ins.opname == "RETURN_VALUE":
+            last = line
     return last
 
 

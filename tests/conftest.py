@@ -1,0 +1,57 @@
+"""Shared test helpers: PTX assembly with the wheel's ptxas, GPU detection, fresh functions."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+
+def _find_ptxas():
+    for base in sys.path:
+        hits = glob.glob(os.path.join(base, "nvidia", "cu*", "bin", "ptxas")) + glob.glob(
+            os.path.join(base, "nvidia", "cuda_nvcc", "bin", "ptxas"))
+        if hits:
+            return hits[0]
+    return None
+
+
+PTXAS = _find_ptxas()
+
+
+def has_gpu():
+    from gpureplace.runtime import device
+    return device.available()
+
+
+def pytest_collection_modifyitems(config, items):
+    if has_gpu():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU and CuPy")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def assemble(ptx, arch="sm_90"):
+    """Assemble PTX with ptxas from the nvidia-cuda-nvcc wheel; fail the test on any error."""
+    if PTXAS is None:
+        pytest.fail("ptxas not found: install the test extra (nvidia-cuda-nvcc wheel)")
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "k.ptx")
+        with open(src, "w") as fh:
+            fh.write(ptx)
+        proc = subprocess.run([PTXAS, f"-arch={arch}", "-o", os.path.join(tmp, "k.cubin"), src],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            pytest.fail(f"ptxas rejected the PTX:\n{proc.stderr}\n--- PTX ---\n{ptx}")
+    return True
+
+
+@pytest.fixture
+def ptxas_check():
+    return assemble

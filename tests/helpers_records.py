@@ -1,0 +1,5 @@
+OFFSET = 0.25
+
+
+def far(v):
+    return v + OFFSET

@@ -1,0 +1,105 @@
+"""Errors name the Python function, its file and line, and the call chain; nothing is launched."""
+
+import os
+
+import numpy as np
+import pytest
+
+from gpureplace import CompileError, LaunchError, cuda
+
+
+def leaf(v):
+    return os.getcwd() + v          # a host-only call two levels down
+
+
+def middle(v):
+    return leaf(v) * 2
+
+
+@cuda.jit
+def calls_host_only(out):
+    out[0] = middle(out[0])
+
+
+def test_unsupported_call_names_function_line_and_chain():
+    with pytest.raises(CompileError) as info:
+        calls_host_only.compile("void(float32[:])")
+    err = info.value
+    assert err.function == "leaf"
+    assert err.filename == __file__
+    assert err.lineno == leaf.__code__.co_firstlineno + 1
+    assert err.chain == ("calls_host_only", "middle", "leaf")
+    text = str(err)
+    assert "calls_host_only -> middle -> leaf" in text
+    assert "getcwd" in text
+    # the front end's full message stays available
+    assert err.detail
+    # short: no pipeline dump
+    assert "Failed in" not in text and len(text.splitlines()) <= 4
+
+
+def test_error_render_for_ipython_is_short():
+    with pytest.raises(CompileError) as info:
+        calls_host_only.compile("void(float32[:])")
+    lines = info.value._render_traceback_()
+    assert len(lines) == 1 and lines[0].startswith("CompileError: in leaf")
+
+
+@cuda.jit
+def typo(out):
+    out[0] = undefined_name_xyz + 1   # noqa: F821
+
+
+def test_undefined_global_is_named():
+    with pytest.raises(CompileError) as info:
+        typo.compile("void(float32[:])")
+    assert "undefined_name_xyz" in str(info.value)
+    assert info.value.lineno == typo.py_func.__code__.co_firstlineno + 2
+
+
+@cuda.jit
+def two_args(x, y):
+    pass
+
+
+def test_wrong_argument_count_names_the_missing_argument():
+    with pytest.raises(LaunchError, match=r"missing argument\(s\) 'y'"):
+        two_args[1, 32](np.zeros(3, np.float32))
+    with pytest.raises(LaunchError, match="takes 2 argument"):
+        two_args[1, 32](1, 2, 3)
+
+
+def test_host_numpy_array_is_refused_by_name():
+    with pytest.raises(LaunchError, match=r"argument 0 \('x'\) is a host NumPy array"):
+        two_args[1, 32](np.zeros(3, np.float32), 1.0)
+
+
+@pytest.mark.parametrize("config, message", [
+    ((0, 32), "grid dimension x is 0"),
+    ((-1, 32), "grid dimension x is -1"),
+    ((1, 2048), "block dimension x is 2048, over the device limit"),
+    ((1, (32, 64)), "2048 threads, over the limit of 1024"),
+    ((1, (1, 1, 65)), "block dimension z is 65"),
+    ((1.5, 32), "grid must be an int or a tuple"),
+    ((1,), "launch configuration must be"),
+    ((1, 32, None, -5), "dynamic shared memory must be a non-negative int"),
+])
+def test_bad_launch_configurations_are_refused(config, message):
+    with pytest.raises(LaunchError, match=message.replace("(", r"\(")):
+        two_args[config]
+
+
+def test_device_function_cannot_be_launched_or_called_on_host():
+    @cuda.jit(device=True)
+    def dev(x):
+        return x
+
+    with pytest.raises(TypeError, match="device function"):
+        dev[1, 1]
+    with pytest.raises(RuntimeError, match="call it from a kernel"):
+        dev(1.0)
+
+
+def test_unknown_jit_option_is_refused():
+    with pytest.raises(TypeError, match="unsupported option"):
+        cuda.jit(bogus=True)(lambda: None)
