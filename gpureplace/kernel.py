@@ -13,6 +13,7 @@ from .compiler.kernel import compile_kernel
 from .dispatch.context import Context, default_context
 from .errors import CompileError, LaunchError
 from .runtime import arguments, launch
+from .runtime.binder import make_binder
 from .runtime import device as _device
 
 _compile_lock = threading.RLock()
@@ -49,6 +50,7 @@ class GPUFunction:
         self._launch_cache = {}    # (arg type keys, device id) -> (LoadedKernel, spec)
         self._configs = {}         # launch configuration -> _Launcher
         self._variants = {}        # Context -> GPUFunction sharing py_func
+        self._last = None          # (binder, LoadedKernel, device id) of the latest launch
         self._parent = _parent
 
     # -- options --------------------------------------------------------------------------------
@@ -178,6 +180,9 @@ class GPUFunction:
         entry = self._launch_cache.get(cache_key)
         if entry is None:
             entry = self._prepare(keys, dev, cache_key)
+        if entry.binder is None:
+            entry.binder = make_binder(args, keys)
+        self._last = (entry.binder, entry, dev)
         entry.launch(config.grid, config.block, config.stream_ptr(), config.shared, values)
 
     def _prepare(self, keys, dev, cache_key):
@@ -205,7 +210,7 @@ class GPUFunction:
 class _Launcher:
     """``kernel[grid, block, stream, shared]``: a validated launch configuration."""
 
-    __slots__ = ("kernel", "grid", "block", "stream", "shared")
+    __slots__ = ("kernel", "grid", "block", "stream", "shared", "_stream_ptr")
 
     def __init__(self, kernel, config):
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
@@ -220,14 +225,26 @@ class _Launcher:
             raise LaunchError(f"dynamic shared memory must be a non-negative int of bytes, "
                               f"got {shared!r}")
         self.shared = shared
-        if self.stream is not None:
-            launch.stream_ptr(self.stream)     # validate now, not at every launch
+        # An explicit stream is resolved (and validated) once; None means CuPy's current stream.
+        self._stream_ptr = None if self.stream is None else launch.stream_ptr(self.stream)
 
     def stream_ptr(self):
-        return launch.stream_ptr(self.stream)
+        ptr = self._stream_ptr
+        return launch.current_stream_ptr() if ptr is None else ptr
 
     def __call__(self, *args):
-        self.kernel._launch(self, args)
+        kernel = self.kernel
+        last = kernel._last
+        if last is not None:
+            # Hot path: the arguments have the types of the latest launch's specialisation.
+            try:
+                values = last[0](*args)
+            except TypeError:          # wrong number of arguments: the general path explains
+                values = None
+            if values is not None and last[2] == launch.device_id():
+                last[1].launch(self.grid, self.block, self.stream_ptr(), self.shared, values)
+                return
+        kernel._launch(self, args)
 
 
 def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinfo=False,

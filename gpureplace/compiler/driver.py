@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from numba.core import errors as nb_errors
 from numba.core import funcdesc, ir, lowering, types
 from numba.core.compiler import CompilerBase, DefaultPassBuilder, Flags
+from numba.core.target_extension import target_override
 from numba.core.compiler_machinery import LoweringPass, PassManager, register_pass
 from numba.core.typed_passes import (AnnotateTypes, IRLegalization,
                                      NoPythonSupportedFeatureValidation)
@@ -203,10 +204,13 @@ def _run_front_end(cf, mask, key):
     resolve.frames().append(frame)
     _in_progress.append(cf)
     try:
-        pipeline = _GPUPipeline(typingctx, targetctx, library, cf.argtypes, None,
-                                _flags(cf.options), {})
         try:
-            pipeline.compile_extra(cf.pyfunc)
+            # Numba's generic @overload machinery asks "the current target" where to register
+            # lowerings; make that ours, not the CPU's (whose registries it would reload).
+            with target_override("gpureplace"):
+                pipeline = _GPUPipeline(typingctx, targetctx, library, cf.argtypes, None,
+                                        _flags(cf.options), {})
+                pipeline.compile_extra(cf.pyfunc)
         except CompileError as exc:
             exc.chain = (_qualname(cf.pyfunc),) + tuple(exc.chain or (exc.function,))
             raise exc from None

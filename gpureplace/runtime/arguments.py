@@ -170,6 +170,11 @@ def _find_handler(cls, value):
     return None
 
 
+def handler_of(value):
+    cls = type(value)
+    return _HANDLERS.get(cls) or _find_handler(cls, value)
+
+
 def value_key(value):
     cls = type(value)
     handler = _HANDLERS.get(cls)

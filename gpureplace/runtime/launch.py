@@ -42,6 +42,7 @@ class LoadedKernel:
         self.lock = threading.Lock()
         self.launch_kernel = cp.cuda.driver.launchKernel
         self._dynamic_smem_limit = 48 * 1024
+        self.binder = None          # made on the first launch (runtime.binder)
 
     def launch(self, grid, block, stream, shared, values):
         if shared > self._dynamic_smem_limit:
@@ -64,13 +65,25 @@ def require_device():
 
 
 def current_stream_ptr():
-    return device.cupy_module().cuda.get_current_stream().ptr
+    return _get_current_stream().ptr
+
+
+def _get_current_stream():
+    global _get_current_stream
+    _get_current_stream = device.cupy_module().cuda.get_current_stream
+    return _get_current_stream()
+
+
+def device_id():
+    global device_id
+    device_id = device.cupy_module().cuda.device.get_device_id
+    return device_id()
 
 
 def stream_ptr(stream):
-    if stream is None or stream == 0:
-        return current_stream_ptr() if stream is None else 0
-    if isinstance(stream, int):
+    if stream is None:
+        return current_stream_ptr()
+    if isinstance(stream, int) and not isinstance(stream, bool):
         return stream
     for attr in ("ptr", "cuda_stream", "handle"):
         val = getattr(stream, attr, None)

@@ -1,0 +1,96 @@
+"""Compile latency in fresh processes: first kernel (imports' one-time work included) and a second
+small kernel, for gpureplace and, where present, numba-cuda and CuPy RawKernel (NVRTC).
+
+Usage: python bench/compile_latency.py
+"""
+
+import json
+import subprocess
+import sys
+
+GPUREPLACE = r'''
+import time
+t0 = time.perf_counter()
+import math
+from gpureplace import cuda
+@cuda.jit
+def k1(x, a):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = math.sin(a * x[i])
+k1.compile("void(float32[:], float32)")
+t1 = time.perf_counter()
+@cuda.jit
+def k2(x, y):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] + y[i] * 2.0
+k2.compile("void(float32[:], float32[:])")
+t2 = time.perf_counter()
+print(t1 - t0, t2 - t1)
+'''
+
+NUMBA = r'''
+import time
+t0 = time.perf_counter()
+import math
+from numba import cuda
+@cuda.jit("void(float32[:], float32)")
+def k1(x, a):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = math.sin(a * x[i])
+t1 = time.perf_counter()
+@cuda.jit("void(float32[:], float32[:])")
+def k2(x, y):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = x[i] + y[i] * 2.0
+t2 = time.perf_counter()
+print(t1 - t0, t2 - t1)
+'''
+
+CUPY = r'''
+import time
+t0 = time.perf_counter()
+import cupy as cp
+k1 = cp.RawKernel(r"""extern "C" __global__ void k1(float* x, float a, long n) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x; if (i < n) x[i] = sinf(a * x[i]); }""", "k1")
+k1.compile()
+t1 = time.perf_counter()
+k2 = cp.RawKernel(r"""extern "C" __global__ void k2(float* x, const float* y, long n) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x; if (i < n) x[i] = x[i] + y[i] * 2.0; }""", "k2")
+k2.compile()
+t2 = time.perf_counter()
+print(t1 - t0, t2 - t1)
+'''
+
+
+def run(code):
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if out.returncode != 0:
+        return None, out.stderr.strip().splitlines()[-1:]
+    first, second = map(float, out.stdout.split()[-2:])
+    return (first * 1000, second * 1000), None
+
+
+def main():
+    rows = {}
+    for name, code in (("gpureplace", GPUREPLACE), ("numba_cuda", NUMBA), ("cupy_nvrtc", CUPY)):
+        best = None
+        for _ in range(3):
+            res, err = run(code)
+            if res is None:
+                print(f"{name}: skipped: {err}", file=sys.stderr)
+                break
+            best = res if best is None else (min(best[0], res[0]), min(best[1], res[1]))
+        if best:
+            rows[name] = {"first_ms": best[0], "second_ms": best[1]}
+    print(f"{'compiler':14s} {'first kernel ms':>16s} {'second kernel ms':>17s}")
+    for name, r in rows.items():
+        print(f"{name:14s} {r['first_ms']:16.1f} {r['second_ms']:17.1f}")
+    print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""Cached-launch overhead: gpureplace vs CuPy RawKernel (and numba-cuda, Triton, torch when present).
+
+Every launcher runs the same tiny kernel body (out[i] = a * x[i]... on a few elements) so the time
+per launch is host overhead.  Prints µs per launch and the ratio to CuPy RawKernel, measured in this
+one process.  Usage: python bench/launch.py [--n 20000] [--json out.json]
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+
+def timeit(fn, n, sync):
+    for _ in range(200):
+        fn()
+    sync()
+    samples = []
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        sync()
+        samples.append((time.perf_counter() - t) / n * 1e6)
+    return statistics.median(samples)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=20000)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+
+    import cupy as cp
+    sync = cp.cuda.runtime.deviceSynchronize
+    x = cp.zeros(32, dtype=cp.float32)
+    results = {}
+
+    src = r'''extern "C" __global__ void k(float* x, float a) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < 32) x[i] = a * x[i]; }'''
+    raw = cp.RawKernel(src, "k")
+    a32 = cp.float32(1.0)
+    results["cupy_rawkernel"] = timeit(lambda: raw((1,), (32,), (x, a32)), args.n, sync)
+
+    from gpureplace import cuda
+
+    @cuda.jit
+    def k(x, a):
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] = a * x[i]
+
+    launcher = k[1, 32]
+    results["gpureplace"] = timeit(lambda: launcher(x, 1.0), args.n, sync)
+    results["gpureplace_index_each_time"] = timeit(lambda: k[1, 32](x, 1.0), args.n, sync)
+
+    try:
+        import torch
+        t = torch.zeros(32, device="cuda")
+        results["torch_add_"] = timeit(lambda: t.add_(1.0), args.n, torch.cuda.synchronize)
+    except Exception as exc:  # not installed
+        print("torch: skipped:", exc, file=sys.stderr)
+
+    try:
+        from numba import cuda as ncuda
+
+        @ncuda.jit
+        def nk(x, a):
+            i = ncuda.grid(1)
+            if i < x.size:
+                x[i] = a * x[i]
+        nx = ncuda.to_device(cp.asnumpy(x))
+        results["numba_cuda"] = timeit(lambda: nk[1, 32](nx, 1.0), args.n, ncuda.synchronize)
+        results["numba_cuda_cupy_array"] = timeit(lambda: nk[1, 32](x, 1.0), args.n, sync)
+    except Exception as exc:
+        print("numba-cuda: skipped:", type(exc).__name__, exc, file=sys.stderr)
+
+    try:
+        import torch
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def tk(x_ptr, a, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            m = offs < n
+            tl.store(x_ptr + offs, a * tl.load(x_ptr + offs, mask=m), mask=m)
+        tt = torch.zeros(32, device="cuda")
+        results["triton"] = timeit(lambda: tk[(1,)](tt, 1.0, 32, BLOCK=32), args.n,
+                                   torch.cuda.synchronize)
+    except Exception as exc:
+        print("triton: skipped:", type(exc).__name__, exc, file=sys.stderr)
+
+    base = results["cupy_rawkernel"]
+    print(f"{'launcher':32s} {'us/launch':>10s} {'vs CuPy':>8s}")
+    for name, us in results.items():
+        print(f"{name:32s} {us:10.2f} {us / base:8.2f}x")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"us_per_launch": results, "ratio_to_cupy": {k: v / base for k, v in
+                                                                   results.items()}}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""Per-specialisation binders: the launch hot path, generated once per argument-type signature.
+
+A binder checks that the arguments still have the types of the specialisation it was built for
+(class, dtype, rank, layout) and returns the flat parameter values, or None when anything differs
+(then the general path in ``arguments`` decides).  Generated source keeps each check inline: no
+per-argument function calls, dictionaries or loops on the path of a cached launch.
+"""
+
+from __future__ import annotations
+
+from . import arguments
+
+
+def _layout_check(v, ndim, layout, itemsize):
+    """Inline expression that is true when array shape ``{v}_sh`` / strides ``{v}_st`` fit ``layout``."""
+    if layout == "A":
+        return "True"
+    terms, expect = [], str(itemsize)
+    axes = range(ndim - 1, -1, -1) if layout == "C" else range(ndim)
+    for ax in axes:
+        terms.append(f"({v}_st[{ax}] == {expect} or {v}_sh[{ax}] == 1)")
+        expect = f"{expect} * {v}_sh[{ax}]"
+    # Any axis whose check fails makes the general path recompute the key (rare: e.g. 'F' arrays
+    # with a length-1 axis that are also 'C').
+    return " and ".join(terms) or "True"
+
+
+def make_binder(args, keys):
+    """Build ``bind(*args) -> values | None`` for arguments shaped like ``args`` with ``keys``."""
+    lines, env, outs = [], {"_value_key": arguments.value_key}, []
+    params = [f"a{i}" for i in range(len(args))]
+    for i, (arg, key) in enumerate(zip(args, keys)):
+        v = f"a{i}"
+        handler = arguments.handler_of(arg)
+        env[f"C{i}"] = type(arg)
+        if handler is arguments._cupy_handler:
+            _, dt, ndim, layout = key
+            env[f"D{i}"] = dt
+            lines += [f"if type({v}) is not C{i} or {v}.dtype != D{i}: return None",
+                      f"{v}_sh = {v}.shape",
+                      f"{v}_st = {v}.strides",
+                      f"if len({v}_sh) != {ndim}: return None",
+                      f"if not ({_layout_check(v, ndim, layout, dt.itemsize)}): return None"]
+            outs += [f"{v}.data.ptr"] + [f"{v}_sh[{k}]" for k in range(ndim)] + \
+                    [f"{v}_st[{k}]" for k in range(ndim)]
+        elif handler is arguments._torch_handler:
+            _, dt, ndim, layout = key
+            env[f"T{i}"] = arg.dtype
+            isz = dt.itemsize
+            lines += [f"if type({v}) is not C{i} or {v}.dtype is not T{i} or not {v}.is_cuda: "
+                      f"return None",
+                      f"{v}_sh = {v}.shape",
+                      f"if len({v}_sh) != {ndim}: return None",
+                      f"{v}_st = tuple(s * {isz} for s in {v}.stride())" if ndim > 1 else
+                      f"{v}_st = ({v}.stride(0) * {isz},)",
+                      f"if not ({_layout_check(v, ndim, layout, isz)}): return None"]
+            outs += [f"{v}.data_ptr()"] + [f"{v}_sh[{k}]" for k in range(ndim)] + \
+                    [f"{v}_st[{k}]" for k in range(ndim)]
+        elif handler in (arguments._int_handler, arguments._float_handler,
+                         arguments._bool_handler):
+            lines.append(f"if type({v}) is not C{i}: return None")
+            outs.append(v)
+        elif handler is arguments._np_scalar_handler and key[1].kind != "c":
+            lines.append(f"if type({v}) is not C{i}: return None")
+            outs.append(v)
+        else:
+            # Tuples, constants, CAI / DLPack objects, complex: the general handler, then compare.
+            env[f"K{i}"] = key
+            lines += [f"{v}_k, {v}_v = _value_key({v})",
+                      f"if {v}_k != K{i}: return None"]
+            outs.append(f"*{v}_v")
+    body = "\n    ".join(lines) or "pass"
+    result = ", ".join(outs)
+    src = (f"def bind({', '.join(params)}):\n    {body}\n"
+           f"    return ({result}{',' if len(outs) == 1 else ''})\n")
+    exec(compile(src, "<gpureplace binder>", "exec"), env)
+    bind = env["bind"]
+    bind.source = src
+    return bind

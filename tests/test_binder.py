@@ -1,0 +1,55 @@
+"""The launch hot path's binder, checked on the CPU with stand-ins shaped like CuPy arrays."""
+
+import numpy as np
+
+from gpureplace.runtime import arguments
+from gpureplace.runtime.binder import make_binder
+
+
+class _Mem:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+class ndarray:  # noqa: N801 - named like CuPy's so the argument code treats it as one
+    __module__ = "cupy._core.core"
+
+    def __init__(self, shape, dtype, strides=None, ptr=0x7000):
+        host = np.empty(shape, dtype)
+        self.shape = host.shape
+        self.dtype = host.dtype
+        self.strides = host.strides if strides is None else strides
+        self.ndim = len(self.shape)
+        self.data = _Mem(ptr)
+
+
+def _bind(*args):
+    keys, vals = zip(*(arguments.value_key(a) for a in args))
+    flat = tuple(v for vs in vals for v in vs)
+    return make_binder(args, keys), flat
+
+
+def test_binder_returns_the_same_values_as_the_general_path():
+    x = ndarray((8, 3), np.float32)
+    bind, flat = _bind(x, 2.5, 7, True, np.float32(1.5), (1, 2.0), np.int64)
+    assert bind(x, 2.5, 7, True, np.float32(1.5), (1, 2.0), np.int64) == flat
+    assert flat == (0x7000, 8, 3, 12, 4, 2.5, 7, True, np.float32(1.5), 1, 2.0)
+
+
+def test_binder_refuses_other_types_dtypes_ranks_and_layouts():
+    x = ndarray((8,), np.float32)
+    bind, _ = _bind(x, 1.0)
+    assert bind(ndarray((4,), np.float32, ptr=0x9000), 3.0) == (0x9000, 4, 4, 3.0)
+    assert bind(ndarray((4,), np.float64), 3.0) is None          # dtype
+    assert bind(ndarray((2, 2), np.float32), 3.0) is None        # rank
+    assert bind(ndarray((4,), np.float32, strides=(8,)), 3.0) is None   # not contiguous
+    assert bind(x, 3) is None                                     # int where a float was
+    assert bind(x, np.float32(3)) is None
+
+
+def test_strided_specialisation_accepts_any_strides():
+    x = ndarray((4, 4), np.float64, strides=(64, 16))
+    key, _ = arguments.value_key(x)
+    assert key[3] == "A"
+    bind, flat = _bind(x)
+    assert bind(ndarray((5, 2), np.float64, strides=(8, 80))) == (0x7000, 5, 2, 8, 80)
