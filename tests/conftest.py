@@ -12,12 +12,21 @@ import pytest
 
 
 def _find_ptxas():
+    """ptxas from the nvidia-cuda-nvcc wheel (what CI installs); on a GPU host without the wheel,
+    the toolkit's own (GPUREPLACE_PTXAS, CUDA_HOME or PATH)."""
     for base in sys.path:
         hits = glob.glob(os.path.join(base, "nvidia", "cu*", "bin", "ptxas")) + glob.glob(
             os.path.join(base, "nvidia", "cuda_nvcc", "bin", "ptxas"))
         if hits:
             return hits[0]
-    return None
+    explicit = os.environ.get("GPUREPLACE_PTXAS")
+    if explicit:
+        return explicit
+    for root in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if root and os.path.isfile(os.path.join(root, "bin", "ptxas")):
+            return os.path.join(root, "bin", "ptxas")
+    import shutil
+    return shutil.which("ptxas")
 
 
 PTXAS = _find_ptxas()
