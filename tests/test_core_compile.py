@@ -44,3 +44,24 @@ def test_inspect_ptx_lists_specializations():
     allptx = saxpy.inspect_ptx()
     assert isinstance(allptx, dict) and len(allptx) >= 1
     assert all(".entry saxpy" in p for p in allptx.values())
+
+
+@cuda.jit
+def indices(out):
+    i = cuda.threadIdx.x + cuda.blockIdx.x * cuda.blockDim.x
+    j = cuda.threadIdx.y + cuda.blockIdx.y * cuda.blockDim.y
+    k = cuda.threadIdx.z + cuda.gridDim.z * cuda.blockIdx.z
+    out[0] = i + j + k + cuda.gridDim.x + cuda.gridDim.y + cuda.blockDim.z
+    out[1] = cuda.laneid + cuda.warpsize
+    n = cuda.gridsize(1)
+    a, b = cuda.grid(2)
+    c, d, e = cuda.gridsize(3)
+    out[2] = n + a + b + c + d + e
+
+
+def test_every_index_register_is_read():
+    ptx = indices.compile("void(int64[:])").ptx
+    assemble(ptx)
+    for reg in ("tid.x", "tid.y", "tid.z", "ctaid.x", "ctaid.y", "ctaid.z", "ntid.x", "ntid.y",
+                "ntid.z", "nctaid.x", "nctaid.y", "nctaid.z", "laneid"):
+        assert f"%{reg}" in ptx, reg

@@ -55,8 +55,8 @@ for _stub in (threadIdx, blockIdx, blockDim, gridDim):
                 return types.int32
 
     for _axis in "xyz":
-        def _lower(context, builder, ty, value, attr, _reg=_SREG[_stub.__name__]):
-            return read_sreg(builder, f"{_reg}.{attr}")
+        def _lower(context, builder, ty, value, _sreg=f"{_SREG[_stub.__name__]}.{_axis}"):
+            return read_sreg(builder, _sreg)
         lowering.lower_getattr(_ty, _axis)(_lower)
 
 

@@ -2,19 +2,12 @@
 
 import importlib
 
-_MODULES = ("indexing", "devicemath", "libdevice_calls")
-_OPTIONAL = ("sync", "memory", "atomics", "warp", "bits", "printing")
+_MODULES = ("indexing", "devicemath", "libdevice_calls", "sync", "memory", "atomics", "warp",
+            "bits", "printing")
 
 
 def _modules():
-    mods = [importlib.import_module(f"{__package__}.{name}") for name in _MODULES]
-    for name in _OPTIONAL:
-        try:
-            mods.append(importlib.import_module(f"{__package__}.{name}"))
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__package__}.{name}":
-                raise
-    return mods
+    return [importlib.import_module(f"{__package__}.{name}") for name in _MODULES]
 
 
 def typing_registries():

@@ -1,0 +1,448 @@
+"""Arrays in the GPU's memory spaces: ``cuda.shared.array``, ``cuda.local.array``,
+``cuda.const.array_like``.
+
+Each returns an ordinary Numba array (the struct of ``numba.np.arrayobj``), so indexing, slicing,
+``.shape`` and friends work unchanged; only its data pointer differs: the generic address
+(``addrspacecast``) of storage in another address space.
+
+- ``shared.array(shape, dtype)`` with a constant shape: one ``addrspace(3)`` global per call site
+  (internal, uniquely named, aligned for its element type).
+- ``shared.array(0, dtype)``: a 1-D view of the dynamic shared memory sized at launch
+  (``kernel[grid, block, stream, nbytes]``).  Every such array starts at the same external
+  ``[0 x i8]`` declaration, so they alias as ``extern __shared__`` arrays do in CUDA C; the length
+  is ``%dynamic_smem_size // itemsize``.
+- ``local.array(shape, dtype)``: a per-thread ``alloca`` (NVPTX places it in local memory).
+- ``const.array_like(arr)``: ``arr`` must be a global (or closure) NumPy array; its values are
+  copied at compile time into an ``addrspace(4)`` (``.const``) global.  The typing context only
+  sees types, so a rewrite before type inference hands the array's value to the call as a hidden
+  second argument (the original argument stays, so redefinition tracking still sees the global).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+
+import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, ir as nir, types
+from numba.core.datamodel import models, register_default
+from numba.core.errors import TypingError
+from numba.core.imputils import Registry as LoweringRegistry
+from numba.core.rewrites import Rewrite, register_rewrite
+from numba.core.typing.npydecl import parse_dtype
+from numba.core.typing.templates import AttributeTemplate, CallableTemplate, Registry, signature
+from numba.core.typing.typeof import typeof_impl
+from numba.np import numpy_support
+from numba.np.arrayobj import make_array, populate_array
+
+from .stubs import Namespace, Stub
+
+__all__ = ["shared", "local", "const"]
+
+typing = Registry()
+lowering = LoweringRegistry()
+
+ADDRSPACE_SHARED = 3
+ADDRSPACE_CONST = 4
+
+#: Name of the dynamic shared memory: one external declaration that every module shares.
+DYNAMIC_SHARED_NAME = "_gpureplace_dynamic_smem"
+_SMEM_PREFIX = "_gpureplace_smem"
+_CMEM_PREFIX = "_gpureplace_cmem"
+_ids = itertools.count()
+
+shared = Namespace("shared", array=Stub(
+    "array", "shared.array(shape, dtype): an array in the block's shared memory.  shape is an "
+             "int or a tuple of ints known at compile time; shape 0 gives a 1-D view of the "
+             "dynamic shared memory whose size is set at launch", namespace="cuda.shared"))
+local = Namespace("local", array=Stub(
+    "array", "local.array(shape, dtype): an array private to each thread (shape known at "
+             "compile time)", namespace="cuda.local"))
+const = Namespace("const", array_like=Stub(
+    "array_like", "const.array_like(arr): the global NumPy array arr, copied into constant "
+                  "memory at compile time (read-only on the device)", namespace="cuda.const"))
+
+
+# ---------------------------------------------------------------------------------------------
+# The namespaces as values: cuda.shared -> NamespaceType, .array -> the stub's Function type
+
+
+class NamespaceType(types.Dummy):
+    """Type of ``cuda.shared`` / ``cuda.local`` / ``cuda.const`` in device code."""
+
+    def __init__(self, namespace):
+        self.namespace = namespace
+        super().__init__(f"cuda.{namespace.__name__}")
+
+
+register_default(NamespaceType)(models.OpaqueModel)
+
+for _ns in (shared, local, const):
+    _nsty = NamespaceType(_ns)
+    typing.register_global(_ns, _nsty)
+
+    @typing.register_attr
+    class _NamespaceAttrs(AttributeTemplate):
+        key = _nsty
+
+        def generic_resolve(self, ty, attr):
+            member = getattr(ty.namespace, attr, None)
+            if isinstance(member, Stub):
+                return self.context.resolve_value_type(member)
+            return None
+
+del _ns, _nsty
+
+
+@lowering.lower_getattr_generic(NamespaceType)
+def _lower_namespace_member(context, builder, typ, value, attr):
+    return context.get_dummy_value()     # a stub: the call that follows does the work
+
+
+# ---------------------------------------------------------------------------------------------
+# Typing of shared.array / local.array
+
+
+def _shape_of(fname, shape, allow_dynamic):
+    """The constant shape as a tuple of ints; raise a TypingError naming what is wrong."""
+    hint = (f"{fname}(shape, dtype): shape must be an int or a tuple of ints known at compile "
+            f"time (a literal or a global constant)")
+    if isinstance(shape, types.IntegerLiteral):
+        dims = (shape.literal_value,)
+    elif isinstance(shape, types.BaseTuple) and not isinstance(shape, types.BaseNamedTuple):
+        if len(shape) == 0:
+            raise TypingError(f"{hint}; got an empty tuple")
+        dims = []
+        for each in shape:
+            if not isinstance(each, types.IntegerLiteral):
+                raise TypingError(f"{hint}; got {shape}: a dimension of type {each} is not a "
+                                  f"constant (compute such a value in a global constant)")
+            dims.append(each.literal_value)
+        dims = tuple(dims)
+    elif isinstance(shape, (types.Integer, types.BaseTuple)):
+        raise TypingError(f"{hint}; got a value of type {shape} that is only known at run time")
+    else:
+        raise TypingError(f"{hint}; got {shape}")
+    if any(d < 0 for d in dims):
+        raise TypingError(f"{fname}: shape {dims} has a negative dimension")
+    if 0 in dims:
+        if not allow_dynamic:
+            raise TypingError(f"{fname}: shape {dims} has a zero dimension (a local array needs "
+                              f"a positive size)")
+        if len(dims) != 1:
+            raise TypingError(f"{fname}: shape {dims}: only a 1-D shape of 0 (dynamic shared "
+                              f"memory, sized at launch) may be zero")
+    return dims
+
+
+_DTYPE_KINDS = (types.Number, types.Boolean, types.Record, types.NPDatetime, types.NPTimedelta)
+
+
+def _element_type(fname, dtype):
+    """The Numba element type of ``dtype`` (np.float32, numba.float32, np.dtype(..), 'float32')."""
+    try:
+        nbtype = parse_dtype(dtype)
+    except TypingError as exc:
+        raise TypingError(f"{fname}: {exc.msg if hasattr(exc, 'msg') else exc}") from None
+    if not isinstance(nbtype, _DTYPE_KINDS):
+        got = dtype if nbtype is None else nbtype
+        raise TypingError(f"{fname}(shape, dtype): dtype must be a scalar type such as "
+                          f"np.float32, numba.int32, np.dtype('float64') or 'float32' "
+                          f"(or a record type), got {got}")
+    return nbtype
+
+
+def _array_template(stub, fname, allow_dynamic):
+    class _Template(CallableTemplate):
+        key = stub
+        prefer_literal = True     # shapes must be literals: try the literal types first
+
+        def generic(self):
+            def typer(shape, dtype):
+                dims = _shape_of(fname, shape, allow_dynamic)
+                eltype = _element_type(fname, dtype)
+                return types.Array(eltype, len(dims), "C")
+            return typer
+
+    _Template.__name__ = f"_{fname.replace('.', '_')}_template"
+    return _Template
+
+
+typing.register_global(shared.array, types.Function(
+    _array_template(shared.array, "cuda.shared.array", allow_dynamic=True)))
+typing.register_global(local.array, types.Function(
+    _array_template(local.array, "cuda.local.array", allow_dynamic=False)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowering helpers
+
+
+def _c_strides(dims, itemsize):
+    strides, step = [], itemsize
+    for d in reversed(dims):
+        strides.append(step)
+        step *= d
+    return tuple(reversed(strides))
+
+
+def _build_array(context, builder, arytype, data, shape, itemsize):
+    """A Numba array value over ``data`` (a generic pointer) with C-order ``shape``.
+
+    ``shape`` holds ints, or LLVM intp values (the dynamic length); strides follow C order.
+    """
+    intp = context.get_value_type(types.intp)
+    shape_vals = [intp(s) if isinstance(s, int) else s for s in shape]
+    if all(isinstance(s, int) for s in shape):
+        stride_vals = [intp(s) for s in _c_strides(shape, itemsize)]
+    else:                       # only the 1-D dynamic array has a run-time extent
+        stride_vals = [intp(itemsize)]
+    ary = make_array(arytype)(context, builder)
+    if data.type.addrspace != ary.data.type.addrspace:
+        data = builder.addrspacecast(data, ary.data.type)
+    elif data.type != ary.data.type:
+        data = builder.bitcast(data, ary.data.type)
+    populate_array(ary, data=data, shape=shape_vals, strides=stride_vals, itemsize=intp(itemsize), meminfo=None)
+    return ary._getvalue()
+
+
+def _element_layout(context, dtype):
+    lltype = context.get_data_type(dtype)
+    return lltype, context.get_abi_sizeof(lltype), context.get_abi_alignment(lltype)
+
+
+def _dims_of_sig(shape_type):
+    if isinstance(shape_type, types.IntegerLiteral):
+        return (shape_type.literal_value,)
+    return tuple(s.literal_value for s in shape_type)
+
+
+# ---------------------------------------------------------------------------------------------
+# shared.array
+
+
+def _static_shared(context, builder, arytype, dims):
+    lltype, itemsize, align = _element_layout(context, arytype.dtype)
+    count = 1
+    for d in dims:
+        count *= d
+    storage = ir.ArrayType(lltype, count)
+    gv = ir.GlobalVariable(builder.module, storage, f"{_SMEM_PREFIX}_{next(_ids)}",
+                           addrspace=ADDRSPACE_SHARED)
+    gv.linkage = "internal"
+    gv.initializer = ir.Constant(storage, ir.Undefined)   # shared memory has no initializer
+    gv.align = align
+    return _build_array(context, builder, arytype, gv, dims, itemsize)
+
+
+def dynamic_shared_storage(module):
+    """The module's declaration of the dynamic shared memory (created on first use)."""
+    gv = module.globals.get(DYNAMIC_SHARED_NAME)
+    if gv is None:
+        gv = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), 0), DYNAMIC_SHARED_NAME,
+                               addrspace=ADDRSPACE_SHARED)
+        gv.linkage = "external"
+        gv.align = 16
+    return gv
+
+
+def _dynamic_shared(context, builder, arytype):
+    _, itemsize, _ = _element_layout(context, arytype.dtype)
+    gv = dynamic_shared_storage(builder.module)
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []),
+                                        "llvm.nvvm.read.ptx.sreg.dynamic_smem_size")
+    nbytes = builder.call(fn, [])
+    length = builder.udiv(nbytes, ir.IntType(32)(itemsize))
+    length = builder.zext(length, context.get_value_type(types.intp))
+    return _build_array(context, builder, arytype, gv, (length,), itemsize)
+
+
+def _lower_shared_array(context, builder, sig, args):
+    dims = _dims_of_sig(sig.args[0])
+    if dims == (0,):
+        return _dynamic_shared(context, builder, sig.return_type)
+    return _static_shared(context, builder, sig.return_type, dims)
+
+
+def _lower_local_array(context, builder, sig, args):
+    arytype = sig.return_type
+    dims = _dims_of_sig(sig.args[0])
+    lltype, itemsize, align = _element_layout(context, arytype.dtype)
+    count = 1
+    for d in dims:
+        count *= d
+    storage = cgutils.alloca_once(builder, ir.ArrayType(lltype, count), name="local_array")
+    storage.align = max(align, storage.align or 0)
+    return _build_array(context, builder, arytype, storage, dims, itemsize)
+
+
+for _shape_ty in (types.IntegerLiteral, types.Tuple, types.UniTuple):
+    lowering.lower(shared.array, _shape_ty, types.Any)(_lower_shared_array)
+    lowering.lower(local.array, _shape_ty, types.Any)(_lower_local_array)
+del _shape_ty
+
+
+# ---------------------------------------------------------------------------------------------
+# const.array_like
+
+
+class ConstSource:
+    """A NumPy array's values, frozen at compile time (the hidden argument of array_like)."""
+
+    __slots__ = ("array", "digest")
+
+    def __init__(self, array):
+        self.array = np.ascontiguousarray(array)
+        h = hashlib.sha1(self.array.tobytes())
+        h.update(str((self.array.dtype.str, self.array.dtype.descr, self.array.shape)).encode())
+        self.digest = h.hexdigest()[:16]
+
+
+class ConstSourceType(types.Dummy):
+    def __init__(self, source):
+        self.source = source
+        a = source.array
+        super().__init__(f"const_source({a.dtype}, {a.shape}, {source.digest})")
+
+
+register_default(ConstSourceType)(models.OpaqueModel)
+
+
+def _typeof_const_source(val, c):
+    return ConstSourceType(val)
+
+
+typeof_impl.register(ConstSource)(_typeof_const_source)
+
+
+@lowering.lower_constant(ConstSourceType)
+def _lower_const_source(context, builder, ty, pyval):
+    return context.get_dummy_value()
+
+
+class _ConstArrayLikeTemplate(CallableTemplate):
+    key = const.array_like
+
+    def generic(self):
+        def typer(ndarray, _frozen=None):
+            if _frozen is None or isinstance(_frozen, types.Omitted):
+                if isinstance(ndarray, types.Array):
+                    raise TypingError(
+                        "cuda.const.array_like(arr): arr must be a NumPy array held in a global "
+                        "or closure variable, so that its values can be copied into constant "
+                        "memory at compile time; a kernel argument or a local array cannot be")
+                raise TypingError(f"cuda.const.array_like(arr): arr must be a global NumPy "
+                                  f"array, got {ndarray}")
+            if not isinstance(_frozen, ConstSourceType):
+                raise TypingError("cuda.const.array_like() takes one argument, the array")
+            a = _frozen.source.array
+            eltype = numpy_support.from_dtype(a.dtype)
+            if not isinstance(eltype, _DTYPE_KINDS):
+                raise TypingError(f"cuda.const.array_like(arr): arrays of {a.dtype} cannot be "
+                                  f"placed in constant memory")
+            if a.ndim == 0:
+                raise TypingError("cuda.const.array_like(arr): arr must have at least one "
+                                  "dimension")
+            return signature(types.Array(eltype, a.ndim, "C", readonly=True), ndarray, _frozen)
+        return typer
+
+
+typing.register_global(const.array_like, types.Function(_ConstArrayLikeTemplate))
+
+
+@lowering.lower(const.array_like, types.Any, ConstSourceType)
+def _lower_const_array_like(context, builder, sig, args):
+    source = sig.args[1].source
+    a = source.array
+    arytype = sig.return_type
+    _, itemsize, align = _element_layout(context, arytype.dtype)
+    data = bytearray(a.tobytes()) or bytearray(1)     # no zero-sized globals
+    init = cgutils.create_constant_array(ir.IntType(8), data)
+    name = f"{_CMEM_PREFIX}_{source.digest}"
+    gv = builder.module.globals.get(name)
+    if gv is None:
+        gv = ir.GlobalVariable(builder.module, init.type, name, addrspace=ADDRSPACE_CONST)
+        gv.linkage = "internal"
+        gv.global_constant = True
+        gv.initializer = init
+        gv.align = max(align, 4)
+    return _build_array(context, builder, arytype, gv, a.shape, itemsize)
+
+
+_MISSING = object()
+
+
+def _global_value(func_ir, var, depth=0):
+    """The value of ``var`` if it is a global/closure value or an attribute chain on one."""
+    if depth > 8:
+        return _MISSING
+    try:
+        defn = func_ir.get_definition(var)
+    except Exception:           # not single-assigned, unknown name...: not a constant
+        return _MISSING
+    if isinstance(defn, (nir.Global, nir.FreeVar)):
+        return defn.value
+    if isinstance(defn, nir.Expr) and defn.op == "getattr":
+        base = _global_value(func_ir, defn.value, depth + 1)
+        if base is _MISSING:
+            return _MISSING
+        try:
+            return getattr(base, defn.attr, _MISSING)
+        except Exception:       # a host stand-in that refuses attribute reads (cuda.threadIdx)
+            return _MISSING
+    return _MISSING
+
+
+def _may_be_array_like(func_ir, var):
+    """Cheap pre-check, since this rewrite sees every call Numba compiles (CPU ones too)."""
+    try:
+        defn = func_ir.get_definition(var)
+    except Exception:
+        return False
+    if isinstance(defn, nir.Expr) and defn.op == "getattr":
+        return defn.attr == "array_like"
+    return isinstance(defn, (nir.Global, nir.FreeVar)) and defn.value is const.array_like
+
+
+@register_rewrite("before-inference")
+class _FreezeConstArrayLike(Rewrite):
+    """``const.array_like(arr)`` -> ``const.array_like(arr, <arr's values>)`` for a constant arr."""
+
+    def match(self, func_ir, block, typemap, calltypes):
+        self._block = block
+        self._hits = {}
+        for inst in block.find_insts(nir.Assign):
+            expr = inst.value
+            if not (isinstance(expr, nir.Expr) and expr.op == "call"):
+                continue
+            if len(expr.args) + len(expr.kws) != 1 or expr.vararg is not None:
+                continue
+            if not _may_be_array_like(func_ir, expr.func):
+                continue
+            if _global_value(func_ir, expr.func) is not const.array_like:
+                continue
+            arg = expr.args[0] if expr.args else dict(expr.kws).get("ndarray")
+            if arg is None:
+                continue
+            value = _global_value(func_ir, arg)
+            if isinstance(value, np.ndarray):
+                self._hits[id(inst)] = (arg, value)
+        return bool(self._hits)
+
+    def apply(self):
+        new = self._block.copy()
+        new.clear()
+        for inst in self._block.body:
+            hit = self._hits.get(id(inst))
+            if hit is not None:
+                arg, value = hit
+                loc = inst.loc
+                frozen = nir.Var(inst.target.scope, f"$const_array_like_{next(_ids)}", loc)
+                new.append(nir.Assign(nir.Const(ConstSource(value), loc, use_literal_type=False),
+                                      frozen, loc))
+                call = inst.value
+                inst = nir.Assign(nir.Expr.call(call.func, [arg, frozen], (), loc), inst.target,
+                                  loc)
+            new.append(inst)
+        return new
