@@ -11,6 +11,19 @@ from .errors import CompileError, GPUReplaceError, LaunchError  # noqa: F401,E40
 from . import cuda, libdevice  # noqa: F401,E402
 
 
+def refresh():
+    """Revalidate every compiled kernel at its next launch (use after redefining plain helpers
+    outside IPython; in IPython the extension's cell hook does this for you)."""
+    from .tracking import world
+    world.bump()
+
+
+def stats():
+    """Counters: kernel and device compiles, memory/disk cache hits, invalidations."""
+    from .tracking.stats import snapshot
+    return snapshot()
+
+
 def load_ipython_extension(ipython):
     from .ipython.extension import load_ipython_extension as _load
     _load(ipython)

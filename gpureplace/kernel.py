@@ -13,6 +13,8 @@ from .compiler.kernel import compile_kernel
 from .dispatch.context import Context, default_context
 from .errors import CompileError, LaunchError
 from .runtime import arguments, launch
+from .tracking import deps, world
+from .tracking.stats import counters
 from .runtime.binder import make_binder
 from .runtime import device as _device
 
@@ -50,7 +52,8 @@ class GPUFunction:
         self._launch_cache = {}    # (arg type keys, device id) -> (LoadedKernel, spec)
         self._configs = {}         # launch configuration -> _Launcher
         self._variants = {}        # Context -> GPUFunction sharing py_func
-        self._last = None          # (binder, LoadedKernel, device id) of the latest launch
+        self._last = None          # (binder, LoadedKernel, device id, world age) of the latest
+        _note_definition(py_func)
         self._parent = _parent
 
     # -- options --------------------------------------------------------------------------------
@@ -79,19 +82,43 @@ class GPUFunction:
         return self._specialize(argtypes, self.options(arch))
 
     def _specialize(self, argtypes, options):
+        """The specialisation for ``argtypes``: cached, revalidated when the world has moved,
+        recompiled (only what changed) when a dependency was redefined."""
         key = (argtypes, options)
         spec = self._specs.get(key)
-        if spec is None:
-            with _compile_lock:
-                spec = self._specs.get(key)
-                if spec is None:
-                    if self.device:
-                        spec = driver.compile_device(self.py_func, self.context, {}, argtypes,
-                                                     options)
-                    else:
-                        spec = compile_kernel(self.py_func, argtypes, self.context, options)
-                    self._specs[key] = spec
+        if spec is not None and spec.world == world.age:
+            counters["memory_hits"] += 1
+            return spec
+        with _compile_lock:
+            spec = self._specs.get(key)
+            if spec is not None:
+                if self._still_valid(spec):
+                    counters["memory_hits"] += 1
+                    return spec
+                del self._specs[key]
+            age = world.age
+            if self.device:
+                spec = driver.compile_device(self.py_func, self.context, {}, argtypes, options)
+            else:
+                spec = compile_kernel(self.py_func, argtypes, self.context, options)
+                counters["kernel_compiles"] += 1
+            spec.world = age
+            self._specs[key] = spec
         return spec
+
+    def _still_valid(self, spec):
+        counters["revalidations"] += 1
+        age = world.age
+        cf = spec if self.device else spec.compiled
+        stale = deps.check(cf, age)
+        if stale is None:
+            spec.world = age
+            return True
+        closure = cf.closure()
+        driver.forget([c for c in closure if deps.check(c, age) is not None])
+        if stale.deleted:
+            raise deps.stale_error(self.__qualname__, stale)
+        return False
 
     def _select(self, sig):
         if sig is None:
@@ -178,17 +205,20 @@ class GPUFunction:
         dev = _device.current_device()
         cache_key = (tuple(keys), dev)
         entry = self._launch_cache.get(cache_key)
-        if entry is None:
-            entry = self._prepare(keys, dev, cache_key)
+        if entry is None or entry.spec.world != world.age:
+            entry = self._prepare(keys, dev, cache_key, entry)
         if entry.binder is None:
             entry.binder = make_binder(args, keys)
-        self._last = (entry.binder, entry, dev)
+        self._last = (entry.binder, entry, dev, world.age)
         entry.launch(config.grid, config.block, config.stream_ptr(), config.shared, values)
 
-    def _prepare(self, keys, dev, cache_key):
+    def _prepare(self, keys, dev, cache_key, entry):
+        """The loaded kernel for these argument keys on ``dev``: compiled, revalidated or rebuilt."""
         launch.require_device()
         argtypes = tuple(arguments.numba_type_of_key(k) for k in keys)
         spec = self._specialize(argtypes, self.options(_device.arch_of(dev)))
+        if entry is not None and entry.spec is spec:
+            return entry
         loaded = launch.LoadedKernel(spec, dev)
         self._launch_cache[cache_key] = loaded
         return loaded
@@ -205,6 +235,18 @@ class GPUFunction:
     def __repr__(self):
         kind = "device function" if self.device else "kernel"
         return f"<gpureplace {kind} {self.__qualname__} context={self.context.name!r}>"
+
+
+_definitions = {}
+
+
+def _note_definition(py_func):
+    """A ``cuda.jit`` of a name defined before (a re-run cell, a reloaded module) moves the world:
+    code compiled against the old definition is revalidated at its next launch."""
+    key = (py_func.__module__, py_func.__qualname__)
+    if key in _definitions:
+        world.bump()
+    _definitions[key] = True
 
 
 class _Launcher:
@@ -241,7 +283,7 @@ class _Launcher:
                 values = last[0](*args)
             except TypeError:          # wrong number of arguments: the general path explains
                 values = None
-            if values is not None and last[2] == launch.device_id():
+            if values is not None and last[3] == world.age and last[2] == launch.device_id():
                 last[1].launch(self.grid, self.block, self.stream_ptr(), self.shared, values)
                 return
         kernel._launch(self, args)

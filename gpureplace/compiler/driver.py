@@ -21,6 +21,7 @@ from numba.core.typed_passes import (AnnotateTypes, IRLegalization,
                                      NoPythonSupportedFeatureValidation)
 
 from ..errors import CompileError
+from ..tracking.stats import counters
 from . import resolve
 from .records import GlobalRead, collect_global_reads
 
@@ -49,7 +50,10 @@ class CompiledFunction:
         self.library = None
         self.type_annotation = None
         self.global_reads: list[GlobalRead] = []
-        self.overrides_used = []
+        self.overrides_used = []     # (host, Override) that lowering used
+        self.resolutions = []        # (host, start layer, Override or None) looked up in typing
+        self.checked_age = -1        # world age at which the records were last found valid
+        self.world = -1              # same, for device functions used as specialisations
         self.callees: list[CompiledFunction] = []
         self.bad_calls = []        # (symbol, loc) left by lowering that the device cannot run
         self._ir_texts = None
@@ -160,11 +164,20 @@ def _flags(options):
 
 _cache = {}          # (pyfunc, context uid, mask key, argtypes, options) -> CompiledFunction
 _in_progress = []    # CompiledFunction being compiled on this thread (innermost last)
-_stats = {"compiles": 0}
+
 
 
 def _current_compiled():
     return _in_progress[-1] if _in_progress else None
+
+
+def forget(stale):
+    """Drop compiled functions from the cache so their next use compiles them afresh."""
+    ids = {id(cf) for cf in stale}
+    with _lock:
+        for key in [k for k, cf in _cache.items() if id(cf) in ids]:
+            del _cache[key]
+    counters["invalidations"] += len(ids)
 
 
 def cache_key(pyfunc, context, mask, argtypes, options):
@@ -192,7 +205,7 @@ def compile_device(pyfunc, context, mask, argtypes, options) -> CompiledFunction
         cf = CompiledFunction(pyfunc, context, argtypes, options)
         _run_front_end(cf, mask, key)
         _cache[key] = cf
-        _stats["compiles"] += 1
+        counters["device_compiles"] += 1
         return cf
 
 
@@ -223,7 +236,8 @@ def _run_front_end(cf, mask, key):
         cf.library = library
         cf.type_annotation = state.type_annotation
         cf.global_reads = collect_global_reads(state.func_ir)
-        cf.overrides_used = frame.overrides_used
+        cf.resolutions = frame.resolutions
+        cf.overrides_used = [(host, hit) for host, _, hit in frame.resolutions if hit is not None]
         cf.callees = frame.callees
         targetctx.insert_user_function(cf, cf.fndesc, [library])
         check_compiled(cf)
@@ -254,6 +268,10 @@ def _short_reason(msg):
     """The first meaningful lines of a Numba message, without its pipeline boilerplate."""
     import re
     msg = re.sub(r"\x1b\[[0-9;]*m", "", str(msg))
+    # A typing template that raised says why in its own words: prefer those.
+    m = re.search(r"raised a specific error:\s*\n\s*(?:\w+Error: )?(.+)", msg)
+    if m:
+        return m.group(1).strip()
     keep = []
     for line in msg.splitlines():
         s = line.strip()
@@ -311,7 +329,3 @@ def instructions_with_lines(pyfunc):
         elif ins.starts_line:
             line = ins.starts_line
         yield ins, line
-
-
-def stats():
-    return dict(_stats)

@@ -34,6 +34,7 @@ class KernelSpecialization:
         self.compile_seconds = compile_seconds
         self.param_format = abi.struct_format(argtypes)
         self.uses_printf = "vprintf" in ptx
+        self.world = -1                     # world age at which it was last known valid
 
     @property
     def context(self):

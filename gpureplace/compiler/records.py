@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 from numba.core import ir
 
+from ..tracking.fingerprint import fingerprint
+
 
 @dataclass(frozen=True)
 class GlobalRead:
@@ -20,6 +22,12 @@ class GlobalRead:
     name: str           # the name, or "module.attr" for kind "attr"
     value: object = field(compare=False, hash=False, repr=False)
     lineno: int = 0
+    owner: object = field(default=None, compare=False, hash=False, repr=False)  # module of "attr"
+    fingerprint: str = field(default=None, compare=False)
+
+    @property
+    def attr(self):
+        return self.name.rsplit(".", 1)[1] if self.kind == "attr" else self.name
 
     def __str__(self):
         return f"{self.namespace}:{self.name}" if self.kind != "attr" else self.name
@@ -34,7 +42,8 @@ def collect_global_reads(func_ir):
         key = (rec.kind, rec.namespace, rec.name)
         if key not in seen:
             seen.add(key)
-            reads.append(rec)
+            reads.append(GlobalRead(rec.kind, rec.namespace, rec.name, rec.value, rec.lineno,
+                                    rec.owner, fingerprint(rec.value)))
 
     for block in func_ir.blocks.values():
         for inst in block.body:
@@ -54,7 +63,8 @@ def collect_global_reads(func_ir):
                 mod = module_vars.get(val.value.name)
                 if mod is not None:
                     attr = getattr(mod, val.attr, None)
-                    add(GlobalRead("attr", mod.__name__, f"{mod.__name__}.{val.attr}", attr, line))
+                    add(GlobalRead("attr", mod.__name__, f"{mod.__name__}.{val.attr}", attr, line,
+                                   owner=mod))
                     if isinstance(attr, pytypes.ModuleType):
                         module_vars[inst.target.name] = attr
     return reads

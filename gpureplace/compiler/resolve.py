@@ -23,14 +23,14 @@ _tls = threading.local()
 class Frame:
     """What is being compiled right now, and what it has read so far."""
 
-    __slots__ = ("pyfunc", "context", "mask", "options", "overrides_used", "callees", "key")
+    __slots__ = ("pyfunc", "context", "mask", "options", "resolutions", "callees", "key")
 
     def __init__(self, pyfunc, context, mask, options, key):
         self.pyfunc = pyfunc
         self.context = context
         self.mask = mask              # {host_key: Context to start lookup from} inside overrides
         self.options = options
-        self.overrides_used = []      # (host, Override)
+        self.resolutions = []         # (host, start layer, Override or None) for each callable
         self.callees = []             # CompiledFunction
         self.key = key
 
@@ -66,8 +66,10 @@ def resolve_value(typingctx, val):
     # (``False``: no layer left, the plain meaning).
     start = frame.mask.get(key) if frame.mask else None
     hit = None if start is False else ctx.lookup(val, start=start)
+    if callable(val):
+        # Misses are recorded too: an override added later for ``val`` must invalidate this code.
+        frame.resolutions.append((val, start, hit))
     if hit is not None:
-        frame.overrides_used.append((val, hit))
         impl = hit.impl
         # Inside the replacement, the overridden callable means the next layer down.
         mask = dict(frame.mask)

@@ -29,6 +29,7 @@ class LoadedKernel:
             self.module = cp.cuda.function.Module()
             self.module.load(spec.ptx.encode())
             self.function = self.module.get_function(spec.name)
+        self.spec = spec
         self.fn_ptr = self.function.ptr
         self.packer = struct.Struct(spec.param_format)
         size = self.packer.size

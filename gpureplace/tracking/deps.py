@@ -1,6 +1,101 @@
-"""Dependency records of a compiled function's whole call graph, as plain data."""
+"""Dependency records of compiled functions: describing them, and checking them against the
+current bindings.
+
+A compiled function stays valid while every global it read still has the same fingerprint (or is
+the very same object), every callable it resolved through its context resolves to the same
+override (or still to none), and every device function it calls is itself valid.
+"""
 
 from __future__ import annotations
+
+import builtins
+
+from ..errors import CompileError
+from . import world
+from .fingerprint import fingerprint
+
+MISSING = object()
+
+
+class Stale:
+    """Why a compiled function no longer matches the current bindings."""
+
+    def __init__(self, cf, what, read=None, deleted=False):
+        self.cf = cf
+        self.what = what
+        self.read = read
+        self.deleted = deleted
+
+    def __str__(self):
+        return f"{self.cf.qualname}: {self.what}"
+
+
+def current_value(cf, rec):
+    """The value that the name of ``rec`` has now, seen from ``cf``'s function, or MISSING."""
+    if rec.kind == "global":
+        g = cf.pyfunc.__globals__
+        if rec.name in g:
+            return g[rec.name]
+        b = g.get("__builtins__", builtins)
+        b = b if isinstance(b, dict) else vars(b)
+        return b.get(rec.name, MISSING)
+    if rec.kind == "attr":
+        return getattr(rec.owner, rec.attr, MISSING)
+    if rec.kind == "freevar":
+        code = cf.pyfunc.__code__
+        try:
+            cell = cf.pyfunc.__closure__[code.co_freevars.index(rec.name)]
+            return cell.cell_contents
+        except (ValueError, IndexError, TypeError):
+            return MISSING
+    return MISSING
+
+
+def _read_changed(cf, rec):
+    now = current_value(cf, rec)
+    if now is rec.value:
+        return None
+    if now is MISSING:
+        return Stale(cf, f"{rec.name!r} (line {rec.lineno}) is no longer defined", rec, True)
+    if rec.fingerprint is None or fingerprint(now) != rec.fingerprint:
+        return Stale(cf, f"{rec.name!r} (line {rec.lineno}) was redefined", rec)
+    return None
+
+
+def check(cf, age=None, _seen=None):
+    """None when ``cf`` and everything it calls are still valid, else a ``Stale``."""
+    age = world.age if age is None else age
+    if cf.checked_age == age:
+        return None
+    seen = _seen if _seen is not None else set()
+    if id(cf) in seen:
+        return None
+    seen.add(id(cf))
+    for rec in cf.global_reads:
+        stale = _read_changed(cf, rec)
+        if stale is not None:
+            return stale
+    for host, start, hit in cf.resolutions:
+        if start is not False and cf.context.lookup(host, start=start) is not hit:
+            return Stale(cf, f"the override of {_name(host)} in context {cf.context.name!r} "
+                             f"changed")
+    for callee in cf.callees:
+        stale = check(callee, age, seen)
+        if stale is not None:
+            return stale
+    cf.checked_age = age
+    return None
+
+
+def stale_error(kernel_name, stale):
+    """The error a launch raises when a dependency was deleted."""
+    rec = stale.read
+    return CompileError(
+        f"{rec.name!r}, used by {stale.cf.qualname} at line {rec.lineno}, is no longer defined; "
+        f"define it again (or change the code that uses it) before launching {kernel_name}",
+        function=stale.cf.pyfunc.__qualname__, filename=stale.cf.pyfunc.__code__.co_filename,
+        lineno=rec.lineno,
+        chain=tuple(dict.fromkeys((kernel_name, stale.cf.pyfunc.__qualname__))))
 
 
 def describe(cf):
@@ -9,8 +104,12 @@ def describe(cf):
     for each in cf.closure():
         functions.append(each.qualname)
         for rec in each.global_reads:
+            now = current_value(each, rec)
+            changed = now is not rec.value and (now is MISSING or rec.fingerprint is None
+                                                or fingerprint(now) != rec.fingerprint)
             globals_.append({"function": each.qualname, "kind": rec.kind,
-                             "namespace": rec.namespace, "name": rec.name, "line": rec.lineno})
+                             "namespace": rec.namespace, "name": rec.name, "line": rec.lineno,
+                             "changed": changed, "deleted": now is MISSING})
         for host, ovr in each.overrides_used:
             overrides.append({"function": each.qualname, "host": _name(host),
                               "context": ovr.context.name, "impl": _name(ovr.impl)})

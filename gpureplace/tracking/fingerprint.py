@@ -1,0 +1,137 @@
+"""Fingerprints: what a binding's value *means* to compiled code, comparable within and across runs.
+
+Compiled code depends on content, not identity: re-running an identical cell rebinds every name to
+new objects that mean the same thing, and must invalidate nothing.  So functions are fingerprinted
+by their code (bytecode, constants, names, nested code), defaults and closure contents; constants
+by type and value; modules by name; device intrinsics and host callables by qualified name.  Line
+numbers are left out: moving code down a cell changes no generated instruction.
+
+``fingerprint(value)`` returns a short hex string, or None when the value has no stable content (an
+arbitrary object); such a value is then compared by identity in-process and makes the compiled
+code ineligible for the disk cache.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import types as pytypes
+
+import numpy as np
+
+#: Values larger than this (NumPy arrays) are compared by identity, not hashed.
+MAX_ARRAY_BYTES = 1 << 16
+
+
+class _Unstable(Exception):
+    pass
+
+
+def fingerprint(value):
+    h = hashlib.blake2b(digest_size=16)
+    try:
+        _feed(h, value, 0)
+    except _Unstable:
+        return None
+    return h.hexdigest()
+
+
+def _feed(h, v, depth):
+    if depth > 40:
+        raise _Unstable
+    up = h.update
+    if v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
+        up(f"{type(v).__name__}:{v!r};".encode())
+        return
+    if isinstance(v, tuple):
+        up(b"tuple(")
+        for item in v:
+            _feed(h, item, depth + 1)
+        up(b")")
+        return
+    if isinstance(v, frozenset):
+        up(b"frozenset(")
+        for item in sorted(v, key=repr):
+            _feed(h, item, depth + 1)
+        up(b")")
+        return
+    if isinstance(v, pytypes.FunctionType):
+        _feed_function(h, v, depth)
+        return
+    if isinstance(v, pytypes.CodeType):
+        _feed_code(h, v, depth)
+        return
+    if isinstance(v, pytypes.ModuleType):
+        up(f"module:{v.__name__};".encode())
+        return
+    if isinstance(v, enum.Enum):
+        up(f"enum:{type(v).__module__}.{type(v).__qualname__}.{v.name};".encode())
+        _feed(h, v.value, depth + 1)
+        return
+    if isinstance(v, np.ndarray):
+        if v.nbytes > MAX_ARRAY_BYTES:
+            raise _Unstable
+        up(f"ndarray:{v.dtype.str}:{v.shape};".encode())
+        up(np.ascontiguousarray(v).tobytes())
+        return
+    if isinstance(v, (np.generic, np.dtype)):
+        up(f"np:{type(v).__name__}:{v!r};".encode())
+        return
+    py_func = getattr(v, "py_func", None)
+    if isinstance(py_func, pytypes.FunctionType):
+        # gpureplace functions (and Numba dispatchers): their Python source plus their options.
+        up(f"jit:{type(v).__module__}.{type(v).__qualname__};".encode())
+        opts = getattr(v, "jit_signature_options", None)
+        if callable(opts):
+            _feed(h, opts(), depth + 1)
+        _feed_function(h, py_func, depth + 1)
+        return
+    qual = _qualified_name(v)
+    if qual is not None:
+        up(f"named:{qual};".encode())
+        return
+    raise _Unstable
+
+
+def _qualified_name(v):
+    """``module.qualname`` for builtins, ufuncs, classes, intrinsic stubs; None otherwise."""
+    if isinstance(v, (pytypes.BuiltinFunctionType, type, np.ufunc)):
+        mod = getattr(v, "__module__", None) or ("numpy" if isinstance(v, np.ufunc) else "")
+        return f"{mod}.{getattr(v, '__qualname__', getattr(v, '__name__', ''))}"
+    mod = getattr(v, "__module__", "") or ""
+    if mod.startswith("gpureplace.") and hasattr(v, "__qualname__"):
+        return f"{mod}.{v.__qualname__}"
+    try:
+        from numba.core import types as nbtypes
+        if isinstance(v, nbtypes.Type):
+            return f"numba-type:{v}"
+    except ImportError:      # pragma: no cover
+        pass
+    return None
+
+
+def _feed_function(h, fn, depth):
+    h.update(f"function:{fn.__module__}.{fn.__qualname__};".encode())
+    _feed_code(h, fn.__code__, depth + 1)
+    _feed(h, fn.__defaults__, depth + 1)
+    if fn.__kwdefaults__:
+        _feed(h, tuple(sorted(fn.__kwdefaults__.items())), depth + 1)
+    if fn.__closure__:
+        for cell in fn.__closure__:
+            try:
+                contents = cell.cell_contents
+            except ValueError:        # empty cell
+                h.update(b"<empty cell>")
+                continue
+            _feed(h, contents, depth + 1)
+
+
+def _feed_code(h, code, depth):
+    h.update(code.co_code)
+    h.update(repr((code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
+                   code.co_argcount, code.co_kwonlyargcount, code.co_flags)).encode())
+    for const in code.co_consts:
+        if isinstance(const, pytypes.CodeType):
+            _feed_code(h, const, depth + 1)
+        else:
+            _feed(h, const, depth + 1)
