@@ -447,8 +447,6 @@ def test_bad_predicate_is_refused():
     assert "predicate must be an integer or a boolean" in text
 
 
-@pytest.mark.xfail(strict=False, reason="needs driver._short_reason to surface the message a "
-                                        "typing template raised (see the sync/memory report)")
 def test_error_reason_is_the_template_message():
     @cuda.jit
     def k(out, n):

@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass
 
 from numba.core import errors as nb_errors
-from numba.core import funcdesc, ir, lowering, types
+from numba.core import funcdesc, lowering
 from numba.core.compiler import CompilerBase, DefaultPassBuilder, Flags
 from numba.core.target_extension import target_override
 from numba.core.compiler_machinery import LoweringPass, PassManager, register_pass

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba.core import cgutils, types
-from numba.core import errors as nb_errors
 from numba.core.imputils import Registry as LoweringRegistry
 from numba.core.typing.templates import AbstractTemplate, Registry, signature
 
-from .stubs import Namespace, Stub
+from .stubs import IntrinsicArgumentError, Namespace, Stub, register_namespace
 
 __all__ = ["atomic"]
 
@@ -62,38 +61,11 @@ compare_and_swap = Stub("compare_and_swap",
 atomic = Namespace("atomic", **_stubs, cas=cas, compare_and_swap=compare_and_swap)
 
 
-class NamespaceType(types.Module):
-    """Type of a device namespace object such as ``cuda.atomic``.
-
-    A ``types.Module`` (a ``types.Dummy``): Numba resolves ``ns.member`` through the typing
-    context's value resolution, so members are typed (and may be overridden by a dispatch
-    context) like any global stub, and lowering needs nothing for the attribute access itself.
-    """
-
-    def __init__(self, namespace):
-        super().__init__(namespace)
-        self.name = f"namespace({namespace.__qualname__})"
-
-
-typing.register_global(atomic, NamespaceType(atomic))
+register_namespace(typing, atomic)
 
 
 # ---------------------------------------------------------------------------------------------
 # Typing
-
-
-class IntrinsicArgumentError(TypeError):
-    """Wrong arguments to a device intrinsic.
-
-    Deliberately not a Numba error: Numba would bury its message under a list of candidate
-    templates, while this one reaches the driver as is, which turns it into a ``CompileError``
-    naming the kernel, file and line (``loc``, the statement being typed).
-    """
-
-    def __init__(self, msg):
-        super().__init__(msg)
-        self.msg = msg
-        self.loc = nb_errors.loc_info.get("loc")
 
 
 def _fail(fname, msg):

@@ -15,8 +15,7 @@ from numba.core import cgutils, types
 from numba.core.imputils import Registry as LoweringRegistry
 from numba.core.typing.templates import AbstractTemplate, Registry, signature
 
-from .atomics import IntrinsicArgumentError, NamespaceType
-from .stubs import Namespace, Stub
+from .stubs import IntrinsicArgumentError, Namespace, NamespaceType, Stub
 
 __all__ = ["popc", "brev", "clz", "ffs", "fma", "cbrt", "selp", "fp16"]
 

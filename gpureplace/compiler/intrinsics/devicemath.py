@@ -68,14 +68,18 @@ _stub("abs", base="fabs")
 
 
 def _float_of(args):
-    """The float type a call computes in: float32 only when every argument is float32 or an int."""
+    """The float type a call computes in: float32 only when every argument is float32 or an int,
+    float16 only when every argument is float16 (computed in float32, rounded back, as numba-cuda's
+    half-precision math does)."""
     if any(not isinstance(a, (types.Integer, types.Float, types.Boolean)) for a in args):
         return None
+    if args and all(a == types.float16 for a in args):
+        return types.float16
     if any(a == types.float64 for a in args):
         return types.float64
     if any(a == types.float32 for a in args):
         return types.float32
-    return types.float64      # ints: Python semantics, computed in double
+    return types.float64      # ints, and float16 mixed with ints: computed in double
 
 
 def _make_template(stub):
@@ -85,8 +89,12 @@ def _make_template(stub):
         def generic(self, args, kws):
             if kws or len(args) != stub.nargs:
                 return None
-            if stub.name == "abs" and isinstance(args[0], (types.Integer, types.Boolean)):
+            if stub.name == "abs" and isinstance(args[0], types.Boolean):
+                return signature(types.int64, types.int64)      # abs(True) == 1, as in Python
+            if stub.name == "abs" and isinstance(args[0], types.Integer):
                 return signature(args[0], args[0])
+            if stub.name == "abs" and isinstance(args[0], types.Complex):
+                return signature(args[0].underlying_float, args[0])
             fty = _float_of(args)
             if fty is None:
                 return None
@@ -103,22 +111,64 @@ def _declare(builder, name, fty, nargs, ret=None):
     return cgutils.get_or_insert_function(builder.module, fnty, name)
 
 
+def _fastmath(context):
+    """Fast math of the function being lowered (its compile options; the target context is shared
+    by every option set of one dispatch context)."""
+    from .. import driver
+    cf = driver._current_compiled()
+    if cf is not None:
+        return bool(cf.options.fastmath)
+    return bool(getattr(context, "fastmath", False))
+
+
+def _sqrt(builder, x, fty, fastmath):
+    # Not libdevice's __nv_sqrtf: it picks sqrt.rn or sqrt.approx with
+    # __nvvm_reflect("__CUDA_PREC_SQRT"), which LLVM's NVVMReflect pass does not know (folds to
+    # 0, i.e. approximate).  llvm.sqrt is IEEE sqrt.rn on NVPTX; fast math asks for the
+    # approximation explicitly, as numba-cuda's fastmath does.
+    if fastmath and fty == types.float32:
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.FloatType(), [ir.FloatType()]),
+            "llvm.nvvm.sqrt.approx.ftz.f")
+        return builder.call(fn, [x])
+    return builder.call(builder.module.declare_intrinsic("llvm.sqrt", [x.type]), [x])
+
+
 def _make_lowering(stub):
     def impl(context, builder, sig, args):
-        if stub.name == "abs" and isinstance(sig.args[0], types.Integer):
+        fastmath = _fastmath(context)
+        argty = sig.args[0]
+        if stub.name == "abs" and isinstance(argty, types.Integer):
             x = args[0]
+            if not argty.signed:
+                return x
             neg = builder.neg(x)
             return builder.select(builder.icmp_signed("<", x, x.type(0)), neg, x)
-        fty = sig.args[0]
-        sym = stub.symbol(fty, bool(getattr(context, "fastmath", False)))
+        if stub.name == "abs" and isinstance(argty, types.Complex):
+            # |z| = hypot(re, im): no overflow for large parts, as CPython and Numba compute it
+            fty = argty.underlying_float
+            z = context.make_complex(builder, argty, value=args[0])
+            fn = _declare(builder, STUBS["hypot"].symbol(fty, fastmath), fty, 2)
+            return builder.call(fn, [z.real, z.imag])
+        fty = argty if argty != types.float16 else types.float32
+        if argty == types.float16:     # half: compute in float32, round the result back
+            args = [builder.fpext(a, ir.FloatType()) for a in args]
+        sym = stub.symbol(fty, fastmath)
+        if stub.name == "sqrt":
+            res = _sqrt(builder, args[0], fty, fastmath)
+            return builder.fptrunc(res, ir.HalfType()) if argty == types.float16 else res
         if stub.result == "bool":
             fn = _declare(builder, sym, fty, 1, ret=ir.IntType(32))
             res = builder.call(fn, args)
             return builder.icmp_signed("!=", res, ir.IntType(32)(0))
         fn = _declare(builder, sym, fty, stub.nargs)
         res = builder.call(fn, args)
-        if stub.result == "int":
-            return builder.fptosi(res, ir.IntType(64))
+        # The signature decides: math.floor(x) is an int in Python, but Numba's own lowering
+        # (float // float) asks for a float -> float floor.
+        if isinstance(sig.return_type, types.Integer):
+            return context.cast(builder, res, fty, sig.return_type)
+        if sig.return_type == types.float16:
+            return builder.fptrunc(res, ir.HalfType())
         return res
     return impl
 
@@ -126,11 +176,12 @@ def _make_lowering(stub):
 for _s in STUBS.values():
     typing.register_global(_s, types.Function(_make_template(_s)))
     _impl = _make_lowering(_s)
-    for _fty in (types.float32, types.float64):
+    for _fty in (types.float16, types.float32, types.float64):
         _sig_args = [_fty] * _s.nargs
         lowering.lower(_s, *_sig_args)(_impl)
     if _s.name == "abs":
         lowering.lower(_s, types.Integer)(_impl)
+        lowering.lower(_s, types.Complex)(_impl)
 
 # Numba's own lowering of ``**``, ``round(x, n)``, ``//`` on floats asks for these keys.
 for _key, _name in ((math.pow, "pow"), (math.floor, "floor"), (math.ceil, "ceil"),
@@ -146,8 +197,7 @@ def _powi_lowering(context, builder, sig, args):
     # float ** int: convert the exponent and use pow (libdevice's powi is slower and rarer).
     fty = sig.args[0]
     y = context.cast(builder, args[1], sig.args[1], fty)
-    fn = _declare(builder, STUBS["pow"].symbol(fty, bool(getattr(context, "fastmath", False))),
-                  fty, 2)
+    fn = _declare(builder, STUBS["pow"].symbol(fty, _fastmath(context)), fty, 2)
     return builder.call(fn, [args[0], y])
 
 
@@ -180,3 +230,103 @@ def builtin_table():
                  "hypot fmod copysign isnan isinf isfinite").split():
         table[getattr(np, name)] = s[name]
     return table
+
+
+# ---------------------------------------------------------------------------------------------
+# float16 arithmetic stays in half precision (numba-cuda's rule): float16 op float16 -> float16.
+# Numba's generic typing would widen both to float32; the lowering (fadd, fcmp... on ``half``) is
+# Numba's own, generic over float types.
+
+def _half_template(op, result):
+    class _Half(AbstractTemplate):
+        key = op
+
+        def generic(self, args, kws):
+            if not kws and args and all(a == types.float16 for a in args):
+                return signature(result or types.float16, *args)
+            return None
+
+    _Half.__name__ = f"Half_{getattr(op, '__name__', op)}"
+    return _Half
+
+
+def _register_half():
+    import operator
+    binary = (operator.add, operator.sub, operator.mul, operator.truediv,
+              operator.iadd, operator.isub, operator.imul, operator.itruediv)
+    compare = (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge)
+    for op in binary:
+        typing.register_global(op, types.Function(_half_template(op, None)))
+    for op in compare:
+        typing.register_global(op, types.Function(_half_template(op, types.boolean)))
+    for op in (operator.neg, operator.pos):
+        typing.register_global(op, types.Function(_half_template(op, None)))
+
+
+_register_half()
+
+
+def _half_div(context, builder, sig, args):
+    # IEEE division (x / 0 -> inf / nan, as NumPy and numba-cuda give); Numba's generic float
+    # division first tests for zero with a helper that only knows float and double.
+    return builder.fdiv(*args)
+
+
+for _op in ("truediv", "itruediv"):
+    import operator as _operator
+    lowering.lower(getattr(_operator, _op), types.float16, types.float16)(_half_div)
+
+
+# ---------------------------------------------------------------------------------------------
+# float32 ** integer stays float32.  Numba's generic version computes the rare paths (negative
+# and huge exponents) in double, which drags f64 instructions into float32 kernels.
+
+def _make_float_int_power(fty, signed):
+    one = fty(1)
+
+    def power_signed(a, b):
+        x = fty(a)
+        e = -b if b < 0 else b
+        if e > 0x10000:                 # as Numba: huge exponents through pow
+            return math.pow(x, fty(b))
+        r = one
+        while e != 0:
+            if e & 1:
+                r *= x
+            e >>= 1
+            x *= x
+        if b < 0:
+            return one / r
+        return r
+
+    def power_unsigned(a, b):
+        x = fty(a)
+        e = b
+        if e > 0x10000:
+            return math.pow(x, fty(b))
+        r = one
+        while e != 0:
+            if e & 1:
+                r *= x
+            e >>= 1
+            x *= x
+        return r
+
+    return power_signed if signed else power_unsigned
+
+
+def _float_int_power_lowering(context, builder, sig, args):
+    fty = sig.return_type
+    impl = _make_float_int_power(np.float32 if fty == types.float32 else np.float64,
+                                 sig.args[1].signed)
+    return context.compile_internal(builder, impl, sig, args)
+
+
+def _register_float32_powi():
+    import operator
+    for ity in types.integer_domain:
+        for op in (operator.pow, operator.ipow, builtins.pow):
+            lowering.lower(op, types.float32, ity)(_float_int_power_lowering)
+
+
+_register_float32_powi()

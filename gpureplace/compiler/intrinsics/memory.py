@@ -31,12 +31,12 @@ from numba.core.errors import TypingError
 from numba.core.imputils import Registry as LoweringRegistry
 from numba.core.rewrites import Rewrite, register_rewrite
 from numba.core.typing.npydecl import parse_dtype
-from numba.core.typing.templates import AttributeTemplate, CallableTemplate, Registry, signature
+from numba.core.typing.templates import CallableTemplate, Registry, signature
 from numba.core.typing.typeof import typeof_impl
 from numba.np import numpy_support
 from numba.np.arrayobj import make_array, populate_array
 
-from .stubs import Namespace, Stub
+from .stubs import Namespace, Stub, register_namespace
 
 __all__ = ["shared", "local", "const"]
 
@@ -68,36 +68,9 @@ const = Namespace("const", array_like=Stub(
 # The namespaces as values: cuda.shared -> NamespaceType, .array -> the stub's Function type
 
 
-class NamespaceType(types.Dummy):
-    """Type of ``cuda.shared`` / ``cuda.local`` / ``cuda.const`` in device code."""
-
-    def __init__(self, namespace):
-        self.namespace = namespace
-        super().__init__(f"cuda.{namespace.__name__}")
-
-
-register_default(NamespaceType)(models.OpaqueModel)
-
 for _ns in (shared, local, const):
-    _nsty = NamespaceType(_ns)
-    typing.register_global(_ns, _nsty)
-
-    @typing.register_attr
-    class _NamespaceAttrs(AttributeTemplate):
-        key = _nsty
-
-        def generic_resolve(self, ty, attr):
-            member = getattr(ty.namespace, attr, None)
-            if isinstance(member, Stub):
-                return self.context.resolve_value_type(member)
-            return None
-
-del _ns, _nsty
-
-
-@lowering.lower_getattr_generic(NamespaceType)
-def _lower_namespace_member(context, builder, typ, value, attr):
-    return context.get_dummy_value()     # a stub: the call that follows does the work
+    register_namespace(typing, _ns)
+del _ns
 
 
 # ---------------------------------------------------------------------------------------------

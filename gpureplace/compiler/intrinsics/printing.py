@@ -22,7 +22,7 @@ from numba.core import cgutils, types
 from numba.core.imputils import Registry as LoweringRegistry
 from numba.core.typing.templates import Registry
 
-from .atomics import IntrinsicArgumentError
+from .stubs import IntrinsicArgumentError
 
 __all__ = []
 

@@ -6,6 +6,9 @@ types and lowers it; called on the host it raises an error that says so.
 
 from __future__ import annotations
 
+from numba.core import errors as nb_errors
+from numba.core import types
+
 
 class Stub:
     """A device-only function, such as ``cuda.syncthreads``."""
@@ -56,3 +59,34 @@ class Dim3Stub:
 
     def __repr__(self):
         return f"<device register cuda.{self.__name__}>"
+
+
+class NamespaceType(types.Module):
+    """Type of a device namespace object such as ``cuda.atomic`` or ``cuda.shared``.
+
+    A ``types.Module`` (a ``types.Dummy``): Numba resolves ``ns.member`` through the typing
+    context's value resolution, so members are typed (and may be overridden by a dispatch
+    context) like any global stub, and lowering needs nothing for the attribute access itself.
+    """
+
+    def __init__(self, namespace):
+        super().__init__(namespace)
+        self.name = f"namespace({namespace.__qualname__})"
+
+
+def register_namespace(typing_registry, namespace):
+    typing_registry.register_global(namespace, NamespaceType(namespace))
+
+
+class IntrinsicArgumentError(TypeError):
+    """Wrong arguments to a device intrinsic.
+
+    Deliberately not a Numba error: Numba would bury its message under a list of candidate
+    templates, while this one reaches the driver as is, which turns it into a ``CompileError``
+    naming the kernel, file and line (``loc``, the statement being typed).
+    """
+
+    def __init__(self, msg):
+        super().__init__(msg)
+        self.msg = msg
+        self.loc = nb_errors.loc_info.get("loc")

@@ -15,8 +15,7 @@ from numba.core import cgutils, types
 from numba.core.imputils import Registry as LoweringRegistry
 from numba.core.typing.templates import AbstractTemplate, Registry, signature
 
-from .atomics import IntrinsicArgumentError
-from .stubs import Stub
+from .stubs import IntrinsicArgumentError, Stub
 
 __all__ = ["shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync", "ballot_sync",
            "all_sync", "any_sync", "eq_sync", "match_any_sync", "match_all_sync", "activemask",
