@@ -21,6 +21,7 @@ from numba.core.typed_passes import (AnnotateTypes, IRLegalization,
                                      NoPythonSupportedFeatureValidation)
 
 from ..errors import CompileError
+from ..tracking import bindings
 from ..tracking.stats import counters
 from . import resolve
 from .records import GlobalRead, collect_global_reads
@@ -240,6 +241,7 @@ def _run_front_end(cf, mask, key):
         cf.overrides_used = [(host, hit) for host, _, hit in frame.resolutions if hit is not None]
         cf.callees = frame.callees
         targetctx.insert_user_function(cf, cf.fndesc, [library])
+        bindings.track_compiled(cf)
         check_compiled(cf)
     finally:
         _in_progress.pop()
