@@ -19,6 +19,8 @@ def _find_ptxas():
             os.path.join(base, "nvidia", "cuda_nvcc", "bin", "ptxas"))
         if hits:
             return hits[0]
+    if os.environ.get("CI"):
+        return None          # CI must get ptxas from the wheel, never from a system toolkit
     explicit = os.environ.get("GPUREPLACE_PTXAS")
     if explicit:
         return explicit

@@ -65,3 +65,18 @@ def test_every_index_register_is_read():
     for reg in ("tid.x", "tid.y", "tid.z", "ctaid.x", "ctaid.y", "ctaid.z", "ntid.x", "ntid.y",
                 "ntid.z", "nctaid.x", "nctaid.y", "nctaid.z", "laneid"):
         assert f"%{reg}" in ptx, reg
+
+
+def test_nvvm_reflect_folded_for_precision_and_fast_math():
+    from gpureplace import libdevice
+
+    def body(out, x):
+        out[0] = libdevice.sqrtf(x[0]) + libdevice.hypotf(x[0], x[1])
+
+    precise = cuda.jit(body).compile("void(float32[:], float32[:])").ptx
+    fast = cuda.jit(fastmath=True)(body).compile("void(float32[:], float32[:])").ptx
+    assert "sqrt.rn.f32" in precise and "sqrt.approx" not in precise
+    assert "sqrt.approx.ftz.f32" in fast and "sqrt.rn" not in fast
+    assert "__nvvm_reflect" not in precise + fast
+    assemble(precise)
+    assemble(fast)

@@ -89,11 +89,17 @@ def emit_ptx(mod, arch: str, ptx: int) -> str:
     return target_machine(arch, ptx).emit_assembly(mod)
 
 
-def link_libdevice(mod, names):
+def reflect_values(arch: str, fastmath: bool):
+    """``__nvvm_reflect`` answers: flush denormals and approximate sqrt/div only under fast math."""
+    return {"__CUDA_ARCH": arch_number(arch) * 10, "__CUDA_FTZ": int(fastmath),
+            "__CUDA_PREC_SQRT": int(not fastmath), "__CUDA_PREC_DIV": int(not fastmath)}
+
+
+def link_libdevice(mod, names, arch=DEFAULT_ARCH, fastmath=False):
     """Link the pruned libdevice holding ``names`` (and their dependencies) into ``mod``."""
     if not names:
         return
-    lib = llvm.parse_bitcode(libdevice.pruned_bitcode(names))
+    lib = llvm.parse_bitcode(libdevice.pruned_bitcode(names, reflect_values(arch, fastmath)))
     lib.triple = TRIPLE
     lib.data_layout = mod.data_layout
     mod.link_in(lib)

@@ -99,7 +99,15 @@ class _TrackingLower(lowering.Lower):
 
     def lower_inst(self, inst):
         before = len(self.module.globals)
-        super().lower_inst(inst)
+        try:
+            super().lower_inst(inst)
+        except Exception as exc:
+            if getattr(exc, "loc", None) is None:
+                try:
+                    exc.loc = self.loc          # so the error names the user's line
+                except AttributeError:
+                    pass
+            raise
         if len(self.module.globals) != before:
             from .validate import invalid_declarations
             cf = _current_compiled()
@@ -228,8 +236,9 @@ def _run_front_end(cf, mask, key):
         except CompileError as exc:
             exc.chain = (_qualname(cf.pyfunc),) + tuple(exc.chain or (exc.function,))
             raise exc from None
-        except (nb_errors.NumbaError, NotImplementedError, TypeError, ValueError,
-                AttributeError, KeyError, IndexError, AssertionError) as exc:
+        except (nb_errors.NumbaError, nb_errors.UnsupportedBytecodeError, NotImplementedError,
+                TypeError, ValueError, AttributeError, KeyError, IndexError,
+                AssertionError) as exc:
             raise _convert_error(cf.pyfunc, exc) from None
         state = pipeline.state
         cf.restype = state.return_type

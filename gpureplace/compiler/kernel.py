@@ -107,10 +107,6 @@ def _wrapper_module(cf, name):
                          name=cf.mangled_name)
     targetctx.call_conv.call_function(builder, callee, cf.restype, cf.argtypes, values)
     builder.ret_void()
-    # LLVM's NVVMReflect pass reads __CUDA_FTZ (flush denormals to zero) from this module flag.
-    ftz = mod.add_metadata([ir.IntType(32)(4), "nvvm-reflect-ftz",
-                            ir.IntType(32)(1 if cf.options.fastmath else 0)])
-    mod.add_named_metadata("llvm.module.flags", ftz)
     return str(mod)
 
 
@@ -121,7 +117,7 @@ def _link(cf, wrapper_ir):
         for text in each.ir_texts():
             mod.link_in(llvm.parse_assembly(text))
     needed = {fn.name for fn in mod.functions if fn.is_declaration and fn.name.startswith("__nv_")}
-    backend.link_libdevice(mod, needed)
+    backend.link_libdevice(mod, needed, cf.options.arch, cf.options.fastmath)
     return mod
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import sys
 import threading
 
@@ -89,13 +90,38 @@ def function_table():
     return _table
 
 
-def pruned_bitcode(names) -> bytes:
-    """Bitcode of a module holding the libdevice functions ``names`` and their dependencies.
+_REFLECT_CALL = re.compile(
+    r"^(\s*)(%[\w.]+) = (?:tail |notail )?call i32 @__nvvm_reflect\(ptr(?: \w+)* (@[\w.]+)\)"
+    r"(?: #\d+)?\s*$", re.M)
+_STRING = re.compile(r'^(@[\w.]+) = .*constant \[\d+ x i8\] c"([^"]*?)\\00"', re.M)
+
+
+def fold_reflect(text, values):
+    """Replace each ``__nvvm_reflect("NAME")`` call in IR ``text`` by ``values[NAME]`` (0 if absent).
+
+    libdevice chooses between precise and approximate code with these calls.  LLVM's own
+    NVVMReflect pass knows only some of the names (not ``__CUDA_PREC_SQRT``), so we fold them all
+    ourselves, as GPUCompiler.jl does.
+    """
+    strings = {m.group(1): m.group(2) for m in _STRING.finditer(text)}
+
+    def repl(m):
+        value = int(values.get(strings.get(m.group(3), ""), 0))
+        return f"{m.group(1)}{m.group(2)} = add i32 0, {value}"
+
+    return _REFLECT_CALL.sub(repl, text)
+
+
+def pruned_bitcode(names, reflect=None) -> bytes:
+    """Bitcode of a module holding the libdevice functions ``names`` and their dependencies,
+    with ``__nvvm_reflect`` folded to ``reflect`` (``{"__CUDA_FTZ": 0, ...}``).
 
     The requested functions stay external so that linking resolves the kernel's declarations;
     the back end internalizes them afterwards, so the optimiser drops what it inlined.
     """
-    key = frozenset(names)
+    reflect = dict(reflect or {})
+    wanted = frozenset(names)
+    key = (wanted, tuple(sorted(reflect.items())))
     hit = _pruned.get(key)
     if hit is not None:
         return hit
@@ -104,7 +130,7 @@ def pruned_bitcode(names) -> bytes:
         mod = full.clone()
     for fn in mod.functions:
         if not fn.is_declaration:
-            fn.linkage = "external" if fn.name in key else "internal"
+            fn.linkage = "external" if fn.name in wanted else "internal"
     for gv in mod.global_variables:
         if not gv.is_declaration:
             gv.linkage = "internal"
@@ -113,6 +139,7 @@ def pruned_bitcode(names) -> bytes:
     pm.add_strip_dead_prototype_pass()
     from .backend import pass_builder
     pm.run(mod, pass_builder(0))
-    data = mod.as_bitcode()
+    folded = llvm.parse_assembly(fold_reflect(str(mod), reflect))
+    data = folded.as_bitcode()
     _pruned[key] = data
     return data

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 
 from llvmlite import ir
-from numba.core import callconv, itanium_mangler, types, typing
+from numba.core import callconv, datamodel, itanium_mangler, types, typing
 from numba.core.base import BaseContext
 
 from numba.core.target_extension import GPU, target_registry
@@ -76,9 +76,74 @@ class GPUTypingContext(typing.BaseContext):
             return ty
         return super().resolve_value_type(val)
 
+    def resolve_function_type(self, func, args, kws):
+        _reject_host_only(func, args)
+        return super().resolve_function_type(func, args, kws)
+
     def numba_resolve_value_type(self, val):
         """Numba's own resolution, without the dispatch resolver (used by the resolver itself)."""
         return super().resolve_value_type(val)
+
+
+# ---------------------------------------------------------------------------------------------
+# What device code cannot do, said plainly (Numba's own message would name one of its internals).
+
+#: NumPy functions that allocate a new array: device code has no heap (no NRT).
+_ALLOCATORS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
+               "full_like", "array", "asarray", "arange", "linspace", "copy", "concatenate",
+               "stack", "eye", "identity")
+
+
+def _allocator_name(func):
+    import numpy as np
+    key = getattr(func, "typing_key", None)
+    for name in _ALLOCATORS:
+        if key is not None and key is getattr(np, name, None):
+            return f"np.{name}"
+    return None
+
+
+def _container_kind(ty):
+    if isinstance(ty, (types.List, types.ListType)):
+        return "lists"
+    if isinstance(ty, (types.DictType, types.LiteralStrKeyDict)):
+        return "dicts"
+    if isinstance(ty, types.Set):
+        return "sets"
+    if isinstance(ty, types.UnicodeType):
+        return "strings"
+    return None
+
+
+def unsupported_message(kind):
+    return (f"{kind} are not supported in device code (they need a heap); use a tuple, an array "
+            f"argument, or cuda.local.array / cuda.shared.array")
+
+
+def _reject_host_only(func, args):
+    from numba.core.errors import TypingError
+    name = _allocator_name(func)
+    if name is not None:
+        raise TypingError(f"{name}() allocates a new array, which device code cannot do (there "
+                          f"is no heap); pass the output array in as an argument, or use "
+                          f"cuda.local.array / cuda.shared.array for scratch space")
+    for ty in args:
+        kind = _container_kind(ty)
+        if kind is not None:
+            raise TypingError(unsupported_message(kind))
+
+
+def _lowering_loc():
+    """Source location of the statement Numba is lowering (for errors raised from the context)."""
+    import sys
+    from numba.core.lowering import BaseLower
+    frame = sys._getframe(1)
+    while frame is not None:
+        obj = frame.f_locals.get("self")
+        if isinstance(obj, BaseLower):
+            return obj.loc
+        frame = frame.f_back
+    return None
 
 
 class _GPUCodegen:
@@ -101,10 +166,37 @@ class _GPUCodegen:
         return (backend.TRIPLE, backend.DEFAULT_ARCH, "")
 
 
+class _FloatModel(datamodel.models.PrimitiveModel):
+    """float16 is a real ``half`` on the device (NVPTX selects f16 arithmetic from sm_53)."""
+
+    _BE = {16: ir.HalfType(), 32: ir.FloatType(), 64: ir.DoubleType()}
+
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, self._BE[fe_type.bitwidth])
+
+
+#: Numba's default data models, plus float16 (a fresh layer in front: Numba's own manager, which
+#: the CPU target uses, is not modified).
+_data_models = datamodel.DataModelManager().chain(datamodel.default_manager)
+_data_models.register(types.Float, _FloatModel)
+
+
+class _Subroutine:
+    """What ``compile_subroutine`` returns: the descriptor and library Numba's callers read."""
+
+    __slots__ = ("fndesc", "library", "modules")
+
+    def __init__(self, fndesc, library):
+        self.fndesc = fndesc
+        self.library = library
+        self.modules = list(library.modules)
+
+
 class GPUTargetContext(BaseContext):
     implement_powi_as_math_call = True
     strict_alignment = True
-    allow_dynamic_globals = True
+    # Never embed host addresses of global arrays: device code must carry their data.
+    allow_dynamic_globals = False
 
     def __init__(self, typing_context):
         super().__init__(typing_context, "gpureplace")
@@ -128,6 +220,52 @@ class GPUTargetContext(BaseContext):
     def init(self):
         self._codegen = _GPUCodegen()
         self._target_data = None
+        self.data_model_manager = _data_models
+        self._subroutines = {}
+
+    # -- subroutines ----------------------------------------------------------------------------
+    # Parts of Numba's own lowering (complex * and /, int and float ``**``, ``divmod``...) compile
+    # small Python helpers with ``compile_internal``.  Numba's version runs its CPU pipeline and
+    # links the result by library reference; ours runs the gpureplace pipeline and copies the
+    # helper's modules into the caller's library (definitions made ``weak_odr`` so that two
+    # callers in one kernel link cleanly), because a kernel links the modules of its call graph.
+
+    def compile_subroutine(self, builder, impl, sig, locals=None, flags=None, caching=True):
+        from . import driver, resolve
+        caller = driver._current_compiled()
+        options = caller.options if caller is not None else driver.Options()
+        frame = resolve.current_frame()
+        ctx = self.typing_context.dispatch_context
+        key = (impl.__code__, sig, options,
+               tuple((layer.uid, layer.version) for layer in ctx.stack()),
+               resolve._mask_key(frame.mask) if frame is not None else ())
+        if impl.__closure__:
+            key += tuple(c.cell_contents for c in impl.__closure__)
+        sub = self._subroutines.get(key) if caching else None
+        if sub is None:
+            library = self.codegen().create_library(impl.__name__)
+            pipeline = driver._GPUPipeline(self.typing_context, self, library, sig.args,
+                                           sig.return_type, driver._flags(options), locals or {})
+            fndesc = pipeline.compile_extra(impl)
+            for mod in library.modules:
+                for fn in mod.functions:
+                    if not fn.is_declaration and fn.linkage in ("", "external"):
+                        fn.linkage = "weak_odr"
+            sub = _Subroutine(fndesc, library)
+            if caching:
+                self._subroutines[key] = sub
+        self._adopt(sub)
+        return sub
+
+    def _adopt(self, sub):
+        lib = self.active_code_library
+        adopted = getattr(lib, "_gpureplace_adopted", None)
+        if adopted is None:
+            adopted = lib._gpureplace_adopted = set()
+        for mod in sub.modules:
+            if id(mod) not in adopted:
+                adopted.add(id(mod))
+                lib.add_ir_module(mod)
 
     def create_module(self, name):
         return self._codegen._create_empty_module(name)
@@ -167,6 +305,20 @@ class GPUTargetContext(BaseContext):
         if reader is not None:       # cuda.laneid / cuda.warpsize: read, not frozen
             return reader(builder)
         return super().get_constant_generic(builder, ty, val)
+
+    # Building a list, set or dict needs Numba's runtime heap, which device code does not have.
+    def build_list(self, builder, list_type, items):
+        self._no_heap("lists")
+
+    def build_set(self, builder, set_type, items):
+        self._no_heap("sets")
+
+    def build_map(self, builder, dict_type, item_types, items):
+        self._no_heap("dicts")
+
+    def _no_heap(self, kind):
+        from numba.core.errors import UnsupportedError
+        raise UnsupportedError(unsupported_message(kind), loc=_lowering_loc())
 
     def get_executable(self, library, fndesc, env):
         raise NotImplementedError("gpureplace functions are not executable on the host")
