@@ -13,7 +13,8 @@ from .compiler.kernel import compile_kernel
 from .dispatch.context import Context, default_context
 from .errors import CompileError, LaunchError
 from .runtime import arguments, launch
-from .tracking import deps, world
+from .compiler.kernel import ptx_isa
+from .tracking import cache, deps, world
 from .tracking.stats import counters
 from .runtime.binder import make_binder
 from .runtime import device as _device
@@ -81,16 +82,33 @@ class GPUFunction:
         argtypes, _ = _parse_signature(sig)
         return self._specialize(argtypes, self.options(arch))
 
-    def _specialize(self, argtypes, options):
+    def _from_disk_or_compile(self, argtypes, options, disk):
+        key = None
+        if disk and cache.enabled:
+            key = cache.kernel_key(self.py_func, argtypes, options, self.context, ptx_isa())
+            spec = cache.load(key, self.py_func, argtypes, options, self.context)
+            if spec is not None:
+                counters["disk_hits"] += 1
+                return spec
+        spec = compile_kernel(self.py_func, argtypes, self.context, options)
+        counters["kernel_compiles"] += 1
+        if key is not None:
+            cache.store(key, spec)
+        return spec
+
+    def _specialize(self, argtypes, options, disk=True):
         """The specialisation for ``argtypes``: cached, revalidated when the world has moved,
         recompiled (only what changed) when a dependency was redefined."""
         key = (argtypes, options)
         spec = self._specs.get(key)
-        if spec is not None and spec.world == world.age:
+        if spec is not None and spec.world == world.age and (
+                disk or not getattr(spec, "from_disk", False)):
             counters["memory_hits"] += 1
             return spec
         with _compile_lock:
             spec = self._specs.get(key)
+            if spec is not None and not disk and getattr(spec, "from_disk", False):
+                spec = None          # reflection that needs the front end's results: compile
             if spec is not None:
                 if self._still_valid(spec):
                     counters["memory_hits"] += 1
@@ -100,8 +118,7 @@ class GPUFunction:
             if self.device:
                 spec = driver.compile_device(self.py_func, self.context, {}, argtypes, options)
             else:
-                spec = compile_kernel(self.py_func, argtypes, self.context, options)
-                counters["kernel_compiles"] += 1
+                spec = self._from_disk_or_compile(argtypes, options, disk)
             spec.world = age
             self._specs[key] = spec
         return spec
@@ -120,11 +137,15 @@ class GPUFunction:
             raise deps.stale_error(self.__qualname__, stale)
         return False
 
-    def _select(self, sig):
+    def _select(self, sig, disk=True):
         if sig is None:
-            return list(self._specs.values())
+            specs = list(self._specs.items())
+            if not disk:
+                return [self._specialize(a, o, disk=False) if getattr(s, "from_disk", False)
+                        else s for (a, o), s in specs]
+            return [s for _, s in specs]
         argtypes, _ = _parse_signature(sig)
-        return [self._specialize(argtypes, self.options())]
+        return [self._specialize(argtypes, self.options(), disk=disk)]
 
     @property
     def specializations(self):
@@ -146,7 +167,7 @@ class GPUFunction:
             cf = s if self.device else s.compiled
             return "\n".join(f"{each.qualname}{each.argtypes} -> {each.restype}\n"
                              f"{each.type_annotation}" for each in cf.closure())
-        out = self._reflect(sig, annotate)
+        out = self._reflect(sig, annotate, disk=False)
         if file is not None:
             print(out if isinstance(out, str) else "\n".join(out.values()), file=file)
             return None
@@ -156,8 +177,8 @@ class GPUFunction:
         from .tracking.deps import describe
         return self._reflect(sig, lambda s: describe(s if self.device else s.compiled))
 
-    def _reflect(self, sig, fn):
-        specs = self._select(sig)
+    def _reflect(self, sig, fn, disk=True):
+        specs = self._select(sig, disk)
         if sig is not None:
             return fn(specs[0])
         return {s.argtypes: fn(s) for s in specs}

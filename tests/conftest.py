@@ -34,6 +34,10 @@ def _find_ptxas():
 PTXAS = _find_ptxas()
 
 
+# Tests never touch the user's own disk cache.
+os.environ.setdefault("GPUREPLACE_CACHE_DIR", tempfile.mkdtemp(prefix="gpureplace-test-cache-"))
+
+
 def has_gpu():
     from gpureplace.runtime import device
     return device.available()

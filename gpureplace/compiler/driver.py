@@ -21,7 +21,7 @@ from numba.core.typed_passes import (AnnotateTypes, IRLegalization,
                                      NoPythonSupportedFeatureValidation)
 
 from ..errors import CompileError
-from ..tracking import bindings
+from ..tracking import bindings, deps
 from ..tracking.stats import counters
 from . import resolve
 from .records import GlobalRead, collect_global_reads
@@ -203,7 +203,10 @@ def compile_device(pyfunc, context, mask, argtypes, options) -> CompiledFunction
     with _lock:
         hit = _cache.get(key)
         if hit is not None:
-            return hit
+            # Cached code is reused only while its records still match the current bindings.
+            if deps.check(hit) is None:
+                return hit
+            forget([hit])
         for frame in resolve.frames():
             if frame.key == key:
                 raise CompileError(

@@ -35,6 +35,7 @@ class KernelSpecialization:
         self.param_format = abi.struct_format(argtypes)
         self.uses_printf = "vprintf" in ptx
         self.world = -1                     # world age at which it was last known valid
+        self.from_disk = False
 
     @property
     def context(self):
@@ -79,10 +80,10 @@ def _finish(cf, wrapper_ir, entry):
     """Link, internalize all but ``entry``, optimise, validate, emit: (module, PTX)."""
     mod = _link(cf, wrapper_ir)
     backend.internalize_except(mod, {entry})
-    ptx_isa = _ptx_isa()
-    backend.optimize(mod, cf.options.arch, ptx_isa, cf.options.opt)
+    isa = ptx_isa()
+    backend.optimize(mod, cf.options.arch, isa, cf.options.opt)
     check_linked(mod, cf)
-    return mod, backend.emit_ptx(mod, cf.options.arch, ptx_isa)
+    return mod, backend.emit_ptx(mod, cf.options.arch, isa)
 
 
 def _return_line(pyfunc):
@@ -121,6 +122,6 @@ def _link(cf, wrapper_ir):
     return mod
 
 
-def _ptx_isa():
+def ptx_isa():
     from ..runtime import device
     return backend.ptx_isa_for_driver(device.driver_version())

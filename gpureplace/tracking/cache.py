@@ -108,7 +108,7 @@ def kernel_key(py_func, argtypes, options, context, ptx_isa):
     ctx = context_fingerprint(context)
     if own is None or ctx is None:
         return None
-    text = "|".join([str(FORMAT), own, py_func.__module__, py_func.__qualname__,
+    text = "|".join([str(FORMAT), own, str(py_func.__module__), py_func.__qualname__,
                      repr(tuple(str(t) for t in argtypes)), repr(options), ctx, str(ptx_isa),
                      _versions()])
     return hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
@@ -120,7 +120,8 @@ def kernel_key(py_func, argtypes, options, context, ptx_isa):
 
 def _function_ref(pyfunc):
     """(module, qualname) that finds ``pyfunc`` again in another process, or None."""
-    if "<locals>" in pyfunc.__qualname__ or "<lambda>" in pyfunc.__qualname__:
+    if (not pyfunc.__module__ or "<locals>" in pyfunc.__qualname__
+            or "<lambda>" in pyfunc.__qualname__):
         return None
     return [pyfunc.__module__, pyfunc.__qualname__]
 
@@ -128,9 +129,11 @@ def _function_ref(pyfunc):
 def describe_for_disk(cf):
     """JSON-able dependency records of ``cf``'s whole call graph, or None if not reproducible."""
     nodes = []
-    for each in cf.closure():
-        ref = _function_ref(each.pyfunc)
-        if ref is None or getattr(each, "mask", None):
+    for i, each in enumerate(cf.closure()):
+        # The kernel itself is at hand when loading; callees must be found again by name.
+        ref = [each.pyfunc.__module__, each.pyfunc.__qualname__] if i == 0 else \
+            _function_ref(each.pyfunc)
+        if ref is None:
             return None
         reads = []
         for rec in each.global_reads:
@@ -173,13 +176,13 @@ class CachedFunction:
         return [self] + [c for c in self.callees]
 
 
-def _validate(nodes, context):
+def _validate(nodes, context, kernel_func):
     """CachedFunction of the kernel if every recorded read still holds, else None."""
     from ..compiler.records import GlobalRead
     from .deps import MISSING, current_value
     funcs = []
-    for node in nodes:
-        pyfunc = _find_function(node["function"])
+    for i, node in enumerate(nodes):
+        pyfunc = kernel_func if i == 0 else _find_function(node["function"])
         if pyfunc is None or fingerprint(pyfunc) != node["code"]:
             return None
         reads = []
@@ -196,6 +199,7 @@ def _validate(nodes, context):
         funcs.append(CachedFunction(pyfunc, context, reads))
     kernel = funcs[0]
     kernel.callees = funcs[1:]
+    kernel.context_fp = context_fingerprint(context)
     return kernel
 
 
@@ -267,7 +271,7 @@ def load(key, py_func, argtypes, options, context):
             or meta.get("ptx_sha") != hashlib.blake2b(ptx, digest_size=20).hexdigest()):
         _remove(key)          # truncated or corrupted: drop it, the caller recompiles
         return None
-    root = _validate(meta["nodes"], context)
+    root = _validate(meta["nodes"], context, py_func)
     if root is None:
         return None           # a dependency differs in this process: compile afresh
     try:

@@ -75,6 +75,11 @@ def check(cf, age=None, _seen=None):
         stale = _read_changed(cf, rec)
         if stale is not None:
             return stale
+    ctx_fp = getattr(cf, "context_fp", None)
+    if ctx_fp is not None:
+        from .cache import context_fingerprint
+        if context_fingerprint(cf.context) != ctx_fp:
+            return Stale(cf, f"the overrides of context {cf.context.name!r} changed")
     for host, start, hit in cf.resolutions:
         if start is not False and cf.context.lookup(host, start=start) is not hit:
             return Stale(cf, f"the override of {_name(host)} in context {cf.context.name!r} "

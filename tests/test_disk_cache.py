@@ -1,0 +1,175 @@
+"""The disk cache across processes: hits, never stale, corruption detected, private directory."""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from gpureplace.tracking import cache
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+PROGRAM = textwrap.dedent("""
+    import sys, json
+    sys.path.insert(0, {moddir!r})
+    import gpureplace
+    from gpureplace import cuda
+    import cachemod
+    spec = cachemod.kern.compile("void(float64[:])")
+    print(json.dumps({{"stats": gpureplace.stats(), "ptx": spec.ptx,
+                      "from_disk": spec.from_disk}}))
+""")
+
+
+def write_module(tmp_path, factor, offset="1.0"):
+    (tmp_path / "cachemod.py").write_text(textwrap.dedent(f"""
+        from gpureplace import cuda
+        OFFSET = {offset}
+        def helper(v):
+            return v * {factor} + OFFSET
+        @cuda.jit
+        def kern(out):
+            out[0] = helper(out[0])
+    """))
+
+
+def run_process(tmp_path, cache_dir):
+    # No .pyc: the module is rewritten within one second with the same size, which Python's
+    # bytecode cache (mtime + size) would not notice.
+    env = dict(os.environ, GPUREPLACE_CACHE_DIR=str(cache_dir), PYTHONDONTWRITEBYTECODE="1",
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", PROGRAM.format(moddir=str(tmp_path))],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_hits_and_a_redefined_callee_misses(tmp_path):
+    cache_dir = tmp_path / "cache"
+    write_module(tmp_path, "2.0")
+    first = run_process(tmp_path, cache_dir)
+    assert first["stats"]["kernel_compiles"] == 1 and not first["from_disk"]
+    second = run_process(tmp_path, cache_dir)
+    assert second["from_disk"] and second["stats"]["kernel_compiles"] == 0
+    assert second["stats"]["disk_hits"] == 1
+    assert second["ptx"] == first["ptx"]
+    # the kernel's source is unchanged, its callee is not: the old binary must not be served
+    write_module(tmp_path, "5.0")
+    third = run_process(tmp_path, cache_dir)
+    assert not third["from_disk"] and third["stats"]["kernel_compiles"] == 1
+    assert "0d4014000000000000" in third["ptx"]
+    # a frozen global changed
+    write_module(tmp_path, "5.0", offset="7.0")
+    fourth = run_process(tmp_path, cache_dir)
+    assert not fourth["from_disk"]
+    assert "0D401C000000000000" in fourth["ptx"].upper()      # 7.0
+
+
+def test_corrupted_entry_is_detected_removed_and_recompiled(tmp_path):
+    cache_dir = tmp_path / "cache"
+    write_module(tmp_path, "2.0")
+    run_process(tmp_path, cache_dir)
+    ptx_files = [p for p in os.listdir(cache_dir) if p.endswith(".ptx")]
+    assert len(ptx_files) == 1
+    path = cache_dir / ptx_files[0]
+    path.write_bytes(path.read_bytes()[:-40])           # truncated
+    again = run_process(tmp_path, cache_dir)
+    assert not again["from_disk"] and again["stats"]["kernel_compiles"] == 1
+    assert run_process(tmp_path, cache_dir)["from_disk"]  # rewritten, good again
+    meta = [p for p in os.listdir(cache_dir) if p.endswith(".json")][0]
+    (cache_dir / meta).write_text("{not json")
+    assert not run_process(tmp_path, cache_dir)["from_disk"]
+
+
+def test_entries_are_json_and_ptx_never_pickles(tmp_path):
+    cache_dir = tmp_path / "cache"
+    write_module(tmp_path, "2.0")
+    run_process(tmp_path, cache_dir)
+    names = os.listdir(cache_dir)
+    assert {os.path.splitext(n)[1] for n in names} == {".ptx", ".json"}
+    meta = json.loads((cache_dir / [n for n in names if n.endswith(".json")][0]).read_text())
+    assert meta["nodes"][0]["function"] == ["cachemod", "kern"]
+    assert stat.S_IMODE(os.stat(cache_dir).st_mode) == 0o700
+
+
+def test_directory_writable_by_others_is_refused(tmp_path):
+    bad = tmp_path / "shared"
+    bad.mkdir()
+    os.chmod(bad, 0o777)
+    old = cache._explicit_dir
+    cache.set_directory(bad)
+    try:
+        with pytest.raises(cache.CacheDirectoryError, match="other users can write"):
+            cache._ensure_dir()
+    finally:
+        cache.set_directory(old)
+
+
+def test_clear_and_size_cap(tmp_path):
+    old_dir, old_cap = cache._explicit_dir, cache.max_bytes
+    cache.set_directory(tmp_path / "c")
+    try:
+        d = cache._ensure_dir()
+        for i in range(5):
+            with open(os.path.join(d, f"k{i}.ptx"), "wb") as fh:
+                fh.write(b"x" * 1000)
+            with open(os.path.join(d, f"k{i}.json"), "wb") as fh:
+                fh.write(b"{}")
+            os.utime(os.path.join(d, f"k{i}.json"), (i, i))
+        cache.max_bytes = 3 * 1002
+        cache._evict()
+        left = sorted(n for n in os.listdir(d) if n.endswith(".json"))
+        assert left == ["k2.json", "k3.json", "k4.json"]      # least recently used went first
+        assert cache.clear() == 3 and os.listdir(d) == []
+    finally:
+        cache.set_directory(old_dir)
+        cache.max_bytes = old_cap
+
+
+def test_disabled_cache_writes_nothing(tmp_path):
+    cache_dir = tmp_path / "cache"
+    write_module(tmp_path, "2.0")
+    env_prog = PROGRAM
+    env = dict(os.environ, GPUREPLACE_CACHE_DIR=str(cache_dir), GPUREPLACE_CACHE="0",
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", env_prog.format(moddir=str(tmp_path))],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert not cache_dir.exists() or os.listdir(cache_dir) == []
+
+
+def disk_helper(v):
+    return v * 2.0
+
+
+def test_disk_loaded_kernel_is_invalidated_by_a_new_override(tmp_path):
+    import gpureplace
+    from gpureplace import cuda
+    old = cache._explicit_dir
+    cache.set_directory(tmp_path / "inproc")
+    try:
+        def body(out):
+            out[0] = disk_helper(out[0])
+        body.__qualname__ = "disk_override_kernel"
+        cuda.jit(body).compile("void(float64[:])")              # compiled and stored
+        again = cuda.jit(body)                                   # a fresh object: loads from disk
+        spec = again.compile("void(float64[:])")
+        assert spec.from_disk
+        before = gpureplace.stats()["kernel_compiles"]
+
+        def quadruple(v):
+            return v * 4.0
+        gpureplace.override(disk_helper, quadruple)
+        try:
+            spec2 = again.compile("void(float64[:])")
+            assert not spec2.from_disk
+            assert gpureplace.stats()["kernel_compiles"] == before + 1
+            assert "0d4010000000000000" in spec2.ptx               # 4.0: the override's code
+        finally:
+            gpureplace.default_context.remove_override(disk_helper)
+    finally:
+        cache.set_directory(old)
