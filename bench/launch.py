@@ -7,23 +7,30 @@ one process.  Usage: python bench/launch.py [--n 20000] [--json out.json]
 
 import argparse
 import json
-import statistics
 import sys
 import time
 
 
-def timeit(fn, n, sync):
-    for _ in range(200):
+def _once(fn, n, sync):
+    t = time.perf_counter()
+    for _ in range(n):
         fn()
     sync()
-    samples = []
-    for _ in range(5):
-        t = time.perf_counter()
-        for _ in range(n):
+    return (time.perf_counter() - t) / n * 1e6
+
+
+def measure_all(launchers, n, rounds=7):
+    """Interleaved rounds (each launcher once per round), best round per launcher: the shared
+    machine's noise hits every launcher alike instead of whichever ran during a slow spell."""
+    for fn, sync in launchers.values():
+        for _ in range(200):
             fn()
         sync()
-        samples.append((time.perf_counter() - t) / n * 1e6)
-    return statistics.median(samples)
+    best = {name: float("inf") for name in launchers}
+    for _ in range(rounds):
+        for name, (fn, sync) in launchers.items():
+            best[name] = min(best[name], _once(fn, n, sync))
+    return best
 
 
 def main():
@@ -35,13 +42,12 @@ def main():
     import cupy as cp
     sync = cp.cuda.runtime.deviceSynchronize
     x = cp.zeros(32, dtype=cp.float32)
-    results = {}
 
     src = r'''extern "C" __global__ void k(float* x, float a) {
         int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < 32) x[i] = a * x[i]; }'''
     raw = cp.RawKernel(src, "k")
     a32 = cp.float32(1.0)
-    results["cupy_rawkernel"] = timeit(lambda: raw((1,), (32,), (x, a32)), args.n, sync)
+    launchers = {"cupy_rawkernel": (lambda: raw((1,), (32,), (x, a32)), sync)}
 
     from gpureplace import cuda
 
@@ -52,13 +58,13 @@ def main():
             x[i] = a * x[i]
 
     launcher = k[1, 32]
-    results["gpureplace"] = timeit(lambda: launcher(x, 1.0), args.n, sync)
-    results["gpureplace_index_each_time"] = timeit(lambda: k[1, 32](x, 1.0), args.n, sync)
+    launchers["gpureplace"] = (lambda: launcher(x, 1.0), sync)
+    launchers["gpureplace_index_each_time"] = (lambda: k[1, 32](x, 1.0), sync)
 
     try:
         import torch
         t = torch.zeros(32, device="cuda")
-        results["torch_add_"] = timeit(lambda: t.add_(1.0), args.n, torch.cuda.synchronize)
+        launchers["torch_add_"] = (lambda: t.add_(1.0), torch.cuda.synchronize)
     except Exception as exc:  # not installed
         print("torch: skipped:", exc, file=sys.stderr)
 
@@ -71,8 +77,8 @@ def main():
             if i < x.size:
                 x[i] = a * x[i]
         nx = ncuda.to_device(cp.asnumpy(x))
-        results["numba_cuda"] = timeit(lambda: nk[1, 32](nx, 1.0), args.n, ncuda.synchronize)
-        results["numba_cuda_cupy_array"] = timeit(lambda: nk[1, 32](x, 1.0), args.n, sync)
+        launchers["numba_cuda"] = (lambda: nk[1, 32](nx, 1.0), ncuda.synchronize)
+        launchers["numba_cuda_cupy_array"] = (lambda: nk[1, 32](x, 1.0), sync)
     except Exception as exc:
         print("numba-cuda: skipped:", type(exc).__name__, exc, file=sys.stderr)
 
@@ -87,11 +93,11 @@ def main():
             m = offs < n
             tl.store(x_ptr + offs, a * tl.load(x_ptr + offs, mask=m), mask=m)
         tt = torch.zeros(32, device="cuda")
-        results["triton"] = timeit(lambda: tk[(1,)](tt, 1.0, 32, BLOCK=32), args.n,
-                                   torch.cuda.synchronize)
+        launchers["triton"] = (lambda: tk[(1,)](tt, 1.0, 32, BLOCK=32), torch.cuda.synchronize)
     except Exception as exc:
         print("triton: skipped:", type(exc).__name__, exc, file=sys.stderr)
 
+    results = measure_all(launchers, args.n)
     base = results["cupy_rawkernel"]
     print(f"{'launcher':32s} {'us/launch':>10s} {'vs CuPy':>8s}")
     for name, us in results.items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import struct
 import threading
 
 from numba.core import sigutils, types
@@ -16,7 +17,7 @@ from .runtime import arguments, launch
 from .compiler.kernel import ptx_isa
 from .tracking import cache, deps, world
 from .tracking.stats import counters
-from .runtime.binder import make_binder
+from .runtime.binder import make_fast_launch
 from .runtime import device as _device
 
 _compile_lock = threading.RLock()
@@ -53,7 +54,7 @@ class GPUFunction:
         self._launch_cache = {}    # (arg type keys, device id) -> (LoadedKernel, spec)
         self._configs = {}         # launch configuration -> _Launcher
         self._variants = {}        # Context -> GPUFunction sharing py_func
-        self._last = None          # (binder, LoadedKernel, device id, world age) of the latest
+        self._fast = None          # generated launch of the latest specialisation (binder.py)
         _note_definition(py_func)
         self._parent = _parent
 
@@ -228,9 +229,7 @@ class GPUFunction:
         entry = self._launch_cache.get(cache_key)
         if entry is None or entry.spec.world != world.age:
             entry = self._prepare(keys, dev, cache_key, entry)
-        if entry.binder is None:
-            entry.binder = make_binder(args, keys)
-        self._last = (entry.binder, entry, dev, world.age)
+        self._fast = make_fast_launch(args, keys, entry, dev, world.age)
         entry.launch(config.grid, config.block, config.stream_ptr(), config.shared, values)
 
     def _prepare(self, keys, dev, cache_key, entry):
@@ -297,16 +296,14 @@ class _Launcher:
 
     def __call__(self, *args):
         kernel = self.kernel
-        last = kernel._last
-        if last is not None:
-            # Hot path: the arguments have the types of the latest launch's specialisation.
+        fast = kernel._fast
+        if fast is not None:
+            # Hot path: same world, device and argument types as the latest launch.
             try:
-                values = last[0](*args)
-            except TypeError:          # wrong number of arguments: the general path explains
-                values = None
-            if values is not None and last[3] == world.age and last[2] == launch.device_id():
-                last[1].launch(self.grid, self.block, self.stream_ptr(), self.shared, values)
-                return
+                if fast(self, *args):
+                    return
+            except (TypeError, struct.error):
+                pass                   # wrong argument count or value: the general path explains
         kernel._launch(self, args)
 
 

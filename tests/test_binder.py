@@ -53,3 +53,42 @@ def test_strided_specialisation_accepts_any_strides():
     assert key[3] == "A"
     bind, flat = _bind(x)
     assert bind(ndarray((5, 2), np.float64, strides=(8, 80))) == (0x7000, 5, 2, 8, 80)
+
+
+class _FakeLoaded:
+    """What make_fast_launch reads from a LoadedKernel, with a recording launch function."""
+
+    def __init__(self, fmt):
+        import ctypes
+        import struct
+        import threading
+        self.packer = struct.Struct(fmt)
+        self.buffer = ctypes.create_string_buffer(self.packer.size)
+        self.lock = threading.Lock()
+        self.fn_ptr, self.extra_ptr = 1234, 5678
+        self.calls = []
+        self.launch_kernel = lambda *a: self.calls.append(a)
+
+
+class _Cfg:
+    def __init__(self, grid=(4, 1, 1), block=(32, 1, 1), shared=0, stream=99):
+        self.grid, self.block, self.shared, self._stream_ptr = grid, block, shared, stream
+
+
+def test_fused_launch_packs_parameters_and_launches_once(monkeypatch):
+    from gpureplace.runtime import binder, launch
+    from gpureplace.tracking import world
+    monkeypatch.setattr(launch, "device_id", lambda: 0)
+    x = ndarray((8,), np.float32, ptr=0xAB00)
+    keys = [arguments.value_key(x)[0], arguments.value_key(2.5)[0]]
+    loaded = _FakeLoaded("@Qqqd")
+    fast = binder.make_fast_launch((x, 2.5), keys, loaded, 0, world.age)
+    assert fast(_Cfg(), x, 3.5) is True
+    assert loaded.calls == [(1234, 4, 1, 1, 32, 1, 1, 0, 99, 0, 5678)]
+    assert loaded.packer.unpack(loaded.buffer.raw) == (0xAB00, 8, 4, 3.5)
+    # anything different launches nothing and hands over to the general path
+    assert fast(_Cfg(), ndarray((8,), np.float64), 3.5) is False
+    assert fast(_Cfg(shared=64 * 1024), x, 3.5) is False
+    world.bump()
+    assert fast(_Cfg(), x, 3.5) is False
+    assert len(loaded.calls) == 1

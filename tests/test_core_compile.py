@@ -2,8 +2,6 @@
 
 import math
 
-import numpy as np
-import pytest
 
 from gpureplace import cuda
 from conftest import assemble

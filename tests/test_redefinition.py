@@ -10,7 +10,7 @@ import types
 import pytest
 
 import gpureplace
-from gpureplace import CompileError, Context, cuda
+from gpureplace import CompileError, Context
 
 SIG = "void(float64[:])"
 

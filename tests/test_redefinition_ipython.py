@@ -1,6 +1,5 @@
 """Redefinition tracking through a real IPython InteractiveShell running cells."""
 
-import time
 
 import pytest
 

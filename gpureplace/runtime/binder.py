@@ -25,10 +25,9 @@ def _layout_check(v, ndim, layout, itemsize):
     return " and ".join(terms) or "True"
 
 
-def make_binder(args, keys):
-    """Build ``bind(*args) -> values | None`` for arguments shaped like ``args`` with ``keys``."""
+def _checks(args, keys):
+    """Source lines that return ``fail`` unless the arguments match, and the value expressions."""
     lines, env, outs = [], {"_value_key": arguments.value_key}, []
-    params = [f"a{i}" for i in range(len(args))]
     for i, (arg, key) in enumerate(zip(args, keys)):
         v = f"a{i}"
         handler = arguments.handler_of(arg)
@@ -69,11 +68,53 @@ def make_binder(args, keys):
             lines += [f"{v}_k, {v}_v = _value_key({v})",
                       f"if {v}_k != K{i}: return None"]
             outs.append(f"*{v}_v")
-    body = "\n    ".join(lines) or "pass"
+    return lines, env, outs
+
+
+def _build(name, params, lines, env, tail):
+    body = "\n    ".join(lines + tail)
+    src = f"def {name}({', '.join(params)}):\n    {body}\n"
+    exec(compile(src, f"<gpureplace {name}>", "exec"), env)
+    fn = env[name]
+    fn.source = src
+    return fn
+
+
+def make_binder(args, keys):
+    """Build ``bind(*args) -> values | None`` for arguments shaped like ``args`` with ``keys``."""
+    lines, env, outs = _checks(args, keys)
+    params = [f"a{i}" for i in range(len(args))]
     result = ", ".join(outs)
-    src = (f"def bind({', '.join(params)}):\n    {body}\n"
-           f"    return ({result}{',' if len(outs) == 1 else ''})\n")
-    exec(compile(src, "<gpureplace binder>", "exec"), env)
-    bind = env["bind"]
-    bind.source = src
-    return bind
+    return _build("bind", params, lines, env,
+                  [f"return ({result}{',' if len(outs) == 1 else ''})"])
+
+
+def make_fast_launch(args, keys, loaded, device_id, age):
+    """Build ``launch(config, *args) -> bool``: the whole cached launch in one generated function.
+
+    It checks the world age, the device and the argument types, packs the parameters and calls
+    ``cuLaunchKernel``; it returns False (having launched nothing) when anything differs, and the
+    general path takes over.
+    """
+    from ..tracking import world
+    from . import launch
+    lines, env, outs = _checks(args, keys)
+    lines = [line.replace("return None", "return False") for line in lines]
+    env.update(_world=world, _device_id=launch.device_id, _current_stream=launch.current_stream_ptr,
+               _pack_into=loaded.packer.pack_into, _buf=loaded.buffer,
+               _launch=loaded.launch_kernel, _lock=loaded.lock, FN=loaded.fn_ptr,
+               EXTRA=loaded.extra_ptr, AGE=age, DEV=device_id)
+    params = ["cfg"] + [f"a{i}" for i in range(len(args))]
+    head = ["if _world.age != AGE or cfg.shared > 49152 or _device_id() != DEV: return False"]
+    tail = ["stream = cfg._stream_ptr",
+            "if stream is None: stream = _current_stream()",
+            "g = cfg.grid",
+            "b = cfg.block",
+            "_lock.acquire()",
+            "try:",
+            f"    _pack_into(_buf, 0, {', '.join(outs)})" if outs else "    pass",
+            "    _launch(FN, g[0], g[1], g[2], b[0], b[1], b[2], cfg.shared, stream, 0, EXTRA)",
+            "finally:",
+            "    _lock.release()",
+            "return True"]
+    return _build("launch", params, head + lines, env, tail)

@@ -43,7 +43,6 @@ class LoadedKernel:
         self.lock = threading.Lock()
         self.launch_kernel = cp.cuda.driver.launchKernel
         self._dynamic_smem_limit = 48 * 1024
-        self.binder = None          # made on the first launch (runtime.binder)
 
     def launch(self, grid, block, stream, shared, values):
         if shared > self._dynamic_smem_limit:
