@@ -84,7 +84,8 @@ def warm_start():
     code = GPUREPLACE.replace(
         "t0 = time.perf_counter()\nimport math\nfrom gpureplace import cuda",
         "import math\nfrom gpureplace import cuda\nfrom gpureplace.runtime import device\n"
-        "device.available()\nt0 = time.perf_counter()")
+        "if device.available():\n    import cupy\n    cupy.zeros(1)\n"
+        "t0 = time.perf_counter()")
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, GPUREPLACE_CACHE_DIR=d)
         subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)

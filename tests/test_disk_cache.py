@@ -173,3 +173,29 @@ def test_disk_loaded_kernel_is_invalidated_by_a_new_override(tmp_path):
             gpureplace.default_context.remove_override(disk_helper)
     finally:
         cache.set_directory(old)
+
+
+def test_pruned_libdevice_is_kept_on_disk_and_rebuilt_when_corrupt(tmp_path):
+    import llvmlite.binding as llvm
+
+    from gpureplace.compiler import libdevice
+    old = cache._explicit_dir
+    cache.set_directory(tmp_path / "ld")
+    try:
+        names, reflect = {"__nv_expf"}, {"__CUDA_FTZ": 0}
+        libdevice._pruned.clear()
+        data = libdevice.pruned_bitcode(names, reflect)
+        files = [f for f in os.listdir(tmp_path / "ld") if f.startswith("libdevice-")]
+        assert len(files) == 1
+        libdevice._pruned.clear()
+        assert libdevice.pruned_bitcode(names, reflect) == data          # read back from disk
+        path = tmp_path / "ld" / files[0]
+        path.write_bytes(path.read_bytes()[:100])                       # truncated
+        libdevice._pruned.clear()
+        again = libdevice.pruned_bitcode(names, reflect)
+        assert again == data
+        assert [f.name for f in llvm.parse_bitcode(again).functions
+                if not f.is_declaration] == ["__nv_expf"]
+    finally:
+        cache.set_directory(old)
+        libdevice._pruned.clear()

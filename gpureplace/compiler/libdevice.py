@@ -125,6 +125,17 @@ def pruned_bitcode(names, reflect=None) -> bytes:
     hit = _pruned.get(key)
     if hit is not None:
         return hit
+    hit = _from_disk(key)
+    if hit is not None:
+        _pruned[key] = hit
+        return hit
+    data = _prune(wanted, reflect)
+    _pruned[key] = data
+    _to_disk(key, data)
+    return data
+
+
+def _prune(wanted, reflect):
     full = _load()
     with _lock:
         mod = full.clone()
@@ -140,6 +151,58 @@ def pruned_bitcode(names, reflect=None) -> bytes:
     from .backend import pass_builder
     pm.run(mod, pass_builder(0))
     folded = llvm.parse_assembly(fold_reflect(str(mod), reflect))
-    data = folded.as_bitcode()
-    _pruned[key] = data
+    return folded.as_bitcode()
+
+
+# A new process compiling its first kernel would prune again (tens of ms): the pruned bitcode is
+# kept in the disk cache, named by everything it depends on, and checksummed.
+
+def _disk_path(key):
+    import hashlib
+
+    from ..tracking import cache
+    if not cache.enabled:
+        return None
+    path = find_libdevice()
+    st = os.stat(path)
+    names, reflect = key
+    text = repr((path, st.st_size, st.st_mtime_ns, sorted(names), reflect, llvm.llvm_version_info))
+    digest = hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
+    try:
+        directory = cache._ensure_dir()
+    except OSError:
+        return None
+    return os.path.join(directory, f"libdevice-{digest}.bc")
+
+
+def _from_disk(key):
+    import hashlib
+    path = _disk_path(key)
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            blob = fh.read()
+    except OSError:
+        return None
+    digest, data = blob[:20], blob[20:]
+    if hashlib.blake2b(data, digest_size=20).digest() != digest:
+        try:
+            os.unlink(path)          # corrupted: rebuild it
+        except OSError:
+            pass
+        return None
     return data
+
+
+def _to_disk(key, data):
+    import hashlib
+
+    from ..tracking import cache
+    path = _disk_path(key)
+    if path is None:
+        return
+    try:
+        cache._atomic_write(path, hashlib.blake2b(data, digest_size=20).digest() + data)
+    except OSError:
+        pass
