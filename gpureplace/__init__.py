@@ -5,10 +5,12 @@
 
 __version__ = "0.1.0"
 
-from .dispatch import Context, builtin_context, default_context, override  # noqa: F401,E402
+from .dispatch import (Context, builtin_context, default_context, fastmath_context,  # noqa: F401,E402
+                       override)
 from .dispatch import builtin as _builtin  # noqa: F401,E402  (fills the built-in table)
 from .errors import CompileError, GPUReplaceError, LaunchError  # noqa: F401,E402
 from . import cuda, libdevice  # noqa: F401,E402
+from .tracking import cache  # noqa: F401,E402
 
 
 def refresh():

@@ -174,6 +174,12 @@ class GPUFunction:
             return None
         return out
 
+    def dispatch_report(self, sig=None):
+        """Each callable the call graph uses: function, line, context layer, implementation."""
+        from .dispatch.report import dispatch_report
+        return self._reflect(sig, lambda s: dispatch_report(s if self.device else s.compiled),
+                             disk=False)
+
     def dependencies(self, sig=None):
         from .tracking.deps import describe
         return self._reflect(sig, lambda s: describe(s if self.device else s.compiled))

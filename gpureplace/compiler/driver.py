@@ -250,7 +250,11 @@ def _run_front_end(cf, mask, key):
         cf.type_annotation = state.type_annotation
         cf.global_reads = collect_global_reads(state.func_ir)
         cf.resolutions = frame.resolutions
-        cf.overrides_used = [(host, hit) for host, _, hit in frame.resolutions if hit is not None]
+        lines = {id(r.value): r.lineno for r in reversed(cf.global_reads)}
+        for res in cf.resolutions:
+            if not res.line:
+                res.line = lines.get(id(res.host), 0)
+        cf.overrides_used = [(r.host, r.hit) for r in frame.resolutions if r.hit is not None]
         cf.callees = frame.callees
         targetctx.insert_user_function(cf, cf.fndesc, [library])
         bindings.track_compiled(cf)

@@ -13,6 +13,7 @@ import inspect
 import threading
 import types as pytypes
 
+from numba.core import errors as nb_errors
 from numba.core import types
 from numba.core.typing import signature
 from numba.core.typing.templates import fold_arguments
@@ -23,16 +24,34 @@ _tls = threading.local()
 class Frame:
     """What is being compiled right now, and what it has read so far."""
 
-    __slots__ = ("pyfunc", "context", "mask", "options", "resolutions", "callees", "key")
+    __slots__ = ("pyfunc", "context", "mask", "options", "_resolutions", "callees", "key")
 
     def __init__(self, pyfunc, context, mask, options, key):
         self.pyfunc = pyfunc
         self.context = context
         self.mask = mask              # {host_key: Context to start lookup from} inside overrides
         self.options = options
-        self.resolutions = []         # (host, start layer, Override or None) for each callable
+        self._resolutions = {}        # (host key, start layer) -> Resolution
         self.callees = []             # CompiledFunction
         self.key = key
+
+
+    def record(self, host, key, start, cands):
+        """Note how ``host`` resolved (once per host and start layer; the first known line)."""
+        loc = nb_errors.loc_info.get("loc")
+        line = getattr(loc, "line", 0) or 0
+        if loc is not None and getattr(loc, "filename", None) != self.pyfunc.__code__.co_filename:
+            line = 0          # a location in Numba's own code, not the user's
+        ident = (key if not isinstance(key, tuple) else key[1], id(start))
+        res = self._resolutions.get(ident)
+        if res is None:
+            self._resolutions[ident] = Resolution(host, start, cands, line)
+        elif not res.line and line:
+            res.line = line
+
+    @property
+    def resolutions(self):
+        return list(self._resolutions.values())
 
 
 def frames():
@@ -65,35 +84,112 @@ def resolve_value(typingctx, val):
     # Inside an override's body the overridden callable resolves from the next layer down
     # (``False``: no layer left, the plain meaning).
     start = frame.mask.get(key) if frame.mask else None
-    hit = None if start is False else ctx.lookup(val, start=start)
+    cands = () if start is False else ctx.candidates(val, start=start)
     if callable(val):
         # Misses are recorded too: an override added later for ``val`` must invalidate this code.
-        frame.resolutions.append((val, start, hit))
-    if hit is not None:
-        impl = hit.impl
-        # Inside the replacement, the overridden callable means the next layer down.
-        mask = dict(frame.mask)
-        mask[key] = hit.context.parent if hit.context.parent is not None else False
-        return _type_of_impl(typingctx, impl, frame, mask)
-    return _type_of_impl(typingctx, val, frame, frame.mask, numba_first=True)
+        frame.record(val, key, start, cands)
+    if not cands:
+        return _type_of_impl(typingctx, val, frame, frame.mask, numba_first=True)
+    if cands[0].types is None:
+        return _type_of_override(typingctx, cands[0], frame, key)
+    return OverrideChoiceType.get(typingctx, val, cands, frame, key)
 
 
-def _type_of_impl(typingctx, val, frame, mask, numba_first=False):
+class Resolution:
+    """How one callable read by a function resolved: the candidates found, and where."""
+
+    __slots__ = ("host", "start", "candidates", "line")
+
+    def __init__(self, host, start, candidates, line):
+        self.host, self.start, self.candidates, self.line = host, start, candidates, line
+
+    @property
+    def hit(self):
+        return self.candidates[0] if self.candidates else None
+
+
+def _type_of_override(typingctx, ovr, frame, key):
+    # Inside the replacement, the overridden callable means the next layer down.
+    mask = dict(frame.mask)
+    mask[key] = ovr.context.parent if ovr.context.parent is not None else False
+    return _type_of_impl(typingctx, ovr.impl, frame, mask, origin=ovr)
+
+
+class OverrideChoiceType(types.Callable, types.Opaque):
+    """A callable with typed overrides: the first whose types match the call's arguments wins;
+    with none matching, the call falls through to the next layer (or the plain meaning)."""
+
+    _instances = {}
+
+    @classmethod
+    def get(cls, typingctx, host, cands, frame, key):
+        ident = (id(host), tuple(c.serial for c in cands), frame.context.uid, _mask_key(frame.mask),
+                 frame.options)
+        inst = cls._instances.get(ident)
+        if inst is None:
+            inst = cls._instances[ident] = cls(typingctx, host, cands, frame, key, ident)
+        return inst
+
+    def __init__(self, typingctx, host, cands, frame, key, ident):
+        self.host, self.cands, self._key = host, cands, key
+        self._frame_mask, self._context, self._options = dict(frame.mask), frame.context, \
+            frame.options
+        self._ident = ident
+        self._chosen = {}
+        from ..dispatch.context import _name_of
+        super().__init__(name=f"overridden({_name_of(host)}, context={frame.context.name})")
+
+    @property
+    def key(self):
+        return (self.name, self._ident)
+
+    def _frame(self):
+        return Frame(None, self._context, self._frame_mask, self._options, None)
+
+    def get_call_type(self, context, args, kws):
+        from numba.core.types import unliteral
+        plain = [unliteral(a) for a in args]
+        frame = self._frame()
+        for ovr in self.cands:
+            if ovr.types is not None and (kws or tuple(plain) != ovr.types):
+                continue
+            fnty = _type_of_override(context, ovr, frame, self._key)
+            sig = context.resolve_function_type(fnty, args, kws)
+            if sig is not None:
+                self._chosen[tuple(sig.args)] = fnty
+                return sig
+        # No typed override fits: the host's own meaning.
+        fnty = _type_of_impl(context, self.host, frame, frame.mask, numba_first=True)
+        if fnty is None:
+            fnty = context.numba_resolve_value_type(self.host)
+        sig = context.resolve_function_type(fnty, args, kws)
+        if sig is not None:
+            self._chosen[tuple(sig.args)] = fnty
+        return sig
+
+    def get_call_signatures(self):
+        return [], True
+
+    def get_impl_key(self, sig):
+        return self._chosen[tuple(sig.args)].get_impl_key(sig)
+
+
+def _type_of_impl(typingctx, val, frame, mask, numba_first=False, origin=None):
     from ..kernel import GPUFunction
     from .intrinsics.libdevice_calls import LibdeviceStub
     if isinstance(val, LibdeviceStub):
         return val.numba_type()
     if isinstance(val, GPUFunction):
-        return DeviceFunctionType.get(val.py_func, frame.context, mask, frame.options)
+        return DeviceFunctionType.get(val.py_func, frame.context, mask, frame.options, origin)
     py_func = getattr(val, "py_func", None)   # a Numba CPU dispatcher: compile its Python source
     if py_func is not None and _is_plain_python_function(py_func) and hasattr(val, "targetoptions"):
-        return DeviceFunctionType.get(py_func, frame.context, mask, frame.options)
+        return DeviceFunctionType.get(py_func, frame.context, mask, frame.options, origin)
     if _is_plain_python_function(val):
         if numba_first:
             known = typingctx._get_global_type(val)
             if known is not None:
                 return known
-        return DeviceFunctionType.get(val, frame.context, mask, frame.options)
+        return DeviceFunctionType.get(val, frame.context, mask, frame.options, origin)
     if not numba_first:
         # An override to something that is not a Python function (an intrinsic stub, a ufunc...)
         return typingctx.numba_resolve_value_type(val)
@@ -113,15 +209,18 @@ class DeviceFunctionType(types.Callable, types.Opaque):
     _instances = {}
 
     @classmethod
-    def get(cls, pyfunc, context, mask, options):
+    def get(cls, pyfunc, context, mask, options, origin=None):
         key = (pyfunc, context.uid, _mask_key(mask), options)
         inst = cls._instances.get(key)
         if inst is None:
             inst = cls(pyfunc, context, mask, options, key)
             cls._instances[key] = inst
+        if origin is not None:
+            inst.origin = origin
         return inst
 
     def __init__(self, pyfunc, context, mask, options, key):
+        self.origin = None            # the Override this function implements, if any
         self.pyfunc = pyfunc
         self.dispatch_context = context
         self.mask = dict(mask or {})
@@ -144,7 +243,10 @@ class DeviceFunctionType(types.Callable, types.Opaque):
 
     def get_call_type(self, context, args, kws):
         from . import driver
-        folded = tuple(self.fold(args, kws))
+        try:
+            folded = tuple(self.fold(args, kws))
+        except nb_errors.TypingError as exc:
+            raise self._argument_error(args, kws, exc) from None
         cf = driver.compile_device(self.pyfunc, self.dispatch_context, self.mask, folded,
                                    self.options)
         frame = current_frame()
@@ -152,6 +254,16 @@ class DeviceFunctionType(types.Callable, types.Opaque):
             frame.callees.append(cf)
         self._impls[folded] = cf
         return signature(cf.restype, *folded).replace(pysig=self.pysig)
+
+    def _argument_error(self, args, kws, exc):
+        from ..dispatch.context import _name_of
+        from .intrinsics.stubs import IntrinsicArgumentError
+        shown = ", ".join([str(a) for a in args] + [f"{k}={v}" for k, v in kws.items()])
+        what = (f"{_name_of(self.pyfunc)}, the override of {_name_of(self.origin.host)} in "
+                f"context {self.origin.context.name!r},") if self.origin is not None else \
+            _name_of(self.pyfunc)
+        return IntrinsicArgumentError(f"{what} cannot be called with ({shown}): its signature is "
+                                      f"{self.pyfunc.__name__}{self.pysig}")
 
     def get_call_signatures(self):
         return [signature(cf.restype, *a) for a, cf in self._impls.items()], True

@@ -324,5 +324,12 @@ class GPUTargetContext(BaseContext):
         raise NotImplementedError("gpureplace functions are not executable on the host")
 
     def post_lowering(self, mod, library):
-        pass
+        # Fast math: LLVM's fast-math flags on every float operation and call of this function
+        # (FTZ and approximate sqrt/div come from folding __nvvm_reflect in the back end).
+        from . import driver
+        cf = driver._current_compiled()
+        if cf is not None and cf.options.fastmath:
+            from numba.core import fastmathpass
+            from numba.core.cpu_options import FastMathOptions
+            fastmathpass.rewrite_module(mod, FastMathOptions(True))
 

@@ -1,1 +1,2 @@
-from .context import Context, Override, builtin_context, default_context, override  # noqa: F401
+from .context import (Context, Override, builtin_context, default_context,  # noqa: F401
+                      fastmath_context, override)

@@ -51,6 +51,8 @@ def _name_of(obj):
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or repr(obj)
     if isinstance(obj, type(inspect)):  # a module
         return obj.__name__
+    if mod.startswith("gpureplace.") and "." in name:
+        return name                     # intrinsic stubs: "cuda.grid", "libdevice.sinf"
     return f"{mod}.{name}" if mod and mod != "builtins" else name
 
 
@@ -63,37 +65,91 @@ class Context:
     def __init__(self, name, parent=_MISSING, fastmath=False, **options):
         if parent is _MISSING:
             parent = default_context
-        if parent is not None and not isinstance(parent, Context):
-            raise TypeError(f"Context parent must be a Context or None, got {parent!r}")
         self.name = str(name)
+        self._parent = None
         self.parent = parent
         self.fastmath = bool(fastmath)
         self.options = dict(options)
-        self._table = {}
+        self._table = {}            # host key -> untyped Override
+        self._typed = {}            # host key -> {argument types: Override}
         self.version = 0
         self.uid = next(_ids)
         self._compiler = None       # (typing context, target context), made on first compile
 
+    @property
+    def parent(self):
+        return self._parent
+
+    @parent.setter
+    def parent(self, parent):
+        if parent is not None and not isinstance(parent, Context):
+            raise TypeError(f"Context parent must be a Context or None, got {parent!r}")
+        layer = parent
+        while layer is not None:
+            if layer is self:
+                raise ValueError(f"context {self.name!r} cannot have parent {parent.name!r}: "
+                                 f"{parent.name!r} already descends from {self.name!r} "
+                                 f"(a context cycle)")
+            layer = layer._parent
+        if getattr(self, "_table", None) is not None and parent is not self._parent:
+            self._bump()
+        self._parent = parent
+
     # -- the table --------------------------------------------------------------------------------
     def override(self, host, impl=None, *, types=None):
-        """Replace ``host`` by ``impl`` on the device in this context (usable as a decorator)."""
+        """Replace ``host`` by ``impl`` on the device in this context (usable as a decorator).
+
+        ``types``: a tuple of argument types (numba types, NumPy types or their names) for which
+        this replacement applies; calls with other argument types fall back to the next layer.
+        """
         if not callable(host):
             raise TypeError(f"override(): {host!r} is not callable, so there is nothing to override")
+        argtypes = None if types is None else _normalize_types(host, types)
 
         def register(fn):
             if not callable(fn):
                 raise TypeError(f"override({_name_of(host)}): the replacement {fn!r} is not callable")
+            _check_signatures(host, fn, argtypes)
+            if fn is host:
+                raise ValueError(f"override({_name_of(host)}): a function cannot override itself")
+            ovr = Override(host, fn, self, argtypes)
             with _lock:
-                self._table[host_key(host)] = Override(host, fn, self, types)
+                if argtypes is None:
+                    self._table[host_key(host)] = ovr
+                else:
+                    self._typed.setdefault(host_key(host), {})[argtypes] = ovr
                 self._bump()
             return fn
 
         return register if impl is None else register(impl)
 
-    def remove_override(self, host):
+    def remove_override(self, host, *, types=None):
+        """Remove the override of ``host`` (the one for ``types``, or the untyped one)."""
+        key = host_key(host)
         with _lock:
-            if self._table.pop(host_key(host), None) is not None:
+            if types is None:
+                removed = self._table.pop(key, None)
+            else:
+                removed = self._typed.get(key, {}).pop(_normalize_types(host, types), None)
+            if removed is not None:
                 self._bump()
+
+    def candidates(self, host, start=None):
+        """Overrides that may apply to ``host`` walking up from ``start``, in priority order:
+        each layer's typed overrides, then its untyped one (which ends the walk)."""
+        key = host_key(host)
+        out = []
+        layer = self if start is None else start
+        while layer is not None:
+            typed = layer._typed.get(key)
+            if typed:
+                out.extend(typed.values())
+            hit = layer._table.get(key)
+            if hit is not None:
+                out.append(hit)
+                break
+            layer = layer.parent
+        return tuple(out)
 
     def _bump(self):
         from ..tracking import world
@@ -120,8 +176,11 @@ class Context:
         return out
 
     def overrides(self):
-        """``{host: Override}`` defined in this context itself (not its parents)."""
-        return {o.host: o for o in self._table.values()}
+        """Every ``Override`` defined in this context itself (not its parents)."""
+        out = list(self._table.values())
+        for typed in self._typed.values():
+            out.extend(typed.values())
+        return out
 
     @property
     def effective_fastmath(self):
@@ -142,10 +201,77 @@ class Context:
         return f"<Context {self.name!r} parent={parent!r} overrides={len(self._table)}>"
 
 
+def _normalize_types(host, types):
+    """Argument types of a typed override, as a tuple of Numba types."""
+    import numpy as np
+    from numba.core import types as nbtypes
+    from numba.np import numpy_support
+    if isinstance(types, (str, nbtypes.Type)) or not isinstance(types, (tuple, list)):
+        types = (types,)
+    out = []
+    for t in types:
+        if isinstance(t, nbtypes.Type):
+            out.append(t)
+            continue
+        try:
+            if isinstance(t, str) and isinstance(getattr(nbtypes, t, None), nbtypes.Type):
+                out.append(getattr(nbtypes, t))
+                continue
+            out.append(numpy_support.from_dtype(np.dtype(t)))
+        except (TypeError, NotImplementedError):
+            raise TypeError(f"override({_name_of(host)}, types=...): {t!r} is not a type "
+                            f"(use numba types such as float32, NumPy types or their names)") \
+                from None
+    return tuple(out)
+
+
+def _positional_arity(fn):
+    """(min, max) positional arguments ``fn`` accepts, or None when it cannot be told."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+    lo = hi = 0
+    for p in sig.parameters.values():
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            hi += 1
+            if p.default is p.empty:
+                lo += 1
+        elif p.kind is p.VAR_POSITIONAL:
+            hi = float("inf")
+        elif p.kind is p.KEYWORD_ONLY and p.default is p.empty:
+            return None
+    return lo, hi
+
+
+def _check_signatures(host, impl, argtypes):
+    """Refuse, at definition, a replacement that cannot take the overridden function's calls."""
+    target = getattr(impl, "py_func", impl)
+    have = _positional_arity(target)
+    if have is None:
+        return
+    if argtypes is not None:
+        need = (len(argtypes), len(argtypes))
+    else:
+        need = _positional_arity(getattr(host, "py_func", host))
+        if need is None:
+            return
+    if need[0] < have[0] or need[1] > have[1] and need[1] != float("inf"):
+        def fmt(r):
+            return str(r[0]) if r[0] == r[1] else f"{r[0]} to {'any' if r[1] == float('inf') else r[1]}"
+        raise TypeError(f"override({_name_of(host)}): {_name_of(target)} takes {fmt(have)} "
+                        f"positional argument(s), but calls of {_name_of(host)} pass {fmt(need)}")
+
+
 #: The built-in table (math, NumPy ufuncs, builtins -> libdevice / NVVM); filled by compiler.devicemath.
 builtin_context = Context("builtin", parent=None)
 #: The context kernels compile in unless told otherwise; ``gpureplace.override`` writes here.
 default_context = Context("default", parent=builtin_context)
+
+
+#: Fast math: f32 math maps to libdevice's __nv_fast_* functions, denormals flush to zero,
+#: division and square root are approximate, and LLVM's fast-math flags are on.
+fastmath_context = Context("fastmath", parent=default_context, fastmath=True)
 
 
 def override(host, impl=None, *, types=None):

@@ -90,7 +90,7 @@ def context_fingerprint(context):
         h.update(f"{layer.name}|{layer.fastmath}|{sorted(layer.options.items())!r};".encode())
         if layer.parent is None:
             continue       # the built-in table is part of the gpureplace version
-        for ovr in sorted(layer._table.values(), key=lambda o: repr(_qual(o.host))):
+        for ovr in sorted(layer.overrides(), key=lambda o: (repr(_qual(o.host)), repr(o.types))):
             fp = fingerprint(ovr.impl)
             if fp is None:
                 return None

@@ -80,10 +80,11 @@ def check(cf, age=None, _seen=None):
         from .cache import context_fingerprint
         if context_fingerprint(cf.context) != ctx_fp:
             return Stale(cf, f"the overrides of context {cf.context.name!r} changed")
-    for host, start, hit in cf.resolutions:
-        if start is not False and cf.context.lookup(host, start=start) is not hit:
-            return Stale(cf, f"the override of {_name(host)} in context {cf.context.name!r} "
-                             f"changed")
+    for res in cf.resolutions:
+        if res.start is not False and cf.context.candidates(res.host, start=res.start) != \
+                res.candidates:
+            return Stale(cf, f"the override of {_name(res.host)} in context "
+                             f"{cf.context.name!r} changed")
     for callee in cf.callees:
         stale = check(callee, age, seen)
         if stale is not None:
