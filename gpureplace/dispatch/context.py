@@ -256,7 +256,7 @@ def _check_signatures(host, impl, argtypes):
         need = _positional_arity(getattr(host, "py_func", host))
         if need is None:
             return
-    if need[0] < have[0] or need[1] > have[1] and need[1] != float("inf"):
+    if need[1] < have[0] or need[0] > have[1]:      # no call of the host could fit
         def fmt(r):
             return str(r[0]) if r[0] == r[1] else f"{r[0]} to {'any' if r[1] == float('inf') else r[1]}"
         raise TypeError(f"override({_name_of(host)}): {_name_of(target)} takes {fmt(have)} "

@@ -1,0 +1,271 @@
+"""Contextual dispatch for users: overrides, named and stacked contexts, records, errors."""
+
+import math
+
+import numba
+import numpy as np
+import pytest
+from numba.core import types
+
+import gpureplace
+from gpureplace import CompileError, Context, cuda, default_context, libdevice
+import mylib_host
+from conftest import assemble
+
+SIG32 = "void(float32[:], float32[:])"
+SIG64 = "void(float64[:], float64[:])"
+
+
+@pytest.fixture
+def ctx():
+    """A fresh context under the default one (nothing leaks into other tests)."""
+    return Context("test", parent=default_context)
+
+
+@cuda.jit
+def sin_kernel(out, x):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = math.sin(x[i])
+
+
+def test_default_and_fast_contexts_differ_as_expected():
+    default = sin_kernel.compile(SIG32)
+    fast = sin_kernel.with_context(gpureplace.fastmath_context).compile(SIG32)
+    assert "__nv_sinf" in default.compiled.ir_texts()[0]
+    assert "__nv_fast_sinf" in fast.compiled.ir_texts()[0]
+    assert "sin.approx" in fast.ptx and "sin.approx" not in default.ptx
+    assert default is not fast
+    assert sin_kernel.with_context(gpureplace.fastmath_context) is \
+        sin_kernel.with_context(gpureplace.fastmath_context)
+    assemble(fast.ptx)
+
+
+@cuda.jit
+def norm_kernel(out, x):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = mylib_host.uses_norm(x[i], 2.0 * x[i])
+
+
+def test_override_of_a_host_library_function_appears_in_the_ptx(ctx):
+    with pytest.raises(CompileError):
+        norm_kernel.with_context(ctx).compile(SIG32)     # lists, generators: not device code
+
+    @ctx.override(mylib_host.slow_norm)
+    def _norm(x, y):
+        return libdevice.hypotf(x, y)
+
+    spec = norm_kernel.with_context(ctx).compile(SIG32)
+    assemble(spec.ptx)
+    report = norm_kernel.with_context(ctx).dispatch_report(SIG32)
+    row = [r for r in report if r["callable"] == "mylib_host.slow_norm"][0]
+    assert row["layer"] == "test" and row["function"] == "uses_norm"
+    assert row["implementation"].startswith("device function")
+    assert row["line"] == mylib_host.uses_norm.__code__.co_firstlineno + 1
+
+
+def test_stacked_lookup_nearest_wins_and_falls_back_to_parents():
+    grand = Context("grand", parent=default_context)
+    parent = Context("parent", parent=grand)
+    child = Context("child", parent=parent)
+    grand.override(math.sin, lambda x: x * 3.0)
+    parent.override(math.sin, lambda x: x * 5.0)
+    assert child.lookup(math.sin).context is parent
+    assert "0d4014000000000000" in sin_kernel.with_context(child).compile(SIG64).ptx   # 5.0
+    parent.remove_override(math.sin)
+    assert child.lookup(math.sin).context is grand
+    assert "0d4008000000000000" in sin_kernel.with_context(child).compile(SIG64).ptx   # 3.0
+    grand.remove_override(math.sin)
+    assert child.lookup(math.sin).context is gpureplace.builtin_context
+
+
+def test_override_may_call_the_function_it_overrides(ctx):
+    @ctx.override(math.exp)
+    def doubled_exp(x):
+        return 2.0 * math.exp(x)          # the next layer down: libdevice's exp
+
+    @cuda.jit
+    def k(out, x):
+        out[0] = math.exp(x[0])
+
+    spec = k.with_context(ctx).compile(SIG64)
+    names = [cf.pyfunc.__name__ for cf in spec.compiled.closure()]
+    assert names == ["k", "doubled_exp"]                  # no recursion into itself
+    assert "__nv_exp" in "".join(t for cf in spec.compiled.closure() for t in cf.ir_texts())
+    deps = spec.dependencies()
+    used = {(o["function"].rsplit(".", 1)[-1], o["host"], o["context"]) for o in deps["overrides"]}
+    assert ("k", "math.exp", "test") in used
+    assert ("doubled_exp", "math.exp", "builtin") in used
+
+
+def test_typed_overrides_fall_back_for_other_types(ctx):
+    @ctx.override(math.sin, types=(numba.float32,))
+    def sin32(x):
+        return x * np.float32(7.0)
+
+    f32 = sin_kernel.with_context(ctx).compile(SIG32)
+    f64 = sin_kernel.with_context(ctx).compile(SIG64)
+    assert "0f40E00000" in f32.ptx                        # 7.0f: the float32 override
+    assert "__nv_sin" not in "".join(f32.compiled.ir_texts())
+    assert '@"__nv_sin"' in "".join(f64.compiled.ir_texts())   # float64: the built-in layer
+
+    ctx.override(math.sin, lambda x: x * 9.0, types=("float64",))
+    f64b = sin_kernel.with_context(ctx).compile(SIG64)
+    assert "0d4022000000000000" in f64b.ptx               # 9.0
+
+
+def test_override_applies_inside_helper_chains_and_other_overrides(ctx):
+    def inner(v):
+        return math.cos(v)
+
+    def outer(v):
+        return inner(v) + 1.0
+
+    @cuda.jit
+    def k(out, x):
+        out[0] = outer(x[0]) + math.sin(x[0])
+
+    ctx.override(math.cos, lambda v: v * 11.0)
+
+    def sin_via_cos(v):
+        return math.cos(v) * 13.0            # an override calling another overridden function
+    ctx.override(math.sin, sin_via_cos)
+    ptx = k.with_context(ctx).compile(SIG64).ptx
+    assert "0d4026000000000000" in ptx       # 11.0, from both the helper chain and the override
+    assert "0d402A000000000000" in ptx      # 13.0, from the override that calls cos
+    assert "cos" not in ptx
+
+
+def test_override_of_a_device_function(ctx):
+    @cuda.jit(device=True)
+    def f(v):
+        return v + 1.0
+
+    @cuda.jit
+    def k(out, x):
+        out[0] = f(x[0])
+
+    ctx.override(f, lambda v: v + 17.0)
+    assert "0d4031000000000000" in k.with_context(ctx).compile(SIG64).ptx
+    assert "0d4031000000000000" not in k.compile(SIG64).ptx
+
+
+def test_compile_ptx_per_context_and_jit_bound_context(ctx):
+    ctx.override(math.sin, lambda x: x * 19.0)
+    ptx, _ = cuda.compile_ptx(sin_kernel.py_func, SIG64, context=ctx)
+    assert "0d4033000000000000" in ptx
+
+    @cuda.jit(context=ctx)
+    def bound(out, x):
+        out[0] = math.sin(x[0])
+    assert "0d4033000000000000" in bound.compile(SIG64).ptx
+
+
+def test_reregistering_an_override_invalidates_exactly_its_dependents():
+    a = Context("A", parent=default_context)
+    a_child = Context("A-child", parent=a)
+    b = Context("B", parent=default_context)
+
+    @cuda.jit
+    def uses_exp(out, x):
+        out[0] = math.exp(x[0])
+
+    @cuda.jit
+    def no_exp(out, x):
+        out[0] = x[0] + 1.0
+
+    specs = {(k.__name__, c.name): k.with_context(c).compile(SIG64)
+             for k in (uses_exp, no_exp) for c in (a, a_child, b)}
+    before = gpureplace.stats()["kernel_compiles"]
+    a.override(math.exp, lambda x: x * 23.0)
+    again = {(k.__name__, c.name): k.with_context(c).compile(SIG64)
+             for k in (uses_exp, no_exp) for c in (a, a_child, b)}
+    assert gpureplace.stats()["kernel_compiles"] == before + 2
+    changed = {key for key in specs if specs[key] is not again[key]}
+    assert changed == {("uses_exp", "A"), ("uses_exp", "A-child")}
+
+
+def test_override_signature_mismatch_is_refused_at_definition(ctx):
+    with pytest.raises(TypeError, match=r"takes 1 positional argument\(s\), but calls of "
+                                        r"mylib_host.slow_norm pass 2"):
+        ctx.override(mylib_host.slow_norm, lambda x: x)
+    with pytest.raises(TypeError, match="not a type"):
+        ctx.override(math.sin, lambda x: x, types=("no_such_type",))
+
+
+def test_override_called_with_unacceptable_arguments_names_override_and_call_site(ctx):
+    def two(x, y):
+        return x + y
+
+    def host(*args):
+        return args
+
+    ctx.override(host, two)
+
+    @cuda.jit
+    def k(out, x):
+        out[0] = host(x[0], x[0], x[0])
+
+    with pytest.raises(CompileError) as info:
+        k.with_context(ctx).compile(SIG64)
+    text = str(info.value)
+    assert "the override of" in text and "host" in text and "context 'test'" in text
+    assert info.value.lineno == k.py_func.__code__.co_firstlineno + 2
+
+
+def test_override_recursing_into_itself_is_a_clear_error(ctx):
+    def host(x):
+        return x
+
+    def bad(x):
+        return bad(x - 1.0)
+
+    ctx.override(host, bad)
+
+    @cuda.jit
+    def k(out, x):
+        out[0] = host(x[0])
+
+    with pytest.raises(CompileError, match="recursive"):
+        k.with_context(ctx).compile(SIG64)
+
+
+def test_context_cycles_are_refused():
+    a = Context("cyc-a", parent=default_context)
+    b = Context("cyc-b", parent=a)
+    with pytest.raises(ValueError, match="context cycle"):
+        a.parent = b
+    with pytest.raises(ValueError, match="context cycle"):
+        a.parent = a
+
+
+# -- on the GPU ----------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_fast_and_default_sin_accuracy_on_device():
+    import cupy as cp
+    x = np.linspace(-np.pi, np.pi, 1 << 16, dtype=np.float32)
+    ref = np.sin(x.astype(np.float64))
+    dx = cp.asarray(x)
+    out = cp.empty_like(dx)
+    sin_kernel[256, 256](out, dx)
+    default = cp.asnumpy(out).astype(np.float64)
+    sin_kernel.with_context(gpureplace.fastmath_context)[256, 256](out, dx)
+    fast = cp.asnumpy(out).astype(np.float64)
+    # CUDA's documented bounds: sinf 2 ulp; __sinf absolute error 2^-21.41 on [-pi, pi]
+    ulp = np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
+    assert np.max(np.abs(default - ref) / ulp) <= 2.0
+    assert np.max(np.abs(fast - ref)) <= 2.0 ** -21.41
+    assert np.any(fast != default)           # really a different implementation
+
+
+@pytest.mark.gpu
+def test_overridden_kernel_results_on_device(ctx):
+    import cupy as cp
+    ctx.override(mylib_host.slow_norm, lambda x, y: libdevice.hypotf(x, y))
+    x = cp.arange(1, 1025, dtype=cp.float32)
+    out = cp.empty_like(x)
+    norm_kernel.with_context(ctx)[4, 256](out, x)
+    xs = np.arange(1, 1025, dtype=np.float32)
+    np.testing.assert_allclose(cp.asnumpy(out), np.hypot(xs, 2 * xs) + 1.0, rtol=1e-6)
