@@ -231,6 +231,7 @@ class GPUFunction:
             keys.append(k)
             values.extend(v)
         dev = _device.current_device()
+        launch.ensure_context(dev)
         cache_key = (tuple(keys), dev)
         entry = self._launch_cache.get(cache_key)
         if entry is None or entry.spec.world != world.age:

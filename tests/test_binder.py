@@ -79,6 +79,7 @@ def test_fused_launch_packs_parameters_and_launches_once(monkeypatch):
     from gpureplace.runtime import binder, launch
     from gpureplace.tracking import world
     monkeypatch.setattr(launch, "device_id", lambda: 0)
+    monkeypatch.setattr(launch._tls, "device", 0, raising=False)
     x = ndarray((8,), np.float32, ptr=0xAB00)
     keys = [arguments.value_key(x)[0], arguments.value_key(2.5)[0]]
     loaded = _FakeLoaded("@Qqqd")
@@ -89,6 +90,9 @@ def test_fused_launch_packs_parameters_and_launches_once(monkeypatch):
     # anything different launches nothing and hands over to the general path
     assert fast(_Cfg(), ndarray((8,), np.float64), 3.5) is False
     assert fast(_Cfg(shared=64 * 1024), x, 3.5) is False
+    launch._tls.device = 1                      # this thread's current context is another device
+    assert fast(_Cfg(), x, 3.5) is False
+    launch._tls.device = 0
     world.bump()
     assert fast(_Cfg(), x, 3.5) is False
     assert len(loaded.calls) == 1

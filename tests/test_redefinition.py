@@ -221,3 +221,73 @@ def test_unchanged_device_functions_are_not_lowered_again():
     s.compile()
     # kern and b are lowered again; a is reused
     assert gpureplace.stats()["device_compiles"] == d0 + 2
+
+
+@pytest.mark.gpu
+def test_seed_scenario_redefined_callee_stores_and_prints_the_new_value(tmp_path):
+    """A kernel calls doit(ptr), which stores and prints; doit is redefined; the next launch
+    stores and prints the new value (run in a subprocess to read the device's printf)."""
+    import subprocess
+    import sys
+    code = textwrap.dedent("""
+        import cupy as cp
+        import gpureplace
+        from gpureplace import cuda
+        ns = {"cuda": cuda}
+        exec("def doit(ptr):\\n    ptr[0] = 1\\n    print('doit stores', 1)", ns)
+        exec("@cuda.jit\\ndef kern(ptr):\\n    doit(ptr)", ns)
+        a = cp.zeros(1, dtype=cp.int64)
+        ns["kern"][1, 1](a)
+        cp.cuda.runtime.deviceSynchronize()
+        print("host sees", int(a[0]), flush=True)
+        exec("def doit(ptr):\\n    ptr[0] = 2\\n    print('doit stores', 2)", ns)
+        gpureplace.refresh()
+        ns["kern"][1, 1](a)
+        cp.cuda.runtime.deviceSynchronize()
+        print("host sees", int(a[0]), flush=True)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line.strip() for line in proc.stdout.splitlines() if line.strip()]
+    assert lines == ["doit stores 1", "host sees 1", "doit stores 2", "host sees 2"], lines
+
+
+@pytest.mark.gpu
+def test_launches_from_threads_while_redefining_never_run_stale_code():
+    import threading
+
+    import cupy as cp
+    s = Session("thread_cells")
+    s.run("""
+        from gpureplace import cuda
+        VALUE = 1
+        @cuda.jit
+        def kern(out):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = VALUE
+    """)
+    errors = []
+    outs = [cp.zeros(256, dtype=cp.int64) for _ in range(4)]
+
+    def worker(out):
+        try:
+            for _ in range(50):
+                s.ns["kern"][1, 256](out)
+        except Exception as exc:        # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(o,)) for o in outs]
+    for t in threads:
+        t.start()
+    for v in range(2, 6):
+        s.run(f"VALUE = {v}")
+    for t in threads:
+        t.join()
+    assert not errors
+    # after the last redefinition, every launch uses the last value
+    for o in outs:
+        s.ns["kern"][1, 256](o)
+    cp.cuda.runtime.deviceSynchronize()
+    assert all(int(o.min()) == 5 == int(o.max()) for o in outs)

@@ -101,11 +101,18 @@ def make_fast_launch(args, keys, loaded, device_id, age):
     lines, env, outs = _checks(args, keys)
     lines = [line.replace("return None", "return False") for line in lines]
     env.update(_world=world, _device_id=launch.device_id, _current_stream=launch.current_stream_ptr,
+               _tls=launch._tls,
+               # The loaded module, its parameter buffer and the ``extra`` array FN and EXTRA point
+               # into live as long as this function: a launch running in another thread while a
+               # redefinition replaces the specialisation never sees them freed.
+               _loaded=loaded,
                _pack_into=loaded.packer.pack_into, _buf=loaded.buffer,
                _launch=loaded.launch_kernel, _lock=loaded.lock, FN=loaded.fn_ptr,
                EXTRA=loaded.extra_ptr, AGE=age, DEV=device_id)
     params = ["cfg"] + [f"a{i}" for i in range(len(args))]
-    head = ["if _world.age != AGE or cfg.shared > 49152 or _device_id() != DEV: return False"]
+    # _tls.device: this thread has made DEV's context current (launch.ensure_context).
+    head = ["if _world.age != AGE or cfg.shared > 49152 or _device_id() != DEV: return False",
+            "if getattr(_tls, 'device', -1) != DEV: return False"]
     tail = ["stream = cfg._stream_ptr",
             "if stream is None: stream = _current_stream()",
             "g = cfg.grid",

@@ -74,6 +74,17 @@ def _get_current_stream():
     return _get_current_stream()
 
 
+_tls = threading.local()
+
+
+def ensure_context(dev):
+    """Make ``dev``'s primary context current in this thread (the driver API launches into the
+    thread's current context, and a new thread has none until a runtime call sets it)."""
+    if getattr(_tls, "device", -1) != dev:
+        device.cupy_module().cuda.runtime.setDevice(dev)
+        _tls.device = dev
+
+
 def device_id():
     global device_id
     device_id = device.cupy_module().cuda.device.get_device_id
