@@ -77,6 +77,7 @@ def main():
             if i < x.size:
                 x[i] = a * x[i]
         nx = ncuda.to_device(cp.asnumpy(x))
+        nk[1, 32](nx, 1.0)            # compiles now: a failure skips the column
         launchers["numba_cuda"] = (lambda: nk[1, 32](nx, 1.0), ncuda.synchronize)
         launchers["numba_cuda_cupy_array"] = (lambda: nk[1, 32](x, 1.0), sync)
     except Exception as exc:
@@ -93,6 +94,7 @@ def main():
             m = offs < n
             tl.store(x_ptr + offs, a * tl.load(x_ptr + offs, mask=m), mask=m)
         tt = torch.zeros(32, device="cuda")
+        tk[(1,)](tt, 1.0, 32, BLOCK=32)
         launchers["triton"] = (lambda: tk[(1,)](tt, 1.0, 32, BLOCK=32), torch.cuda.synchronize)
     except Exception as exc:
         print("triton: skipped:", type(exc).__name__, exc, file=sys.stderr)
