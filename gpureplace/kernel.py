@@ -279,7 +279,8 @@ def _note_definition(py_func):
 class _Launcher:
     """``kernel[grid, block, stream, shared]``: a validated launch configuration."""
 
-    __slots__ = ("kernel", "grid", "block", "stream", "shared", "_stream_ptr")
+    __slots__ = ("kernel", "grid", "block", "stream", "shared", "_stream_ptr", "dims",
+                 "big_shared")
 
     def __init__(self, kernel, config):
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
@@ -296,6 +297,8 @@ class _Launcher:
         self.shared = shared
         # An explicit stream is resolved (and validated) once; None means CuPy's current stream.
         self._stream_ptr = None if self.stream is None else launch.stream_ptr(self.stream)
+        self.dims = self.grid + self.block + (shared,)     # cuLaunchKernel's order
+        self.big_shared = shared > 48 * 1024               # needs an attribute set: general path
 
     def stream_ptr(self):
         ptr = self._stream_ptr
@@ -311,6 +314,10 @@ class _Launcher:
                     return
             except (TypeError, struct.error):
                 pass                   # wrong argument count or value: the general path explains
+            except Exception as exc:
+                # A thread's first launch: no current context yet (the general path sets one).
+                if type(exc).__name__ != "CUDADriverError" or launch.has_context():
+                    raise
         kernel._launch(self, args)
 
 

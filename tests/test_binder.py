@@ -73,13 +73,14 @@ class _FakeLoaded:
 class _Cfg:
     def __init__(self, grid=(4, 1, 1), block=(32, 1, 1), shared=0, stream=99):
         self.grid, self.block, self.shared, self._stream_ptr = grid, block, shared, stream
+        self.dims = grid + block + (shared,)
+        self.big_shared = shared > 48 * 1024
 
 
 def test_fused_launch_packs_parameters_and_launches_once(monkeypatch):
     from gpureplace.runtime import binder, launch
     from gpureplace.tracking import world
     monkeypatch.setattr(launch, "device_id", lambda: 0)
-    monkeypatch.setattr(launch._tls, "device", 0, raising=False)
     x = ndarray((8,), np.float32, ptr=0xAB00)
     keys = [arguments.value_key(x)[0], arguments.value_key(2.5)[0]]
     loaded = _FakeLoaded("@Qqqd")
@@ -90,9 +91,6 @@ def test_fused_launch_packs_parameters_and_launches_once(monkeypatch):
     # anything different launches nothing and hands over to the general path
     assert fast(_Cfg(), ndarray((8,), np.float64), 3.5) is False
     assert fast(_Cfg(shared=64 * 1024), x, 3.5) is False
-    launch._tls.device = 1                      # this thread's current context is another device
-    assert fast(_Cfg(), x, 3.5) is False
-    launch._tls.device = 0
     world.bump()
     assert fast(_Cfg(), x, 3.5) is False
     assert len(loaded.calls) == 1

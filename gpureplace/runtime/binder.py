@@ -35,7 +35,9 @@ def _checks(args, keys):
         if handler is arguments._cupy_handler:
             _, dt, ndim, layout = key
             env[f"D{i}"] = dt
-            lines += [f"if type({v}) is not C{i} or {v}.dtype != D{i}: return None",
+            lines += [f"{v}_d = {v}.dtype",
+                      f"if type({v}) is not C{i} or ({v}_d is not D{i} and {v}_d != D{i}): "
+                      f"return None",
                       f"{v}_sh = {v}.shape",
                       f"{v}_st = {v}.strides",
                       f"if len({v}_sh) != {ndim}: return None",
@@ -94,34 +96,33 @@ def make_fast_launch(args, keys, loaded, device_id, age):
 
     It checks the world age, the device and the argument types, packs the parameters and calls
     ``cuLaunchKernel``; it returns False (having launched nothing) when anything differs, and the
-    general path takes over.
+    general path takes over.  A thread whose first launch this is has no current CUDA context: the
+    driver refuses the launch and the caller falls back to the general path, which sets it.
     """
     from ..tracking import world
     from . import launch
     lines, env, outs = _checks(args, keys)
     lines = [line.replace("return None", "return False") for line in lines]
-    env.update(_world=world, _device_id=launch.device_id, _current_stream=launch.current_stream_ptr,
-               _tls=launch._tls,
+    env.update(_world=world, _device_id=launch.device_id,
+               _acquire=loaded.lock.acquire, _release=loaded.lock.release,
+               _current_stream=launch.current_stream,
+               _pack_into=loaded.packer.pack_into, _buf=loaded.buffer,
+               _launch=loaded.launch_kernel, _lock=loaded.lock, FN=loaded.fn_ptr,
+               EXTRA=loaded.extra_ptr, AGE=age, DEV=device_id,
                # The loaded module, its parameter buffer and the ``extra`` array FN and EXTRA point
                # into live as long as this function: a launch running in another thread while a
                # redefinition replaces the specialisation never sees them freed.
-               _loaded=loaded,
-               _pack_into=loaded.packer.pack_into, _buf=loaded.buffer,
-               _launch=loaded.launch_kernel, _lock=loaded.lock, FN=loaded.fn_ptr,
-               EXTRA=loaded.extra_ptr, AGE=age, DEV=device_id)
+               _loaded=loaded)
     params = ["cfg"] + [f"a{i}" for i in range(len(args))]
-    # _tls.device: this thread has made DEV's context current (launch.ensure_context).
-    head = ["if _world.age != AGE or cfg.shared > 49152 or _device_id() != DEV: return False",
-            "if getattr(_tls, 'device', -1) != DEV: return False"]
+    head = ["if _world.age != AGE or cfg.big_shared or _device_id() != DEV: return False"]
     tail = ["stream = cfg._stream_ptr",
-            "if stream is None: stream = _current_stream()",
-            "g = cfg.grid",
-            "b = cfg.block",
-            "_lock.acquire()",
+            "if stream is None: stream = _current_stream().ptr",
+            "gx, gy, gz, bx, by, bz, shared = cfg.dims",
+            "_acquire()",
             "try:",
             f"    _pack_into(_buf, 0, {', '.join(outs)})" if outs else "    pass",
-            "    _launch(FN, g[0], g[1], g[2], b[0], b[1], b[2], cfg.shared, stream, 0, EXTRA)",
+            "    _launch(FN, gx, gy, gz, bx, by, bz, shared, stream, 0, EXTRA)",
             "finally:",
-            "    _lock.release()",
+            "    _release()",
             "return True"]
     return _build("launch", params, head + lines, env, tail)

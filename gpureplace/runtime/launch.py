@@ -64,14 +64,15 @@ def require_device():
                             "launched")
 
 
+def current_stream():
+    """CuPy's current stream (this function replaces itself with CuPy's on first use)."""
+    global current_stream
+    current_stream = device.cupy_module().cuda.get_current_stream
+    return current_stream()
+
+
 def current_stream_ptr():
-    return _get_current_stream().ptr
-
-
-def _get_current_stream():
-    global _get_current_stream
-    _get_current_stream = device.cupy_module().cuda.get_current_stream
-    return _get_current_stream()
+    return current_stream().ptr
 
 
 _tls = threading.local()
@@ -83,6 +84,11 @@ def ensure_context(dev):
     if getattr(_tls, "device", -1) != dev:
         device.cupy_module().cuda.runtime.setDevice(dev)
         _tls.device = dev
+
+
+def has_context():
+    """Whether this thread has made a device's context current through ``ensure_context``."""
+    return getattr(_tls, "device", None) is not None
 
 
 def device_id():
