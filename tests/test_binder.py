@@ -46,6 +46,11 @@ def test_binder_refuses_other_types_dtypes_ranks_and_layouts():
     assert bind(x, 3) is None                                     # int where a float was
     assert bind(x, np.float32(3)) is None
 
+    class Other:                                                  # no .dtype at all
+        __cuda_array_interface__ = {"data": (1, False), "shape": (4,), "typestr": "<f4",
+                                    "version": 3}
+    assert bind(Other(), 3.0) is None
+
 
 def test_strided_specialisation_accepts_any_strides():
     x = ndarray((4, 4), np.float64, strides=(64, 16))

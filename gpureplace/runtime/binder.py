@@ -35,9 +35,9 @@ def _checks(args, keys):
         if handler is arguments._cupy_handler:
             _, dt, ndim, layout = key
             env[f"D{i}"] = dt
-            lines += [f"{v}_d = {v}.dtype",
-                      f"if type({v}) is not C{i} or ({v}_d is not D{i} and {v}_d != D{i}): "
-                      f"return None",
+            lines += [f"if type({v}) is not C{i}: return None",
+                      f"{v}_d = {v}.dtype",
+                      f"if {v}_d is not D{i} and {v}_d != D{i}: return None",
                       f"{v}_sh = {v}.shape",
                       f"{v}_st = {v}.strides",
                       f"if len({v}_sh) != {ndim}: return None",
