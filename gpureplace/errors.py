@@ -8,6 +8,10 @@ detail from the front end (Numba's own message) is kept on the exception for tho
 from __future__ import annotations
 
 
+#: Set by the IPython extension: (filename, line) -> "Cell In[3], line 5".
+location_formatter = None
+
+
 class GPUReplaceError(Exception):
     """Base class of every gpureplace error."""
 
@@ -42,7 +46,10 @@ class CompileError(GPUReplaceError):
         if self.function:
             where = f"in {self.function}"
             if self.filename:
-                where += f" ({self.filename}, line {self.lineno})"
+                fmt = location_formatter
+                loc = fmt(self.filename, self.lineno) if fmt else \
+                    f"{self.filename}, line {self.lineno}"
+                where += f" ({loc})"
             where += ": "
         msg = f"{where}{self.reason}"
         if len(self.chain) > 1:

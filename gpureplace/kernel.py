@@ -6,12 +6,15 @@ import functools
 import inspect
 import struct
 import threading
+import time
+import weakref
 
 from numba.core import sigutils, types
 
 from .compiler import driver
 from .compiler.kernel import compile_kernel
-from .dispatch.context import Context, default_context
+from .config import settings
+from .dispatch.context import Context
 from .errors import CompileError, LaunchError
 from .runtime import arguments, launch
 from .compiler.kernel import ptx_isa
@@ -43,7 +46,7 @@ class GPUFunction:
         functools.update_wrapper(self, py_func)
         self.py_func = py_func
         self.device = bool(device)
-        self.context = context or default_context
+        self._context = context          # None: the configured default (config.settings)
         self._fastmath = bool(fastmath)
         self._opt = opt
         self._lineinfo = lineinfo
@@ -55,14 +58,20 @@ class GPUFunction:
         self._configs = {}         # launch configuration -> _Launcher
         self._variants = {}        # Context -> GPUFunction sharing py_func
         self._fast = None          # generated launch of the latest specialisation (binder.py)
+        self._stale_reason = None  # why the specialisation being rebuilt went stale (verbose)
+        _live.add(self)
         _note_definition(py_func)
         self._parent = _parent
 
     # -- options --------------------------------------------------------------------------------
+    @property
+    def context(self):
+        return self._context if self._context is not None else settings.context()
+
     def options(self, arch=None):
         return driver.Options(
-            fastmath=self._fastmath or self.context.effective_fastmath,
-            arch=arch or self._arch or _device.default_arch(),
+            fastmath=self._fastmath or settings.fastmath or self.context.effective_fastmath,
+            arch=arch or self._arch or settings.arch or _device.default_arch(),
             opt=self._opt, lineinfo=self._lineinfo)
 
     def with_context(self, context):
@@ -116,11 +125,17 @@ class GPUFunction:
                     return spec
                 del self._specs[key]
             age = world.age
+            t0 = time.perf_counter()
             if self.device:
                 spec = driver.compile_device(self.py_func, self.context, {}, argtypes, options)
             else:
                 spec = self._from_disk_or_compile(argtypes, options, disk)
             spec.world = age
+            reason, self._stale_reason = self._stale_reason, None
+            if settings.verbose and reason:
+                args = ", ".join(map(str, argtypes))
+                print(f"gpureplace: {self.__qualname__}({args}) recompiled in "
+                      f"{1e3 * (time.perf_counter() - t0):.0f} ms ({reason})")
             self._specs[key] = spec
         return spec
 
@@ -132,6 +147,7 @@ class GPUFunction:
         if stale is None:
             spec.world = age
             return True
+        self._stale_reason = str(stale)
         closure = cf.closure()
         driver.forget([c for c in closure if deps.check(c, age) is not None])
         if stale.deleted:
@@ -237,6 +253,8 @@ class GPUFunction:
         if entry is None or entry.spec.world != world.age:
             entry = self._prepare(keys, dev, cache_key, entry)
         self._fast = make_fast_launch(args, keys, entry, dev, world.age)
+        if entry.spec.uses_printf:
+            launch.note_printf()
         entry.launch(config.grid, config.block, config.stream_ptr(), config.shared, values)
 
     def _prepare(self, keys, dev, cache_key, entry):
@@ -265,6 +283,11 @@ class GPUFunction:
 
 
 _definitions = {}
+_live = weakref.WeakSet()      # every GPUFunction (the IPython extension reports on them)
+
+
+def live_functions():
+    return list(_live)
 
 
 def _note_definition(py_func):

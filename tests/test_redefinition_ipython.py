@@ -96,13 +96,17 @@ def test_hook_reports_exactly_the_changed_tracked_bindings():
             ns[f"v{i}"] = float(i)
             bindings.track(ns, f"v{i}", ns[f"v{i}"], None)
         ns.update({f"junk{i}": i for i in range(1000)})     # untracked names are never looked at
-        assert bindings.check() == []
+        bindings.check()                               # settle other tests' namespaces
+
+        def mine(changes):
+            return sorted(c for c in changes if c[0] == "many")
+        assert mine(bindings.check()) == []
         ns["v7"] = -1.0
         ns["junk3"] = "changed"
         del ns["v9"]
         age = gpureplace.tracking.world.age
-        assert sorted(bindings.check()) == [("many", "v7", "redefined"), ("many", "v9", "deleted")]
+        assert mine(bindings.check()) == [("many", "v7", "redefined"), ("many", "v9", "deleted")]
         assert gpureplace.tracking.world.age > age
-        assert bindings.check() == []
+        assert mine(bindings.check()) == []
     finally:
         bindings._tracked.pop(id(ns), None)

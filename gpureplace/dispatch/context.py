@@ -14,10 +14,12 @@ from __future__ import annotations
 import inspect
 import itertools
 import threading
+import weakref
 
 _MISSING = object()
 _lock = threading.RLock()
 _ids = itertools.count()
+_named = weakref.WeakValueDictionary()     # name -> Context (for %%cuda --context NAME)
 
 
 def host_key(obj):
@@ -75,6 +77,16 @@ class Context:
         self.version = 0
         self.uid = next(_ids)
         self._compiler = None       # (typing context, target context), made on first compile
+        _named[self.name] = self
+
+    @staticmethod
+    def named(name):
+        """The most recently created context called ``name``."""
+        try:
+            return _named[name]
+        except KeyError:
+            raise KeyError(f"no context is called {name!r}; known: "
+                           f"{', '.join(sorted(_named)) or 'none'}") from None
 
     @property
     def parent(self):

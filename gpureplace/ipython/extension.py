@@ -1,36 +1,135 @@
-"""``%load_ext gpureplace``: the cell hook that keeps kernels true to the notebook.
+"""``%load_ext gpureplace``: magics, configuration and the cell hook that keeps kernels true to
+the notebook.
 
-After each cell, the hook compares the bindings compiled kernels depend on with their current
-values (``tracking.bindings.check``); any change moves the world, and each affected kernel
-recompiles at its next launch.  Unloading removes every hook it registered.
+Loading registers the ``GPUReplace`` configurable, the magics (``%%cuda`` -- or ``%%gpureplace``
+where another extension, such as nvcc4jupyter, already owns ``%%cuda`` -- and the reflection line
+magics) and a ``post_run_cell`` hook.  After each cell the hook compares the bindings compiled
+kernels depend on with their current values; any change moves the world, and each affected
+kernel recompiles at its next launch.  Unloading removes all of it.
 """
 
 from __future__ import annotations
+
+import warnings
 
 from ..tracking import bindings
 
 _state = {}
 
 
+def _reads_binding(cf, change):
+    for each in cf.closure():
+        for rec in each.global_reads:
+            if rec.kind == "global" and rec.name == change[1] and \
+                    each.pyfunc.__globals__ is change.namespace:
+                return True
+            if rec.kind == "attr" and rec.attr == change[1] and rec.owner is not None and \
+                    vars(rec.owner) is change.namespace:
+                return True
+    return False
+
+
+def _dependents(changed):
+    """Names of live kernels whose compiled code read one of the ``changed`` bindings."""
+    from ..kernel import live_functions
+    hits = set()
+    for fn in live_functions():
+        for spec in list(fn._specs.values()):
+            cf = spec if fn.device else spec.compiled
+            if any(_reads_binding(cf, change) for change in changed):
+                hits.add(fn.__qualname__)
+                break
+    return sorted(hits)
+
+
+def _flush_device_output():
+    """Device printf output reaches stdout when the GPU synchronises: do it while this cell is
+    still running, so the output lands in the cell that launched the kernels."""
+    from ..runtime import launch
+    if not launch.printf_pending():
+        return
+    launch.clear_printf_pending()
+    from ..runtime import device
+    try:
+        device.cupy_module().cuda.runtime.deviceSynchronize()
+    finally:
+        import ctypes
+        try:
+            ctypes.CDLL(None).fflush(None)
+        except OSError:
+            pass
+
+
 def _post_run_cell(result=None):
+    if _state.get("inside_cuda_cell"):
+        return      # the %%cuda magic's own run of the cell body: the outer cell's hook decides
+    config = _state.get("config")
+    _flush_device_output()
+    if config is not None and not config.check_redefinitions:
+        return
     changed = bindings.check()
-    if changed and _state.get("verbose"):
-        names = ", ".join(f"{name} ({how})" for _, name, how in changed)
-        print(f"gpureplace: {names} changed; kernels that use them recompile at their next "
-              f"launch")
+    if changed and config is not None and config.verbose:
+        what = ", ".join(f"{name} {how}" for _, name, how in changed)
+        kernels = _dependents(changed)
+        tail = (f"{', '.join(kernels)} will recompile on next launch" if kernels
+                else "no compiled kernel uses it")
+        print(f"gpureplace: {what} — {tail}")
+
+
+def _location(filename, lineno):
+    """``Cell In[3], line 5`` for code typed in a cell; ``file, line N`` otherwise."""
+    ip = _state.get("shell")
+    if ip is not None:
+        try:
+            count = ip.compile._filename_map.get(filename)
+        except AttributeError:
+            count = None
+        if count is not None:
+            return f"Cell In[{count}], line {lineno}"
+    return f"{filename}, line {lineno}"
 
 
 def load_ipython_extension(ip):
     if _state.get("shell") is ip:
         return
+    from . import magics as magics_module
+    from .config import GPUReplace
+    from .. import errors
+    config = GPUReplace(parent=ip)
+    ip.configurables.append(config)
+    m = magics_module.GPUReplaceMagics(ip)
+    cell_magics = ip.magics_manager.magics["cell"]
+    owner = cell_magics.get("cuda")
+    names = {"cell": {"gpureplace": "cuda"}, "line": {}}
+    if owner is None:
+        names["cell"]["cuda"] = "cuda"
+    else:
+        warnings.warn("another extension (nvcc4jupyter?) already registers %%cuda; gpureplace's "
+                      "cell magic is available as %%gpureplace", stacklevel=2)
+    for line_name in ("cuda_ptx", "cuda_llvm", "cuda_types", "cuda_deps", "cuda_cache"):
+        names["line"][line_name] = line_name
+    for kind, table in names.items():
+        for name, method in table.items():
+            ip.magics_manager.register_function(getattr(m, method), magic_kind=kind,
+                                                magic_name=name)
     ip.events.register("post_run_cell", _post_run_cell)
-    _state["shell"] = ip
+    errors.location_formatter = _location
+    _state.update(shell=ip, config=config, magics=names, magics_obj=m)
 
 
 def unload_ipython_extension(ip):
-    if _state.get("shell") is ip:
-        try:
-            ip.events.unregister("post_run_cell", _post_run_cell)
-        except ValueError:
-            pass
-        _state.pop("shell", None)
+    if _state.get("shell") is not ip:
+        return
+    from .. import errors
+    try:
+        ip.events.unregister("post_run_cell", _post_run_cell)
+    except ValueError:
+        pass
+    for kind, table in _state.get("magics", {}).items():
+        for name in table:
+            ip.magics_manager.magics[kind].pop(name, None)
+    for obj in (_state.get("config"), _state.get("magics_obj")):
+        if obj is not None and obj in ip.configurables:
+            ip.configurables.remove(obj)
+    errors.location_formatter = None
+    _state.clear()

@@ -125,4 +125,7 @@ def make_fast_launch(args, keys, loaded, device_id, age):
             "finally:",
             "    _release()",
             "return True"]
+    if getattr(getattr(loaded, "spec", None), "uses_printf", False):
+        env["_note_printf"] = launch.note_printf   # the cell hook then flushes device output
+        tail.insert(-1, "_note_printf()")
     return _build("launch", params, head + lines, env, tail)

@@ -76,6 +76,19 @@ def current_stream_ptr():
 
 
 _tls = threading.local()
+_printf = {"pending": False}     # a kernel that prints was launched since the last cell ended
+
+
+def note_printf():
+    _printf["pending"] = True
+
+
+def printf_pending():
+    return _printf["pending"]
+
+
+def clear_printf_pending():
+    _printf["pending"] = False
 
 
 def ensure_context(dev):

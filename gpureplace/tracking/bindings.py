@@ -20,6 +20,15 @@ _lock = threading.Lock()
 _tracked = {}       # id(namespace dict) -> (namespace dict, {name: [value, fingerprint]})
 
 
+class Change(tuple):
+    """(namespace name, name, "redefined" | "deleted"), with the namespace dict as ``.namespace``."""
+
+    def __new__(cls, ns_name, name, how, namespace):
+        self = super().__new__(cls, (ns_name, name, how))
+        self.namespace = namespace
+        return self
+
+
 def track(namespace, name, value, fp):
     with _lock:
         entry = _tracked.get(id(namespace))
@@ -58,8 +67,8 @@ def check():
                     continue
                 fp = None if cur is _MISSING else fingerprint(cur)
                 if cur is _MISSING or fp is None or fp != entry[1]:
-                    changed.append((ns.get("__name__", "?"), name,
-                                    "deleted" if cur is _MISSING else "redefined"))
+                    changed.append(Change(ns.get("__name__", "?"), name,
+                                          "deleted" if cur is _MISSING else "redefined", ns))
                     entry[1] = fp
                 entry[0] = cur           # same meaning, new object: remember it (fast next time)
     if changed:

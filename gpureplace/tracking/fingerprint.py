@@ -79,11 +79,9 @@ def _feed(h, v, depth):
         return
     py_func = getattr(v, "py_func", None)
     if isinstance(py_func, pytypes.FunctionType):
-        # gpureplace functions (and Numba dispatchers): their Python source plus their options.
-        up(f"jit:{type(v).__module__}.{type(v).__qualname__};".encode())
-        opts = getattr(v, "jit_signature_options", None)
-        if callable(opts):
-            _feed(h, opts(), depth + 1)
+        # gpureplace functions (and Numba dispatchers) mean their Python source to a caller: a
+        # callee compiles in its caller's context and options, so wrapping a plain function with
+        # cuda.jit (as %%cuda does) changes nothing for the code that calls it.
         _feed_function(h, py_func, depth + 1)
         return
     qual = _qualified_name(v)

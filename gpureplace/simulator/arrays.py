@@ -1,0 +1,202 @@
+"""Arrays and scalars with the device's semantics.
+
+``SimArray`` wraps a NumPy array the way a kernel sees it: element reads give NumPy scalars of the
+types Numba computes with (integers widened to 64 bits, as Numba's integer arithmetic is; floats keep
+their width, so float32 stays float32), stores wrap integers to the element type as the device's
+truncating stores do, and an index out of bounds raises an ``IndexError`` naming the thread, the
+block, the source line and the index.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+_INT_LIMITS = {}
+
+
+def wrap_int(value, dtype):
+    """``value`` (any integer) reduced modulo 2**bits into ``dtype``'s range, as a NumPy scalar."""
+    lim = _INT_LIMITS.get(dtype)
+    if lim is None:
+        info = np.iinfo(dtype)
+        lim = _INT_LIMITS[dtype] = (info.bits, 1 << info.bits, info.min < 0, info.min, info.max)
+    bits, modulus, signed, lo, hi = lim
+    v = int(value)
+    if lo <= v <= hi:
+        return dtype.type(v)
+    v &= modulus - 1
+    if signed and v >> (bits - 1):
+        v -= modulus
+    return dtype.type(v)
+
+
+def to_dtype_value(value, dtype):
+    """``value`` converted as a store into an array of ``dtype`` converts it on the device."""
+    kind = dtype.kind
+    if kind in "iu":
+        if isinstance(value, (int, np.integer)):
+            return wrap_int(value, dtype)
+        if isinstance(value, (float, np.floating)):
+            f = float(value)
+            if f != f or f in (float("inf"), float("-inf")):
+                return dtype.type(0)          # undefined on the device; pick something stable
+            return wrap_int(int(f), dtype)   # truncation toward zero, as cvt.rzi
+        return value
+    return value
+
+
+#: Element type -> the type arithmetic on it computes in (Numba: integers are widened to 64 bits).
+def _reader_of(dtype):
+    if dtype.kind == "i":
+        return np.int64
+    if dtype.kind == "u":
+        return np.uint64
+    return None
+
+
+class DeviceCaster:
+    """``int32(x)``, ``np.uint8(x)`` in device code: a conversion that wraps like the device's,
+    still usable as a dtype (``cuda.local.array(4, int32)``)."""
+
+    __slots__ = ("dtype", "name", "_host")
+
+    def __init__(self, dtype, host):
+        self.dtype = np.dtype(dtype)
+        self.name = str(self.dtype)
+        self._host = host
+
+    def __call__(self, value=0):
+        dt = self.dtype
+        if dt.kind in "iu":
+            return to_dtype_value(value, dt) if not isinstance(value, str) else dt.type(value)
+        return dt.type(value)
+
+    def __repr__(self):
+        return f"<simulated {self._host!r}>"
+
+
+def current_location(depth=2):
+    """``(function, file, line)`` of the user code ``depth`` frames up."""
+    f = sys._getframe(depth)
+    code = f.f_code
+    return code.co_name, code.co_filename, f.f_lineno
+
+
+class SimArray:
+    """A device array view over a NumPy array: bounds-checked, with device element types."""
+
+    __slots__ = ("_a", "_read", "_sim", "shape", "size", "ndim", "dtype", "strides", "itemsize",
+                 "_writable", "_int_store", "__weakref__")
+
+    def __init__(self, array, sim, writable=True):
+        if array.dtype.names is not None and not isinstance(array, np.recarray):
+            array = array.view(np.recarray)
+        self._a = array
+        self._sim = sim                    # the launch (for thread/block names in errors)
+        self.shape = array.shape
+        self.size = array.size
+        self.ndim = array.ndim
+        self.dtype = array.dtype
+        self.strides = array.strides
+        self.itemsize = array.itemsize
+        self._read = _reader_of(array.dtype)
+        self._writable = writable and array.flags.writeable
+        self._int_store = array.dtype.kind in "iu"
+
+    # -- indexing -------------------------------------------------------------------------------
+    def _check(self, idx):
+        """``idx`` normalised (negative indices wrap, as Numba's do), or an IndexError."""
+        shape = self.shape
+        if type(idx) is tuple:
+            if len(idx) != len(shape) or not all(isinstance(i, (int, np.integer)) for i in idx):
+                if any(isinstance(i, (slice, type(None), type(Ellipsis))) for i in idx):
+                    return idx             # a slice: NumPy makes the view, bounds are clamped
+                if len(idx) > len(shape):
+                    self._oob(idx, f"too many indices ({len(idx)}) for a {len(shape)}-D array")
+                return idx                 # fewer indices: a sub-array view
+            out = []
+            for axis, (i, n) in enumerate(zip(idx, shape)):
+                i = int(i)
+                if i < 0:
+                    i += n
+                    if i < 0:
+                        self._oob(idx, f"index {int(idx[axis])} is out of bounds for axis "
+                                       f"{axis} with size {n}")
+                elif i >= n:
+                    self._oob(idx, f"index {i} is out of bounds for axis {axis} with size {n}")
+                out.append(i)
+            return tuple(out)
+        if isinstance(idx, (int, np.integer)):
+            i = int(idx)
+            n = shape[0] if shape else 0
+            if not shape:
+                self._oob(idx, "a 0-D array cannot be indexed with an integer")
+            if i < 0:
+                i += n
+                if i < 0:
+                    self._oob(idx, f"index {int(idx)} is out of bounds for axis 0 with size {n}")
+            elif i >= n:
+                self._oob(idx, f"index {i} is out of bounds for axis 0 with size {n}")
+            return i
+        return idx
+
+    def _oob(self, idx, what):
+        name, filename, line = current_location(3)
+        raise IndexError(f"{what}: index {_show(idx)} of an array of shape {self.shape}, in "
+                         f"{name} at {filename}:{line}, {self._sim.where()}")
+
+    def __getitem__(self, idx):
+        i = self._check(idx)
+        v = self._a[i]
+        if isinstance(v, np.ndarray):
+            return SimArray(v, self._sim, self._writable)
+        r = self._read
+        return v if r is None else r(v)
+
+    def __setitem__(self, idx, value):
+        if not self._writable:
+            name, filename, line = current_location(2)
+            raise TypeError(f"the array is read-only on the device (a constant or a read-only "
+                            f"argument): cannot store at index {_show(idx)}, in {name} at "
+                            f"{filename}:{line}, {self._sim.where()}")
+        i = self._check(idx)
+        if isinstance(value, SimArray):
+            value = value._a
+        elif self._int_store and not isinstance(value, np.ndarray):
+            value = to_dtype_value(value, self.dtype)
+        self._a[i] = value
+
+    # -- the rest of the array API kernels use --------------------------------------------------
+    def __len__(self):
+        return self.shape[0] if self.shape else 0
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    @property
+    def T(self):
+        return SimArray(self._a.T, self._sim, self._writable)
+
+    def __getattr__(self, name):
+        # Anything else (``copy``, ``reshape``, ``view``...) on the underlying array.
+        attr = getattr(self._a, name)
+        if isinstance(attr, np.ndarray):
+            return SimArray(attr, self._sim, self._writable)
+        return attr
+
+    def __array__(self, dtype=None, copy=None):
+        return self._a if dtype is None else self._a.astype(dtype)
+
+    def __repr__(self):
+        return f"<simulated device array shape={self.shape} dtype={self.dtype}>"
+
+
+def _show(idx):
+    if isinstance(idx, tuple):
+        return "(" + ", ".join(_show(i) for i in idx) + ("," if len(idx) == 1 else "") + ")"
+    if isinstance(idx, np.integer):
+        return str(int(idx))
+    return repr(idx)
