@@ -1,0 +1,38 @@
+"""The notebooks execute headless through nbclient on the installed "Python 3 (gpureplace)"
+kernel; on a machine without a GPU their compile, reflection and invalidation cells still run
+and assert."""
+
+import os
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _kernel_installed():
+    from jupyter_client.kernelspec import KernelSpecManager
+    return "gpureplace" in KernelSpecManager().find_kernel_specs()
+
+
+@pytest.mark.parametrize("name", ["quickstart", "redefinition"])
+def test_notebook_executes(name, tmp_path):
+    if not _kernel_installed():
+        pytest.skip("the gpureplace kernelspec is not installed (pip install the package)")
+    path = os.path.join(HERE, "notebooks", f"{name}.ipynb")
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="gpureplace",
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()           # raises on the first cell that fails
+    cells = [c for c in nb.cells if c.cell_type == "code"]
+    assert not [o for c in cells for o in c.get("outputs", []) if o.output_type == "error"]
+    outputs = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
+                      for c in cells for o in c.get("outputs", []))
+    if name == "quickstart":
+        assert "recompiled with the new scale" in outputs
+        assert "scale redefined" in outputs and "saxpy will recompile" in outputs
+        assert ".entry saxpy" in outputs
+    else:
+        assert "refused:" in outputs and "fixed: recompiled" in outputs
