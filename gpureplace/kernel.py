@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import struct
 import threading
 import time
 import weakref
@@ -57,7 +56,9 @@ class GPUFunction:
         self._launch_cache = {}    # (arg type keys, device id) -> (LoadedKernel, spec)
         self._configs = {}         # launch configuration -> _Launcher
         self._variants = {}        # Context -> GPUFunction sharing py_func
-        self._fast = None          # generated launch of the latest specialisation (binder.py)
+        # Launch configurations of this function; their __call__ becomes the generated launch of
+        # the latest specialisation (runtime/binder.py), falling back to _Launcher.general.
+        self._launcher_class = type("Launcher", (_Launcher,), {"__slots__": ()})
         self._stale_reason = None  # why the specialisation being rebuilt went stale (verbose)
         _live.add(self)
         _note_definition(py_func)
@@ -218,7 +219,7 @@ class GPUFunction:
             if self.device:
                 raise TypeError(f"{self.__qualname__} is a device function; only kernels are "
                                 f"launched with [grid, block]")
-            launcher = _Launcher(self, config)
+            launcher = self._launcher_class(self, config)
             if isinstance(config, tuple):
                 try:
                     self._configs[config] = launcher
@@ -252,7 +253,9 @@ class GPUFunction:
         entry = self._launch_cache.get(cache_key)
         if entry is None or entry.spec.world != world.age:
             entry = self._prepare(keys, dev, cache_key, entry)
-        self._fast = make_fast_launch(args, keys, entry, dev, world.age)
+        # The next launches with these argument types skip all of this (runtime/binder.py).
+        self._launcher_class.__call__ = make_fast_launch(args, keys, entry, world.age,
+                                                         _Launcher.general, launch.retry_errors())
         if entry.spec.uses_printf:
             launch.note_printf()
         entry.launch(config.grid, config.block, config.stream_ptr(), config.shared, values)
@@ -327,21 +330,12 @@ class _Launcher:
         ptr = self._stream_ptr
         return launch.current_stream_ptr() if ptr is None else ptr
 
+    def general(self, args):
+        """The general launch path: argument keys, compile or revalidate, load, launch."""
+        self.kernel._launch(self, args)
+
     def __call__(self, *args):
-        kernel = self.kernel
-        fast = kernel._fast
-        if fast is not None:
-            # Hot path: same world, device and argument types as the latest launch.
-            try:
-                if fast(self, *args):
-                    return
-            except (TypeError, struct.error):
-                pass                   # wrong argument count or value: the general path explains
-            except Exception as exc:
-                # A thread's first launch: no current context yet (the general path sets one).
-                if type(exc).__name__ != "CUDADriverError" or launch.has_context():
-                    raise
-        kernel._launch(self, args)
+        self.kernel._launch(self, args)
 
 
 def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinfo=False,

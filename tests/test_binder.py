@@ -82,20 +82,39 @@ class _Cfg:
         self.big_shared = shared > 48 * 1024
 
 
-def test_fused_launch_packs_parameters_and_launches_once(monkeypatch):
-    from gpureplace.runtime import binder, launch
+def test_fused_launch_packs_parameters_and_launches_once():
+    from gpureplace.runtime import binder
     from gpureplace.tracking import world
-    monkeypatch.setattr(launch, "device_id", lambda: 0)
     x = ndarray((8,), np.float32, ptr=0xAB00)
     keys = [arguments.value_key(x)[0], arguments.value_key(2.5)[0]]
     loaded = _FakeLoaded("@Qqqd")
-    fast = binder.make_fast_launch((x, 2.5), keys, loaded, 0, world.age)
-    assert fast(_Cfg(), x, 3.5) is True
+    handed_over = []
+
+    def general(cfg, args):
+        handed_over.append(args)
+        return "general"
+
+    class Refused(Exception):
+        pass
+
+    fast = binder.make_fast_launch((x, 2.5), keys, loaded, world.age, general, (Refused,))
+    assert fast(_Cfg(), x, 3.5) is None
     assert loaded.calls == [(1234, 4, 1, 1, 32, 1, 1, 0, 99, 0, 5678)]
     assert loaded.packer.unpack(loaded.buffer.raw) == (0xAB00, 8, 4, 3.5)
     # anything different launches nothing and hands over to the general path
-    assert fast(_Cfg(), ndarray((8,), np.float64), 3.5) is False
-    assert fast(_Cfg(shared=64 * 1024), x, 3.5) is False
-    world.bump()
-    assert fast(_Cfg(), x, 3.5) is False
+    assert fast(_Cfg(), ndarray((8,), np.float64), 3.5) == "general"
+    assert fast(_Cfg(shared=64 * 1024), x, 3.5) == "general"
+    assert fast(_Cfg(), x) == "general"                         # wrong argument count
+    assert fast(_Cfg(), x, 3) == "general"                      # an int where a float was
     assert len(loaded.calls) == 1
+
+    def refuse(*a):
+        raise Refused()
+    loaded.launch_kernel = refuse                               # e.g. a thread's first launch
+    fast = binder.make_fast_launch((x, 2.5), keys, loaded, world.age, general, (Refused,))
+    assert fast(_Cfg(), x, 3.5) == "general"
+    assert loaded.lock.acquire(blocking=False)                  # the lock was released
+    loaded.lock.release()
+    world.bump()
+    assert fast(_Cfg(), x, 3.5) == "general"
+    assert len(handed_over) == 6

@@ -91,30 +91,37 @@ def make_binder(args, keys):
                   [f"return ({result}{',' if len(outs) == 1 else ''})"])
 
 
-def make_fast_launch(args, keys, loaded, device_id, age):
-    """Build ``launch(config, *args) -> bool``: the whole cached launch in one generated function.
+def make_fast_launch(args, keys, loaded, age, general, retry=()):
+    """Build ``launch(config, *args)``: the whole cached launch in one generated function, made
+    the ``__call__`` of the kernel's launch configurations.
 
-    It checks the world age, the device and the argument types, packs the parameters and calls
-    ``cuLaunchKernel``; it returns False (having launched nothing) when anything differs, and the
-    general path takes over.  A thread whose first launch this is has no current CUDA context: the
-    driver refuses the launch and the caller falls back to the general path, which sets it.
+    It checks the world age, the argument count and types, packs the parameters and calls
+    ``cuLaunchKernel``.  When anything differs it launches nothing and returns
+    ``general(config, args)``, the general path (which compiles, loads, and builds the next such
+    function).  It also hands over when the launch raises one of ``retry``: a value that does not
+    fit its parameter, or the driver refusing a function of another context -- a thread's first
+    launch, or another current device -- which the general path sets right.
     """
+    import struct
+
     from ..tracking import world
     from . import launch
+    n = len(args)
     lines, env, outs = _checks(args, keys)
-    lines = [line.replace("return None", "return False") for line in lines]
-    env.update(_world=world, _device_id=launch.device_id,
+    lines = [line.replace("return None", "return _general(cfg, args)") for line in lines]
+    env.update(_world=world, _general=general, _retry=(struct.error,) + tuple(retry),
                _acquire=loaded.lock.acquire, _release=loaded.lock.release,
                _current_stream=launch.current_stream,
                _pack_into=loaded.packer.pack_into, _buf=loaded.buffer,
-               _launch=loaded.launch_kernel, _lock=loaded.lock, FN=loaded.fn_ptr,
-               EXTRA=loaded.extra_ptr, AGE=age, DEV=device_id,
+               _launch=loaded.launch_kernel, FN=loaded.fn_ptr, EXTRA=loaded.extra_ptr, AGE=age,
                # The loaded module, its parameter buffer and the ``extra`` array FN and EXTRA point
                # into live as long as this function: a launch running in another thread while a
                # redefinition replaces the specialisation never sees them freed.
                _loaded=loaded)
-    params = ["cfg"] + [f"a{i}" for i in range(len(args))]
-    head = ["if _world.age != AGE or cfg.big_shared or _device_id() != DEV: return False"]
+    head = [f"if len(args) != {n} or _world.age != AGE or cfg.big_shared: "
+            f"return _general(cfg, args)"]
+    if n:
+        head.append(f"{', '.join(f'a{i}' for i in range(n))}{',' if n == 1 else ''} = args")
     tail = ["stream = cfg._stream_ptr",
             "if stream is None: stream = _current_stream().ptr",
             "gx, gy, gz, bx, by, bz, shared = cfg.dims",
@@ -122,10 +129,12 @@ def make_fast_launch(args, keys, loaded, device_id, age):
             "try:",
             f"    _pack_into(_buf, 0, {', '.join(outs)})" if outs else "    pass",
             "    _launch(FN, gx, gy, gz, bx, by, bz, shared, stream, 0, EXTRA)",
-            "finally:",
+            "except BaseException as exc:",
             "    _release()",
-            "return True"]
+            "    if isinstance(exc, _retry): return _general(cfg, args)",
+            "    raise",
+            "_release()"]
     if getattr(getattr(loaded, "spec", None), "uses_printf", False):
         env["_note_printf"] = launch.note_printf   # the cell hook then flushes device output
-        tail.insert(-1, "_note_printf()")
-    return _build("launch", params, head + lines, env, tail)
+        tail.append("_note_printf()")
+    return _build("launch", ["cfg", "*args"], head + lines, env, tail)

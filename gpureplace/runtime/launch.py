@@ -99,6 +99,66 @@ def ensure_context(dev):
         _tls.device = dev
 
 
+def retry_errors():
+    """Launch errors after which the general path should try again (see binder.make_fast_launch)."""
+    try:
+        from cupy_backends.cuda.api.driver import CUDADriverError
+    except ImportError:
+        return ()
+    return (CUDADriverError,)
+
+
+def require_device():
+    if not device.available():
+        raise NoDeviceError("no CUDA GPU was found (or CuPy is not installed): kernels can be "
+                            "compiled and inspected (kernel.compile(sig), inspect_ptx) but not "
+                            "launched")
+
+
+def current_stream():
+    """CuPy's current stream (this function replaces itself with CuPy's on first use)."""
+    global current_stream
+    current_stream = device.cupy_module().cuda.get_current_stream
+    return current_stream()
+
+
+def current_stream_ptr():
+    return current_stream().ptr
+
+
+_tls = threading.local()
+_printf = {"pending": False}     # a kernel that prints was launched since the last cell ended
+
+
+def note_printf():
+    _printf["pending"] = True
+
+
+def printf_pending():
+    return _printf["pending"]
+
+
+def clear_printf_pending():
+    _printf["pending"] = False
+
+
+def ensure_context(dev):
+    """Make ``dev``'s primary context current in this thread (the driver API launches into the
+    thread's current context, and a new thread has none until a runtime call sets it)."""
+    if getattr(_tls, "device", -1) != dev:
+        device.cupy_module().cuda.runtime.setDevice(dev)
+        _tls.device = dev
+
+
+def retry_errors():
+    """Launch errors after which the general path should try again (see binder.make_fast_launch)."""
+    try:
+        from cupy_backends.cuda.api.driver import CUDADriverError
+    except ImportError:
+        return ()
+    return (CUDADriverError,)
+
+
 def has_context():
     """Whether this thread has made a device's context current through ``ensure_context``."""
     return getattr(_tls, "device", None) is not None
