@@ -192,6 +192,9 @@ class _Subroutine:
         self.modules = list(library.modules)
 
 
+_FLOAT_OPS = frozenset(("fadd", "fsub", "fmul", "fdiv", "frem", "fcmp"))
+
+
 class GPUTargetContext(BaseContext):
     implement_powi_as_math_call = True
     strict_alignment = True
@@ -324,12 +327,25 @@ class GPUTargetContext(BaseContext):
         raise NotImplementedError("gpureplace functions are not executable on the host")
 
     def post_lowering(self, mod, library):
-        # Fast math: LLVM's fast-math flags on every float operation and call of this function
-        # (FTZ and approximate sqrt/div come from folding __nvvm_reflect in the back end).
+        # Float operations may contract into FMA, as CUDA C does by default (-fmad=true); fast
+        # math adds every other LLVM fast-math flag (FTZ and approximate sqrt/div come from
+        # folding __nvvm_reflect in the back end).
+        # Half-precision operations keep their rounding, as CUDA C's __half operators do.
+        from numba.core import fastmathpass
+        from numba.core.cpu_options import FastMathOptions
+
         from . import driver
         cf = driver._current_compiled()
-        if cf is not None and cf.options.fastmath:
-            from numba.core import fastmathpass
-            from numba.core.cpu_options import FastMathOptions
-            fastmathpass.rewrite_module(mod, FastMathOptions(True))
+        fast = cf is not None and cf.options.fastmath
+        flags = FastMathOptions(True if fast else {"contract"}).flags
+        for fn in mod.functions:
+            for block in fn.blocks:
+                for instr in block.instructions:
+                    if (instr.opname in _FLOAT_OPS and not instr.flags
+                            and not isinstance(instr.type, ir.HalfType)
+                            and not isinstance(getattr(instr.operands[0], "type", None),
+                                               ir.HalfType)):
+                        instr.flags.extend(flags)
+        if fast:
+            fastmathpass.FastFloatCallVisitor(flags).visit(mod)
 
