@@ -11,6 +11,7 @@ from .dispatch import builtin as _builtin  # noqa: F401,E402  (fills the built-i
 from .errors import CompileError, GPUReplaceError, LaunchError  # noqa: F401,E402
 from . import cuda, libdevice  # noqa: F401,E402
 from .tracking import cache  # noqa: F401,E402
+from .config import settings  # noqa: F401,E402
 
 
 def refresh():

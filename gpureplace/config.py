@@ -4,9 +4,15 @@
     gpureplace.config.settings.arch = "sm_90"       # compile for this arch instead of the GPU's
     gpureplace.config.settings.default_context = my_context
     gpureplace.config.settings.verbose = True       # say what recompiles, why, and how long it took
+    gpureplace.config.settings.backend = "simulator"  # "gpu", "simulator" or "auto"
 """
 
 from __future__ import annotations
+
+import os
+import sys
+
+_BACKENDS = ("auto", "gpu", "simulator")
 
 
 class Settings:
@@ -15,6 +21,26 @@ class Settings:
         self.arch = None                # None: the current GPU's, or sm_90 without one
         self.default_context = None     # None: gpureplace.default_context
         self.verbose = False
+        #: Where launches run: "gpu", "simulator", or "auto" (the GPU when there is one, else the
+        #: simulator, said once).  ``GPUREPLACE_BACKEND`` sets the default.
+        self.backend = os.environ.get("GPUREPLACE_BACKEND", "auto").strip().lower() or "auto"
+        self._noticed = False
+
+    def launch_backend(self):
+        backend = self.backend
+        if backend not in _BACKENDS:
+            raise ValueError(f"gpureplace backend must be one of {', '.join(_BACKENDS)}, got "
+                             f"{backend!r} (GPUREPLACE_BACKEND or settings.backend)")
+        if backend != "auto":
+            return backend
+        from .runtime import device
+        if device.available():
+            return "gpu"
+        if not self._noticed:
+            self._noticed = True
+            print("gpureplace: no CUDA GPU found; kernels run in the CPU simulator "
+                  "(GPUREPLACE_BACKEND=gpu to refuse instead)", file=sys.stderr)
+        return "simulator"
 
     def context(self):
         from .dispatch.context import default_context

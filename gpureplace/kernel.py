@@ -236,6 +236,10 @@ class GPUFunction:
                           f"{self.__name__}[blocks, threads](...)")
 
     def _launch(self, config, args):
+        if settings.launch_backend() == "simulator":
+            from . import simulator
+            return simulator.launch(self, config.grid, config.block, config.stream,
+                                    config.shared, args)
         if len(args) != self._nparams:
             self._argument_count_error(args)
         keys, values = [], []
@@ -321,8 +325,11 @@ class _Launcher:
             raise LaunchError(f"dynamic shared memory must be a non-negative int of bytes, "
                               f"got {shared!r}")
         self.shared = shared
-        # An explicit stream is resolved (and validated) once; None means CuPy's current stream.
-        self._stream_ptr = None if self.stream is None else launch.stream_ptr(self.stream)
+        # An explicit stream is resolved (and validated) once; None means CuPy's current stream
+        # (the simulator takes streams as they are).
+        self._stream_ptr = None
+        if self.stream is not None and settings.launch_backend() == "gpu":
+            self._stream_ptr = launch.stream_ptr(self.stream)
         self.dims = self.grid + self.block + (shared,)     # cuLaunchKernel's order
         self.big_shared = shared > 48 * 1024               # needs an attribute set: general path
 

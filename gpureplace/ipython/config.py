@@ -25,6 +25,8 @@ class GPUReplace(Configurable):
         config=True)
     cache_dir = Unicode("", help="Disk cache directory (empty: the per-user default).").tag(
         config=True)
+    backend = Unicode("auto", help="Where launches run: 'gpu', 'simulator' (the CPU simulator) "
+                                   "or 'auto' (the GPU when there is one).").tag(config=True)
     check_redefinitions = Bool(True, help="After each cell, compare what compiled kernels "
                                           "depend on with the current bindings.").tag(config=True)
 
@@ -51,10 +53,18 @@ class GPUReplace(Configurable):
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        for name in ("arch", "fastmath", "context", "verbose", "cache", "cache_dir"):
+        for name in ("arch", "fastmath", "context", "verbose", "cache", "cache_dir", "backend"):
             self._apply({"name": name, "new": getattr(self, name)})
 
-    @observe("arch", "fastmath", "context", "verbose", "cache", "cache_dir")
+    @validate("backend")
+    def _valid_backend(self, proposal):
+        value = proposal["value"].strip().lower()
+        if value not in ("auto", "gpu", "simulator"):
+            raise TraitError(f"GPUReplace.backend must be 'auto', 'gpu' or 'simulator', got "
+                             f"{proposal['value']!r}")
+        return value
+
+    @observe("arch", "fastmath", "context", "verbose", "cache", "cache_dir", "backend")
     def _apply(self, change):
         from .. import config
         from ..dispatch.context import Context
@@ -72,3 +82,5 @@ class GPUReplace(Configurable):
             cache.enabled = bool(new)
         elif name == "cache_dir":
             cache.set_directory(new or None)
+        elif name == "backend":
+            config.settings.backend = new

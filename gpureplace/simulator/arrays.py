@@ -1,14 +1,14 @@
 """Arrays and scalars with the device's semantics.
 
 ``SimArray`` wraps a NumPy array the way a kernel sees it: element reads give NumPy scalars of the
-types Numba computes with (integers widened to 64 bits, as Numba's integer arithmetic is; floats keep
-their width, so float32 stays float32), stores wrap integers to the element type as the device's
+element type (so float32 stays float32 and intrinsics see the integer width), stores wrap integers to the element type as the device's
 truncating stores do, and an index out of bounds raises an ``IndexError`` naming the thread, the
 block, the source line and the index.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -47,12 +47,10 @@ def to_dtype_value(value, dtype):
     return value
 
 
-#: Element type -> the type arithmetic on it computes in (Numba: integers are widened to 64 bits).
 def _reader_of(dtype):
-    if dtype.kind == "i":
-        return np.int64
-    if dtype.kind == "u":
-        return np.uint64
+    """Conversion of elements read (none: NumPy scalars of the element type, as Numba types
+    them; number literals are int64 / float64, so ``x[i] + 1`` computes in int64 as on the
+    device)."""
     return None
 
 
@@ -77,9 +75,16 @@ class DeviceCaster:
         return f"<simulated {self._host!r}>"
 
 
-def current_location(depth=2):
-    """``(function, file, line)`` of the user code ``depth`` frames up."""
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def current_location(depth=1):
+    """``(function, file, line)`` of the nearest frame outside the simulator (the user's code)."""
     f = sys._getframe(depth)
+    while f is not None and f.f_code.co_filename.startswith(_HERE):
+        f = f.f_back
+    if f is None:
+        return "?", "?", 0
     code = f.f_code
     return code.co_name, code.co_filename, f.f_lineno
 
@@ -143,7 +148,7 @@ class SimArray:
         return idx
 
     def _oob(self, idx, what):
-        name, filename, line = current_location(3)
+        name, filename, line = current_location()
         raise IndexError(f"{what}: index {_show(idx)} of an array of shape {self.shape}, in "
                          f"{name} at {filename}:{line}, {self._sim.where()}")
 
@@ -157,7 +162,7 @@ class SimArray:
 
     def __setitem__(self, idx, value):
         if not self._writable:
-            name, filename, line = current_location(2)
+            name, filename, line = current_location()
             raise TypeError(f"the array is read-only on the device (a constant or a read-only "
                             f"argument): cannot store at index {_show(idx)}, in {name} at "
                             f"{filename}:{line}, {self._sim.where()}")

@@ -1,0 +1,233 @@
+"""One block of threads: its shared memory, its barrier and its warps' rendezvous.
+
+Every synchronising operation of a block shares one condition variable, so the block knows at any
+moment how many of its live threads are blocked; when all of them are (a ``syncthreads`` that some
+thread never reaches, a warp operation whose mask names a lane that never calls it), that is a
+deadlock on the device too, and the simulator says so instead of hanging.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+
+
+class KernelDeadlock(RuntimeError):
+    pass
+
+
+class _Abort(BaseException):
+    """Unwinds the other threads of a block after one of them failed."""
+
+
+class NeedThreads(BaseException):
+    """A barrier or warp operation reached in a sequential run (the launch reruns with threads)."""
+
+
+class ThreadState:
+    __slots__ = ("tid", "bid", "linear", "lane", "warp", "block", "gate", "finished")
+
+    def __init__(self, tid, bid, linear, block, gate=None):
+        self.tid = tid
+        self.bid = bid
+        self.linear = linear
+        self.lane = linear & 31
+        self.warp = linear >> 5
+        self.block = block
+        self.gate = gate          # the worker's turn: released by whoever hands over to it
+        self.finished = False
+
+
+class _WarpGroup:
+    __slots__ = ("mask", "arrived", "payload", "compute", "what", "waiters")
+
+    def __init__(self, mask, compute, what):
+        self.mask = mask
+        self.arrived = 0
+        self.payload = {}
+        self.compute = compute
+        self.what = what
+        self.waiters = []
+
+
+class Block:
+    """Per-block state.
+
+    ``threaded``: each thread of the block is a Python thread, but they run *cooperatively*: one
+    at a time, handing over at barriers, warp operations and exits (one lock release per
+    hand-over, no thundering herd, and a deterministic order).  A thread that must wait while no
+    other thread can run is a deadlock.
+    """
+
+    def __init__(self, bid, block_dim, shared_bytes, threaded):
+        self.bid = bid
+        self.nthreads = block_dim[0] * block_dim[1] * block_dim[2]
+        self.shared = {}                   # call site -> SimArray (static shared memory)
+        self.dynamic = bytearray(shared_bytes)
+        self.dynamic_views = {}
+        self.threaded = threaded
+        self.lock = threading.Lock()       # bookkeeping once the block has been aborted
+        self.live = self.nthreads
+        self.runnable = deque()
+        self.bar_waiters = []
+        self.bar_count = 0
+        self.bar_result = None
+        self.bar_kind = None
+        nwarps = (self.nthreads + 31) // 32
+        self.warp_live = [0] * nwarps
+        for linear in range(self.nthreads):
+            self.warp_live[linear >> 5] |= 1 << (linear & 31)
+        self.groups = {}
+        self.results = {}
+        self.aborted = None                # None, or the exception that stopped the block
+        self.done = threading.Event()
+        self.threads = []
+
+    # -- scheduling -------------------------------------------------------------------------------
+    def start(self, states):
+        """Make ``states`` runnable and run the first (called by the launcher)."""
+        self.threads = list(states)
+        self.runnable.extend(self.threads)
+        if self.threads:
+            self.runnable.popleft().gate.release()
+        else:
+            self.done.set()
+
+    def _switch(self, ts, what):
+        """``ts`` waits: hand over to the next runnable thread, or report a deadlock."""
+        if not self.runnable:
+            self._deadlock(what)
+        self.runnable.popleft().gate.release()
+        ts.gate.acquire()
+        if self.aborted is not None:
+            raise _Abort()
+
+    def _deadlock(self, what):
+        waiting = [f"{g.what} (warp {w}, mask {m:#010x}, {bin(g.arrived).count('1')} lane(s) "
+                   f"arrived)" for (w, _, m), g in self.groups.items()]
+        if self.bar_waiters:
+            waiting.append(f"syncthreads ({len(self.bar_waiters) + 1} thread(s) arrived)")
+        exc = KernelDeadlock(
+            f"deadlock in block blockIdx={self.bid}: every live thread of the block is waiting "
+            f"({'; '.join(waiting) or what}). A syncthreads() that not every live thread of the "
+            f"block reaches, or a warp operation whose mask names lanes that never call it "
+            f"(or that exited), hangs on the GPU too.")
+        raise exc
+
+    def abort(self, exc, me=None):
+        """Stop the block: every other thread unwinds (or skips the kernel) at once."""
+        with self.lock:
+            if self.aborted is not None:
+                return
+            self.aborted = exc
+            for ts in self.threads:
+                if ts is not me and not ts.finished and ts.gate.locked():
+                    try:
+                        ts.gate.release()
+                    except RuntimeError:
+                        pass
+
+    # -- syncthreads ------------------------------------------------------------------------------
+    def barrier(self, ts, kind, pred):
+        """``kind``: None (syncthreads), 'count', 'and', 'or'; returns the reduction."""
+        if not self.threaded:
+            if self.nthreads == 1:
+                return self._reduce(kind, 1 if pred else 0, 1)
+            raise NeedThreads()
+        if pred:
+            self.bar_count += 1
+        self.bar_kind = kind
+        if len(self.bar_waiters) + 1 >= self.live:
+            self._release_barrier(len(self.bar_waiters) + 1)
+            return self.bar_result
+        self.bar_waiters.append(ts)
+        self._switch(ts, "syncthreads")
+        return self.bar_result
+
+    def _reduce(self, kind, count, n):
+        if kind is None:
+            return None
+        if kind == "count":
+            return count
+        if kind == "and":
+            return 1 if count == n else 0
+        return 1 if count else 0
+
+    def _release_barrier(self, n):
+        self.bar_result = self._reduce(self.bar_kind, self.bar_count, n)
+        self.bar_count = 0
+        self.runnable.extend(self.bar_waiters)
+        self.bar_waiters = []
+
+    # -- warps ------------------------------------------------------------------------------------
+    def warp_op(self, ts, kind, mask, payload, compute, what):
+        """Rendezvous of the lanes of ``ts``'s warp named in ``mask``; ``compute(group)`` returns
+        ``{lane: result}`` once every live lane of the mask has arrived."""
+        mask = int(mask) & 0xFFFFFFFF
+        lane = ts.lane
+        if not (mask >> lane) & 1:
+            raise ValueError(f"{what}: the calling lane {lane} is not named in the mask "
+                             f"{mask:#010x} (every lane that calls a warp operation must be "
+                             f"in its mask)")
+        if not self.threaded:
+            if self.nthreads == 1:
+                g = _WarpGroup(mask, compute, what)
+                g.payload[lane] = payload
+                g.arrived = 1 << lane
+                return compute(g)[lane]
+            raise NeedThreads()
+        key = (ts.warp, kind, mask)
+        g = self.groups.get(key)
+        if g is None:
+            g = self.groups[key] = _WarpGroup(mask, compute, what)
+        g.payload[lane] = payload
+        g.arrived |= 1 << lane
+        rkey = (ts.warp, lane)
+        if self._complete(key, g):
+            self._release_group(key, g)
+        else:
+            g.waiters.append(ts)
+            self._switch(ts, what)
+        return self.results.pop(rkey)
+
+    def _complete(self, key, g):
+        need = g.mask & self.warp_live[key[0]]
+        return need & ~g.arrived == 0
+
+    def _release_group(self, key, g):
+        del self.groups[key]
+        out = g.compute(g)
+        for lane, value in out.items():
+            self.results[(key[0], lane)] = value
+        self.runnable.extend(g.waiters)
+
+    # -- a thread ends ------------------------------------------------------------------------------
+    def exit(self, ts):
+        """``ts`` finished (or failed): wake whoever it was holding up, hand over."""
+        if not self.threaded:
+            return
+        with self.lock:
+            ts.finished = True
+            self.live -= 1
+            self.warp_live[ts.warp] &= ~(1 << ts.lane)
+            if self.aborted is not None:
+                if self.live == 0:
+                    self.done.set()
+                return
+            if self.bar_waiters and len(self.bar_waiters) >= self.live:
+                self._release_barrier(len(self.bar_waiters))
+            for key, g in list(self.groups.items()):
+                if self._complete(key, g):
+                    self._release_group(key, g)
+            if self.live == 0:
+                self.done.set()
+                return
+            if self.runnable:
+                self.runnable.popleft().gate.release()
+                return
+        # live threads remain, all of them waiting: a deadlock, reported by this thread
+        try:
+            self._deadlock("threads exited while others wait")
+        except KernelDeadlock as exc:
+            self.deadlock_error = exc
+            self.abort(exc, ts)

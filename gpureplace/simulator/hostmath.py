@@ -1,0 +1,351 @@
+"""Host implementations of device math: the built-in layer (``math.sin`` -> device ``sin``),
+``cuda.libdevice.*`` and the bit / arithmetic intrinsics (``popc``, ``brev``, ``fma``...).
+
+Types follow the device: a call computes in float32 when every argument is float32 (or an
+integer), in float64 otherwise, and returns that type; integer intrinsics keep their widths.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from .arrays import wrap_int
+
+_F16, _F32, _F64 = np.float16, np.float32, np.float64
+
+
+def _kind(a):
+    """The device type class of a scalar: 'f16' | 'f32' | 'f64' | 'int' | None."""
+    if isinstance(a, (bool, np.bool_)):
+        return "int"
+    if isinstance(a, np.floating):
+        return {2: "f16", 4: "f32"}.get(a.dtype.itemsize, "f64")
+    if isinstance(a, float):
+        return "f64"
+    if isinstance(a, (int, np.integer)):
+        return "int"
+    return None
+
+
+def float_type(args, what):
+    """The float type a math call computes in (devicemath's rule)."""
+    kinds = [_kind(a) for a in args]
+    if None in kinds:
+        bad = args[kinds.index(None)]
+        raise TypeError(f"{what}() in device code needs numbers, got {type(bad).__name__} "
+                        f"{bad!r}")
+    if kinds and all(k == "f16" for k in kinds):
+        return _F16
+    if "f64" in kinds:
+        return _F64
+    if "f32" in kinds:
+        return _F32
+    return _F64
+
+
+def _round_half_away(x):
+    return np.copysign(np.floor(np.abs(x) + x.dtype.type(0.5)), x)
+
+
+def _exact_fma(a, b, c):
+    """a * b + c rounded once (float64), through exact rationals where all are finite."""
+    if all(math.isfinite(v) for v in (a, b, c)):
+        exact = Fraction(a) * Fraction(b) + Fraction(c)
+        if exact == 0:
+            return a * b + c                  # keeps the sign of zero
+        try:
+            return float(exact)
+        except OverflowError:
+            return math.copysign(math.inf, exact)
+    return a * b + c
+
+
+def _via_f64(fn):
+    """A math-module function applied in float64 and rounded to the argument's type."""
+    def impl(*args):
+        t = type(args[0])
+        return t(fn(*(float(a) for a in args)))
+    return impl
+
+
+def _safe(fn):
+    def impl(*args):
+        try:
+            return fn(*args)
+        except (ValueError, OverflowError):
+            return float("nan")
+    return impl
+
+
+#: base name -> implementation over NumPy float scalars of one type (result in that type)
+BASE = {
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin, "acos": np.arccos,
+    "atan": np.arctan, "atan2": np.arctan2, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "exp": np.exp,
+    "exp2": np.exp2, "exp10": lambda x: np.power(x.dtype.type(10), x), "expm1": np.expm1,
+    "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sqrt": np.sqrt,
+    "cbrt": np.cbrt, "rsqrt": lambda x: x.dtype.type(1) / np.sqrt(x), "pow": np.power,
+    "powi": lambda x, n: np.power(x, x.dtype.type(n)),
+    "hypot": np.hypot, "fmod": np.fmod, "copysign": np.copysign, "fabs": np.fabs,
+    "abs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint,
+    "nearbyint": np.rint, "round": _round_half_away, "fmin": np.fmin, "fmax": np.fmax,
+    "fdim": lambda x, y: np.maximum(x - y, x.dtype.type(0)),
+    "remainder": _via_f64(_safe(math.remainder)), "erf": _via_f64(math.erf),
+    "erfc": _via_f64(math.erfc), "lgamma": _via_f64(_safe(math.lgamma)),
+    "tgamma": _via_f64(_safe(math.gamma)), "gamma": _via_f64(_safe(math.gamma)),
+    "sinpi": lambda x: np.sin(x * x.dtype.type(math.pi)),
+    "cospi": lambda x: np.cos(x * x.dtype.type(math.pi)),
+    "floor_float": np.floor, "ceil_float": np.ceil, "trunc_float": np.trunc,
+    "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
+}
+
+
+class HostMath:
+    """The host meaning of a device math stub (``devicemath.MathStub``)."""
+
+    def __init__(self, stub):
+        self.stub = stub
+        self.name = stub.name
+        self.__name__ = stub.name
+        self.__qualname__ = f"devicemath.{stub.name}"
+        self._impl = BASE.get(stub.name)
+        if self._impl is None:
+            raise NotImplementedError(f"the simulator has no host implementation of device "
+                                      f"math function {stub.name!r}")
+
+    def __call__(self, *args):
+        stub = self.stub
+        if len(args) != stub.nargs:
+            raise TypeError(f"{stub.name}() takes {stub.nargs} argument(s), got {len(args)}")
+        if stub.name == "abs":
+            a = args[0]
+            if isinstance(a, (bool, np.bool_)):
+                return np.int64(int(a))
+            if isinstance(a, (int, np.integer)):
+                return abs(a) if not isinstance(a, np.signedinteger) else \
+                    wrap_int(abs(int(a)), a.dtype)
+            if isinstance(a, (complex, np.complexfloating)):
+                return type(a.real)(abs(a)) if isinstance(a, np.complexfloating) \
+                    else _F64(abs(a))
+        fty = float_type(args, stub.name)
+        ctype = _F32 if fty is _F16 else fty
+        cargs = [ctype(a) for a in args]
+        r = self._impl(*cargs)
+        if stub.result == "bool":
+            return bool(r)
+        if stub.result == "int":
+            return np.int64(r) if math.isfinite(r) else np.int64(0)
+        return fty(r)
+
+    def __repr__(self):
+        return f"<simulated device math {self.name}>"
+
+
+# ---------------------------------------------------------------------------------------------
+# libdevice
+
+_LL = {"float": _F32, "double": _F64, "i32": np.int32, "i64": np.int64, "i16": np.int16,
+       "i8": np.int8}
+
+
+def _bits(x, width):
+    return int(x) & ((1 << width) - 1)
+
+
+def _popc(x, width):
+    return bin(_bits(x, width)).count("1")
+
+
+def _clz(x, width):
+    v = _bits(x, width)
+    return width - v.bit_length()
+
+
+def _ffs(x, width):
+    v = _bits(x, width)
+    return (v & -v).bit_length()
+
+
+def _brev(x, width):
+    v = _bits(x, width)
+    return int(f"{v:0{width}b}"[::-1], 2)
+
+
+def _u(x, width):
+    return _bits(x, width)
+
+
+def _frexp(x):
+    m, e = math.frexp(float(x))
+    return type(x)(m), np.int32(e)
+
+
+def _modf(x):
+    f, i = math.modf(float(x))
+    return type(x)(f), type(x)(i)
+
+
+#: libdevice names (without __nv_) with an implementation over arguments already converted to
+#: the declared types; results are converted to the declared return type.
+_SPECIAL = {
+    "popc": lambda x: _popc(x, 32), "popcll": lambda x: _popc(x, 64),
+    "clz": lambda x: _clz(x, 32), "clzll": lambda x: _clz(x, 64),
+    "ffs": lambda x: _ffs(x, 32), "ffsll": lambda x: _ffs(x, 64),
+    "brev": lambda x: _brev(x, 32), "brevll": lambda x: _brev(x, 64),
+    "abs": lambda x: abs(int(x)), "llabs": lambda x: abs(int(x)),
+    "min": lambda a, b: min(int(a), int(b)), "max": lambda a, b: max(int(a), int(b)),
+    "llmin": lambda a, b: min(int(a), int(b)), "llmax": lambda a, b: max(int(a), int(b)),
+    "umin": lambda a, b: min(_u(a, 32), _u(b, 32)), "umax": lambda a, b: max(_u(a, 32), _u(b, 32)),
+    "ullmin": lambda a, b: min(_u(a, 64), _u(b, 64)),
+    "ullmax": lambda a, b: max(_u(a, 64), _u(b, 64)),
+    "mulhi": lambda a, b: (int(a) * int(b)) >> 32,
+    "umulhi": lambda a, b: (_u(a, 32) * _u(b, 32)) >> 32,
+    "mul64hi": lambda a, b: (int(a) * int(b)) >> 64,
+    "umul64hi": lambda a, b: (_u(a, 64) * _u(b, 64)) >> 64,
+    "isnanf": lambda x: int(math.isnan(x)), "isnand": lambda x: int(math.isnan(x)),
+    "isinff": lambda x: int(math.isinf(x)), "isinfd": lambda x: int(math.isinf(x)),
+    "finitef": lambda x: int(math.isfinite(x)), "isfinited": lambda x: int(math.isfinite(x)),
+    "signbitf": lambda x: int(math.copysign(1.0, x) < 0),
+    "signbitd": lambda x: int(math.copysign(1.0, x) < 0),
+    "fmaf": lambda a, b, c: _F32(_F64(a) * _F64(b) + _F64(c)),
+    "fma": lambda a, b, c: _exact_fma(float(a), float(b), float(c)),
+    "fdividef": lambda a, b: np.divide(a, b), "fast_fdividef": lambda a, b: np.divide(a, b),
+    "saturatef": lambda x: min(max(x, _F32(0)), _F32(1)) if x == x else _F32(0),
+    "float_as_int": lambda x: np.frombuffer(_F32(x).tobytes(), np.int32)[0],
+    "int_as_float": lambda x: np.frombuffer(np.int32(x).tobytes(), _F32)[0],
+    "double_as_longlong": lambda x: np.frombuffer(_F64(x).tobytes(), np.int64)[0],
+    "longlong_as_double": lambda x: np.frombuffer(np.int64(x).tobytes(), _F64)[0],
+    "sincosf": lambda x: (np.sin(x), np.cos(x)), "sincos": lambda x: (np.sin(x), np.cos(x)),
+    "fast_sincosf": lambda x: (np.sin(x), np.cos(x)),
+    "sincospif": lambda x: (np.sin(x * _F32(math.pi)), np.cos(x * _F32(math.pi))),
+    "sincospi": lambda x: (np.sin(x * math.pi), np.cos(x * math.pi)),
+    "frexpf": _frexp, "frexp": _frexp, "modff": _modf, "modf": _modf,
+    "ldexpf": lambda x, e: _F32(math.ldexp(float(x), int(e))),
+    "ldexp": lambda x, e: _F64(math.ldexp(float(x), int(e))),
+    "ilogbf": lambda x: math.frexp(float(x))[1] - 1, "ilogb": lambda x: math.frexp(float(x))[1] - 1,
+}
+
+
+def _libdevice_impl(name):
+    """(implementation, return converter or None) for ``__nv_<name>``, or None if unknown."""
+    if name in _SPECIAL:
+        return _SPECIAL[name]
+    base = name
+    if base.startswith("fast_"):
+        base = base[5:]
+    for candidate in (base, base[:-1] if base.endswith("f") else None):
+        if candidate and candidate in BASE:
+            return BASE[candidate]
+    return None
+
+
+class HostLibdevice:
+    """The host meaning of ``libdevice.<name>``: arguments converted to libdevice's declared
+    types, computed, converted back."""
+
+    def __init__(self, stub):
+        self.name = stub.__name__
+        self.__name__ = stub.__name__
+        self.__qualname__ = f"libdevice.{stub.__name__}"
+        self.ret = stub.llvm_ret
+        self.args = [a for a in stub.llvm_args if a != "ptr"]
+        self.outs = len(stub.llvm_args) - len(self.args)
+        self._impl = _libdevice_impl(self.name)
+
+    def __call__(self, *args):
+        if self._impl is None:
+            raise NotImplementedError(
+                f"cuda.libdevice.{self.name} (__nv_{self.name}) has no host implementation in "
+                f"the simulator; run this kernel on a GPU, or override "
+                f"libdevice.{self.name} in a Context with a Python version")
+        if len(args) != len(self.args):
+            raise TypeError(f"libdevice.{self.name}() takes {len(self.args)} argument(s), "
+                            f"got {len(args)}")
+        cargs = []
+        for a, t in zip(args, self.args):
+            ty = _LL[t]
+            cargs.append(wrap_int(a, np.dtype(ty)) if np.dtype(ty).kind == "i"
+                         else ty(a))
+        r = self._impl(*cargs)
+        if self.outs:
+            return tuple(r) if isinstance(r, tuple) else r
+        ty = _LL.get(self.ret)
+        if ty is None:
+            return None
+        if np.dtype(ty).kind == "i":
+            return wrap_int(r, np.dtype(ty))
+        return ty(r)
+
+    def __repr__(self):
+        return f"<simulated libdevice.{self.name}>"
+
+
+# ---------------------------------------------------------------------------------------------
+# cuda.popc / brev / clz / ffs / fma / cbrt / selp / fp16
+
+def _width(x):
+    if isinstance(x, (bool, np.bool_)):
+        return 8, False
+    if isinstance(x, np.integer):
+        return x.dtype.itemsize * 8, x.dtype.kind == "i"
+    if isinstance(x, int):
+        return 64, True
+    raise TypeError(f"needs an integer argument, got {type(x).__name__} {x!r}")
+
+
+def _int_result(value, width, signed):
+    return wrap_int(value, np.dtype(f"{'i' if signed else 'u'}{width // 8}"))
+
+
+def popc(x):
+    w, s = _width(x)
+    return _int_result(_popc(x, w), w, s)
+
+
+def clz(x):
+    w, s = _width(x)
+    return _int_result(_clz(x, w), w, s)
+
+
+def brev(x):
+    w, _ = _width(x)
+    w = 64 if w == 64 else 32
+    return _int_result(_brev(x, w), w, False)
+
+
+def ffs(x):
+    w, _ = _width(x)
+    return np.uint32(_ffs(x, w))
+
+
+def fma(a, b, c):
+    fty = float_type((a, b, c), "cuda.fma")
+    if fty is _F64:
+        return _F64(_exact_fma(float(a), float(b), float(c)))
+    return fty(_F64(a) * _F64(b) + _F64(c))      # exact product of float32s, one rounding to f32
+
+
+def cbrt(x):
+    fty = float_type((x,), "cuda.cbrt")
+    return fty(np.cbrt(fty(x)))
+
+
+def selp(pred, a, b):
+    return a if pred else b
+
+
+def _half(fn):
+    def impl(*args):
+        return _F16(fn(*(_F32(_F16(a)) for a in args)))
+    return impl
+
+
+FP16 = {
+    "hadd": _half(lambda a, b: a + b), "hsub": _half(lambda a, b: a - b),
+    "hmul": _half(lambda a, b: a * b), "hdiv": _half(lambda a, b: a / b),
+    "hmax": _half(np.fmax), "hmin": _half(np.fmin), "hneg": _half(lambda a: -a),
+    "habs": _half(abs), "hfma": _half(lambda a, b, c: _F32(_F64(a) * _F64(b) + _F64(c))),
+}

@@ -1,0 +1,401 @@
+"""Contextual dispatch in the simulator: what each name a kernel reads means, as the compiler sees it.
+
+Each Python function reached from the kernel is re-created with ``types.FunctionType`` over the same
+(lightly rewritten) code but a ``SimGlobals`` namespace: an empty dict whose ``__missing__`` reads
+the real binding *now* and resolves it through the kernel's Context exactly like
+``compiler.resolve``: the nearest override wins (typed overrides only for matching argument types),
+an override's body sees the overridden callable from the next layer down, undecorated helpers and
+device functions are simulated in turn, modules become proxies whose attributes resolve the same
+way, and ``gpureplace.cuda`` stubs become their simulated meaning.  Resolved names are cached in
+the namespace for the rest of the launch (CPython's ``LOAD_GLOBAL`` honours dict subclasses).
+
+The code rewrite gives Python's number literals the types Numba gives them: ``2`` is an int64 and
+``1.5`` a float64 (so ``x32 * 1.5`` is float64, as on the device, not float32 as NumPy 2's weak
+Python floats would make it).
+"""
+
+from __future__ import annotations
+
+import builtins
+import sysconfig
+import types as pytypes
+
+import numpy as np
+from numba.core import types as nbtypes
+from numba.np import numpy_support
+
+from ..compiler.intrinsics import stubs as _stubs
+from ..compiler.intrinsics.devicemath import MathStub
+from ..compiler.intrinsics.libdevice_calls import LibdeviceStub
+from ..dispatch.context import host_key
+from . import hostmath, lang
+from .arrays import DeviceCaster, SimArray
+
+_BUILTINS = vars(builtins)
+_MISSING = object()
+_NOT_CACHEABLE = object()
+
+#: Modules whose functions run as they are (not re-created): libraries, debuggers, the stdlib.
+_LIBRARY_PACKAGES = frozenset(["numpy", "numba", "llvmlite", "cupy", "torch", "IPython", "ipdb",
+                               "pdb", "bdb", "pytest", "_pytest", "scipy", "gpureplace",
+                               "pydevd", "debugpy", "logging", "traceback", "warnings"])
+_STDLIB = tuple(p for p in {sysconfig.get_paths().get("stdlib"),
+                            sysconfig.get_paths().get("platstdlib")} if p)
+
+_code_cache = {}
+
+
+def _is_library(fn):
+    mod = (getattr(fn, "__module__", None) or "").split(".", 1)[0]
+    if mod in _LIBRARY_PACKAGES:
+        return True
+    filename = fn.__code__.co_filename
+    return filename.startswith(_STDLIB) and "site-packages" not in filename
+
+
+def _device_const(c):
+    if type(c) is int:
+        if -(1 << 63) <= c < (1 << 63):
+            return np.int64(c)
+        return c
+    if type(c) is float:
+        return np.float64(c)
+    if type(c) is complex:
+        return np.complex128(c)
+    if type(c) is tuple:
+        return tuple(_device_const(x) for x in c)
+    if isinstance(c, pytypes.CodeType):
+        return device_code(c)
+    return c
+
+
+def device_code(code):
+    """``code`` with number constants typed as Numba types them (cached)."""
+    hit = _code_cache.get(code)
+    if hit is None:
+        hit = _code_cache[code] = code.replace(
+            co_consts=tuple(_device_const(c) for c in code.co_consts))
+    return hit
+
+
+def _mask_key(mask):
+    if not mask:
+        return ()
+    return tuple(sorted(((k[1] if isinstance(k, tuple) else id(k)),
+                         (v.uid if v else None)) for k, v in mask.items()))
+
+
+class SimGlobals(dict):
+    """A function's globals as the simulated device sees them (resolved on first read)."""
+
+    __slots__ = ("_real", "_resolver", "_mask")
+
+    def __init__(self, real, resolver, mask):
+        super().__init__()
+        self._real = real
+        self._resolver = resolver
+        self._mask = mask
+        for k in ("__name__", "__file__", "__package__", "__spec__", "__loader__",
+                  "__builtins__"):
+            if k in real:
+                dict.__setitem__(self, k, real[k])
+
+    def __missing__(self, name):
+        raw = self._real.get(name, _MISSING)
+        if raw is _MISSING:
+            raw = _BUILTINS.get(name, _MISSING)
+            if raw is _MISSING:
+                raise KeyError(name)
+        value = self._resolver.value(raw, self._mask)
+        if value.__class__ is _Dynamic:
+            return value.read()
+        dict.__setitem__(self, name, value)
+        return value
+
+
+class _Dynamic:
+    """A value read afresh at each use (``cuda.laneid``)."""
+
+    __slots__ = ("read",)
+
+    def __init__(self, read):
+        self.read = read
+
+
+class ModuleProxy:
+    """A module as device code sees it: attributes resolve through the context."""
+
+    def __init__(self, module, resolver, mask):
+        object.__setattr__(self, "_sim_module", module)
+        object.__setattr__(self, "_sim_resolver", resolver)
+        object.__setattr__(self, "_sim_mask", mask)
+
+    def __getattr__(self, name):
+        raw = getattr(self._sim_module, name)
+        value = self._sim_resolver.value(raw, self._sim_mask)
+        if value.__class__ is _Dynamic:
+            return value.read()
+        object.__setattr__(self, name, value)
+        return value
+
+    def __repr__(self):
+        return f"<simulated module {self._sim_module.__name__}>"
+
+
+def numba_type_of(value):
+    """The Numba type the device would give a simulated value (for typed overrides)."""
+    if isinstance(value, (bool, np.bool_)):
+        return nbtypes.boolean
+    if isinstance(value, np.generic):
+        return numpy_support.from_dtype(value.dtype)
+    if isinstance(value, int):
+        return nbtypes.int64
+    if isinstance(value, float):
+        return nbtypes.float64
+    if isinstance(value, complex):
+        return nbtypes.complex128
+    if isinstance(value, SimArray):
+        from numba import typeof
+        return typeof(value._a)
+    from numba import typeof
+    return typeof(value)
+
+
+class TypedChoice:
+    """A callable with typed overrides: chosen per call from the arguments' types."""
+
+    def __init__(self, resolver, host, cands, mask, key):
+        self.resolver, self.host, self.cands, self.mask, self.key = \
+            resolver, host, cands, mask, key
+        self._chosen = {}
+        self.__name__ = getattr(host, "__name__", "override")
+
+    def choose(self, args):
+        sig = tuple(nbtypes.unliteral(numba_type_of(a)) for a in args)
+        impl = self._chosen.get(sig)
+        if impl is None:
+            for ovr in self.cands:
+                if ovr.types is None or ovr.types == sig:
+                    impl = self.resolver.override_value(ovr, self.mask, self.key)
+                    break
+            else:
+                impl = self.resolver.plain(self.host, self.mask)
+            self._chosen[sig] = impl
+        return impl
+
+    def __call__(self, *args, **kwargs):
+        return self.choose(args)(*args, **kwargs)
+
+
+class Resolver:
+    """Name resolution for one launch in one Context."""
+
+    def __init__(self, context, launch):
+        self.context = context
+        self.launch = launch
+        self.lang = lang.language(launch)
+        self.functions = {}           # (python function, mask key) -> simulated function
+        self.modules = {}             # (id(module), mask key) -> ModuleProxy
+        self.arrays = {}              # id(global ndarray) -> (ndarray, read-only SimArray)
+        self.hosts = {}               # id(stub) -> host implementation
+        self.sync_impls = {id(self.lang[i]) for i in lang.SYNC_STUBS if i in self.lang}
+
+    # -- the general rule -------------------------------------------------------------------------
+    def value(self, raw, mask):
+        """The simulated meaning of global value ``raw`` (with the override mask ``mask``)."""
+        if callable(raw) and not isinstance(raw, pytypes.ModuleType):
+            try:
+                key = host_key(raw)
+            except TypeError:
+                key = None
+            if key is not None:
+                start = mask.get(key) if mask else None
+                cands = () if start is False else self.context.candidates(raw, start=start)
+                if cands:
+                    if cands[0].types is None:
+                        return self.override_value(cands[0], mask, key)
+                    return TypedChoice(self, raw, cands, mask, key)
+        return self.plain(raw, mask)
+
+    def override_value(self, ovr, mask, key):
+        inner = dict(mask) if mask else {}
+        inner[key] = ovr.context.parent if ovr.context.parent is not None else False
+        impl = ovr.impl
+        from ..kernel import GPUFunction
+        if isinstance(impl, GPUFunction):
+            return self.function(impl.py_func, inner)
+        if isinstance(impl, pytypes.FunctionType):
+            return self.function(impl, inner)
+        return self.plain(impl, inner)
+
+    def plain(self, raw, mask):
+        """The meaning of ``raw`` without an override of it."""
+        lang_value = self.lang.get(id(raw), _MISSING)
+        if lang_value is not _MISSING and self._is_stub(raw):
+            return lang_value
+        dyn = self.launch.dynamic.get(id(raw))
+        if dyn is not None:
+            return _Dynamic(dyn)
+        if isinstance(raw, pytypes.ModuleType):
+            return self.module(raw, mask)
+        if isinstance(raw, MathStub):
+            return self._host(raw, hostmath.HostMath)
+        if isinstance(raw, LibdeviceStub):
+            return self._host(raw, hostmath.HostLibdevice)
+        if isinstance(raw, pytypes.FunctionType):
+            if _is_library(raw):
+                return raw
+            return self.function(raw, mask)
+        from ..kernel import GPUFunction
+        if isinstance(raw, GPUFunction):
+            return self.function(raw.py_func, mask)
+        py_func = getattr(raw, "py_func", None)
+        if isinstance(py_func, pytypes.FunctionType) and hasattr(raw, "targetoptions"):
+            return self.function(py_func, mask)          # a Numba CPU dispatcher
+        if isinstance(raw, np.ndarray):
+            return self.global_array(raw)
+        if isinstance(raw, (_stubs.Stub, _stubs.Namespace, _stubs.Dim3Stub)):
+            raise NotImplementedError(f"the simulator has no meaning for {raw!r}")
+        if raw is print:
+            return self.launch.device_print
+        if raw is float:
+            return np.float64
+        if raw is int:
+            return _INT
+        if raw is complex:
+            return np.complex128
+        if isinstance(raw, nbtypes.Integer) or (isinstance(raw, type) and
+                                                issubclass(raw, np.integer)):
+            return self._caster(raw)
+        return raw
+
+    @staticmethod
+    def _is_stub(raw):
+        return isinstance(raw, (_stubs.Stub, _stubs.Namespace, _stubs.Dim3Stub))
+
+    def _host(self, stub, cls):
+        impl = self.hosts.get(id(stub))
+        if impl is None:
+            impl = self.hosts[id(stub)] = cls(stub)
+        return impl
+
+    def _caster(self, raw):
+        impl = self.hosts.get(("cast", raw))
+        if impl is None:
+            dt = numpy_support.as_dtype(raw) if isinstance(raw, nbtypes.Type) else np.dtype(raw)
+            impl = self.hosts[("cast", raw)] = DeviceCaster(dt, raw)
+        return impl
+
+    def global_array(self, arr):
+        hit = self.arrays.get(id(arr))
+        if hit is None or hit[0] is not arr:
+            hit = self.arrays[id(arr)] = (arr, SimArray(arr, self.launch, writable=False))
+        return hit[1]
+
+    def module(self, mod, mask):
+        key = (id(mod), _mask_key(mask))
+        proxy = self.modules.get(key)
+        if proxy is None:
+            proxy = self.modules[key] = ModuleProxy(mod, self, mask)
+        return proxy
+
+    # -- functions --------------------------------------------------------------------------------
+    def function(self, pyfunc, mask):
+        key = (pyfunc, _mask_key(mask))
+        fn = self.functions.get(key)
+        if fn is not None:
+            return fn
+        closure = None
+        if pyfunc.__closure__:
+            closure = tuple(pytypes.CellType() for _ in pyfunc.__closure__)
+        fn = pytypes.FunctionType(device_code(pyfunc.__code__),
+                                  SimGlobals(pyfunc.__globals__, self, mask or {}),
+                                  pyfunc.__name__, pyfunc.__defaults__, closure)
+        fn.__kwdefaults__ = pyfunc.__kwdefaults__
+        fn.__qualname__ = pyfunc.__qualname__
+        fn.__module__ = pyfunc.__module__
+        fn.__sim_original__ = pyfunc
+        fn.__sim_mask__ = mask or {}
+        self.functions[key] = fn
+        if closure:
+            for new, old in zip(closure, pyfunc.__closure__):
+                try:
+                    contents = old.cell_contents
+                except ValueError:
+                    continue                # an empty cell (a name bound later)
+                v = self.value(contents, mask or {})
+                new.cell_contents = v.read() if v.__class__ is _Dynamic else v
+        return fn
+
+    # -- do the threads of a block need to run concurrently? --------------------------------------
+    def needs_threads(self, fn):
+        seen = set()
+        return self._scan_function(fn, seen)
+
+    def _scan_function(self, fn, seen):
+        if id(fn) in seen:
+            return False
+        seen.add(id(fn))
+        names = set()
+        _code_names(fn.__code__, names)
+        glb = fn.__globals__
+        values = []
+        if isinstance(glb, SimGlobals):
+            for name in names:
+                if name in glb._real or name in _BUILTINS:
+                    try:
+                        values.append(glb[name])
+                    except Exception:
+                        continue
+        for cell in fn.__closure__ or ():
+            try:
+                values.append(cell.cell_contents)
+            except ValueError:
+                pass
+        for v in values:
+            if self._scan_value(v, names, seen):
+                return True
+        return False
+
+    def _scan_value(self, v, names, seen):
+        if id(v) in self.sync_impls:
+            return True
+        if isinstance(v, pytypes.FunctionType) and hasattr(v, "__sim_original__"):
+            return self._scan_function(v, seen)
+        if isinstance(v, TypedChoice):
+            impls = [self.override_value(o, v.mask, v.key) for o in v.cands]
+            impls.append(self.plain(v.host, v.mask))
+            return any(self._scan_value(i, names, seen) for i in impls)
+        if isinstance(v, ModuleProxy) and id(v) not in seen:
+            seen.add(id(v))
+            for name in names:
+                raw = getattr(v._sim_module, name, _MISSING)
+                if raw is _MISSING:
+                    continue
+                try:
+                    attr = getattr(v, name)
+                except Exception:
+                    continue
+                if self._scan_value(attr, names, seen):
+                    return True
+        if isinstance(v, pytypes.SimpleNamespace):
+            return any(id(x) in self.sync_impls for x in vars(v).values())
+        return False
+
+
+def _INT(value=0, base=_MISSING):
+    """``int(x)`` in device code: an int64."""
+    if base is not _MISSING:
+        return np.int64(int(value, base))
+    if isinstance(value, (float, np.floating)):
+        value = int(value)
+    from .arrays import wrap_int
+    return wrap_int(value, np.dtype(np.int64))
+
+
+def _code_names(code, out):
+    out.update(code.co_names)
+    out.update(code.co_freevars)
+    for c in code.co_consts:
+        if isinstance(c, pytypes.CodeType):
+            _code_names(c, out)

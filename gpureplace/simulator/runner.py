@@ -1,0 +1,299 @@
+"""A simulated launch: arguments in, the grid run block by block, results back.
+
+A kernel whose call graph uses no barrier or warp operation runs its threads one after another in
+a plain loop.  Otherwise each block's threads run as Python threads, so ``syncthreads`` is a real
+barrier and warp operations a real rendezvous of the 32 lanes of a warp.  Should a sequential run
+reach a barrier after all (a call the static scan could not see), the arguments are restored
+from a snapshot and the launch runs again with threads.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import numpy as np
+from numba.core import types as nbtypes
+
+from ..errors import LaunchError
+from ..runtime import arguments
+from ..runtime.launch import normalize_dims
+from .arrays import SimArray
+from .blocks import Block, NeedThreads, ThreadState, _Abort
+from .lang import device_format
+from .resolve import Resolver
+
+#: Type-check and compile each kernel (to PTX) before simulating it, as a GPU launch would.
+compile_kernels = os.environ.get("GPUREPLACE_SIM_COMPILE", "1").lower() not in ("0", "false",
+                                                                                "no", "off")
+
+_print_lock = threading.Lock()
+
+
+class Launch:
+    """The state of one simulated launch."""
+
+    def __init__(self, name, grid, block, shared_bytes):
+        self.name = name
+        self.grid = grid
+        self.block = block
+        self.shared_bytes = shared_bytes
+        self.tls = threading.local()
+        self.atomic_lock = threading.Lock()
+        self.dynamic = {}              # id(stub) -> reader of a per-thread value (laneid)
+
+    def where(self):
+        t = getattr(self.tls, "t", None)
+        if t is None:
+            return f"kernel {self.name}"
+        return (f"thread threadIdx=({t.tid[0]}, {t.tid[1]}, {t.tid[2]}) of block "
+                f"blockIdx=({t.bid[0]}, {t.bid[1]}, {t.bid[2]}) (kernel {self.name}, simulator)")
+
+    def device_print(self, *args, sep=" ", end="\n", file=None, flush=False):
+        text = sep.join(device_format(a) for a in args) + end
+        with _print_lock:
+            out = file if file is not None else sys.stdout
+            out.write(text)
+            if flush:
+                out.flush()
+
+
+# ---------------------------------------------------------------------------------------------
+# Arguments
+
+
+class _Args:
+    def __init__(self, launch):
+        self.launch = launch
+        self.values = []
+        self.types = []
+        self.copy_back = []            # (original, host copy, how)
+        self.host_arrays = []          # writable NumPy arrays the kernel may change
+
+    def add(self, value, where):
+        v, t = self.convert(value, where)
+        self.values.append(v)
+        self.types.append(t)
+
+    def convert(self, a, where):
+        if isinstance(a, np.ndarray):
+            from numba import typeof
+            if a.flags.writeable:
+                self.host_arrays.append(a)
+            return SimArray(a, self.launch), typeof(a)
+        cls = type(a)
+        mod = cls.__module__ or ""
+        if mod.startswith("cupy") and cls.__name__ == "ndarray":
+            host = a.get()
+            self.copy_back.append((a, host, "cupy"))
+            return self.convert(host, where)[0], _type_from_key(a, where)
+        if mod.startswith("torch") and hasattr(a, "data_ptr") and hasattr(a, "stride"):
+            host = a.detach().cpu().numpy()      # shares memory with a CPU tensor
+            if a.is_cuda:
+                self.copy_back.append((a, host, "torch"))
+            return self.convert(host, where)
+        if hasattr(a, "__cuda_array_interface__"):
+            from ..runtime.device import cupy_module
+            cp = cupy_module()
+            if cp is None:
+                raise LaunchError(f"{where} is a device array ({cls.__qualname__}); the "
+                                  f"simulator copies device arrays through CuPy, which is not "
+                                  f"available")
+            return self.convert(cp.asarray(a), where)
+        if isinstance(a, tuple):
+            vals, tys = zip(*(self.convert(x, where) for x in a)) if a else ((), ())
+            return tuple(vals), nbtypes.BaseTuple.from_types(list(tys))
+        if isinstance(a, bool):
+            return a, nbtypes.boolean
+        if isinstance(a, int):
+            if not -(1 << 63) <= a < (1 << 63):
+                raise LaunchError(f"{where} = {a} does not fit in an int64")
+            return np.int64(a), nbtypes.int64
+        if isinstance(a, float):
+            return np.float64(a), nbtypes.float64
+        if isinstance(a, complex):
+            return np.complex128(a), nbtypes.complex128
+        return a, _type_from_key(a, where)
+
+
+def _type_from_key(a, where):
+    try:
+        key, _ = arguments.value_key(a)
+        return arguments.numba_type_of_key(key)
+    except LaunchError as exc:
+        raise type(exc)(f"{where} {exc}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+
+
+def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, compile=None):
+    """Run ``gpufunction`` (a kernel from ``cuda.jit``) on the host with the device's semantics.
+
+    ``grid`` / ``block``: ints or tuples of 1 to 3 ints.  ``args``: NumPy arrays (changed in
+    place), CuPy arrays or torch tensors (copied in and back), scalars, tuples.  ``compile``: type
+    check and compile to PTX first (default: ``compile_kernels``).  Returns None.
+    """
+    from ..kernel import GPUFunction
+    if not isinstance(gpufunction, GPUFunction):
+        raise TypeError(f"simulator.launch() needs a kernel made by cuda.jit, got "
+                        f"{gpufunction!r}")
+    if gpufunction.device:
+        raise TypeError(f"{gpufunction.__qualname__} is a device function; only kernels are "
+                        f"launched")
+    grid = normalize_dims(grid, "grid")
+    block = normalize_dims(block, "block")
+    if isinstance(shared_bytes, np.integer):
+        shared_bytes = int(shared_bytes)
+    if not isinstance(shared_bytes, int) or isinstance(shared_bytes, bool) or shared_bytes < 0:
+        raise LaunchError(f"dynamic shared memory must be a non-negative int of bytes, got "
+                          f"{shared_bytes!r}")
+    args = tuple(args)
+    if len(args) != gpufunction._nparams:
+        gpufunction._argument_count_error(args)
+    if stream is not None and hasattr(stream, "synchronize"):
+        stream.synchronize()
+
+    sim = Launch(gpufunction.__qualname__, grid, block, shared_bytes)
+    conv = _Args(sim)
+    names = list(gpufunction._pysig.parameters)
+    for i, a in enumerate(args):
+        conv.add(a, f"{gpufunction.__qualname__}: argument {i} ({names[i]!r})")
+    if compile_kernels if compile is None else compile:
+        gpufunction.compile(tuple(conv.types))
+
+    resolver = Resolver(gpufunction.context, sim)
+    kernel = resolver.function(gpufunction.py_func, {})
+    threaded = resolver.needs_threads(kernel)
+    values = conv.values
+    if threaded:
+        _run_threaded(sim, kernel, values)
+    else:
+        snapshot = [(a, a.copy()) for a in conv.host_arrays]
+        try:
+            _run_sequential(sim, kernel, values)
+        except NeedThreads:
+            for a, saved in snapshot:
+                np.copyto(a, saved)
+            _run_threaded(sim, kernel, values)
+        del snapshot
+    for original, host, how in conv.copy_back:
+        if how == "cupy":
+            import cupy
+            original[...] = cupy.asarray(host)
+        else:
+            import torch
+            with torch.no_grad():
+                original.copy_(torch.from_numpy(host))
+    return None
+
+
+def _blocks(grid):
+    gx, gy, gz = grid
+    for bz in range(gz):
+        for by in range(gy):
+            for bx in range(gx):
+                yield (bx, by, bz)
+
+
+def _threads(block):
+    bx, by, bz = block
+    linear = 0
+    for tz in range(bz):
+        for ty in range(by):
+            for tx in range(bx):
+                yield (tx, ty, tz), linear
+                linear += 1
+
+
+def _annotate(exc, sim):
+    if "threadIdx=" not in str(exc):
+        try:
+            exc.add_note(f"raised in {sim.where()}")
+        except AttributeError:
+            pass
+    return exc
+
+
+def _run_sequential(sim, kernel, values):
+    tls = sim.tls
+    threads = list(_threads(sim.block))
+    with np.errstate(all="ignore"):
+        try:
+            for bid in _blocks(sim.grid):
+                blk = Block(bid, sim.block, sim.shared_bytes, threaded=False)
+                for tid, linear in threads:
+                    tls.t = ThreadState(tid, bid, linear, blk)
+                    kernel(*values)
+        except NeedThreads:
+            raise
+        except Exception as exc:
+            raise _annotate(exc, sim)
+        finally:
+            tls.t = None
+
+
+def _run_threaded(sim, kernel, values):
+    """Each block's threads as Python threads taking turns (``blocks.Block``); one worker per
+    thread index, reused from block to block."""
+    tls = sim.tls
+    threads = list(_threads(sim.block))
+    gates = []
+    for _ in threads:
+        gate = threading.Lock()
+        gate.acquire()
+        gates.append(gate)
+    slots = [None] * len(threads)
+    errors = []
+
+    def work(linear):
+        gate = gates[linear]
+        while True:
+            gate.acquire()                       # wait for this thread's turn
+            ts = slots[linear]
+            if ts is None:
+                return                           # the launch is over
+            blk = ts.block
+            tls.t = ts
+            try:
+                if blk.aborted is None:
+                    with np.errstate(all="ignore"):
+                        kernel(*values)
+            except _Abort:
+                pass
+            except BaseException as exc:          # noqa: BLE001 (re-raised by the launcher)
+                _annotate(exc, sim)
+                errors.append(exc)
+                blk.abort(exc, ts)
+            finally:
+                tls.t = None
+                blk.exit(ts)
+
+    workers = [threading.Thread(target=work, args=(linear,), daemon=True,
+                                name=f"gpureplace-sim-thread-{linear}")
+               for _, linear in threads]
+    for w in workers:
+        w.start()
+    try:
+        for bid in _blocks(sim.grid):
+            blk = Block(bid, sim.block, sim.shared_bytes, threaded=True)
+            states = [ThreadState(tid, bid, linear, blk, gates[linear])
+                      for tid, linear in threads]
+            slots[:] = states
+            blk.start(states)
+            blk.done.wait()
+            late = getattr(blk, "deadlock_error", None)
+            if errors or late is not None:
+                raise errors[0] if errors else late
+    finally:
+        slots[:] = [None] * len(threads)
+        for gate in gates:
+            if gate.locked():
+                try:
+                    gate.release()
+                except RuntimeError:
+                    pass
+        for w in workers:
+            w.join()
