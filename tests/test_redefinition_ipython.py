@@ -110,3 +110,66 @@ def test_hook_reports_exactly_the_changed_tracked_bindings():
         assert mine(bindings.check()) == []
     finally:
         bindings._tracked.pop(id(ns), None)
+
+
+def test_compile_count_sequence_through_cells(shell, tmp_path):
+    """GPUCompiler.jl's sequence, cell by cell, with the extension's hook doing the checking."""
+    run(shell, """
+import math, gpureplace
+from gpureplace import cuda
+N = 2.0
+def leaf(v):
+    return v + 1.0
+def helper(v):
+    return leaf(v) * 2.0
+@cuda.jit(device=True)
+def callee(v):
+    return helper(v) + N
+def unrelated(v):
+    return v
+@cuda.jit
+def kern(out):
+    out[0] = callee(out[0]) + math.sin(out[0])
+""")
+    steps = [
+        ("", 1),                                                     # first compile
+        ("", 1),                                                     # cached
+        ("@cuda.jit\ndef kern(out):\n    out[0] = callee(out[0]) + math.sin(out[0]) + 0.5", 2),
+        ("def unrelated(v):\n    return v * 3", 2),                  # unrelated function
+        ("@cuda.jit(device=True)\ndef callee(v):\n    return helper(v) - N", 3),   # a callee
+        ("def leaf(v):\n    return v + 100.0", 4),                   # two levels down
+        ("def my_sin(x):\n    return x * 0.5\ngpureplace.override(math.sin, my_sin)", 5),
+        ("N = 3.0", 6),                                              # frozen global
+        ("N = 3.0", 6),                                              # identical cell
+        ("gpureplace.default_context.remove_override(math.sin)", 7),
+    ]
+    base = compiles()
+    for src, expected in steps:
+        if src:
+            run(shell, src)
+        run(shell, f"_spec = kern.compile('{SIG}')")
+        assert compiles() - base == expected, (src, compiles() - base)
+    run(shell, "fast = gpureplace.Context('seq-fast', fastmath=True)")
+    run(shell, f"_spec = kern.with_context(fast).compile('{SIG}')")
+    assert compiles() - base == 8                                     # another context
+
+
+def test_importlib_reload_of_a_module_is_a_redefinition(shell, tmp_path, monkeypatch):
+    import sys
+    mod = tmp_path / "reloadme.py"
+    mod.write_text("def helper(v):\n    return v * 2.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    run(shell, f"""
+import importlib, reloadme
+from gpureplace import cuda
+@cuda.jit
+def k(out):
+    out[0] = reloadme.helper(out[0])
+s1 = k.compile('{SIG}')
+""")
+    mod.write_text("def helper(v):\n    return v * 4.0\n\n\n")          # a different size
+    run(shell, "importlib.reload(reloadme)")
+    run(shell, f"s2 = k.compile('{SIG}')")
+    assert shell.user_ns["s2"] is not shell.user_ns["s1"]
+    assert "0d4010000000000000" in shell.user_ns["s2"].ptx             # 4.0
+    sys.modules.pop("reloadme", None)
