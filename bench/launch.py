@@ -100,14 +100,47 @@ def main():
         print("triton: skipped:", type(exc).__name__, exc, file=sys.stderr)
 
     results = measure_all(launchers, args.n)
+    # Launch cost against the number of array arguments (each plus one scalar), and with 1,000
+    # tracked bindings (the redefinition check must add nothing to a cached launch).
+    sweep = {}
+    for n in (0, 1, 4, 16):
+        params = ", ".join([f"float* x{j}" for j in range(n)] + ["float a"])
+        body = "".join(f"x{j}[i] = a * x{j}[i];" for j in range(n))
+        rk = cp.RawKernel(f'extern "C" __global__ void k({params}) {{ int i = threadIdx.x; '
+                          f'if (i < 32) {{ {body} }} }}', "k")
+        arrays = [cp.zeros(32, dtype=cp.float32) for _ in range(n)]
+        ns = {"cuda": cuda}
+        pyparams = ", ".join([f"x{j}" for j in range(n)] + ["a"])
+        pybody = "".join(f"\n        x{j}[i] = a * x{j}[i]" for j in range(n)) or "\n        pass"
+        exec(f"def kn({pyparams}):\n    i = cuda.grid(1)\n    if i < 32:{pybody}", ns)
+        kn = cuda.jit(ns["kn"])
+        gl = kn[1, 32]
+        rargs = tuple(arrays) + (a32,)
+        sweep[n] = measure_all({"cupy": (lambda: rk((1,), (32,), rargs), sync),
+                                "gpureplace": (lambda: gl(*arrays, 1.0), sync)}, args.n // 2, 5)
+    from gpureplace.tracking import bindings
+    tracked_ns = {"__name__": "bench_tracked"}
+    for j in range(1000):
+        tracked_ns[f"v{j}"] = float(j)
+        bindings.track(tracked_ns, f"v{j}", tracked_ns[f"v{j}"], None)
+    tracked = measure_all({"gpureplace_1000_tracked": (lambda: launcher(x, 1.0), sync)},
+                          args.n, 5)["gpureplace_1000_tracked"]
+
     base = results["cupy_rawkernel"]
     print(f"{'launcher':32s} {'us/launch':>10s} {'vs CuPy':>8s}")
     for name, us in results.items():
         print(f"{name:32s} {us:10.2f} {us / base:8.2f}x")
+    print(f"\n{'arrays':>6s} {'CuPy us':>8s} {'gpureplace us':>14s} {'ratio':>6s}")
+    for n, r in sweep.items():
+        print(f"{n:6d} {r['cupy']:8.2f} {r['gpureplace']:14.2f} {r['gpureplace'] / r['cupy']:6.2f}x")
+    print(f"\nwith 1,000 tracked bindings: {tracked:.2f} us/launch "
+          f"(without: {results['gpureplace']:.2f})")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"us_per_launch": results, "ratio_to_cupy": {k: v / base for k, v in
-                                                                   results.items()}}, fh, indent=1)
+            json.dump({"us_per_launch": results,
+                       "ratio_to_cupy": {k: v / base for k, v in results.items()},
+                       "by_array_count": {str(n): r for n, r in sweep.items()},
+                       "with_1000_tracked_bindings_us": tracked}, fh, indent=1)
 
 
 if __name__ == "__main__":
