@@ -43,6 +43,11 @@ QUICKSTART = [
     "    saxpy[16, 256](1.5, x, y, out)\n"
     "    np.testing.assert_allclose(out, 3.0 * x + np.sin(np.float32(1.0)), rtol=1e-6)\n"
     "    print('saxpy matches NumPy (simulator)')",
+    "md:Device `print` output appears in the cell that launched the kernel.",
+    "%%cuda\ndef hello(flags):\n    i = cuda.grid(1)\n    if i < flags.size:\n"
+    "        print('hello from thread', i)\n        flags[i] = 1",
+    "flags = cp.zeros(2, dtype=cp.int32) if HAVE_GPU else np.zeros(2, dtype=np.int32)\n"
+    "hello[1, 2](flags)",
     "md:## Reflection",
     "%cuda_ptx saxpy",
     "print(saxpy.dispatch_report(SIG))",

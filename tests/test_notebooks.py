@@ -31,6 +31,9 @@ def test_notebook_executes(name, tmp_path):
     outputs = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
                       for c in cells for o in c.get("outputs", []))
     if name == "quickstart":
+        launch_cell = [c for c in cells if c.source.startswith("flags = ")][0]
+        printed = "".join(o.get("text", "") for o in launch_cell.get("outputs", []))
+        assert "hello from thread 0" in printed and "hello from thread 1" in printed
         assert "saxpy matches NumPy" in outputs             # on the GPU, or the simulator
         assert "recompiled with the new scale" in outputs
         assert "scale redefined" in outputs and "saxpy will recompile" in outputs
