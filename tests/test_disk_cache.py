@@ -199,3 +199,14 @@ def test_pruned_libdevice_is_kept_on_disk_and_rebuilt_when_corrupt(tmp_path):
     finally:
         cache.set_directory(old)
         libdevice._pruned.clear()
+
+
+def test_alternating_callee_definitions_both_stay_cached(tmp_path):
+    cache_dir = tmp_path / "cache"
+    write_module(tmp_path, "2.0")
+    assert not run_process(tmp_path, cache_dir)["from_disk"]
+    write_module(tmp_path, "5.0")
+    assert not run_process(tmp_path, cache_dir)["from_disk"]
+    write_module(tmp_path, "2.0")
+    back = run_process(tmp_path, cache_dir)
+    assert back["from_disk"] and "0d4000000000000000" in back["ptx"]      # 2.0, the first one

@@ -238,8 +238,11 @@ def store(key, spec):
     meta = {"format": FORMAT, "name": spec.name, "param_format": spec.param_format,
             "nodes": nodes, "ptx_sha": hashlib.blake2b(ptx, digest_size=20).hexdigest(),
             "ptx_bytes": len(ptx), "llvm_ir": spec.llvm_ir}
+    # One entry per variant of the call graph: a kernel whose callee alternates between two
+    # definitions keeps both, instead of each overwriting the other.
+    variant = hashlib.blake2b(json.dumps(nodes, sort_keys=True).encode(), digest_size=6).hexdigest()
     try:
-        ptx_path, meta_path = _paths(key)
+        ptx_path, meta_path = _paths(f"{key}-{variant}")
         with _lock:
             _atomic_write(ptx_path, ptx)
             _atomic_write(meta_path, json.dumps(meta).encode())
@@ -255,6 +258,19 @@ def load(key, py_func, argtypes, options, context):
     """A KernelSpecialization from disk, or None (missing, stale for this process, or corrupt)."""
     if not enabled or key is None:
         return None
+    try:
+        d = _ensure_dir()
+        names = [n[:-5] for n in os.listdir(d) if n.startswith(key + "-") and n.endswith(".json")]
+    except FileNotFoundError:
+        return None
+    for entry in names:
+        spec = _load_entry(entry, py_func, argtypes, options, context)
+        if spec is not None:
+            return spec
+    return None
+
+
+def _load_entry(key, py_func, argtypes, options, context):
     ptx_path, meta_path = _paths(key)
     try:
         with open(meta_path, "rb") as fh:
