@@ -155,3 +155,22 @@ def test_cuda_magic_defers_to_an_existing_cuda_magic():
         assert shell.magics_manager.magics["cell"]["cuda"] is other
     finally:
         shell.magics_manager.magics["cell"].pop("cuda", None)
+
+
+def test_device_output_written_to_fd1_lands_in_the_launching_cell(ip):
+    """What the CUDA driver writes to file descriptor 1 after a printing kernel's launch is
+    handed to the cell's stdout when the cell ends (simulated here with os.write, no GPU)."""
+    import os
+    import sys
+
+    from gpureplace.ipython import extension
+    from gpureplace.runtime import launch
+    if not hasattr(sys.stdout, "fileno"):
+        pytest.skip("needs a real stdout")
+    launch.note_printf()                       # what a printing kernel's launch does
+    assert extension._capture.active
+    os.write(1, b"hello from the device\n")
+    with capture_output() as cap:
+        extension._post_run_cell()
+    assert not extension._capture.active
+    assert "hello from the device" in cap.stdout

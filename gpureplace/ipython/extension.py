@@ -42,22 +42,83 @@ def _dependents(changed):
     return sorted(hits)
 
 
+class FdCapture:
+    """Captures what the process writes to file descriptor 1 (where the CUDA driver prints device
+    ``printf`` output, at synchronisation points), to hand it to the cell's own stdout.
+
+    A notebook kernel's ``sys.stdout`` is a message stream, not fd 1: without this, device output
+    would reach the Jupyter server's terminal (or another cell), not the cell that launched the
+    kernel.
+    """
+
+    def __init__(self):
+        self._saved = None
+        self._file = None
+
+    @staticmethod
+    def _flush_c():
+        import ctypes
+        try:
+            ctypes.CDLL(None).fflush(None)
+        except (OSError, AttributeError):
+            pass
+
+    @property
+    def active(self):
+        return self._saved is not None
+
+    def start(self):
+        if self._saved is not None:
+            return
+        import os
+        import sys
+        import tempfile
+        try:
+            sys.stdout.flush()
+        except (AttributeError, ValueError):
+            pass
+        self._flush_c()
+        self._file = tempfile.TemporaryFile()
+        self._saved = os.dup(1)
+        os.dup2(self._file.fileno(), 1)
+
+    def stop(self):
+        """Restore fd 1; return what was written meanwhile."""
+        if self._saved is None:
+            return ""
+        import os
+        self._flush_c()
+        os.dup2(self._saved, 1)
+        os.close(self._saved)
+        self._saved = None
+        self._file.seek(0)
+        text = self._file.read().decode("utf-8", "replace")
+        self._file.close()
+        self._file = None
+        return text
+
+
+_capture = FdCapture()
+
+
 def _flush_device_output():
-    """Device printf output reaches stdout when the GPU synchronises: do it while this cell is
-    still running, so the output lands in the cell that launched the kernels."""
+    """Device printf output reaches stdout when the GPU synchronises: synchronise while this cell
+    is still running and print what the kernels wrote into the cell that launched them."""
+    import sys
+
     from ..runtime import launch
     if not launch.printf_pending():
         return
     launch.clear_printf_pending()
     from ..runtime import device
     try:
-        device.cupy_module().cuda.runtime.deviceSynchronize()
+        if device.available():
+            device.cupy_module().cuda.runtime.deviceSynchronize()
     finally:
-        import ctypes
-        try:
-            ctypes.CDLL(None).fflush(None)
-        except OSError:
-            pass
+        text = _capture.stop()
+        if text:
+            sys.stdout.write(text)
+            sys.stdout.flush()
 
 
 def _post_run_cell(result=None):
@@ -114,6 +175,8 @@ def load_ipython_extension(ip):
                                                 magic_name=name)
     ip.events.register("post_run_cell", _post_run_cell)
     errors.location_formatter = _location
+    from ..runtime import launch
+    launch.set_printf_listener(_capture.start)
     _state.update(shell=ip, config=config, magics=names, magics_obj=m)
 
 
@@ -132,4 +195,7 @@ def unload_ipython_extension(ip):
         if obj is not None and obj in ip.configurables:
             ip.configurables.remove(obj)
     errors.location_formatter = None
+    from ..runtime import launch
+    launch.set_printf_listener(None)
+    _capture.stop()
     _state.clear()

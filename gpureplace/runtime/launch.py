@@ -81,6 +81,15 @@ _printf = {"pending": False}     # a kernel that prints was launched since the l
 
 def note_printf():
     _printf["pending"] = True
+    listener = _printf.get("listener")
+    if listener is not None:
+        listener()
+
+
+def set_printf_listener(fn):
+    """``fn()`` is called when a kernel that prints is launched (the IPython extension starts
+    capturing the process's standard output there)."""
+    _printf["listener"] = fn
 
 
 def printf_pending():
@@ -132,6 +141,15 @@ _printf = {"pending": False}     # a kernel that prints was launched since the l
 
 def note_printf():
     _printf["pending"] = True
+    listener = _printf.get("listener")
+    if listener is not None:
+        listener()
+
+
+def set_printf_listener(fn):
+    """``fn()`` is called when a kernel that prints is launched (the IPython extension starts
+    capturing the process's standard output there)."""
+    _printf["listener"] = fn
 
 
 def printf_pending():
