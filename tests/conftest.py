@@ -34,6 +34,14 @@ def _find_ptxas():
 PTXAS = _find_ptxas()
 
 
+#: GPUREPLACE_TEST_SIMULATOR=1: run the GPU tests too, under the CPU simulator, with NumPy
+#: standing in for CuPy (tests/simcupy.py); tests marked gpu_only (GPU internals) stay skipped.
+SIMULATE = os.environ.get("GPUREPLACE_TEST_SIMULATOR", "") not in ("", "0")
+if SIMULATE:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import simcupy
+    sys.modules["cupy"] = simcupy
+
 # Tests never touch the user's own disk cache.
 os.environ.setdefault("GPUREPLACE_CACHE_DIR", tempfile.mkdtemp(prefix="gpureplace-test-cache-"))
 
@@ -48,7 +56,7 @@ def pytest_collection_modifyitems(config, items):
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU and CuPy")
     for item in items:
-        if "gpu" in item.keywords:
+        if "gpu_only" in item.keywords or ("gpu" in item.keywords and not SIMULATE):
             item.add_marker(skip)
 
 

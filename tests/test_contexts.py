@@ -243,6 +243,7 @@ def test_context_cycles_are_refused():
 # -- on the GPU ----------------------------------------------------------------------------------
 
 @pytest.mark.gpu
+@pytest.mark.gpu_only    # libdevice accuracy; the simulator computes both on the host
 def test_fast_and_default_sin_accuracy_on_device():
     import cupy as cp
     x = np.linspace(-np.pi, np.pi, 1 << 16, dtype=np.float32)

@@ -27,6 +27,7 @@ def saxpy(a, x, y, out):
         out[i] = scale(a) * x[i] + math.sin(y[i])
 
 
+@pytest.mark.gpu_only    # checks the loaded-module cache
 def test_issue_example_matches_numpy(cp):
     x = cp.arange(1 << 20, dtype=cp.float32)
     y = cp.ones_like(x)
@@ -110,6 +111,7 @@ class DLPackOnly:
         return self._arr.__dlpack_device__()
 
 
+@pytest.mark.gpu_only    # device array protocols
 def test_cuda_array_interface_and_dlpack_objects(cp):
     a = cp.zeros(64, dtype=cp.int32)
     fill[1, 64](CAIOnly(a), 3)
@@ -166,6 +168,7 @@ def test_3d_grid(cp):
     np.testing.assert_array_equal(cp.asnumpy(out), i * 10000 + j * 100 + k)
 
 
+@pytest.mark.gpu_only    # host arrays are refused only by the GPU backend
 def test_nothing_launched_on_bad_arguments(cp):
     out = cp.full(4, 9.0)
     with pytest.raises(Exception, match="host NumPy array"):

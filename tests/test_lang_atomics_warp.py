@@ -807,6 +807,7 @@ def match_kernel(x, out):
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_only    # the simulator cannot see divergence, so activemask() in a branch differs
 def test_gpu_match_and_activemask(cp):
     x = (np.arange(64) % 4).astype(np.float64)
     x[32:] = 7.0     # second warp: all equal
@@ -918,6 +919,7 @@ _PRINT_SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_only    # device printf through the CUDA driver, in a subprocess
 def test_gpu_print_reaches_stdout(tmp_path):
     script = tmp_path / "printing_kernel.py"
     script.write_text(_PRINT_SCRIPT)

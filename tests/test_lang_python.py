@@ -1015,6 +1015,7 @@ def test_raise_compiles():
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_only    # the simulator raises the exception instead, naming the thread
 def test_raise_stops_the_thread_gpu():
     cp = _cp()
     x = np.array([4.0, -1.0, 9.0, -2.0])

@@ -224,6 +224,7 @@ def test_unchanged_device_functions_are_not_lowered_again():
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_only    # device printf through the CUDA driver, in a subprocess
 def test_seed_scenario_redefined_callee_stores_and_prints_the_new_value(tmp_path):
     """A kernel calls doit(ptr), which stores and prints; doit is redefined; the next launch
     stores and prints the new value (run in a subprocess to read the device's printf)."""

@@ -50,8 +50,24 @@ def to_dtype_value(value, dtype):
 def _reader_of(dtype):
     """Conversion of elements read (none: NumPy scalars of the element type, as Numba types
     them; number literals are int64 / float64, so ``x[i] + 1`` computes in int64 as on the
-    device)."""
+    device).  Booleans are read as Python bools: NumPy adds ``np.bool_`` values as a logical or,
+    Numba (and Python) as integers (``a[i] + b[i]`` is 2 when both are true)."""
+    if dtype.kind == "b":
+        return bool
+    if dtype == np.uint64:
+        return _UInt64
     return None
+
+
+class _UInt64(np.uint64):
+    """A uint64 element: shifting it by a (signed) count gives a uint64, as Numba types it;
+    NumPy refuses to mix uint64 and int64 in a shift."""
+
+    def __lshift__(self, other):
+        return np.uint64(self) << np.uint64(other)
+
+    def __rshift__(self, other):
+        return np.uint64(self) >> np.uint64(other)
 
 
 class DeviceCaster:
