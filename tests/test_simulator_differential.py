@@ -1,0 +1,93 @@
+"""Differential test on the GPU host: the simulator and the device agree on the corpus kernels."""
+
+import numpy as np
+import pytest
+
+from gpureplace import cuda, simulator
+from gpureplace.config import settings
+
+pytestmark = [pytest.mark.gpu, pytest.mark.gpu_only]
+
+
+def scale(v):
+    return 2.0 * v
+
+
+@cuda.jit
+def saxpy_helper(a, x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = scale(a) * x[i] + y[i]
+
+
+@cuda.jit
+def block_reduce(x, partial):
+    buf = cuda.shared.array(128, np.float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buf[t] = x[i] if i < x.size else np.float32(0.0)
+    cuda.syncthreads()
+    s = 64
+    while s > 0:
+        if t < s:
+            buf[t] += buf[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = buf[0]
+
+
+@cuda.jit
+def histogram(x, bins):
+    i = cuda.grid(1)
+    if i < x.size:
+        cuda.atomic.add(bins, x[i] % bins.size, 1)
+
+
+@cuda.jit
+def warp_sum(x, out):
+    i = cuda.grid(1)
+    v = x[i]
+    offset = 16
+    while offset > 0:
+        v += cuda.shfl_down_sync(0xffffffff, v, offset)
+        offset //= 2
+    if cuda.laneid == 0:
+        out[i // 32] = v
+
+
+@cuda.jit
+def stencil(a, out):
+    i, j = cuda.grid(2)
+    if 0 < i < a.shape[0] - 1 and 0 < j < a.shape[1] - 1:
+        out[i, j] = a[i - 1, j] + a[i + 1, j] + a[i, j - 1] + a[i, j + 1] - 4 * a[i, j]
+
+
+def _cases():
+    rng = np.random.default_rng(7)
+    x32 = rng.random(1024, dtype=np.float32)
+    return [
+        (saxpy_helper, 4, 256, lambda: (np.float32(1.5), x32, x32[::-1].copy(),
+                                       np.zeros(1024, np.float32)), 1e-6),
+        (block_reduce, 8, 128, lambda: (x32, np.zeros(8, np.float32)), 1e-5),
+        (histogram, 4, 256, lambda: (rng.integers(0, 1000, 1024).astype(np.int32),
+                                     np.zeros(17, np.int32)), 0),
+        (warp_sum, 4, 256, lambda: (np.arange(1024, dtype=np.int64), np.zeros(32, np.int64)), 0),
+        (stencil, (4, 4), (16, 16), lambda: (rng.random((64, 64)), np.zeros((64, 64))), 1e-12),
+    ]
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_simulator_agrees_with_the_device(case, monkeypatch):
+    import cupy as cp
+    kernel, grid, block, make, rtol = _cases()[case]
+    host = make()
+    device_args = [cp.asarray(a) if isinstance(a, np.ndarray) else a for a in host]
+    monkeypatch.setattr(settings, "backend", "gpu")
+    kernel[grid, block](*device_args)
+    cp.cuda.runtime.deviceSynchronize()
+    sim_args = [a.copy() if isinstance(a, np.ndarray) else a for a in host]
+    simulator.run(kernel, grid, block, *sim_args)
+    for d, s in zip(device_args, sim_args):
+        if isinstance(s, np.ndarray):
+            np.testing.assert_allclose(cp.asnumpy(d), s, rtol=rtol)
