@@ -25,6 +25,13 @@ _init_lock = threading.Lock()
 _initialized = False
 
 
+#: LLVM's full-unroll threshold.  NVVM unrolls loops with a constant trip count far more readily
+#: than LLVM's default (300): a loop of 15 libdevice sinf calls stays rolled at 300, which costs
+#: the instruction-level parallelism between iterations (0.81x of CUDA C measured on the H200);
+#: at 3000 it unrolls as nvcc does.  It is a process-wide LLVM option, set once.
+UNROLL_THRESHOLD = 3000
+
+
 def initialize_llvm():
     global _initialized
     if not _initialized:
@@ -32,6 +39,7 @@ def initialize_llvm():
             if not _initialized:
                 llvm.initialize_all_targets()
                 llvm.initialize_all_asmprinters()
+                llvm.set_option("gpureplace", f"-unroll-threshold={UNROLL_THRESHOLD}")
                 _initialized = True
 
 
