@@ -11,16 +11,15 @@ import weakref
 from numba.core import sigutils, types
 
 from .compiler import driver
-from .compiler.kernel import compile_kernel
+from .compiler.kernel import compile_kernel, ptx_isa
 from .config import settings
 from .dispatch.context import Context
 from .errors import CompileError, LaunchError
 from .runtime import arguments, launch
-from .compiler.kernel import ptx_isa
+from .runtime import device as _device
+from .runtime.binder import make_fast_launch
 from .tracking import cache, deps, world
 from .tracking.stats import counters
-from .runtime.binder import make_fast_launch
-from .runtime import device as _device
 
 _compile_lock = threading.RLock()
 
@@ -53,7 +52,7 @@ class GPUFunction:
         self._pysig = inspect.signature(py_func)
         self._nparams = len(self._pysig.parameters)
         self._specs = {}           # (argtypes, options) -> KernelSpecialization
-        self._launch_cache = {}    # (arg type keys, device id) -> (LoadedKernel, spec)
+        self._launch_cache = {}    # (arg type keys, device id) -> LoadedKernel
         self._configs = {}         # launch configuration -> _Launcher
         self._variants = {}        # Context -> GPUFunction sharing py_func
         # Launch configurations of this function; their __call__ becomes the generated launch of
@@ -61,8 +60,9 @@ class GPUFunction:
         self._launcher_class = type("Launcher", (_Launcher,), {"__slots__": ()})
         self._stale_reason = None  # why the specialisation being rebuilt went stale (verbose)
         _live.add(self)
-        _note_definition(py_func)
-        self._parent = _parent
+        self._parent = _parent     # the function this is a with_context() variant of
+        if _parent is None:
+            _note_definition(py_func)
 
     # -- options --------------------------------------------------------------------------------
     @property
