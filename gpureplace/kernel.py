@@ -251,6 +251,7 @@ class GPUFunction:
                 raise type(exc)(f"{self.__qualname__}: argument {i} ({name!r}) {exc}") from None
             keys.append(k)
             values.extend(v)
+        launch.require_device()
         dev = _device.current_device()
         launch.ensure_context(dev)
         cache_key = (tuple(keys), dev)
@@ -266,7 +267,6 @@ class GPUFunction:
 
     def _prepare(self, keys, dev, cache_key, entry):
         """The loaded kernel for these argument keys on ``dev``: compiled, revalidated or rebuilt."""
-        launch.require_device()
         argtypes = tuple(arguments.numba_type_of_key(k) for k in keys)
         spec = self._specialize(argtypes, self.options(_device.arch_of(dev)))
         if entry is not None and entry.spec is spec:

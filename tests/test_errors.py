@@ -105,3 +105,18 @@ def test_device_function_cannot_be_launched_or_called_on_host():
 def test_unknown_jit_option_is_refused():
     with pytest.raises(TypeError, match="unsupported option"):
         cuda.jit(bogus=True)(lambda: None)
+
+
+def test_launch_without_a_gpu_on_the_gpu_backend_says_so(monkeypatch):
+    from gpureplace.config import settings
+    from gpureplace.errors import NoDeviceError
+    from gpureplace.runtime import device
+    monkeypatch.setattr(settings, "backend", "gpu")
+    monkeypatch.setattr(device, "available", lambda: False)
+
+    @cuda.jit
+    def k(x):
+        x[0] = 1.0
+
+    with pytest.raises(NoDeviceError, match="no CUDA GPU was found"):
+        k[1, 1](1.0)
