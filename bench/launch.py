@@ -60,6 +60,7 @@ def main():
     launcher = k[1, 32]
     launchers["gpureplace"] = (lambda: launcher(x, 1.0), sync)
     launchers["gpureplace_index_each_time"] = (lambda: k[1, 32](x, 1.0), sync)
+    launchers["gpureplace_prepared"] = (k[1, 32].prepare(x, 1.0), sync)
 
     try:
         import torch

@@ -240,6 +240,17 @@ class GPUFunction:
             from . import simulator
             return simulator.launch(self, config.grid, config.block, config.stream,
                                     config.shared, args)
+        keys, values, entry = self._resolve(args)
+        # The next launches with these argument types skip all of this (runtime/binder.py).
+        self._launcher_class.__call__ = make_fast_launch(args, keys, entry, world.age,
+                                                         _Launcher.general, launch.retry_errors())
+        if entry.spec.uses_printf:
+            launch.note_printf()
+        entry.launch(config.grid, config.block, config.stream_ptr(), config.shared, values)
+
+    def _resolve(self, args):
+        """(type keys, flat parameter values, LoadedKernel) for ``args`` on the current device:
+        checks the arguments, compiles or revalidates, loads."""
         if len(args) != self._nparams:
             self._argument_count_error(args)
         keys, values = [], []
@@ -258,12 +269,7 @@ class GPUFunction:
         entry = self._launch_cache.get(cache_key)
         if entry is None or entry.spec.world != world.age:
             entry = self._prepare(keys, dev, cache_key, entry)
-        # The next launches with these argument types skip all of this (runtime/binder.py).
-        self._launcher_class.__call__ = make_fast_launch(args, keys, entry, world.age,
-                                                         _Launcher.general, launch.retry_errors())
-        if entry.spec.uses_printf:
-            launch.note_printf()
-        entry.launch(config.grid, config.block, config.stream_ptr(), config.shared, values)
+        return keys, values, entry
 
     def _prepare(self, keys, dev, cache_key, entry):
         """The loaded kernel for these argument keys on ``dev``: compiled, revalidated or rebuilt."""
@@ -343,6 +349,70 @@ class _Launcher:
 
     def __call__(self, *args):
         self.kernel._launch(self, args)
+
+    def prepare(self, *args):
+        """Bind ``args`` once: the returned ``PreparedLaunch`` relaunches with nothing to check
+        or pack but the world age (à la Warp's recorded launches)."""
+        return PreparedLaunch(self, args)
+
+
+class PreparedLaunch:
+    """``kernel[grid, block].prepare(*args)``: a launch with its arguments bound and packed.
+
+    Each call is one ``cuLaunchKernel`` from a parameter buffer of its own.  The arguments are
+    kept alive and read once: mutate arrays in place, but rebinding a name does not reach a
+    prepared launch.  When the world moves (a dependency redefined) the next call revalidates,
+    recompiles if needed and packs again.
+    """
+
+    __slots__ = ("config", "args", "_age", "_call", "_keep")
+
+    def __init__(self, config, args):
+        self.config = config
+        self.args = tuple(args)
+        self._bind()
+
+    def _bind(self):
+        import ctypes
+        import struct as _struct
+        cfg, kernel = self.config, self.config.kernel
+        if settings.launch_backend() == "simulator":
+            self._age = None
+            self._call = lambda: kernel._launch(cfg, self.args)
+            return
+        keys, values, entry = kernel._resolve(self.args)
+        try:
+            data = _struct.pack(entry.spec.param_format, *values)
+        except _struct.error as exc:
+            raise LaunchError(f"{kernel.__qualname__}: an argument does not fit its parameter "
+                              f"type: {exc}") from None
+        buf = ctypes.create_string_buffer(data, max(len(data), 1))
+        size = ctypes.c_size_t(len(data))
+        extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(buf), 2, ctypes.addressof(size), 0)
+        extra_ptr = ctypes.addressof(extra) if data else 0
+        gx, gy, gz, bx, by, bz, shared = cfg.dims
+        stream = cfg.stream_ptr()
+        fn, run = entry.fn_ptr, entry.launch_kernel
+        if shared > entry._dynamic_smem_limit:
+            entry.function.max_dynamic_shared_size_bytes = shared
+            entry._dynamic_smem_limit = shared
+        printf = entry.spec.uses_printf
+        self._keep = (entry, buf, size, extra)        # what the raw pointers point into
+
+        def call():
+            if printf:
+                launch.note_printf()
+            run(fn, gx, gy, gz, bx, by, bz, shared, stream, 0, extra_ptr)
+
+        self._call = call
+        self._age = world.age
+
+    def __call__(self):
+        if self._age is not None and self._age != world.age:
+            self._bind()
+        self._call()
+
+    launch = __call__
 
 
 def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinfo=False,

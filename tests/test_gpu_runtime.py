@@ -177,3 +177,18 @@ def test_nothing_launched_on_bad_arguments(cp):
         fill[1, 2048](out, 1.0)
     cp.cuda.runtime.deviceSynchronize()
     assert cp.asnumpy(out).tolist() == [9.0] * 4
+
+
+@pytest.mark.gpu_only
+def test_prepared_launch_on_the_device(cp):
+    import gpureplace
+    out = cp.zeros(300, dtype=cp.float32)
+    run = fill[2, 256].prepare(out, 4.0)
+    run()
+    cp.cuda.runtime.deviceSynchronize()
+    assert float(out.sum()) == 1200.0
+    out[:] = 0
+    gpureplace.refresh()             # the world moved: the next call revalidates and packs again
+    run.launch()
+    cp.cuda.runtime.deviceSynchronize()
+    assert float(out.sum()) == 1200.0

@@ -552,3 +552,25 @@ def test_backend_setting_is_checked(monkeypatch):
     monkeypatch.setattr(settings, "backend", "quantum")
     with pytest.raises(ValueError, match="backend must be one of"):
         settings.launch_backend()
+
+
+def test_prepared_launch_runs_and_follows_redefinitions(monkeypatch):
+    import numpy as np
+
+    import gpureplace
+    from gpureplace import cuda
+    from gpureplace.config import settings
+    monkeypatch.setattr(settings, "backend", "simulator")
+    ns = {"cuda": cuda}
+    exec("def f(v):\n    return v + 1\n"
+         "@cuda.jit\ndef k(out):\n    i = cuda.grid(1)\n    if i < out.size:\n"
+         "        out[i] = f(out[i])\n", ns)
+    out = np.zeros(64, dtype=np.int64)
+    run = ns["k"][2, 32].prepare(out)
+    run()
+    run()
+    assert out.tolist() == [2] * 64
+    exec("def f(v):\n    return v + 10\n", ns)
+    gpureplace.refresh()
+    run()
+    assert out.tolist() == [12] * 64
