@@ -1,0 +1,117 @@
+"""The GPU launch path on the CPU: a stand-in device and driver record what would be launched.
+
+The general path (argument keys, compile, load, pack, launch), the generated fast path that
+replaces it, revalidation after a redefinition, and prepared launches all run here with the
+driver call replaced by a recorder; the H200 runs the same paths for real (tests marked gpu).
+"""
+
+import struct
+import threading
+
+import numpy as np
+import pytest
+
+import gpureplace
+from gpureplace import cuda
+from gpureplace.config import settings
+from gpureplace.runtime import device, launch
+
+from test_binder import ndarray      # a class shaped (and named) like CuPy's ndarray
+
+
+class FakeLoaded:
+    """What launch.LoadedKernel gives the launch paths, recording launches instead."""
+
+    instances = []
+
+    def __init__(self, spec, device_id):
+        self.spec = spec
+        self.device_id = device_id
+        self.fn_ptr = 1000 + len(FakeLoaded.instances)
+        self.packer = struct.Struct(spec.param_format)
+        import ctypes
+        self.buffer = ctypes.create_string_buffer(max(self.packer.size, 1))
+        self.extra_ptr = 77
+        self.lock = threading.Lock()
+        self._dynamic_smem_limit = 48 * 1024
+        self.calls = []
+        self.launch_kernel = self._record
+        FakeLoaded.instances.append(self)
+
+    def _record(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        values = self.packer.unpack(self.buffer.raw[:self.packer.size]) if extra else None
+        self.calls.append(((gx, gy, gz), (bx, by, bz), shared, stream, values))
+
+    def launch(self, grid, block, stream, shared, values):
+        self.packer.pack_into(self.buffer, 0, *values)
+        self._record(self.fn_ptr, *grid, *block, shared, stream, 0, self.extra_ptr)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    FakeLoaded.instances.clear()
+    monkeypatch.setattr(settings, "backend", "gpu")
+    monkeypatch.setattr(device, "available", lambda: True)
+    monkeypatch.setattr(device, "current_device", lambda: 0)
+    monkeypatch.setattr(device, "arch_of", lambda d: "sm_90")
+    monkeypatch.setattr(device, "driver_version", lambda: 13000)
+    monkeypatch.setattr(launch, "LoadedKernel", FakeLoaded)
+    monkeypatch.setattr(launch, "ensure_context", lambda dev: None)
+    monkeypatch.setattr(launch, "current_stream", lambda: type("S", (), {"ptr": 5})())
+    monkeypatch.setattr(launch, "retry_errors", lambda: ())
+    return FakeLoaded.instances
+
+
+def test_general_then_fast_path_launch_the_same_parameters(fake_gpu):
+    ns = {"cuda": cuda}
+    exec("def scale(v):\n    return v * 2.0\n"
+         "@cuda.jit\ndef k(x, a):\n    i = cuda.grid(1)\n    if i < x.size:\n"
+         "        x[i] = scale(a) * x[i]\n", ns)
+    k = ns["k"]
+    x = ndarray((100,), np.float32, ptr=0x5000)
+    k[4, 32](x, 1.5)                                   # general path: compile, load, launch
+    assert len(fake_gpu) == 1
+    k[4, 32](x, 2.5)                                   # generated fast path
+    calls = fake_gpu[0].calls
+    assert calls[0] == ((4, 1, 1), (32, 1, 1), 0, 5, (0x5000, 100, 4, 1.5))
+    assert calls[1] == ((4, 1, 1), (32, 1, 1), 0, 5, (0x5000, 100, 4, 2.5))
+    assert type(k[4, 32]).__call__ is not type(k[4, 32]).__mro__[1].__call__   # fast installed
+
+    # a redefinition moves the world: the next launch recompiles and loads the new code
+    exec("def scale(v):\n    return v * 3.0\n", ns)
+    gpureplace.refresh()
+    k[4, 32](x, 1.0)
+    assert len(fake_gpu) == 2 and "0d4008000000000000" in fake_gpu[1].spec.ptx
+    assert fake_gpu[1].calls[0][4] == (0x5000, 100, 4, 1.0)
+
+    # other argument types: another specialisation; the first one stays loaded
+    k[1, 32](ndarray((10,), np.float64, ptr=0x6000), 1.0)
+    assert len(fake_gpu) == 3
+
+
+def test_prepared_launch_packs_once_and_rebinds_after_a_redefinition(fake_gpu):
+    ns = {"cuda": cuda}
+    exec("OFFSET = 1.0\n@cuda.jit\ndef k(x, a):\n    x[0] = a + OFFSET\n", ns)
+    x = ndarray((4,), np.float32, ptr=0x7000)
+    run = ns["k"][1, 1, 9].prepare(x, 3.0)
+    run()
+    run()
+    assert len(fake_gpu) == 1
+    assert [c[3] for c in fake_gpu[0].calls] == [9, 9]       # the explicit stream
+    ns["OFFSET"] = 2.0
+    gpureplace.refresh()
+    run()
+    assert len(fake_gpu) == 2
+
+
+def test_bad_arguments_launch_nothing(fake_gpu):
+    @cuda.jit
+    def k(x, a):
+        x[0] = a
+
+    x = ndarray((4,), np.float32)
+    with pytest.raises(gpureplace.LaunchError, match="argument 1 \\('a'\\)"):
+        k[1, 1](x, object())
+    with pytest.raises(gpureplace.LaunchError, match="takes 2 argument"):
+        k[1, 1](x, 1.0, 2.0)
+    assert all(not inst.calls for inst in fake_gpu)
