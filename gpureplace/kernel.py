@@ -373,7 +373,6 @@ class PreparedLaunch:
         self._bind()
 
     def _bind(self):
-        import ctypes
         import struct as _struct
         cfg, kernel = self.config, self.config.kernel
         if settings.launch_backend() == "simulator":
@@ -386,10 +385,8 @@ class PreparedLaunch:
         except _struct.error as exc:
             raise LaunchError(f"{kernel.__qualname__}: an argument does not fit its parameter "
                               f"type: {exc}") from None
-        buf = ctypes.create_string_buffer(data, max(len(data), 1))
-        size = ctypes.c_size_t(len(data))
-        extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(buf), 2, ctypes.addressof(size), 0)
-        extra_ptr = ctypes.addressof(extra) if data else 0
+        params = launch.ParamBuffer(len(data), data)
+        extra_ptr = params.extra_ptr
         gx, gy, gz, bx, by, bz, shared = cfg.dims
         stream = cfg.stream_ptr()
         fn, run = entry.fn_ptr, entry.launch_kernel
@@ -397,7 +394,7 @@ class PreparedLaunch:
             entry.function.max_dynamic_shared_size_bytes = shared
             entry._dynamic_smem_limit = shared
         printf = entry.spec.uses_printf
-        self._keep = (entry, buf, size, extra)        # what the raw pointers point into
+        self._keep = (entry, params)                  # what the raw pointers point into
 
         def call():
             if printf:

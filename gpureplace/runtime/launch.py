@@ -19,6 +19,22 @@ _CU_LAUNCH_PARAM_BUFFER_POINTER = 1
 _CU_LAUNCH_PARAM_BUFFER_SIZE = 2
 
 
+class ParamBuffer:
+    """A kernel parameter buffer and the ``extra`` array that hands it to ``cuLaunchKernel``
+    (``CU_LAUNCH_PARAM_BUFFER_POINTER``); keep this object alive while its pointers are used."""
+
+    def __init__(self, size, data=None):
+        self.buffer = ctypes.create_string_buffer(max(size, 1))
+        if data:
+            ctypes.memmove(self.buffer, data, len(data))
+        self.size = ctypes.c_size_t(size)
+        self.extra = (ctypes.c_void_p * 5)(_CU_LAUNCH_PARAM_BUFFER_POINTER,
+                                           ctypes.addressof(self.buffer),
+                                           _CU_LAUNCH_PARAM_BUFFER_SIZE,
+                                           ctypes.addressof(self.size), _CU_LAUNCH_PARAM_END)
+        self.extra_ptr = ctypes.addressof(self.extra) if size else 0
+
+
 class LoadedKernel:
     """A specialisation's PTX loaded on one device, with its parameter buffer."""
 
@@ -32,14 +48,8 @@ class LoadedKernel:
         self.spec = spec
         self.fn_ptr = self.function.ptr
         self.packer = struct.Struct(spec.param_format)
-        size = self.packer.size
-        self.buffer = ctypes.create_string_buffer(max(size, 1))
-        self.size = ctypes.c_size_t(size)
-        self.extra = (ctypes.c_void_p * 5)(_CU_LAUNCH_PARAM_BUFFER_POINTER,
-                                           ctypes.addressof(self.buffer),
-                                           _CU_LAUNCH_PARAM_BUFFER_SIZE,
-                                           ctypes.addressof(self.size), _CU_LAUNCH_PARAM_END)
-        self.extra_ptr = ctypes.addressof(self.extra) if size else 0
+        self.params = ParamBuffer(self.packer.size)
+        self.buffer, self.extra_ptr = self.params.buffer, self.params.extra_ptr
         self.lock = threading.Lock()
         self.launch_kernel = cp.cuda.driver.launchKernel
         self._dynamic_smem_limit = 48 * 1024
