@@ -35,3 +35,11 @@ def load_ipython_extension(ipython):
 def unload_ipython_extension(ipython):
     from .ipython.extension import unload_ipython_extension as _unload
     _unload(ipython)
+
+
+def __getattr__(name):
+    # ``gpureplace.simulator`` is imported on first use (most sessions never need it).
+    if name == "simulator":
+        import importlib
+        return importlib.import_module(".simulator", __name__)
+    raise AttributeError(f"module 'gpureplace' has no attribute {name!r}")
