@@ -2,9 +2,9 @@
 
     python examples/demo.py
 
-Without a GPU it compiles the kernel to PTX and prints it (nothing needs a GPU to compile).
-With a GPU (and CuPy) it also launches the kernel on 2**20 float32 values and checks the result
-against NumPy.
+Without a GPU it compiles the kernel to PTX and prints it (nothing needs a GPU to compile), says
+that no GPU was found, and runs the kernel in the CPU simulator instead.  With a GPU (and CuPy)
+it launches the kernel on 2**20 float32 values.  Either way it checks the result against NumPy.
 """
 
 import math
@@ -57,11 +57,29 @@ def run_on_gpu():
     print(f"saxpy[{BLOCKS}, {THREADS}] on {N} float32 values agrees with NumPy: ok")
 
 
+def run_in_simulator():
+    """The same launch on the CPU simulator, on NumPy arrays (a smaller size: it is Python)."""
+    from gpureplace import simulator
+
+    n = 4096
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(n, dtype=np.float32)
+    y = rng.standard_normal(n, dtype=np.float32)
+    out = np.zeros(n, dtype=np.float32)
+    simulator.run(saxpy, n // THREADS, THREADS, np.float32(1.5), x, y, out)
+    expected = (scale(1.5) * x.astype(np.float64)
+                + np.sin(y).astype(np.float64)).astype(np.float32)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    print(f"saxpy[{n // THREADS}, {THREADS}] on {n} float32 values in the CPU simulator agrees "
+          f"with NumPy: ok")
+
+
 def main():
     show_ptx()
     if not cuda.is_available():
         print("No GPU was found (no CUDA device, or CuPy is not installed): the kernel was "
-              "compiled to PTX above but not launched.")
+              "compiled to PTX above but not launched on a GPU.")
+        run_in_simulator()
         return 0
     run_on_gpu()
     return 0
