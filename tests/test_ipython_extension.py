@@ -174,3 +174,22 @@ def test_device_output_written_to_fd1_lands_in_the_launching_cell(ip):
         extension._post_run_cell()
     assert not extension._capture.active
     assert "hello from the device" in cap.stdout
+
+
+def test_cuda_cell_options(ip):
+    cell(ip, "import gpureplace, math\nopt_ctx = gpureplace.Context('cellctx')\n"
+             "opt_ctx.override(math.cos, lambda v: v * 31.0)")
+    cell(ip, "%%cuda --context cellctx --arch sm_80 --fastmath --verbose\n"
+             "def kc(out, x):\n    out[0] = math.cos(x[0]) + x[0] / x[1]\n")
+    kc = ip.user_ns["kc"]
+    assert kc.context is gpureplace.Context.named("cellctx")
+    spec = kc.compile("void(float32[:], float32[:])")
+    assert ".target sm_80" in spec.ptx and "div.approx" in spec.ptx
+X
+    cap = cell(ip, "%%cuda --show ptx\ndef shown(out):\n    out[0] = 1.0\n"
+                   "shown.compile('void(float32[:])')\n")
+    text = cap.stdout + "".join(str(o.data) for o in cap.outputs)
+    assert ".entry shown" in text
+    with capture_output():
+        res = ip.run_cell("%%cuda --context no_such_context\ndef z(out):\n    pass\n")
+    assert isinstance(res.error_in_exec, KeyError) and "no_such_context" in str(res.error_in_exec)
