@@ -185,7 +185,7 @@ def test_cuda_cell_options(ip):
     assert kc.context is gpureplace.Context.named("cellctx")
     spec = kc.compile("void(float32[:], float32[:])")
     assert ".target sm_80" in spec.ptx and "div.approx" in spec.ptx
-X
+    assert "0d403F000000000000" in spec.ptx               # 31.0: the context's override
     cap = cell(ip, "%%cuda --show ptx\ndef shown(out):\n    out[0] = 1.0\n"
                    "shown.compile('void(float32[:])')\n")
     text = cap.stdout + "".join(str(o.data) for o in cap.outputs)
