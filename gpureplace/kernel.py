@@ -59,6 +59,7 @@ class GPUFunction:
         # the latest specialisation (runtime/binder.py), falling back to _Launcher.general.
         self._launcher_class = type("Launcher", (_Launcher,), {"__slots__": ()})
         self._stale_reason = None  # why the specialisation being rebuilt went stale (verbose)
+        self.on_compile = None     # called with each new specialisation (%%cuda --show)
         _live.add(self)
         self._parent = _parent     # the function this is a with_context() variant of
         if _parent is None:
@@ -138,6 +139,8 @@ class GPUFunction:
                 print(f"gpureplace: {self.__qualname__}({args}) recompiled in "
                       f"{1e3 * (time.perf_counter() - t0):.0f} ms ({reason})")
             self._specs[key] = spec
+        if self.on_compile is not None and not self.device:
+            self.on_compile(spec)
         return spec
 
     def _still_valid(self, spec):

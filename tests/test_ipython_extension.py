@@ -186,8 +186,8 @@ def test_cuda_cell_options(ip):
     spec = kc.compile("void(float32[:], float32[:])")
     assert ".target sm_80" in spec.ptx and "div.approx" in spec.ptx
     assert "0d403F000000000000" in spec.ptx               # 31.0: the context's override
-    cap = cell(ip, "%%cuda --show ptx\ndef shown(out):\n    out[0] = 1.0\n"
-                   "shown.compile('void(float32[:])')\n")
+    cell(ip, "%%cuda --show ptx\ndef shown(out):\n    out[0] = 1.0\n")
+    cap = cell(ip, "shown.compile('void(float32[:])')")
     text = cap.stdout + "".join(str(o.data) for o in cap.outputs)
     assert ".entry shown" in text
     with capture_output():

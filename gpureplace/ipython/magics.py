@@ -26,7 +26,7 @@ class GPUReplaceMagics(Magics):
     @argument("--fastmath", action="store_true", help="fast math for these functions")
     @argument("--arch", default=None, help="sm_XX to compile for")
     @argument("--show", choices=("ptx", "llvm", "types"), default=None,
-              help="show the code of what the cell compiled or launched")
+              help="show the code of each specialisation these functions compile")
     @argument("--verbose", action="store_true", help="list the functions the cell defined")
     @cell_magic
     def cuda(self, line, cell):
@@ -65,9 +65,12 @@ class GPUReplaceMagics(Magics):
         if args.verbose and defined:
             print(f"gpureplace: defined {', '.join(defined)}")
         if args.show:
+            # Each function shows its code whenever it compiles a specialisation (at its first
+            # launch with new argument types, or kernel.compile(sig)).
+            what = args.show
             for name in defined:
-                for code in ns[name]._reflect(None, _REFLECTORS[args.show]).values():
-                    _show(code, _LANGUAGE[args.show])
+                ns[name].on_compile = (lambda spec, what=what:
+                                       _show(_REFLECTORS[what](spec), _LANGUAGE[what]))
         return None
 
     # -- reflection -----------------------------------------------------------------------------
