@@ -5,6 +5,7 @@ import pytest
 
 from gpureplace import cuda, simulator
 from gpureplace.config import settings
+from test_simulator import TPB, block_sum, histogram, warp_sum     # the simulator's own corpus
 
 pytestmark = [pytest.mark.gpu, pytest.mark.gpu_only]
 
@@ -21,42 +22,6 @@ def saxpy_helper(a, x, y, out):
 
 
 @cuda.jit
-def block_reduce(x, partial):
-    buf = cuda.shared.array(128, np.float32)
-    t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    buf[t] = x[i] if i < x.size else np.float32(0.0)
-    cuda.syncthreads()
-    s = 64
-    while s > 0:
-        if t < s:
-            buf[t] += buf[t + s]
-        cuda.syncthreads()
-        s //= 2
-    if t == 0:
-        partial[cuda.blockIdx.x] = buf[0]
-
-
-@cuda.jit
-def histogram(x, bins):
-    i = cuda.grid(1)
-    if i < x.size:
-        cuda.atomic.add(bins, x[i] % bins.size, 1)
-
-
-@cuda.jit
-def warp_sum(x, out):
-    i = cuda.grid(1)
-    v = x[i]
-    offset = 16
-    while offset > 0:
-        v += cuda.shfl_down_sync(0xffffffff, v, offset)
-        offset //= 2
-    if cuda.laneid == 0:
-        out[i // 32] = v
-
-
-@cuda.jit
 def stencil(a, out):
     i, j = cuda.grid(2)
     if 0 < i < a.shape[0] - 1 and 0 < j < a.shape[1] - 1:
@@ -69,7 +34,7 @@ def _cases():
     return [
         (saxpy_helper, 4, 256, lambda: (np.float32(1.5), x32, x32[::-1].copy(),
                                        np.zeros(1024, np.float32)), 1e-6),
-        (block_reduce, 8, 128, lambda: (x32, np.zeros(8, np.float32)), 1e-5),
+        (block_sum, 1024 // TPB, TPB, lambda: (x32, np.zeros(1024 // TPB, np.float32)), 1e-5),
         (histogram, 4, 256, lambda: (rng.integers(0, 1000, 1024).astype(np.int32),
                                      np.zeros(17, np.int32)), 0),
         (warp_sum, 4, 256, lambda: (np.arange(1024, dtype=np.int64), np.zeros(32, np.int64)), 0),

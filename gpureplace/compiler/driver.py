@@ -193,10 +193,6 @@ def cache_key(pyfunc, context, mask, argtypes, options):
     return (pyfunc, context.uid, resolve._mask_key(mask), tuple(argtypes), options)
 
 
-def lookup_cached(key):
-    return _cache.get(key)
-
-
 def compile_device(pyfunc, context, mask, argtypes, options) -> CompiledFunction:
     """Compile ``pyfunc`` for ``argtypes`` in ``context`` (cached)."""
     key = cache_key(pyfunc, context, mask, argtypes, options)

@@ -28,18 +28,3 @@ class GPULibrary:
 
     def enable_object_caching(self):
         pass
-
-    def closure(self):
-        """This library and every library it links, transitively, each once, callees last."""
-        order, seen, stack = [], set(), [self]
-        while stack:
-            lib = stack.pop()
-            if id(lib) in seen:
-                continue
-            seen.add(id(lib))
-            order.append(lib)
-            stack.extend(reversed(lib.linked))
-        return order
-
-    def ir_text(self):
-        return "\n".join(str(m) for m in self.modules)

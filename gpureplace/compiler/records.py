@@ -38,12 +38,11 @@ def collect_global_reads(func_ir):
     modname = func_ir.func_id.func.__module__ if func_ir.func_id.func else ""
     module_vars = {}
 
-    def add(rec):
-        key = (rec.kind, rec.namespace, rec.name)
-        if key not in seen:
-            seen.add(key)
-            reads.append(GlobalRead(rec.kind, rec.namespace, rec.name, rec.value, rec.lineno,
-                                    rec.owner, fingerprint(rec.value)))
+    def add(kind, namespace, name, value, line, owner=None):
+        if (kind, namespace, name) not in seen:
+            seen.add((kind, namespace, name))
+            reads.append(GlobalRead(kind, namespace, name, value, line, owner,
+                                    fingerprint(value)))
 
     for block in func_ir.blocks.values():
         for inst in block.body:
@@ -52,19 +51,18 @@ def collect_global_reads(func_ir):
             val = inst.value
             line = getattr(inst.loc, "line", 0) or 0
             if isinstance(val, ir.Global):
-                add(GlobalRead("global", modname, val.name, val.value, line))
+                add("global", modname, val.name, val.value, line)
                 if isinstance(val.value, pytypes.ModuleType):
                     module_vars[inst.target.name] = val.value
             elif isinstance(val, ir.FreeVar):
-                add(GlobalRead("freevar", "<closure>", val.name, val.value, line))
+                add("freevar", "<closure>", val.name, val.value, line)
                 if isinstance(val.value, pytypes.ModuleType):
                     module_vars[inst.target.name] = val.value
             elif isinstance(val, ir.Expr) and val.op == "getattr":
                 mod = module_vars.get(val.value.name)
                 if mod is not None:
                     attr = getattr(mod, val.attr, None)
-                    add(GlobalRead("attr", mod.__name__, f"{mod.__name__}.{val.attr}", attr, line,
-                                   owner=mod))
+                    add("attr", mod.__name__, f"{mod.__name__}.{val.attr}", attr, line, owner=mod)
                     if isinstance(attr, pytypes.ModuleType):
                         module_vars[inst.target.name] = attr
     return reads

@@ -78,8 +78,9 @@ def check_compiled(cf):
 def check_linked(binding_module, where):
     """After linking a kernel: every declaration left must be something the device provides."""
     for fn in binding_module.functions:
-        if fn.is_declaration and not is_allowed_symbol(fn.name) or (
-                fn.is_declaration and fn.name.startswith(("_ZN", "__nv_"))):
+        # Device functions and libdevice are defined by now: a declaration left is unresolved.
+        if fn.is_declaration and (not is_allowed_symbol(fn.name)
+                                  or fn.name.startswith(("_ZN", "__nv_"))):
             raise CompileError(f"unresolved call to {describe_symbol(fn.name)}",
                                function=where.pyfunc.__qualname__,
                                filename=where.pyfunc.__code__.co_filename,

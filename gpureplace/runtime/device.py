@@ -55,7 +55,3 @@ def default_arch() -> str:
     from ..compiler.backend import DEFAULT_ARCH
     return DEFAULT_ARCH
 
-
-@functools.lru_cache(maxsize=None)
-def max_threads_per_block(device_id: int) -> int:
-    return cupy_module().cuda.Device(device_id).attributes["MaxThreadsPerBlock"]

@@ -46,10 +46,6 @@ def track_compiled(cf):
             track(vars(rec.owner), rec.attr, rec.value, rec.fingerprint)
 
 
-def count():
-    return sum(len(names) for _, names in _tracked.values())
-
-
 def check():
     """Compare tracked bindings with their current values; move the world if any changed.
 

@@ -110,12 +110,11 @@ def describe(cf):
     for each in cf.closure():
         functions.append(each.qualname)
         for rec in each.global_reads:
-            now = current_value(each, rec)
-            changed = now is not rec.value and (now is MISSING or rec.fingerprint is None
-                                                or fingerprint(now) != rec.fingerprint)
+            stale = _read_changed(each, rec)
             globals_.append({"function": each.qualname, "kind": rec.kind,
                              "namespace": rec.namespace, "name": rec.name, "line": rec.lineno,
-                             "changed": changed, "deleted": now is MISSING})
+                             "changed": stale is not None,
+                             "deleted": stale is not None and stale.deleted})
         for host, ovr in each.overrides_used:
             overrides.append({"function": each.qualname, "host": _name(host),
                               "context": ovr.context.name, "impl": _name(ovr.impl)})

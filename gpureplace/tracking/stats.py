@@ -13,7 +13,3 @@ counters = {
 def snapshot():
     return dict(counters)
 
-
-def reset():
-    for key in counters:
-        counters[key] = 0
