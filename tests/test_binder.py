@@ -1,6 +1,7 @@
 """The launch hot path's binder, checked on the CPU with stand-ins shaped like CuPy arrays."""
 
 import numpy as np
+import pytest
 
 from gpureplace.runtime import arguments
 from gpureplace.runtime.binder import make_binder
@@ -20,7 +21,28 @@ class ndarray:  # noqa: N801 - named like CuPy's so the argument code treats it 
         self.dtype = host.dtype
         self.strides = host.strides if strides is None else strides
         self.ndim = len(self.shape)
+        self.size = host.size
         self.data = _Mem(ptr)
+        if self.flags:      # CuPy's contiguity flags, as CuPy computes them (size-1 axes ignored)
+            view = np.lib.stride_tricks.as_strided(np.empty(64 * host.size + 64, host.dtype),
+                                                   self.shape, self.strides)
+            self._c_contiguous = view.flags.c_contiguous
+            self._f_contiguous = view.flags.f_contiguous
+
+    flags = True
+
+
+class ndarray_without_flags(ndarray):  # noqa: N801 - a CuPy without _c_contiguous: strides compared
+    __module__ = "cupy._core.core"
+    flags = False
+
+
+ndarray_without_flags.__name__ = "ndarray"
+
+
+@pytest.fixture(params=[ndarray, ndarray_without_flags], ids=["flags", "strides"])
+def array_class(request):
+    return request.param
 
 
 def _bind(*args):
@@ -33,16 +55,19 @@ def test_binder_returns_the_same_values_as_the_general_path():
     x = ndarray((8, 3), np.float32)
     bind, flat = _bind(x, 2.5, 7, True, np.float32(1.5), (1, 2.0), np.int64)
     assert bind(x, 2.5, 7, True, np.float32(1.5), (1, 2.0), np.int64) == flat
-    assert flat == (0x7000, 8, 3, 12, 4, 2.5, 7, True, np.float32(1.5), 1, 2.0)
+    # a contiguous array passes its pointer and shape; the kernel derives the strides
+    assert flat == (0x7000, 8, 3, 2.5, 7, True, np.float32(1.5), 1, 2.0)
 
 
-def test_binder_refuses_other_types_dtypes_ranks_and_layouts():
-    x = ndarray((8,), np.float32)
+def test_binder_refuses_other_types_dtypes_ranks_and_layouts(array_class):
+    nd = array_class
+    x = nd((8,), np.float32)
     bind, _ = _bind(x, 1.0)
-    assert bind(ndarray((4,), np.float32, ptr=0x9000), 3.0) == (0x9000, 4, 4, 3.0)
-    assert bind(ndarray((4,), np.float64), 3.0) is None          # dtype
-    assert bind(ndarray((2, 2), np.float32), 3.0) is None        # rank
-    assert bind(ndarray((4,), np.float32, strides=(8,)), 3.0) is None   # not contiguous
+    assert bind(nd((4,), np.float32, ptr=0x9000), 3.0) == (0x9000, 4, 3.0)
+    assert bind(nd((4,), np.float64), 3.0) is None          # dtype
+    assert bind(nd((2, 2), np.float32), 3.0) is None        # rank
+    assert bind(nd((4,), np.float32, strides=(8,)), 3.0) is None   # not contiguous
+    assert bind(nd((1,), np.float32, strides=(8,)), 3.0) == (0x7000, 1, 3.0)  # length 1: any stride
     assert bind(x, 3) is None                                     # int where a float was
     assert bind(x, np.float32(3)) is None
 
@@ -57,7 +82,22 @@ def test_strided_specialisation_accepts_any_strides():
     key, _ = arguments.value_key(x)
     assert key[3] == "A"
     bind, flat = _bind(x)
+    assert flat == (0x7000, 4, 4, 64, 16)
     assert bind(ndarray((5, 2), np.float64, strides=(8, 80))) == (0x7000, 5, 2, 8, 80)
+
+
+def test_multidimensional_layouts_pass_shape_and_are_told_apart(array_class):
+    nd = array_class
+    c = nd((3, 5, 2), np.int32, ptr=0x100)
+    f = nd((3, 5, 2), np.int32, strides=(4, 12, 60), ptr=0x200)
+    assert arguments.value_key(c)[0][3] == "C" and arguments.value_key(f)[0][3] == "F"
+    bind_c, flat_c = _bind(c)
+    bind_f, flat_f = _bind(f)
+    assert flat_c == (0x100, 3, 5, 2) and flat_f == (0x200, 3, 5, 2)
+    assert bind_c(nd((4, 1, 7), np.int32)) == (0x7000, 4, 1, 7)
+    assert bind_c(f) is None and bind_f(c) is None
+    assert bind_f(nd((2, 2, 2), np.int32, strides=(4, 8, 16))) == (0x7000, 2, 2, 2)
+    assert bind_c(nd((3, 5), np.int32)) is None                    # rank
 
 
 class _FakeLoaded:
@@ -87,7 +127,7 @@ def test_fused_launch_packs_parameters_and_launches_once():
     from gpureplace.tracking import world
     x = ndarray((8,), np.float32, ptr=0xAB00)
     keys = [arguments.value_key(x)[0], arguments.value_key(2.5)[0]]
-    loaded = _FakeLoaded("@Qqqd")
+    loaded = _FakeLoaded("@Qqd")
     handed_over = []
 
     def general(cfg, args):
@@ -100,7 +140,7 @@ def test_fused_launch_packs_parameters_and_launches_once():
     fast = binder.make_fast_launch((x, 2.5), keys, loaded, world.age, general, (Refused,))
     assert fast(_Cfg(), x, 3.5) is None
     assert loaded.calls == [(1234, 4, 1, 1, 32, 1, 1, 0, 99, 0, 5678)]
-    assert loaded.packer.unpack(loaded.buffer.raw) == (0xAB00, 8, 4, 3.5)
+    assert loaded.packer.unpack(loaded.buffer.raw) == (0xAB00, 8, 3.5)
     # anything different launches nothing and hands over to the general path
     assert fast(_Cfg(), ndarray((8,), np.float64), 3.5) == "general"
     assert fast(_Cfg(shared=64 * 1024), x, 3.5) == "general"

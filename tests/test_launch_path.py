@@ -73,8 +73,8 @@ def test_general_then_fast_path_launch_the_same_parameters(fake_gpu):
     assert len(fake_gpu) == 1
     k[4, 32](x, 2.5)                                   # generated fast path
     calls = fake_gpu[0].calls
-    assert calls[0] == ((4, 1, 1), (32, 1, 1), 0, 5, (0x5000, 100, 4, 1.5))
-    assert calls[1] == ((4, 1, 1), (32, 1, 1), 0, 5, (0x5000, 100, 4, 2.5))
+    assert calls[0] == ((4, 1, 1), (32, 1, 1), 0, 5, (0x5000, 100, 1.5))
+    assert calls[1] == ((4, 1, 1), (32, 1, 1), 0, 5, (0x5000, 100, 2.5))
     assert type(k[4, 32]).__call__ is not type(k[4, 32]).__mro__[1].__call__   # fast installed
 
     # a redefinition moves the world: the next launch recompiles and loads the new code
@@ -82,7 +82,7 @@ def test_general_then_fast_path_launch_the_same_parameters(fake_gpu):
     gpureplace.refresh()
     k[4, 32](x, 1.0)
     assert len(fake_gpu) == 2 and "0d4008000000000000" in fake_gpu[1].spec.ptx
-    assert fake_gpu[1].calls[0][4] == (0x5000, 100, 4, 1.0)
+    assert fake_gpu[1].calls[0][4] == (0x5000, 100, 1.0)
 
     # other argument types: another specialisation; the first one stays loaded
     k[1, 32](ndarray((10,), np.float64, ptr=0x6000), 1.0)

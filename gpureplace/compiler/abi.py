@@ -1,7 +1,8 @@
 """The kernel ABI: how each Numba argument type is passed as flat kernel parameters.
 
-Arrays pass as (data pointer, shape..., strides...) -- CuPy-sized, not Numba's seven-field struct;
-scalars by value (bool as one byte); tuples flattened; types, dtypes and omitted arguments are
+Arrays pass as (data pointer, shape..., strides...) -- not Numba's seven-field struct -- and
+contiguous ('C' or 'F' layout) arrays as (data pointer, shape...) alone: the wrapper derives their
+strides from the shape, so a launch reads and packs two fields fewer per array.  Scalars by value (bool as one byte); tuples flattened; types, dtypes and omitted arguments are
 compile-time constants and take no parameter.  The same description drives the kernel wrapper
 (LLVM side) and the launch packer (``struct`` format on the host side).
 """
@@ -24,7 +25,8 @@ def leaves(ty):
     """Flat parameter list of ``ty``: a list of (struct format char, llvm type)."""
     if isinstance(ty, types.Array):
         n = ty.ndim
-        return [("Q", ir.PointerType(ir.IntType(8)))] + [("q", ir.IntType(64))] * (2 * n)
+        return [("Q", ir.PointerType(ir.IntType(8)))] + [("q", ir.IntType(64))] * (
+            2 * n if passes_strides(ty) else n)
     if isinstance(ty, types.Boolean):
         return [("?", ir.IntType(8))]
     if isinstance(ty, (types.Integer, types.Float)):
@@ -42,6 +44,11 @@ def leaves(ty):
     if is_constant_type(ty):
         return []
     raise TypeError(f"{ty} cannot be passed to a kernel")
+
+
+def passes_strides(ty):
+    """Whether an array of type ``ty`` passes its strides (False for contiguous layouts)."""
+    return ty.layout not in ("C", "F")
 
 
 def is_constant_type(ty):
@@ -63,10 +70,13 @@ def rebuild(context, builder, ty, params):
         from numba.np.arrayobj import make_array
         ptr = params.pop(0)
         shape = [params.pop(0) for _ in range(ty.ndim)]
-        strides = [params.pop(0) for _ in range(ty.ndim)]
-        ary = make_array(ty)(context, builder)
         dataty = context.get_data_type(ty.dtype)
         itemsize = context.get_abi_sizeof(dataty)
+        if passes_strides(ty):
+            strides = [params.pop(0) for _ in range(ty.ndim)]
+        else:
+            strides = _contiguous_strides(builder, shape, itemsize, ty.layout)
+        ary = make_array(ty)(context, builder)
         nitems = context.get_constant(types.intp, 1)
         for s in shape:
             nitems = builder.mul(nitems, s)
@@ -93,3 +103,15 @@ def rebuild(context, builder, ty, params):
     if isinstance(ty, types.Omitted):
         return context.get_dummy_value()
     return cgutils.get_null_value(context.get_value_type(ty))
+
+
+def _contiguous_strides(builder, shape, itemsize, layout):
+    """Byte strides of a contiguous array of ``shape``: row-major for 'C', column-major for 'F'."""
+    i64 = ir.IntType(64)
+    strides = [None] * len(shape)
+    acc = ir.Constant(i64, itemsize)
+    axes = range(len(shape) - 1, -1, -1) if layout == "C" else range(len(shape))
+    for ax in axes:
+        strides[ax] = acc
+        acc = builder.mul(acc, shape[ax])
+    return strides

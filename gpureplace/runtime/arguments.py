@@ -39,11 +39,17 @@ def _layout(shape, strides, itemsize):
     return "F" if f else "A"
 
 
+def _array(dt, ptr, shape, strides):
+    """Key and values of an array: contiguous layouts pass no strides (``compiler.abi``)."""
+    layout = _layout(shape, strides, dt.itemsize)
+    key = ("array", dt, len(shape), layout)
+    if layout == "A":
+        return key, (ptr, *shape, *strides)
+    return key, (ptr, *shape)
+
+
 def _cupy_handler(a):
-    dt = a.dtype
-    shape, strides = a.shape, a.strides
-    return (("array", dt, len(shape), _layout(shape, strides, dt.itemsize)),
-            (a.data.ptr, *shape, *strides))
+    return _array(a.dtype, a.data.ptr, a.shape, a.strides)
 
 
 def _torch_handler(t):
@@ -52,8 +58,7 @@ def _torch_handler(t):
     dt = _torch_dtype(t.dtype)
     shape = tuple(t.shape)
     strides = tuple(s * dt.itemsize for s in t.stride())
-    return (("array", dt, len(shape), _layout(shape, strides, dt.itemsize)),
-            (t.data_ptr(), *shape, *strides))
+    return _array(dt, t.data_ptr(), shape, strides)
 
 
 _TORCH_DTYPES = {}
@@ -87,9 +92,7 @@ def _cai_handler(obj):
             strides.append(acc)
             acc *= n
         strides = tuple(reversed(strides))
-    ptr = cai["data"][0] or 0
-    return (("array", dt, len(shape), _layout(shape, strides, dt.itemsize)),
-            (ptr, *shape, *tuple(strides)))
+    return _array(dt, cai["data"][0] or 0, shape, tuple(strides))
 
 
 def _dlpack_handler(obj):

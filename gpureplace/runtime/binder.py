@@ -35,15 +35,30 @@ def _checks(args, keys):
         if handler is arguments._cupy_handler:
             _, dt, ndim, layout = key
             env[f"D{i}"] = dt
-            lines += [f"if type({v}) is not C{i}: return None",
-                      f"{v}_d = {v}.dtype",
-                      f"if {v}_d is not D{i} and {v}_d != D{i}: return None",
+            flag = {"C": "_c_contiguous", "F": "_f_contiguous"}.get(layout)
+            if flag is not None and not isinstance(getattr(arg, flag, None), bool):
+                flag = None                       # a CuPy without the flag: compare strides
+            dtype_differs = f"({v}.dtype is not D{i} and {v}.dtype != D{i})"
+            if flag is not None and ndim <= 1:
+                # The common case, in one test: a contiguous vector (or 0-d array), whose size is
+                # its only shape field; contiguous arrays pass no strides.
+                lines.append(f"if type({v}) is not C{i} or {dtype_differs} or not {v}.{flag} "
+                             f"or {v}.ndim != {ndim}: return None")
+                outs += [f"{v}.data.ptr"] + ([f"{v}.size"] if ndim else [])
+                continue
+            lines += [f"if type({v}) is not C{i} or {dtype_differs}: return None",
                       f"{v}_sh = {v}.shape",
-                      f"{v}_st = {v}.strides",
-                      f"if len({v}_sh) != {ndim}: return None",
-                      f"if not ({_layout_check(v, ndim, layout, dt.itemsize)}): return None"]
-            outs += [f"{v}.data.ptr"] + [f"{v}_sh[{k}]" for k in range(ndim)] + \
-                    [f"{v}_st[{k}]" for k in range(ndim)]
+                      f"if len({v}_sh) != {ndim}: return None"]
+            if flag is not None:
+                lines.append(f"if not {v}.{flag}: return None")
+            elif layout != "A":
+                lines += [f"{v}_st = {v}.strides",
+                          f"if not ({_layout_check(v, ndim, layout, dt.itemsize)}): return None"]
+            else:
+                lines.append(f"{v}_st = {v}.strides")
+            outs += [f"{v}.data.ptr"] + [f"{v}_sh[{k}]" for k in range(ndim)]
+            if layout == "A":
+                outs += [f"{v}_st[{k}]" for k in range(ndim)]
         elif handler is arguments._torch_handler:
             _, dt, ndim, layout = key
             env[f"T{i}"] = arg.dtype
@@ -51,12 +66,17 @@ def _checks(args, keys):
             lines += [f"if type({v}) is not C{i} or {v}.dtype is not T{i} or not {v}.is_cuda: "
                       f"return None",
                       f"{v}_sh = {v}.shape",
-                      f"if len({v}_sh) != {ndim}: return None",
-                      f"{v}_st = tuple(s * {isz} for s in {v}.stride())" if ndim > 1 else
-                      f"{v}_st = ({v}.stride(0) * {isz},)",
-                      f"if not ({_layout_check(v, ndim, layout, isz)}): return None"]
-            outs += [f"{v}.data_ptr()"] + [f"{v}_sh[{k}]" for k in range(ndim)] + \
-                    [f"{v}_st[{k}]" for k in range(ndim)]
+                      f"if len({v}_sh) != {ndim}: return None"]
+            if layout == "C":
+                lines.append(f"if not {v}.is_contiguous(): return None")
+            else:
+                lines.append(f"{v}_st = tuple(s * {isz} for s in {v}.stride())" if ndim > 1 else
+                             f"{v}_st = ({v}.stride(0) * {isz},)")
+                if layout == "F":
+                    lines.append(f"if not ({_layout_check(v, ndim, layout, isz)}): return None")
+            outs += [f"{v}.data_ptr()"] + [f"{v}_sh[{k}]" for k in range(ndim)]
+            if layout == "A":
+                outs += [f"{v}_st[{k}]" for k in range(ndim)]
         elif handler in (arguments._int_handler, arguments._float_handler,
                          arguments._bool_handler):
             lines.append(f"if type({v}) is not C{i}: return None")
