@@ -1,9 +1,14 @@
 """gpureplace: Python GPU kernels that stay true to the notebook.
 
     from gpureplace import cuda, override, Context, default_context, libdevice
+    gpureplace.graph(fn, *args) / with gpureplace.capture() as g: ...   (CUDA graphs)
 """
 
 __version__ = "0.1.0"
+
+# CUDA start-up and the libdevice parse run in a background thread while Numba is imported below.
+from .runtime import warmup as _warmup  # noqa: E402
+_warmup.start()
 
 from .dispatch import (Context, builtin_context, default_context, fastmath_context,  # noqa: F401,E402
                        override)
@@ -11,6 +16,7 @@ from .dispatch import builtin as _builtin  # noqa: F401,E402  (fills the built-i
 from .errors import CompileError, GPUReplaceError, LaunchError  # noqa: F401,E402
 from . import cuda, libdevice  # noqa: F401,E402
 from .tracking import cache  # noqa: F401,E402
+from .cudagraph import Graph, GraphCaptureError, GraphStaleError, capture, graph  # noqa: F401,E402
 from .config import settings  # noqa: F401,E402
 
 

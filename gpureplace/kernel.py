@@ -10,6 +10,7 @@ import weakref
 
 from numba.core import sigutils, types
 
+from . import cudagraph as _graph
 from .compiler import driver
 from .compiler.kernel import compile_kernel, ptx_isa
 from .config import settings
@@ -239,14 +240,22 @@ class GPUFunction:
                           f"{self.__name__}[blocks, threads](...)")
 
     def _launch(self, config, args):
+        rec = _graph.recorder()
         if settings.launch_backend() == "simulator":
+            if rec is not None:
+                return rec.add(self, config, args)          # run when the graph is replayed
             from . import simulator
             return simulator.launch(self, config.grid, config.block, config.stream,
                                     config.shared, args)
         keys, values, entry = self._resolve(args)
-        # The next launches with these argument types skip all of this (runtime/binder.py).
-        self._launcher_class.__call__ = make_fast_launch(args, keys, entry, world.age,
-                                                         _Launcher.general, launch.retry_errors())
+        if rec is None:
+            # The next launches with these argument types skip all of this (runtime/binder.py).
+            self._launcher_class.__call__ = make_fast_launch(
+                args, keys, entry, world.age, _Launcher.general, launch.retry_errors())
+        else:
+            # Capturing a graph: every launch comes here (no fast path while it lasts) so the
+            # graph knows each specialisation it holds.
+            rec.add(self, config, args, keys, entry.device_id, entry)
         if entry.spec.uses_printf:
             launch.note_printf()
         entry.launch(config.grid, config.block, config.stream_ptr(), config.shared, values)
@@ -383,6 +392,9 @@ class PreparedLaunch:
             self._call = lambda: kernel._launch(cfg, self.args)
             return
         keys, values, entry = kernel._resolve(self.args)
+        rec = _graph.recorder()
+        if rec is not None:
+            rec.add(kernel, cfg, self.args, keys, entry.device_id, entry)
         try:
             data = _struct.pack(entry.spec.param_format, *values)
         except _struct.error as exc:
@@ -405,7 +417,8 @@ class PreparedLaunch:
             run(fn, gx, gy, gz, bx, by, bz, shared, stream, 0, extra_ptr)
 
         self._call = call
-        self._age = world.age
+        # While a graph is being captured, each call binds again so the graph records it.
+        self._age = world.age if rec is None else -1
 
     def __call__(self):
         if self._age is not None and self._age != world.age:

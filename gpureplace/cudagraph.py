@@ -1,0 +1,281 @@
+"""CUDA graphs of gpureplace launches: capture a sequence of launches once, replay it in one call.
+
+    g = gpureplace.graph(step, x, y)      # captures step(x, y); nothing runs yet
+    g()                                   # one cudaGraphLaunch on the current stream
+    g.launch(stream=s)
+
+    with gpureplace.capture() as g:       # the same for a block of code
+        k1[blocks, threads](x)
+        k2[blocks, threads](x, y)
+    g()
+
+A graph stays true to the notebook like a launch does.  It remembers the specialisation behind
+each launch it captured; when the world moves (a cell redefined something), its next replay
+revalidates them, and if one was redefined it captures again with the new code before it
+launches: ``graph(fn, ...)`` by calling ``fn`` again, the ``with`` form by issuing its recorded
+launches again (possible when they were all the graph held; otherwise the replay raises
+``GraphStaleError`` naming the kernel, and never runs the old code).
+
+Arguments are bound at capture, as in any CUDA graph: arrays must stay alive and are read in place
+(the graph keeps references to them), and rebinding a Python name does not reach the graph.
+Launches inside a capture must use the current stream (no explicit stream in ``[grid, block,
+stream]``); host synchronisation (``.get()``, ``synchronize``) is not allowed while capturing.
+With the CPU simulator as backend, capturing records the launches and replaying runs them.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from .config import settings
+from .errors import GPUReplaceError, LaunchError
+from .runtime import device as _device
+from .runtime import launch
+from .tracking import world
+
+
+class GraphCaptureError(GPUReplaceError, RuntimeError):
+    """Capturing a graph failed (an operation that is not allowed during stream capture...)."""
+
+
+class GraphStaleError(GPUReplaceError, RuntimeError):
+    """A graph's kernel was redefined and the graph cannot capture itself again."""
+
+
+_tls = threading.local()
+
+
+def recorder():
+    """The capture in progress in this thread, or None (read by the general launch path)."""
+    return getattr(_tls, "recording", None)
+
+
+class _Launch:
+    """One captured launch: what to issue again, and the loaded specialisation it used."""
+
+    __slots__ = ("kernel", "config", "args", "keys", "device", "entry")
+
+    def __init__(self, kernel, config, args, keys=None, device=None, entry=None):
+        self.kernel, self.config, self.args = kernel, config, tuple(args)
+        self.keys, self.device, self.entry = keys, device, entry
+
+    def current_entry(self):
+        """The specialisation a launch with these arguments would use now (revalidated)."""
+        kernel = self.kernel
+        cache_key = (tuple(self.keys), self.device)
+        entry = kernel._launch_cache.get(cache_key)
+        if entry is None or entry.spec.world != world.age:
+            launch.ensure_context(self.device)
+            entry = kernel._prepare(self.keys, self.device, cache_key, entry)
+        return entry
+
+
+class _Recording:
+    def __init__(self, stream_ptr, defer):
+        self.stream_ptr = stream_ptr
+        self.defer = defer              # simulator: record instead of running
+        self.launches = []
+
+    def add(self, kernel, config, args, keys=None, device=None, entry=None):
+        explicit = getattr(config, "_stream_ptr", None)
+        if explicit is not None and explicit != self.stream_ptr:
+            raise LaunchError(f"{kernel.__qualname__}: a launch inside a graph capture must use "
+                              f"the current stream; this one names its own stream "
+                              f"({config.stream!r}), which the graph would not capture")
+        self.launches.append(_Launch(kernel, config, args, keys, device, entry))
+
+
+def graph(fn, *args, **kwargs):
+    """Capture ``fn(*args, **kwargs)`` -- the launches it makes -- into a :class:`Graph`."""
+    if not callable(fn):
+        raise TypeError(f"graph() takes the function that makes the launches, got {fn!r}")
+    return Graph(lambda: fn(*args, **kwargs), getattr(fn, "__qualname__", repr(fn)))
+
+
+class capture:  # noqa: N801 - used as ``with gpureplace.capture() as g``
+    """``with gpureplace.capture() as g:`` captures the block's launches into the Graph ``g``."""
+
+    def __init__(self):
+        self.graph = None
+
+    def __enter__(self):
+        self.graph = Graph(None, "with gpureplace.capture()")
+        self.graph._begin()
+        return self.graph
+
+    def __exit__(self, exc_type, exc, tb):
+        self.graph._end(failed=exc_type is not None)
+        return False
+
+
+class Graph:
+    """A captured sequence of launches: ``g()`` / ``g.launch(stream)`` replays it."""
+
+    def __init__(self, body, name):
+        self._body = body
+        self.name = name
+        self.recaptures = 0
+        self._launches = []
+        self._graph = None
+        self._age = None
+        self._complete = False
+        self._state = None
+        if body is not None:
+            self._capture(body)
+
+    # -- capturing --------------------------------------------------------------------------------
+    def _capture(self, body):
+        self._begin()
+        try:
+            body()
+        except BaseException:
+            self._end(failed=True)
+            raise
+        self._end(failed=False)
+
+    def _begin(self):
+        if recorder() is not None:
+            raise GraphCaptureError("graph captures cannot be nested")
+        simulated = settings.launch_backend() == "simulator"
+        stream = None
+        if not simulated:
+            launch.require_device()
+            cp = _device.cupy_module()
+            self.device = _device.current_device()
+            launch.ensure_context(self.device)
+            stream = cp.cuda.Stream(non_blocking=True)
+        rec = _Recording(stream.ptr if stream is not None else None, simulated)
+        # Cached launches check the world age first: moving it sends every launch of the capture
+        # through the general path, where the recorder sees it (and prepared launches re-bind to
+        # the capturing stream; the second bump in _end sends them back to their own).
+        world.bump()
+        _tls.recording = rec
+        if stream is not None:
+            self._state = (rec, stream, stream.__enter__())
+            try:
+                stream.begin_capture()
+            except BaseException:
+                self._state = None
+                _tls.recording = None
+                stream.__exit__(None, None, None)
+                raise
+        else:
+            self._state = (rec, None, None)
+
+    def _end(self, failed):
+        rec, stream, _ = self._state
+        self._state = None
+        _tls.recording = None
+        world.bump()
+        captured = None
+        if stream is not None:
+            try:
+                captured = stream.end_capture()
+            except Exception as exc:
+                if failed:          # the body's own error explains it; the capture is dropped
+                    captured = None
+                else:
+                    raise GraphCaptureError(
+                        f"capturing {self.name} failed: {exc} (host synchronisation such as "
+                        f".get() or synchronize(), and launches on other streams, are not "
+                        f"allowed while capturing)") from exc
+            finally:
+                stream.__exit__(None, None, None)
+        if failed:
+            return
+        self._launches = rec.launches
+        self._graph = captured
+        self._printf = any(getattr(getattr(rl.entry, "spec", None), "uses_printf", False)
+                           for rl in rec.launches)
+        self._complete = captured is None or _node_count(captured) == len(rec.launches)
+        if captured is not None:
+            self._exec = captured.graphExec
+            captured.upload()
+        self._age = world.age
+
+    # -- replaying --------------------------------------------------------------------------------
+    def launch(self, stream=None):
+        """Replay the graph on ``stream`` (default: CuPy's current stream)."""
+        if self._age is None:
+            raise GraphCaptureError(f"{self.name}: the graph was never captured (its capture "
+                                    f"raised, or the with block has not ended)")
+        if self._graph is None:                       # simulator: run the recorded launches
+            for rl in self._launches:
+                rl.kernel._launch(rl.config, rl.args)
+            return
+        if self._age != world.age:
+            self._revalidate()
+        if _device.current_device() != self.device:
+            raise LaunchError(f"{self.name}: the graph was captured on device {self.device}; "
+                              f"the current device is {_device.current_device()}")
+        if self._printf:
+            launch.note_printf()
+        _device.cupy_module().cuda.runtime.graphLaunch(self._exec, launch.stream_ptr(stream))
+
+    __call__ = launch
+
+    def _revalidate(self):
+        """After the world moved: capture again if a launched specialisation changed."""
+        for rl in self._launches:
+            if rl.current_entry() is not rl.entry:
+                break
+        else:
+            self._age = world.age
+            return
+        name = rl.kernel.__qualname__
+        body = self._body
+        if body is None:
+            if not self._complete:
+                why = getattr(rl.kernel, "_stale_reason", None)
+                raise GraphStaleError(
+                    f"{self.name}: kernel {name} changed since the capture"
+                    f"{f' ({why})' if why else ''}, and the graph also holds work that "
+                    f"gpureplace did not launch, so it cannot capture itself again: run the with "
+                    f"block again, or capture with gpureplace.graph(fn, ...), which calls fn again")
+            old = self._launches
+
+            def body():                   # issue the recorded launches again
+                for each in old:
+                    cfg = each.config
+                    each.kernel[cfg.grid, cfg.block, None, cfg.shared](*each.args)
+        self._capture(body)
+        self.recaptures += 1
+
+    # -- reflection -------------------------------------------------------------------------------
+    @property
+    def kernels(self):
+        """The launches captured, in order: ``[(kernel name, argument types), ...]``."""
+        out = []
+        for rl in self._launches:
+            spec = getattr(rl.entry, "spec", None)
+            out.append((rl.kernel.__qualname__, spec.argtypes if spec is not None else None))
+        return out
+
+    def __len__(self):
+        return len(self._launches)
+
+    def __repr__(self):
+        return f"<gpureplace Graph {self.name}: {len(self._launches)} launch(es)>"
+
+
+def _node_count(captured):
+    """Number of nodes in a captured cudaGraph (driver API; None when it cannot be asked)."""
+    try:
+        import ctypes
+        lib = _libcuda()
+        count = ctypes.c_size_t(0)
+        if lib.cuGraphGetNodes(ctypes.c_void_p(captured.graph), None, ctypes.byref(count)) != 0:
+            return None
+        return count.value
+    except Exception:
+        return None
+
+
+_LIBCUDA = []
+
+
+def _libcuda():
+    if not _LIBCUDA:
+        import ctypes
+        _LIBCUDA.append(ctypes.CDLL("libcuda.so.1"))
+    return _LIBCUDA[0]
