@@ -60,7 +60,15 @@ def main():
     launcher = k[1, 32]
     launchers["gpureplace"] = (lambda: launcher(x, 1.0), sync)
     launchers["gpureplace_index_each_time"] = (lambda: k[1, 32](x, 1.0), sync)
-    launchers["gpureplace_prepared"] = (k[1, 32].prepare(x, 1.0), sync)
+    prepared = k[1, 32].prepare(x, 1.0)
+    launchers["gpureplace_prepared"] = (prepared, sync)
+    # The floor under any launch from Python: CuPy's binding of cuLaunchKernel called directly
+    # with a parameter buffer packed once (what a prepared launch does, minus its age check).
+    entry, params = prepared._keep
+    drv = cp.cuda.driver.launchKernel
+    fn_ptr, extra = entry.fn_ptr, params.extra_ptr
+    launchers["cuLaunchKernel_floor"] = (
+        lambda: drv(fn_ptr, 1, 1, 1, 32, 1, 1, 0, 0, 0, extra), sync)
 
     try:
         import torch
@@ -101,6 +109,24 @@ def main():
         print("triton: skipped:", type(exc).__name__, exc, file=sys.stderr)
 
     results = measure_all(launchers, args.n)
+
+    # CUDA graphs: a sequence of GRAPH_N launches captured once and replayed in one call; the
+    # cost is per kernel in the sequence.  CuPy's own stream capture of the same RawKernel
+    # launches is the peer.
+    import gpureplace
+    graph_n = 10
+    gp_graph = gpureplace.graph(lambda: [launcher(x, 1.0) for _ in range(graph_n)])
+    cs = cp.cuda.Stream(non_blocking=True)
+    with cs:
+        cs.begin_capture()
+        for _ in range(graph_n):
+            raw((1,), (32,), (x, a32))
+        cp_graph = cs.end_capture()
+    cp_graph.upload()
+    per_graph = measure_all({"gpureplace": (gp_graph, sync), "cupy": (cp_graph.launch, sync)},
+                            args.n // graph_n, 5)
+    results[f"gpureplace_graph_of_{graph_n}_per_kernel"] = per_graph["gpureplace"] / graph_n
+    results[f"cupy_graph_of_{graph_n}_per_kernel"] = per_graph["cupy"] / graph_n
     # Launch cost against the number of array arguments (each plus one scalar), and with 1,000
     # tracked bindings (the redefinition check must add nothing to a cached launch).
     sweep = {}

@@ -88,6 +88,18 @@ def md_launch(data):
     lines = ["| launcher | µs / launch | vs CuPy RawKernel |", "|---|---:|---:|"]
     for name, us in data["us_per_launch"].items():
         lines.append(f"| {name} | {us:.2f} | {data['ratio_to_cupy'][name]:.2f}x |")
+    sweep = data.get("by_array_count")
+    if sweep:
+        lines += ["", "Launch cost by number of array arguments (each kernel also takes a scalar):",
+                  "", "| arrays | CuPy RawKernel µs | gpureplace µs | ratio |", "|---:|---:|---:|---:|"]
+        for n, r in sweep.items():
+            lines.append(f"| {n} | {r['cupy']:.2f} | {r['gpureplace']:.2f} | "
+                         f"{r['gpureplace'] / r['cupy']:.2f}x |")
+    tracked = data.get("with_1000_tracked_bindings_us")
+    if tracked is not None:
+        base = data["us_per_launch"].get("gpureplace")
+        lines.append(f"\nWith 1,000 tracked bindings: {tracked:.2f} µs per launch "
+                     f"(without: {base:.2f} µs).")
     return "\n".join(lines)
 
 
