@@ -158,3 +158,73 @@ def test_fused_launch_packs_parameters_and_launches_once():
     world.bump()
     assert fast(_Cfg(), x, 3.5) == "general"
     assert len(handed_over) == 6
+
+
+class _Counting(ndarray):
+    """Counts reads of the data pointer (what a remembered array skips)."""
+    __module__ = "cupy._core.core"
+    reads = 0
+
+    @property
+    def data(self):
+        type(self).reads += 1
+        return self._mem
+
+    @data.setter
+    def data(self, mem):
+        self._mem = mem
+
+
+_Counting.__name__ = "ndarray"
+
+
+def _fast(args):
+    from gpureplace.runtime import binder
+    from gpureplace.tracking import world
+    keys = [arguments.value_key(a)[0] for a in args]
+    fmt = "@" + "".join("Q" + "q" * a.ndim if hasattr(a, "ndim") else "d" for a in args)
+    loaded = _FakeLoaded(fmt)
+    handed = []
+    fast = binder.make_fast_launch(tuple(args), keys, loaded, world.age,
+                                   lambda cfg, a: handed.append(a) or "general")
+    return fast, loaded, handed
+
+
+def test_the_array_of_the_last_launch_is_remembered_not_reread():
+    import gc
+    import weakref
+    x = _Counting((8,), np.float32, ptr=0x100)
+    fast, loaded, handed = _fast([x, 1.0])
+    _Counting.reads = 0
+    for _ in range(3):
+        fast(_Cfg(), x, 2.0)
+    assert _Counting.reads == 1                      # read once, then remembered
+    assert loaded.packer.unpack(loaded.buffer.raw) == (0x100, 8, 2.0)
+    y = _Counting((5,), np.float32, ptr=0x200)       # another array: checked and packed
+    fast(_Cfg(), y, 3.0)
+    assert loaded.packer.unpack(loaded.buffer.raw) == (0x200, 5, 3.0)
+    fast(_Cfg(), x, 4.0)
+    assert loaded.packer.unpack(loaded.buffer.raw) == (0x100, 8, 4.0)
+    assert not handed
+    # an in-place reshape (CuPy's shape setter) is noticed: another rank takes the general path
+    x.shape, x.ndim = (2, 4), 2
+    assert fast(_Cfg(), x, 1.0) == "general"
+    # remembering keeps nothing alive
+    probe = weakref.ref(y)
+    fast(_Cfg(), y, 1.0)
+    del y
+    gc.collect()
+    assert probe() is None
+
+
+def test_a_remembered_matrix_notices_a_new_shape():
+    m = _Counting((4, 6), np.float64, ptr=0x300)
+    fast, loaded, handed = _fast([m])
+    fast(_Cfg(), m)
+    assert loaded.packer.unpack(loaded.buffer.raw) == (0x300, 4, 6)
+    m.shape = (6, 4)                                  # same object, same size, new shape
+    m.strides = (32, 8)
+    fast(_Cfg(), m)
+    assert loaded.packer.unpack(loaded.buffer.raw) == (0x300, 6, 4)
+    f = _Counting((4, 6), np.float64, strides=(8, 32))     # 'F': not this specialisation
+    assert fast(_Cfg(), f) == "general" and len(handed) == 1

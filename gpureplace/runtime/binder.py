@@ -25,9 +25,19 @@ def _layout_check(v, ndim, layout, itemsize):
     return " and ".join(terms) or "True"
 
 
-def _checks(args, keys):
-    """Source lines that return ``fail`` unless the arguments match, and the value expressions."""
+def _nothing():
+    return None
+
+
+def _checks(args, keys, remember=False):
+    """Source lines that return ``fail`` unless the arguments match, and the value expressions.
+
+    With ``remember``, contiguous CuPy arrays are remembered between calls (see
+    ``_remembered_array``): the list ``_S`` in the returned environment holds one entry per
+    argument.
+    """
     lines, env, outs = [], {"_value_key": arguments.value_key}, []
+    remembered = []
     for i, (arg, key) in enumerate(zip(args, keys)):
         v = f"a{i}"
         handler = arguments.handler_of(arg)
@@ -39,6 +49,12 @@ def _checks(args, keys):
             if flag is not None and not isinstance(getattr(arg, flag, None), bool):
                 flag = None                       # a CuPy without the flag: compare strides
             dtype_differs = f"({v}.dtype is not D{i} and {v}.dtype != D{i})"
+            if flag is not None and remember and _weakrefable(arg):
+                remembered.append(i)
+                body, out = _remembered_array(v, i, ndim, flag, dtype_differs)
+                lines += body
+                outs.append(out)
+                continue
             if flag is not None and ndim <= 1:
                 # The common case, in one test: a contiguous vector (or 0-d array), whose size is
                 # its only shape field; contiguous arrays pass no strides.
@@ -90,7 +106,45 @@ def _checks(args, keys):
             lines += [f"{v}_k, {v}_v = _value_key({v})",
                       f"if {v}_k != K{i}: return None"]
             outs.append(f"*{v}_v")
+    if remember:
+        import weakref
+        env.update(_S=[(_nothing, (), ())] * len(args), _ref=weakref.ref)
     return lines, env, outs
+
+
+def _weakrefable(arg):
+    import weakref
+    try:
+        weakref.ref(arg)
+    except TypeError:
+        return False
+    return True
+
+
+def _remembered_array(v, i, ndim, flag, dtype_differs):
+    """Lines for a contiguous CuPy array that skip its checks when it is the array of the last
+    call: ``_S[i]`` holds a weak reference to that array, its parameter values and its shape.
+
+    A CuPy array's dtype, data pointer, size and strides cannot be assigned; only ``shape`` can
+    (an in-place reshape that keeps the size), so the same object with the same shape (for a
+    vector: the same rank) has the same parameters.  The weak reference keeps nothing alive;
+    reading the entry in one step keeps it consistent when threads race.
+    """
+    if ndim <= 1:
+        same = f"{v}.ndim != {ndim}"
+        fresh = [f"    if type({v}) is not C{i} or {dtype_differs} or not {v}.{flag} or "
+                 f"{v}.ndim != {ndim}: return None",
+                 f"    {v}_vals = ({v}.data.ptr, {f'{v}.size' if ndim else ''})",
+                 f"    _S[{i}] = (_ref({v}), {v}_vals, None)"]
+    else:
+        same = f"{v}.shape != {v}_sh"
+        fresh = [f"    if type({v}) is not C{i} or {dtype_differs}: return None",
+                 f"    {v}_sh = {v}.shape",
+                 f"    if len({v}_sh) != {ndim} or not {v}.{flag}: return None",
+                 f"    {v}_vals = ({v}.data.ptr, *{v}_sh)",
+                 f"    _S[{i}] = (_ref({v}), {v}_vals, {v}_sh)"]
+    return ([f"{v}_r, {v}_vals, {v}_sh = _S[{i}]",
+             f"if {v}_r() is not {v} or {same}:", *fresh], f"*{v}_vals")
 
 
 def _build(name, params, lines, env, tail):
@@ -127,7 +181,7 @@ def make_fast_launch(args, keys, loaded, age, general, retry=()):
     from ..tracking import world
     from . import launch
     n = len(args)
-    lines, env, outs = _checks(args, keys)
+    lines, env, outs = _checks(args, keys, remember=True)
     lines = [line.replace("return None", "return _general(cfg, args)") for line in lines]
     env.update(_world=world, _general=general, _retry=(struct.error,) + tuple(retry),
                _acquire=loaded.lock.acquire, _release=loaded.lock.release,
