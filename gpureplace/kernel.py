@@ -377,7 +377,13 @@ class PreparedLaunch:
     recompiles if needed and packs again.
     """
 
-    __slots__ = ("config", "args", "_age", "_call", "_keep")
+    def __new__(cls, config, args):
+        # Each prepared launch gets a class of its own, whose ``__call__`` is generated code
+        # with the launch's values as constants (see _bind).
+        own = type("PreparedLaunch", (cls,), {"__slots__": ()})
+        return object.__new__(own)
+
+    __slots__ = ("config", "args", "_age", "_keep", "__weakref__")
 
     def __init__(self, config, args):
         self.config = config
@@ -389,7 +395,7 @@ class PreparedLaunch:
         cfg, kernel = self.config, self.config.kernel
         if settings.launch_backend() == "simulator":
             self._age = None
-            self._call = lambda: kernel._launch(cfg, self.args)
+            type(self).__call__ = type(self).launch = PreparedLaunch._simulate
             return
         keys, values, entry = kernel._resolve(self.args)
         rec = _graph.recorder()
@@ -401,29 +407,35 @@ class PreparedLaunch:
             raise LaunchError(f"{kernel.__qualname__}: an argument does not fit its parameter "
                               f"type: {exc}") from None
         params = launch.ParamBuffer(len(data), data)
-        extra_ptr = params.extra_ptr
-        gx, gy, gz, bx, by, bz, shared = cfg.dims
         stream = cfg.stream_ptr()
-        fn, run = entry.fn_ptr, entry.launch_kernel
-        if shared > entry._dynamic_smem_limit:
-            entry.function.max_dynamic_shared_size_bytes = shared
-            entry._dynamic_smem_limit = shared
-        printf = entry.spec.uses_printf
+        if cfg.shared > entry._dynamic_smem_limit:
+            entry.function.max_dynamic_shared_size_bytes = cfg.shared
+            entry._dynamic_smem_limit = cfg.shared
         self._keep = (entry, params)                  # what the raw pointers point into
-
-        def call():
-            if printf:
-                launch.note_printf()
-            run(fn, gx, gy, gz, bx, by, bz, shared, stream, 0, extra_ptr)
-
-        self._call = call
         # While a graph is being captured, each call binds again so the graph records it.
         self._age = world.age if rec is None else -1
+        # One call, with every value a constant: nothing to look up but the world age.
+        dims = ", ".join(str(int(d)) for d in cfg.dims)
+        go = (("    _note_printf()\n" if entry.spec.uses_printf else "")
+              + f"    _run({int(entry.fn_ptr)}, {dims}, {int(stream)}, 0, "
+                f"{int(params.extra_ptr)})\n")
+        src = (f"def __call__(self):\n    if _world.age != {self._age}: return self._rebind()\n"
+               f"{go}\ndef _go(self):\n{go}")
+        env = {"_world": world, "_run": entry.launch_kernel, "_note_printf": launch.note_printf}
+        exec(compile(src, "<gpureplace prepared launch>", "exec"), env)
+        own = type(self)
+        own.__call__ = own.launch = env["__call__"]
+        own._go = env["_go"]
 
-    def __call__(self):
-        if self._age is not None and self._age != world.age:
-            self._bind()
-        self._call()
+    def _rebind(self):
+        self._bind()
+        type(self)._go(self)
+
+    def _simulate(self):
+        self.config.kernel._launch(self.config, self.args)
+
+    def __call__(self):           # replaced per instance by _bind
+        raise AssertionError("unbound prepared launch")
 
     launch = __call__
 
