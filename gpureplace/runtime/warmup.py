@@ -1,9 +1,11 @@
 """Start-up work done in a background thread while Python imports Numba.
 
-A fresh process's first kernel waits for three slow things: importing Numba, starting the CUDA
-driver, and parsing libdevice.  The last two run mostly outside the GIL (in the driver, and in
-LLVM through ctypes), so ``import gpureplace`` starts them in a thread and imports Numba
-meanwhile; whatever needs their results later waits only for what is left of them.
+A fresh process's first kernel waits for four slow things: importing Numba, starting the CUDA
+driver, creating the device's context, and parsing libdevice.  The last three run mostly outside
+the GIL (in the driver, and in LLVM through ctypes), so ``import gpureplace`` starts them in a
+thread and imports Numba meanwhile; whatever needs their results later waits only for what is
+left of them.  The context is made ahead only when the process sees exactly one GPU (with more,
+the program may choose another one, and a context costs device memory).
 
 Set ``GPUREPLACE_EAGER_INIT=0`` to do everything lazily instead (nothing touches the GPU before
 the first launch or compile), e.g. in a process that forks workers before using CUDA.
@@ -44,6 +46,8 @@ def _work(gpu):
         if device.available():
             device.arch_of(device.current_device())
             device.driver_version()
+            if device.device_count() == 1:
+                device.cupy_module().cuda.runtime.free(0)     # creates the primary context
     except Exception:       # no usable GPU: launching says so
         pass
 
