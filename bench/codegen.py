@@ -72,6 +72,16 @@ def saxpy(a, x, y, out):
 
 
 @cuda.jit
+def saxpy_stride(a, x, y, out):
+    """saxpy as a grid-stride loop over a grid sized to the GPU (several loads in flight)."""
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < out.size:
+        out[i] = a * x[i] + y[i]
+        i += stride
+
+
+@cuda.jit
 def chain_sin(x, out, step):
     i = cuda.grid(1)
     if i < x.size:
@@ -176,6 +186,16 @@ extern "C" __global__ void saxpy(float a, const float* x, const float* y, float*
 }
 '''
 
+SAXPY_STRIDE_C = r'''
+extern "C" __global__ void saxpy_stride(float a, const float* x, const float* y, float* out,
+                                        long long n)
+{
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        out[i] = a * x[i] + y[i];
+}
+'''
+
 CHAIN_C = r'''
 extern "C" __global__ void chain_@FN@_@T@(const @T@* x, @T@* out, @T@ step, long long n)
 {
@@ -261,7 +281,7 @@ def chain_c(fn, dtype):
 
 def cuda_c_sources():
     """(label, source, kernel name) of every CUDA C kernel."""
-    out = [("saxpy", SAXPY_C, "saxpy")]
+    out = [("saxpy", SAXPY_C, "saxpy"), ("saxpy_stride", SAXPY_STRIDE_C, "saxpy_stride")]
     for fn in CHAINS:
         for dt in (np.float32, np.float64):
             src, name = chain_c(fn, dt)
@@ -279,7 +299,9 @@ def compile_plan():
     """(label, kernel, signature) of every gpureplace specialisation the benchmark launches
     (array types are what CuPy's C-contiguous arrays map to)."""
     fast = gpureplace.fastmath_context
-    plan = [("saxpy", saxpy, "void(float32, float32[::1], float32[::1], float32[::1])")]
+    plan = [("saxpy", saxpy, "void(float32, float32[::1], float32[::1], float32[::1])"),
+            ("saxpy_stride", saxpy_stride,
+             "void(float32, float32[::1], float32[::1], float32[::1])")]
     for fn, k in CHAINS.items():
         for ty in ("float32", "float64"):
             sig = f"void({ty}[::1], {ty}[::1], {ty})"
@@ -577,6 +599,16 @@ def bench_saxpy(b):
         if b.try_first_launch("numba-cuda saxpy", fn):
             launches["numba_cuda"] = fn
     dst = cp.empty_like(x)
+    # The same saxpy as a grid-stride loop over 16 blocks per SM, in both languages: how much of
+    # the copy bandwidth the one-element-per-thread form leaves is the form's, not the compiler's.
+    sblocks = 16 * b.sm_count
+    sraw = b.raw(SAXPY_STRIDE_C, "saxpy_stride")
+    sgl = saxpy_stride[sblocks, TPB]
+    outs["stride_gpureplace"] = cp.empty(n, cp.float32)
+    outs["stride_cuda_c"] = cp.empty(n, cp.float32)
+    launches["stride_gpureplace"] = lambda: sgl(a, x, y, outs["stride_gpureplace"])
+    launches["stride_cuda_c"] = lambda: sraw((sblocks,), (TPB,), (a, x, y, outs["stride_cuda_c"],
+                                                                  np.int64(n)))
     launches["copy_setitem"] = lambda: dst.__setitem__(Ellipsis, x)
     launches["copy_copyto"] = lambda: cp.copyto(dst, x)
     times, meta = b.time_group(launches)
@@ -588,11 +620,14 @@ def bench_saxpy(b):
     copy_gbs = 2 * x.nbytes / copy_ms / 1e6
     extra = {"copy_ms": copy_ms, "copy_setitem_ms": times["copy_setitem"],
              "copy_copyto_ms": times["copy_copyto"], "copy_GBps": copy_gbs}
-    for who in ("gpureplace", "cuda_c", "numba_cuda"):
+    for who in ("gpureplace", "cuda_c", "numba_cuda", "stride_gpureplace", "stride_cuda_c"):
         if who in times:
             gbs = 3 * x.nbytes / times[who] / 1e6
             extra[f"{who}_GBps"] = gbs
             extra[f"{who}_pct_of_copy"] = 100 * gbs / copy_gbs
+    for who in ("stride_gpureplace", "stride_cuda_c"):
+        checks.append(_check_vs(cp, outs[who], outs["cuda_c"], 1e-6, 1e-6,
+                                f"{who} vs CUDA C"))
     extra["timing"] = meta
     return [_row("saxpy f32", f"2^{int(math.log2(n))}", times, checks, extra=extra)]
 
@@ -865,9 +900,11 @@ def markdown(result):
         lines.append("")
         lines.append("saxpy bandwidth (3 x 4 B per element): " + ", ".join(
             f"{who} {sax[who + '_GBps']:.0f} GB/s ({sax[who + '_pct_of_copy']:.1f}% of copy)"
-            for who in ("gpureplace", "cuda_c", "numba_cuda") if who + "_GBps" in sax)
+            for who in ("gpureplace", "cuda_c", "numba_cuda", "stride_gpureplace",
+                        "stride_cuda_c") if who + "_GBps" in sax)
             + f"; device-to-device copy {sax['copy_GBps']:.0f} GB/s "
-              f"(best of `dst[...] = src` and `cupy.copyto`).")
+              f"(best of `dst[...] = src` and `cupy.copyto`); stride_*: the same saxpy as a "
+              f"grid-stride loop over 16 blocks per SM.")
     mm = next((r for r in result["rows"] if r["kernel"].startswith("tiled matmul") and
                r.get("gpureplace_TFLOPs")), None)
     if mm:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXPECTED = {"saxpy", "block_sum", "stencil5", "matmul_tiled"} | {
+EXPECTED = {"saxpy", "saxpy_stride", "block_sum", "stencil5", "matmul_tiled"} | {
     f"{fn} {tag}{fast}" for fn in ("sin", "exp", "log") for tag in ("f32", "f64")
     for fast in ("", " fastmath")}
 
