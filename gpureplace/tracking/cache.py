@@ -29,7 +29,7 @@ import threading
 from ..errors import GPUReplaceError
 from .fingerprint import fingerprint
 
-FORMAT = 3          # bumped whenever generated code changes for the same inputs
+FORMAT = 4          # bumped whenever generated code changes for the same inputs
 enabled = os.environ.get("GPUREPLACE_CACHE", "1").lower() not in ("0", "false", "no", "off")
 #: Size cap in bytes (LRU eviction beyond it).
 max_bytes = int(os.environ.get("GPUREPLACE_CACHE_MAX_BYTES", 256 << 20))

@@ -1,0 +1,208 @@
+"""Properties of the generated code that the H200 benchmark depends on (bench/codegen.py), checked
+on the PTX without a GPU.
+
+Grid-stride loops (``while i < n: ...; i += cuda.gridsize(1)``) must be runtime-unrolled 4x as
+NVVM does, without spending registers on it: the trip count needs a 64-bit division in the
+preheader, which LLVM's default SCEV expansion budget refuses, leaving one load in flight per
+iteration (the block reduction ran at 0.61x of CUDA C).  See backend.SCEV_EXPANSION_BUDGET,
+backend.RUNTIME_UNROLL_MAX_COUNT and backend.LSR_DROP_UNPROFITABLE.
+"""
+
+import os
+import re
+import subprocess
+import tempfile
+
+import numpy as np
+import pytest
+from numba import float32
+
+from conftest import PTXAS, assemble
+from gpureplace import cuda
+
+TPB = 256
+
+
+@cuda.jit
+def grid_stride_sum(x, partial):
+    buf = cuda.shared.array(TPB, float32)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    acc = float32(0.0)
+    while i < x.size:
+        acc += x[i]
+        i += stride
+    buf[t] = acc
+    cuda.syncthreads()
+    s = TPB // 2
+    while s > 0:
+        if t < s:
+            buf[t] += buf[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = buf[0]
+
+
+@cuda.jit
+def grid_stride_pairs(x, out, offset):
+    i = cuda.grid(1) * 2 + offset
+    stride = cuda.gridsize(1) * 2
+    acc = float32(0.0)
+    while i < x.size - 1:
+        acc += x[i] * x[i + 1]
+        i += stride
+    out[cuda.grid(1)] = acc
+
+
+@cuda.jit
+def grid_stride_saxpy(a, x, y, out):
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < out.size:
+        out[i] = a * x[i] + y[i]
+        i += stride
+
+
+@cuda.jit
+def grid_stride_range(x, out):
+    acc = float32(0.0)
+    for i in range(cuda.grid(1), x.size, cuda.gridsize(1)):
+        acc += x[i]
+    out[cuda.grid(1)] = acc
+
+
+@cuda.jit
+def row_sums(a, out):
+    i = cuda.grid(1)
+    if i < a.shape[0]:
+        acc = float32(0.0)
+        for j in range(a.shape[1]):
+            acc += a[i, j]
+        out[i] = acc
+
+
+def single_block_loops(ptx):
+    """The bodies (lists of lines) of loops laid out straight: a label followed, with no other
+    label in between, by a branch back to it (conditional exits on the way are allowed)."""
+    bodies = []
+    label, block = None, []
+    for raw in ptx.splitlines():
+        line = raw.strip()
+        m = re.fullmatch(r"(\$L__\w+):", line)
+        if m:
+            label, block = m.group(1), []
+            continue
+        block.append(line)
+        m = re.search(r"\bbra(?:\.uni)?\s+(\$L__\w+);", line)
+        if m:
+            if m.group(1) == label:
+                bodies.append(block)
+                label, block = None, []
+            elif not line.startswith("@"):
+                label, block = None, []           # an unconditional jump elsewhere
+    return bodies
+
+
+def loads_per_loop(ptx):
+    return sorted(sum(line.startswith("ld.global") for line in body)
+                  for body in single_block_loops(ptx))
+
+
+def registers(ptx):
+    if PTXAS is None:
+        pytest.skip("ptxas not found")
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "k.ptx")
+        with open(src, "w") as fh:
+            fh.write(ptx)
+        proc = subprocess.run([PTXAS, "-v", "-arch=sm_90", "-o", os.path.join(tmp, "k.cubin"),
+                               src], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return int(re.search(r"Used (\d+) registers", proc.stderr).group(1))
+
+
+def test_loop_finder_on_a_known_shape():
+    ptx = """
+$L__BB0_2:
+\tld.global.b32 \t%r1, [%rd1];
+\t@%p1 bra \t$L__BB0_5;
+\tld.global.b32 \t%r2, [%rd2];
+$L__BB0_4:
+\tld.global.b32 \t%r3, [%rd3];
+\tld.global.b32 \t%r4, [%rd4];
+\t@%p2 bra \t$L__BB0_4;
+$L__BB0_6:
+\tld.global.b32 \t%r5, [%rd5];
+\t@%p3 bra \t$L__BB0_5;
+\tbra.uni \t$L__BB0_6;
+$L__BB0_5:
+\tret;
+"""
+    assert loads_per_loop(ptx) == [1, 2]
+
+
+def test_grid_stride_while_loop_is_unrolled_4x():
+    ptx = grid_stride_sum.compile("void(float32[::1], float32[::1])", arch="sm_90").ptx
+    assemble(ptx)
+    # the 4x body and the remainder loop (at most 3 iterations), as nvcc makes them
+    assert loads_per_loop(ptx) == [1, 4], ptx
+    # the trip count is computed once, in the preheader (a 32-bit fast path and a 64-bit division)
+    assert re.search(r"\bdiv\.u(32|64)\b", ptx)
+    # registers stay within full occupancy for 256-thread blocks, 8 per SM (NVRTC: 26)
+    assert registers(ptx) <= 32
+
+
+def test_strided_start_and_bound_are_unrolled_too():
+    ptx = grid_stride_pairs.compile("void(float32[::1], float32[::1], int64)",
+                                    arch="sm_90").ptx
+    assemble(ptx)
+    assert max(loads_per_loop(ptx)) == 8, ptx         # 4 iterations of 2 loads
+
+
+def test_unrolled_loop_over_three_arrays_keeps_few_registers():
+    # Loop strength reduction would give each array and copy its own pointer (12 induction
+    # variables, 40 registers); nvcc chains 3 pointers (24 registers).
+    ptx = grid_stride_saxpy.compile("void(float32, float32[::1], float32[::1], float32[::1])",
+                                    arch="sm_90").ptx
+    assemble(ptx)
+    assert max(loads_per_loop(ptx)) == 8, ptx
+    assert registers(ptx) <= 32
+
+
+def test_range_grid_stride_loop_is_unrolled_4x():
+    ptx = grid_stride_range.compile("void(float32[::1], float32[::1])", arch="sm_90").ptx
+    assemble(ptx)
+    assert max(loads_per_loop(ptx)) == 4, ptx
+
+
+def test_runtime_unroll_factor_is_4_as_nvvm():
+    # LLVM's default would take 8 copies of this body
+    ptx = row_sums.compile("void(float32[:, ::1], float32[::1])", arch="sm_90").ptx
+    assemble(ptx)
+    assert max(loads_per_loop(ptx)) == 4, ptx
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [0, 1, 3, 255, 256 * 8 - 1, 256 * 8 * 4 + 5, 100_003])
+def test_unrolled_grid_stride_sum_is_exact(n):
+    """Trip counts around the unroll factor and the remainder loop: the sum of small integers is
+    exact in float32, so every element must be counted exactly once."""
+    import cupy as cp
+    blocks = 8
+    x = cp.asarray((np.arange(n) % 7).astype(np.float32))
+    partial = cp.zeros(blocks, cp.float32)
+    grid_stride_sum[blocks, TPB](x, partial)
+    assert float(cp.asnumpy(partial).sum()) == float((np.arange(n) % 7).sum())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [0, 5, 256 * 4 * 4 - 1, 256 * 4 * 4 + 3, 50_001])
+def test_unrolled_grid_stride_saxpy_writes_every_element_once(n):
+    import cupy as cp
+    x = cp.asarray(np.arange(n, dtype=np.float32))
+    y = cp.ones(n, cp.float32)
+    out = cp.full(n, -1.0, cp.float32)
+    grid_stride_saxpy[4, TPB](np.float32(2.0), x, y, out)
+    np.testing.assert_array_equal(cp.asnumpy(out), 2.0 * np.arange(n, dtype=np.float32) + 1.0)
