@@ -19,7 +19,7 @@ import llvmlite.binding as llvm
 from ..errors import LibdeviceNotFound
 
 _lock = threading.Lock()
-_parsed = None            # the whole of libdevice, parsed once, in an LLVM context of its own
+_parsed = None            # the whole of libdevice, parsed once
 _pruned = {}              # frozenset(names) -> bitcode bytes of the pruned module
 _table = None             # name -> (return llvm type str, [arg llvm type str])
 
@@ -69,11 +69,7 @@ def _load():
             from .backend import initialize_llvm
             initialize_llvm()
             with open(find_libdevice(), "rb") as fh:
-                data = fh.read()
-            # Its own context: the parse may run in the start-up thread (runtime/warmup.py) while
-            # the importing thread uses LLVM's global context; everything done with this module
-            # and its clones holds _lock.
-            _parsed = llvm.parse_bitcode(data, context=llvm.create_context())
+                _parsed = llvm.parse_bitcode(fh.read())
         return _parsed
 
 
@@ -83,9 +79,7 @@ def function_table():
     if _table is None:
         mod = _load()
         table = {}
-        with _lock:
-            fns = list(mod.functions)
-        for fn in fns:
+        for fn in mod.functions:
             if fn.is_declaration or not fn.name.startswith("__nv_"):
                 continue
             args = tuple(str(a.type) for a in fn.arguments)
@@ -143,22 +137,20 @@ def pruned_bitcode(names, reflect=None) -> bytes:
 
 def _prune(wanted, reflect):
     full = _load()
-    from .backend import pass_builder
-    with _lock:           # the clone lives in libdevice's context: one thread at a time
+    with _lock:
         mod = full.clone()
-        for fn in mod.functions:
-            if not fn.is_declaration:
-                fn.linkage = "external" if fn.name in wanted else "internal"
-        for gv in mod.global_variables:
-            if not gv.is_declaration:
-                gv.linkage = "internal"
-        pm = llvm.create_new_module_pass_manager()
-        pm.add_global_dead_code_eliminate_pass()
-        pm.add_strip_dead_prototype_pass()
-        pm.run(mod, pass_builder(0))
-        text = str(mod)
-        del mod
-    folded = llvm.parse_assembly(fold_reflect(text, reflect))
+    for fn in mod.functions:
+        if not fn.is_declaration:
+            fn.linkage = "external" if fn.name in wanted else "internal"
+    for gv in mod.global_variables:
+        if not gv.is_declaration:
+            gv.linkage = "internal"
+    pm = llvm.create_new_module_pass_manager()
+    pm.add_global_dead_code_eliminate_pass()
+    pm.add_strip_dead_prototype_pass()
+    from .backend import pass_builder
+    pm.run(mod, pass_builder(0))
+    folded = llvm.parse_assembly(fold_reflect(str(mod), reflect))
     return folded.as_bitcode()
 
 

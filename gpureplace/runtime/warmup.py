@@ -1,14 +1,15 @@
-"""Start-up work done in a background thread while Python imports Numba.
+"""CUDA start-up in a background thread while Python imports Numba.
 
-A fresh process's first kernel waits for four slow things: importing Numba, starting the CUDA
-driver, creating the device's context, and parsing libdevice.  The last three run mostly outside
-the GIL (in the driver, and in LLVM through ctypes), so ``import gpureplace`` starts them in a
-thread and imports Numba meanwhile; whatever needs their results later waits only for what is
-left of them.  The context is made ahead only when the process sees exactly one GPU (with more,
-the program may choose another one, and a context costs device memory).
+A fresh process's first kernel waits for importing Numba and for CUDA's start-up: initialising
+the driver and creating the device's primary context.  The driver calls run outside the GIL, so
+``import gpureplace`` makes them in a thread, through the driver library directly (ctypes; no
+Python work that would compete with the import for the GIL), and imports Numba meanwhile.  CuPy
+later finds the driver started and the primary context made.
 
-Set ``GPUREPLACE_EAGER_INIT=0`` to do everything lazily instead (nothing touches the GPU before
-the first launch or compile), e.g. in a process that forks workers before using CUDA.
+The context is made ahead only when the process sees exactly one GPU (with more, the program may
+choose another one, and a context costs device memory).  ``GPUREPLACE_EAGER_INIT=0`` turns all
+of this off (nothing touches the GPU before the first launch or compile), e.g. in a process that
+forks workers before using CUDA.
 """
 
 from __future__ import annotations
@@ -19,36 +20,39 @@ import threading
 _thread = None
 
 
+def enabled():
+    return (os.environ.get("GPUREPLACE_EAGER_INIT", "1").strip() != "0"
+            and os.environ.get("GPUREPLACE_BACKEND", "auto").strip().lower() != "simulator")
+
+
 def start():
     """Begin the background start-up once per process (no-op when disabled)."""
     global _thread
-    if _thread is not None or os.environ.get("GPUREPLACE_EAGER_INIT", "1").strip() == "0":
+    if _thread is not None or not enabled():
         return
-    # LLVM's target registry is set up here, in the importing thread, before anything else can
-    # use LLVM; libdevice is then parsed into an LLVM context of its own (compiler/libdevice.py).
-    from ..compiler import backend
-    backend.initialize_llvm()
-    gpu = os.environ.get("GPUREPLACE_BACKEND", "auto").strip().lower() != "simulator"
-    _thread = threading.Thread(target=_work, args=(gpu,), name="gpureplace-warmup", daemon=True)
+    _thread = threading.Thread(target=_start_cuda, name="gpureplace-cuda-start", daemon=True)
     _thread.start()
 
 
-def _work(gpu):
-    from ..compiler import libdevice
+def _start_cuda():
+    import ctypes
     try:
-        libdevice.function_table()
-    except Exception:       # not installed: the first kernel that needs it says so
-        pass
-    if not gpu:
-        return
-    from . import device
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return                      # no driver: launching says so later
     try:
-        if device.available():
-            device.arch_of(device.current_device())
-            device.driver_version()
-            if device.device_count() == 1:
-                device.cupy_module().cuda.runtime.free(0)     # creates the primary context
-    except Exception:       # no usable GPU: launching says so
+        if lib.cuInit(0) != 0:
+            return
+        count = ctypes.c_int(0)
+        if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value != 1:
+            return
+        dev = ctypes.c_int(0)
+        ctx = ctypes.c_void_p()
+        if lib.cuDeviceGet(ctypes.byref(dev), 0) == 0:
+            # The primary context, retained for the process's lifetime as CUDA's runtime (and so
+            # CuPy) keeps it: creating it is most of CUDA's start-up.
+            lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev)
+    except Exception:
         pass
 
 
