@@ -153,8 +153,8 @@ class GPUFunction:
             spec.world = age
             return True
         self._stale_reason = str(stale)
-        closure = cf.closure()
-        driver.forget([c for c in closure if deps.check(c, age) is not None])
+        # compile_device recompiles what is stale in the closure (or only relinks a function
+        # whose callees alone changed); nothing is dropped here.
         if stale.deleted:
             raise deps.stale_error(self.__qualname__, stale)
         return False

@@ -216,11 +216,88 @@ def test_unchanged_device_functions_are_not_lowered_again():
             out[0] = a(out[0]) + b(out[0])
     """)
     s.compile()
-    d0 = gpureplace.stats()["device_compiles"]
+    d0, r0 = gpureplace.stats()["device_compiles"], gpureplace.stats()["relinks"]
     s.run("def b(v):\n    return v * 5.0")
+    ptx = s.compile().ptx
+    # only b is lowered again; kern keeps its code (its call now reaches the new b); a is reused
+    assert gpureplace.stats()["device_compiles"] == d0 + 1
+    assert gpureplace.stats()["relinks"] == r0 + 1
+    assert "0d4014000000000000" in ptx                     # 5.0: the new b is in the kernel
+
+
+def _counts():
+    st = gpureplace.stats()
+    return st["device_compiles"], st["relinks"], st["kernel_compiles"]
+
+
+def test_relinked_callers_through_a_chain_run_the_new_leaf():
+    s = Session("relink_chain")
+    s.run("""
+        from gpureplace import cuda
+        def leaf(v):
+            return v + 3.0
+        def mid(v):
+            return leaf(v) * 7.0
+        @cuda.jit
+        def kern(out):
+            out[0] = mid(out[0])
+    """)
     s.compile()
-    # kern and b are lowered again; a is reused
-    assert gpureplace.stats()["device_compiles"] == d0 + 2
+    d0, r0, k0 = _counts()
+    s.run("def leaf(v):\n    return v + 11.0")
+    ptx = s.compile().ptx
+    d1, r1, k1 = _counts()
+    assert (d1 - d0, r1 - r0, k1 - k0) == (1, 2, 1)       # leaf compiled; mid and kern relinked
+    assert "0d4026000000000000" in ptx and "0d4008000000000000" not in ptx   # 11.0, not 3.0
+    # the relinked kernel's records follow the new leaf: a further change is noticed too
+    s.run("def leaf(v):\n    return v + 13.0")
+    assert "0d402A000000000000" in s.compile().ptx.upper().replace("0D", "0d")
+    # a new callee graph under the redefined function is linked in
+    s.run("def twice(v):\n    return v * 2.5\ndef leaf(v):\n    return twice(v)")
+    assert "0d4004000000000000" in s.compile().ptx          # 2.5 from twice
+
+
+def test_a_callee_whose_return_type_changes_retypes_its_callers():
+    s = Session("relink_retype")
+    s.run("""
+        from gpureplace import cuda
+        def pick(v):
+            return v * 2.0
+        @cuda.jit
+        def kern(out):
+            out[0] = pick(out[0])
+    """)
+    s.compile()
+    d0, r0, _ = _counts()
+    s.run("def pick(v):\n    return 3")                    # now an int: kern must be retyped
+    spec = s.compile()
+    d1, r1, _ = _counts()
+    assert r1 == r0 and d1 - d0 == 2
+    assert "int" in s.ns["kern"].inspect_types(SIG).split("def pick", 1)[0]
+    assert str(0x4008000000000000) in spec.ptx               # stores the bits of 3.0
+
+
+def test_relink_is_refused_when_the_new_function_resolves_to_an_override():
+    s = Session("relink_override")
+    s.run("""
+        from gpureplace import cuda, Context
+        def f(v):
+            return v + 1.0
+        @cuda.jit
+        def kern(out):
+            out[0] = f(out[0])
+    """)
+    s.compile()
+    s.run("""
+        def f(v):
+            return v + 2.0
+        def f_fast(v):
+            return v + 17.0
+        gpureplace_ctx = kern.context
+        gpureplace_ctx.override(f)(f_fast)
+    """)
+    ptx = s.compile().ptx
+    assert "0d4031000000000000" in ptx                     # 17.0: the override of the new f
 
 
 @pytest.mark.gpu

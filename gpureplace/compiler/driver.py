@@ -24,6 +24,7 @@ from ..errors import CompileError
 from ..tracking import bindings, deps
 from ..tracking.stats import counters
 from . import resolve
+from ..tracking.fingerprint import fingerprint
 from .records import GlobalRead, collect_global_reads
 
 _lock = threading.RLock()
@@ -57,6 +58,7 @@ class CompiledFunction:
         self.world = -1              # same, for device functions used as specialisations
         self.callees: list[CompiledFunction] = []
         self.bad_calls = []        # (symbol, loc) left by lowering that the device cannot run
+        self.mask = {}             # the override mask it was compiled under (resolve.Frame)
         self._ir_texts = None
 
     def ir_texts(self):
@@ -202,6 +204,10 @@ def compile_device(pyfunc, context, mask, argtypes, options) -> CompiledFunction
             # Cached code is reused only while its records still match the current bindings.
             if deps.check(hit) is None:
                 return hit
+            relinked = _relink(hit)
+            if relinked is not None:
+                _cache[key] = relinked
+                return relinked
             forget([hit])
         for frame in resolve.frames():
             if frame.key == key:
@@ -211,10 +217,85 @@ def compile_device(pyfunc, context, mask, argtypes, options) -> CompiledFunction
                     lineno=_firstline(pyfunc),
                     chain=[_qualname(f.pyfunc) for f in resolve.frames()] + [_qualname(pyfunc)])
         cf = CompiledFunction(pyfunc, context, argtypes, options)
+        cf.mask = dict(mask or {})
         _run_front_end(cf, mask, key)
         _cache[key] = cf
         counters["device_compiles"] += 1
         return cf
+
+
+def _relink(hit):
+    """Reuse the lowered code of a stale function whose only changes are in what it calls.
+
+    When a callee was redefined (a plain Python function bound to the same name, resolving
+    through the context as before) or went stale itself, and the callee compiles again to the
+    same return type, the caller's typed and lowered code is unchanged but for the callee's symbol:
+    recompile the callees, rename the calls, keep the rest.  This is what makes a recompile after
+    redefining a helper cost the helper, not every caller above it.  Returns the new
+    CompiledFunction, or None when anything else changed (then the caller compiles afresh).
+    """
+    import inspect
+    if hit.library is None or getattr(hit, "context_fp", None) is not None:
+        return None
+    for res in hit.resolutions:
+        if res.start is not False and hit.context.candidates(res.host, start=res.start) != \
+                res.candidates:
+            return None
+    replaced, reads = {}, []
+    for rec in hit.global_reads:
+        if deps._read_changed(hit, rec) is None:
+            reads.append(rec)
+            continue
+        now = deps.current_value(hit, rec)
+        if not (inspect.isfunction(rec.value) and inspect.isfunction(now)) or \
+                not any(c.pyfunc is rec.value for c in hit.callees):
+            return None                   # a constant, a module, a jit object...: retype
+        for res in hit.resolutions:
+            if res.host is rec.value and (res.start is False or hit.context.candidates(
+                    now, start=res.start) != res.candidates):
+                return None               # the new function would resolve differently
+        replaced[id(rec.value)] = (rec.value, now)
+        reads.append(GlobalRead(rec.kind, rec.namespace, rec.name, now, rec.lineno, rec.owner,
+                                fingerprint(now)))
+    callees, renames = [], {}
+    for c in hit.callees:
+        old_new = replaced.get(id(c.pyfunc))
+        if old_new is None and deps.check(c) is None:
+            callees.append(c)
+            continue
+        new_py = c.pyfunc if old_new is None else old_new[1]
+        try:
+            n = compile_device(new_py, c.context, c.mask, c.argtypes, c.options)
+        except CompileError:
+            return None                   # the full compile reports it, in the caller's terms
+        if n.restype != c.restype:
+            return None                   # the caller's typing depends on it: retype
+        if n.mangled_name != c.mangled_name:
+            renames[c.mangled_name] = n.mangled_name
+        callees.append(n)
+    cf = CompiledFunction(hit.pyfunc, hit.context, hit.argtypes, hit.options)
+    for attr in ("restype", "fndesc", "library", "type_annotation", "overrides_used",
+                 "bad_calls", "mask"):
+        setattr(cf, attr, getattr(hit, attr))
+    cf.global_reads = reads
+    cf.callees = callees
+    hosts = {id(old): new for old, new in replaced.values()}
+    cf.resolutions = [resolve.Resolution(hosts.get(id(r.host), r.host), r.start, r.candidates,
+                                         r.line) for r in hit.resolutions]
+    cf._ir_texts = [_rename_symbols(text, renames) for text in hit.ir_texts()]
+    _, targetctx = cf.context.compilers()
+    targetctx.insert_user_function(cf, cf.fndesc, [cf.library])
+    bindings.track_compiled(cf)
+    counters["relinks"] += 1
+    return cf
+
+
+def _rename_symbols(text, renames):
+    import re
+    for old, new in renames.items():
+        text = re.sub(r'@("?)' + re.escape(old) + r'(?![-\w$.])', lambda m: f"@{m.group(1)}{new}",
+                      text)
+    return text
 
 
 def _run_front_end(cf, mask, key):

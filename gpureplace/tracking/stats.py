@@ -6,6 +6,7 @@ counters = {
     "memory_hits": 0,          # specialisations reused from memory
     "disk_hits": 0,            # specialisations loaded from the disk cache
     "invalidations": 0,        # compiled functions dropped because a dependency changed
+    "relinks": 0,              # stale functions kept, only their calls to changed callees redone
     "revalidations": 0,        # dependency checks after the world moved
 }
 
