@@ -148,12 +148,28 @@ def write_launch_png(data, path):
         return False
     names = list(data["us_per_launch"])
     vals = [data["us_per_launch"][n] for n in names]
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(names) + 1.5))
+    sweep = data.get("by_array_count") or {}
+    fig, axes = plt.subplots(1, 2 if sweep else 1, figsize=(13 if sweep else 8,
+                                                          0.45 * len(names) + 1.5),
+                             gridspec_kw={"width_ratios": [3, 2]} if sweep else None)
+    ax = axes[0] if sweep else axes
     ax.barh(names, vals, color=["tab:green" if n.startswith("gpureplace") else "tab:gray"
                                 for n in names])
     ax.invert_yaxis()
     ax.set_xlabel("µs per cached launch (lower is better)")
-    ax.set_title("Launch overhead")
+    ax.set_title("Launch overhead (1 array + 1 scalar)")
+    if sweep:
+        counts = [int(n) for n in sweep]
+        ax2 = axes[1]
+        for who, color in (("cupy", "tab:gray"), ("gpureplace", "tab:green")):
+            ax2.plot(counts, [sweep[str(n)][who] for n in counts], "o-", color=color,
+                     label="CuPy RawKernel" if who == "cupy" else who)
+        ax2.set_xlabel("array arguments (each kernel also takes a scalar)")
+        ax2.set_ylabel("µs per launch")
+        ax2.set_xticks(counts)
+        ax2.set_ylim(bottom=0)
+        ax2.legend()
+        ax2.set_title("By number of arrays")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -38,7 +38,7 @@ class Stream:
 
 
 cuda = types.SimpleNamespace(runtime=_Runtime, Stream=Stream,
-                             get_current_stream=lambda: Stream())
+                             get_current_stream=lambda device_id=-1: Stream())
 
 
 class ndarray(np.ndarray):

@@ -95,7 +95,7 @@ def fake_capture(fake_gpu, monkeypatch):  # noqa: F811
     monkeypatch.setattr(launch, "LoadedKernel", LoggedLoaded)
     monkeypatch.setattr(device, "cupy_module", lambda: fake)
     monkeypatch.setattr(launch, "current_stream",
-                        lambda: type("S", (), {"ptr": fake.current_ptr()})())
+                        lambda dev=-1: type("S", (), {"ptr": fake.current_ptr()})())
     monkeypatch.setattr(cudagraph, "_node_count", lambda g: len(g.nodes))
     return fake
 

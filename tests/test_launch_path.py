@@ -57,7 +57,7 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(device, "driver_version", lambda: 13000)
     monkeypatch.setattr(launch, "LoadedKernel", FakeLoaded)
     monkeypatch.setattr(launch, "ensure_context", lambda dev: None)
-    monkeypatch.setattr(launch, "current_stream", lambda: type("S", (), {"ptr": 5})())
+    monkeypatch.setattr(launch, "current_stream", lambda dev=-1: type("S", (), {"ptr": 5})())
     monkeypatch.setattr(launch, "retry_errors", lambda: ())
     return FakeLoaded.instances
 

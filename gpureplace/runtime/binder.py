@@ -186,6 +186,10 @@ def make_fast_launch(args, keys, loaded, age, general, retry=()):
     env.update(_world=world, _general=general, _retry=(struct.error,) + tuple(retry),
                _acquire=loaded.lock.acquire, _release=loaded.lock.release,
                _current_stream=launch.current_stream,
+               # The device the module is loaded on: asking CuPy for that device's stream saves a
+               # cudaGetDevice per launch.  (Were another device current, the launch fails and the
+               # general path takes over; see retry above.)
+               DEV=getattr(loaded, "device_id", -1),
                _pack_into=loaded.packer.pack_into, _buf=loaded.buffer,
                _launch=loaded.launch_kernel, FN=loaded.fn_ptr, EXTRA=loaded.extra_ptr, AGE=age,
                # The loaded module, its parameter buffer and the ``extra`` array FN and EXTRA point
@@ -197,7 +201,7 @@ def make_fast_launch(args, keys, loaded, age, general, retry=()):
     if n:
         head.append(f"{', '.join(f'a{i}' for i in range(n))}{',' if n == 1 else ''} = args")
     tail = ["stream = cfg._stream_ptr",
-            "if stream is None: stream = _current_stream().ptr",
+            "if stream is None: stream = _current_stream(DEV).ptr",
             "gx, gy, gz, bx, by, bz, shared = cfg.dims",
             "_acquire()",
             "try:",

@@ -74,11 +74,12 @@ def require_device():
                             "launched")
 
 
-def current_stream():
-    """CuPy's current stream (this function replaces itself with CuPy's on first use)."""
+def current_stream(device_id=-1):
+    """CuPy's current stream on ``device_id`` (default: the current device); this function
+    replaces itself with CuPy's on first use."""
     global current_stream
     current_stream = device.cupy_module().cuda.get_current_stream
-    return current_stream()
+    return current_stream(device_id)
 
 
 def current_stream_ptr():
