@@ -8,16 +8,13 @@ iteration (the block reduction ran at 0.61x of CUDA C).  See backend.SCEV_EXPANS
 backend.RUNTIME_UNROLL_MAX_COUNT and backend.LSR_DROP_UNPROFITABLE.
 """
 
-import os
 import re
-import subprocess
-import tempfile
 
 import numpy as np
 import pytest
 from numba import float32
 
-from conftest import PTXAS, assemble
+from conftest import assemble
 from gpureplace import cuda
 
 TPB = 256
@@ -111,16 +108,7 @@ def loads_per_loop(ptx):
 
 
 def registers(ptx):
-    if PTXAS is None:
-        pytest.skip("ptxas not found")
-    with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(tmp, "k.ptx")
-        with open(src, "w") as fh:
-            fh.write(ptx)
-        proc = subprocess.run([PTXAS, "-v", "-arch=sm_90", "-o", os.path.join(tmp, "k.cubin"),
-                               src], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    return int(re.search(r"Used (\d+) registers", proc.stderr).group(1))
+    return int(re.search(r"Used (\d+) registers", assemble(ptx, verbose=True)).group(1))
 
 
 def test_loop_finder_on_a_known_shape():
