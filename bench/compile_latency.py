@@ -124,9 +124,47 @@ print(time.perf_counter() - t0)
 '''
 
 
-def run(code, **extra_env):
+TRITON = r'''
+import time
+t0 = time.perf_counter()
+import torch
+import triton
+import triton.language as tl
+@triton.jit
+def k1(x_ptr, a, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(x_ptr + offs, tl.sin(a * tl.load(x_ptr + offs, mask=m)), mask=m)
+x = torch.ones(1024, device="cuda")
+k1[(4,)](x, 1.0, 1024, BLOCK=256)        # Triton compiles at the first launch
+torch.cuda.synchronize()
+t1 = time.perf_counter()
+@triton.jit
+def k2(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m) * 2.0,
+             mask=m)
+y = torch.ones(1024, device="cuda")
+k2[(4,)](x, y, 1024, BLOCK=256)
+torch.cuda.synchronize()
+t2 = time.perf_counter()
+print(t1 - t0, t2 - t1)
+'''
+
+
+def _cold_env(extra):
+    """Every tool's disk caches off or empty, and the driver's PTX cache off: a first run."""
     import os
-    env = dict(os.environ, GPUREPLACE_CACHE="0", **extra_env)     # cold: no disk cache
+    import tempfile
+    return dict(os.environ, GPUREPLACE_CACHE="0", CUDA_CACHE_DISABLE="1",
+                CUPY_CACHE_DIR=tempfile.mkdtemp(prefix="cupy-cold-"),
+                TRITON_CACHE_DIR=tempfile.mkdtemp(prefix="triton-cold-"),
+                NUMBA_CACHE_DIR=tempfile.mkdtemp(prefix="numba-cold-"), **extra)
+
+
+def run(code, **extra_env):
+    env = _cold_env(extra_env)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     if out.returncode != 0:
         return None, out.stderr.strip().splitlines()[-1:]
@@ -167,13 +205,84 @@ def warm_start():
     return best
 
 
+# Warm start of the peers: a second process whose disk cache holds the kernel, timed from after
+# the imports and CUDA's start-up to the kernel being ready (Triton: its first launch, where it
+# looks up its cache).  numba-cuda caches only functions defined in files.
+PEER_WARM = {
+    "numba_cuda": (r'''
+import time, math
+import numpy as np
+from numba import cuda
+cuda.to_device(np.zeros(1))
+t0 = time.perf_counter()
+@cuda.jit("void(float32[:], float32)", cache=True)
+def k1(x, a):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = math.sin(a * x[i])
+print(time.perf_counter() - t0)
+''', "NUMBA_CACHE_DIR"),
+    "cupy_nvrtc": (r'''
+import time
+import cupy as cp
+cp.zeros(1)
+t0 = time.perf_counter()
+k1 = cp.RawKernel(r"""extern "C" __global__ void k1(float* x, float a, long n) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x; if (i < n) x[i] = sinf(a * x[i]); }""", "k1")
+k1.compile()
+print(time.perf_counter() - t0)
+''', "CUPY_CACHE_DIR"),
+    "triton": (r'''
+import time
+import torch
+import triton
+import triton.language as tl
+x = torch.ones(1024, device="cuda")
+t0 = time.perf_counter()
+@triton.jit
+def k1(x_ptr, a, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(x_ptr + offs, tl.sin(a * tl.load(x_ptr + offs, mask=m)), mask=m)
+k1[(4,)](x, 1.0, 1024, BLOCK=256)
+torch.cuda.synchronize()
+print(time.perf_counter() - t0)
+''', "TRITON_CACHE_DIR"),
+}
+
+
+def peer_warm_start(name):
+    import os
+    import tempfile
+    code, cache_var = PEER_WARM[name]
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "warm_kernel.py")
+        with open(path, "w") as fh:
+            fh.write(code)
+        env = dict(os.environ, **{cache_var: os.path.join(d, "cache")})
+        first = subprocess.run([sys.executable, path], env=env, capture_output=True, text=True)
+        if first.returncode != 0:
+            print(f"{name} warm start: skipped: {first.stderr.strip().splitlines()[-1:]}",
+                  file=sys.stderr)
+            return None
+        best = None
+        for _ in range(3):
+            out = subprocess.run([sys.executable, path], env=env, capture_output=True, text=True)
+            if out.returncode != 0:
+                return None
+            ms = float(out.stdout.split()[-1]) * 1000
+            best = ms if best is None else min(best, ms)
+    return best
+
+
 def main():
     rows = {}
     # gpureplace_lazy_init: without the start-up thread (GPUREPLACE_EAGER_INIT=0), to show what
     # overlapping CUDA start-up and the libdevice parse with Numba's import saves.
     for name, code, env in (("gpureplace", GPUREPLACE, {}),
                             ("gpureplace_lazy_init", GPUREPLACE, {"GPUREPLACE_EAGER_INIT": "0"}),
-                            ("numba_cuda", NUMBA, {}), ("cupy_nvrtc", CUPY, {})):
+                            ("numba_cuda", NUMBA, {}), ("cupy_nvrtc", CUPY, {}),
+                            ("triton", TRITON, {})):
         best = None
         for _ in range(3):
             res, err = run(code, **env)
@@ -185,6 +294,8 @@ def main():
             rows[name] = {"first_ms": best[0], "second_ms": best[1]}
             if len(best) > 2:
                 rows[name]["recompile_after_callee_redefinition_ms"] = best[2]
+    if "triton" in rows:                  # Triton's first compile is its first launch
+        rows["triton"]["first_result_ms"] = rows["triton"]["first_ms"]
     launch_codes = {"gpureplace": (GPUREPLACE_LAUNCH, {}),
                     "gpureplace_lazy_init": (GPUREPLACE_LAUNCH, {"GPUREPLACE_EAGER_INIT": "0"}),
                     "numba_cuda": (NUMBA_LAUNCH, {}), "cupy_nvrtc": (CUPY_LAUNCH, {})}
@@ -209,6 +320,13 @@ def main():
     warm = warm_start()
     print(f"gpureplace warm start from the disk cache (imports excluded): {warm:.1f} ms")
     rows["gpureplace_warm_start_ms"] = warm
+    peers = {}
+    for name in PEER_WARM:
+        ms = peer_warm_start(name)
+        if ms is not None:
+            peers[name] = ms
+            print(f"{name} warm start from its disk cache (imports excluded): {ms:.1f} ms")
+    rows["peer_warm_start_ms"] = peers
     print(json.dumps(rows))
 
 

@@ -8,6 +8,7 @@ one process.  Usage: python bench/launch.py [--n 20000] [--json out.json]
 import argparse
 import json
 import sys
+import tempfile
 import time
 
 
@@ -17,6 +18,44 @@ def _once(fn, n, sync):
         fn()
     sync()
     return (time.perf_counter() - t) / n * 1e6
+
+
+def _peer_sweep(n, pyparams, pybody, folder):
+    """numba-cuda and Triton launchers of the sweep's kernel with ``n`` arrays (those that load)."""
+    out = {}
+    try:
+        from numba import cuda as ncuda
+        ns = {"cuda": ncuda}
+        exec(f"def kn({pyparams}):\n    i = cuda.grid(1)\n    if i < 32:{pybody}", ns)
+        nk = ncuda.jit(ns["kn"])[1, 32]
+        narrays = [ncuda.device_array(32, dtype="float32") for _ in range(n)]
+        nk(*narrays, 1.0)
+        out["numba_cuda"] = (lambda: nk(*narrays, 1.0), ncuda.synchronize)
+    except Exception as exc:
+        print(f"numba-cuda sweep {n}: skipped: {type(exc).__name__}: {exc}", file=sys.stderr)
+    try:
+        import importlib.util
+        import os
+
+        import torch
+        # Triton reads a kernel's source from its file: write the kernel into a module.
+        tparams = ", ".join([f"x{j}" for j in range(n)] + ["a", "BLOCK: tl.constexpr"])
+        tbody = "".join(f"    tl.store(x{j} + offs, a * tl.load(x{j} + offs))\n"
+                        for j in range(n)) or "    pass\n"
+        path = os.path.join(folder, f"tk{n}.py")
+        with open(path, "w") as fh:
+            fh.write("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+                     f"def tk({tparams}):\n    offs = tl.arange(0, BLOCK)\n{tbody}")
+        spec = importlib.util.spec_from_file_location(f"gpureplace_bench_tk{n}", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        tarrays = [torch.zeros(32, device="cuda") for _ in range(n)]
+        tk = mod.tk
+        tk[(1,)](*tarrays, 1.0, BLOCK=32)
+        out["triton"] = (lambda: tk[(1,)](*tarrays, 1.0, BLOCK=32), torch.cuda.synchronize)
+    except Exception as exc:
+        print(f"triton sweep {n}: skipped: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return out
 
 
 def measure_all(launchers, n, rounds=7):
@@ -144,6 +183,7 @@ def main():
     # Launch cost against the number of array arguments (each plus one scalar), and with 1,000
     # tracked bindings (the redefinition check must add nothing to a cached launch).
     sweep = {}
+    peers_dir = tempfile.mkdtemp(prefix="gpureplace-launch-bench-")
     for n in (0, 1, 4, 16):
         params = ", ".join([f"float* x{j}" for j in range(n)] + ["float a"])
         body = "".join(f"x{j}[i] = a * x{j}[i];" for j in range(n))
@@ -157,8 +197,10 @@ def main():
         kn = cuda.jit(ns["kn"])
         gl = kn[1, 32]
         rargs = tuple(arrays) + (a32,)
-        sweep[n] = measure_all({"cupy": (lambda: rk((1,), (32,), rargs), sync),
-                                "gpureplace": (lambda: gl(*arrays, 1.0), sync)}, args.n // 2, 5)
+        group = {"cupy": (lambda: rk((1,), (32,), rargs), sync),
+                 "gpureplace": (lambda: gl(*arrays, 1.0), sync)}
+        group.update(_peer_sweep(n, pyparams, pybody, peers_dir))
+        sweep[n] = measure_all(group, args.n // 2, 5)
     # Launch cost against CuPy's in the same rounds, before and after 1,000 bindings are tracked:
     # comparing the two ratios cancels the machine's drift between the two measurements.
     pair = {"cupy": (lambda: raw((1,), (32,), (x, a32)), sync),
@@ -178,9 +220,11 @@ def main():
     print(f"{'launcher':32s} {'us/launch':>10s} {'vs CuPy':>8s}")
     for name, us in results.items():
         print(f"{name:32s} {us:10.2f} {us / base:8.2f}x")
-    print(f"\n{'arrays':>6s} {'CuPy us':>8s} {'gpureplace us':>14s} {'ratio':>6s}")
+    print(f"\n{'arrays':>6s} {'CuPy us':>8s} {'gpureplace us':>14s} {'ratio':>6s}  peers (us)")
     for n, r in sweep.items():
-        print(f"{n:6d} {r['cupy']:8.2f} {r['gpureplace']:14.2f} {r['gpureplace'] / r['cupy']:6.2f}x")
+        peers = {k: round(v, 2) for k, v in r.items() if k not in ("cupy", "gpureplace")}
+        print(f"{n:6d} {r['cupy']:8.2f} {r['gpureplace']:14.2f} "
+              f"{r['gpureplace'] / r['cupy']:6.2f}x  {peers}")
     print("\non a non-blocking stream:", {n: round(v, 2) for n, v in on_stream.items()})
     print(f"\nwith 1,000 tracked bindings: {tracked:.2f} us/launch "
           f"(without: {results['gpureplace']:.2f})")

@@ -90,11 +90,16 @@ def md_launch(data):
         lines.append(f"| {name} | {us:.2f} | {data['ratio_to_cupy'][name]:.2f}x |")
     sweep = data.get("by_array_count")
     if sweep:
-        lines += ["", "Launch cost by number of array arguments (each kernel also takes a scalar):",
-                  "", "| arrays | CuPy RawKernel µs | gpureplace µs | ratio |", "|---:|---:|---:|---:|"]
+        lines += ["", "Launch cost by number of array arguments (each kernel also takes a scalar), "
+                      "µs, and the ratio to CuPy RawKernel:", "",
+                  "| arrays | CuPy RawKernel | gpureplace | numba-cuda | Triton |",
+                  "|---:|---:|---:|---:|---:|"]
         for n, r in sweep.items():
-            lines.append(f"| {n} | {r['cupy']:.2f} | {r['gpureplace']:.2f} | "
-                         f"{r['gpureplace'] / r['cupy']:.2f}x |")
+            cells = []
+            for who in ("gpureplace", "numba_cuda", "triton"):
+                v = r.get(who)
+                cells.append(f"{v:.2f} ({v / r['cupy']:.2f}x)" if v else "n/a")
+            lines.append(f"| {n} | {r['cupy']:.2f} | " + " | ".join(cells) + " |")
     own = data.get("on_a_non_blocking_stream_us")
     if own:
         base = own.get("cupy_rawkernel")
@@ -114,7 +119,7 @@ def md_compile_latency(data):
     lines = ["| compiler | first kernel compiled ms | first kernel's result ms | second kernel ms "
              "| recompile after a callee changed ms |", "|---|---:|---:|---:|---:|"]
     for name, r in data.items():
-        if isinstance(r, dict):
+        if isinstance(r, dict) and "first_ms" in r:
             re_ms = r.get("recompile_after_callee_redefinition_ms")
             re_txt = f"{re_ms:.1f}" if re_ms is not None else "cannot notice the change"
             res_ms = r.get("first_result_ms")
@@ -123,11 +128,17 @@ def md_compile_latency(data):
                          f"{re_txt} |")
     lines.append("\nFirst kernel compiled: from a fresh process's start through imports and the "
                  "compile (numba-cuda and CuPy also load the module, which creates the CUDA "
-                 "context). First kernel's result: from the start to the first launch's "
+                 "context; Triton compiles at its first launch, so its two columns are one). "
+                 "First kernel's result: from the start to the first launch's "
                  "completion, on a 1,024-element array.")
     if "gpureplace_warm_start_ms" in data:
-        lines.append(f"\ngpureplace warm start from the disk cache (imports excluded): "
-                     f"{data['gpureplace_warm_start_ms']:.1f} ms")
+        peers = data.get("peer_warm_start_ms") or {}
+        lines.append(f"\nWarm start from the disk cache in a new process (imports and CUDA start-up "
+                     f"excluded): gpureplace {data['gpureplace_warm_start_ms']:.1f} ms"
+                     + "".join(f", {k.replace('_', '-')} {v:.1f} ms" for k, v in peers.items())
+                     + " (Triton: its first launch, where it looks its cache up).")
+    lines.append("\nCold runs: every tool's disk cache empty or off and the driver's PTX cache "
+                 "off (CUDA_CACHE_DISABLE=1).")
     return "\n".join(lines)
 
 
@@ -161,13 +172,19 @@ def write_launch_png(data, path):
     if sweep:
         counts = [int(n) for n in sweep]
         ax2 = axes[1]
-        for who, color in (("cupy", "tab:gray"), ("gpureplace", "tab:green")):
-            ax2.plot(counts, [sweep[str(n)][who] for n in counts], "o-", color=color,
-                     label="CuPy RawKernel" if who == "cupy" else who)
+        for who, color, label in (("cupy", "tab:gray", "CuPy RawKernel"),
+                                  ("gpureplace", "tab:green", "gpureplace"),
+                                  ("numba_cuda", "tab:blue", "numba-cuda"),
+                                  ("triton", "tab:orange", "Triton")):
+            pts = [(n, sweep[str(n)][who]) for n in counts if sweep[str(n)].get(who)]
+            if pts:
+                ax2.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=color,
+                         label=label)
         ax2.set_xlabel("array arguments (each kernel also takes a scalar)")
         ax2.set_ylabel("µs per launch")
         ax2.set_xticks(counts)
         ax2.set_ylim(bottom=0)
+        ax2.set_yscale("symlog", linthresh=10)
         ax2.legend()
         ax2.set_title("By number of arrays")
     fig.tight_layout()
