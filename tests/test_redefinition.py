@@ -277,6 +277,24 @@ def test_a_callee_whose_return_type_changes_retypes_its_callers():
     assert str(0x4008000000000000) in spec.ptx               # stores the bits of 3.0
 
 
+def test_a_callee_with_a_new_default_argument_is_not_relinked():
+    s = Session("relink_defaults")
+    s.run("""
+        from gpureplace import cuda
+        def g(v, k=2.0):
+            return v * k
+        @cuda.jit
+        def kern(out):
+            out[0] = g(out[0])
+    """)
+    s.compile()
+    r0 = gpureplace.stats()["relinks"]
+    s.run("def g(v, k=9.0):\n    return v * k")      # the caller folds the default anew
+    ptx = s.compile().ptx
+    assert gpureplace.stats()["relinks"] == r0
+    assert "0d4022000000000000" in ptx                     # 9.0
+
+
 def test_relink_is_refused_when_the_new_function_resolves_to_an_override():
     s = Session("relink_override")
     s.run("""

@@ -250,6 +250,8 @@ def _relink(hit):
         if not (inspect.isfunction(rec.value) and inspect.isfunction(now)) or \
                 not any(c.pyfunc is rec.value for c in hit.callees):
             return None                   # a constant, a module, a jit object...: retype
+        if inspect.signature(now) != inspect.signature(rec.value):
+            return None                   # the call folds its arguments (defaults) anew
         for res in hit.resolutions:
             if res.host is rec.value and (res.start is False or hit.context.candidates(
                     now, start=res.start) != res.candidates):
