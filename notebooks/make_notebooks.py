@@ -57,6 +57,20 @@ QUICKSTART = [
     "%%cuda\ndef scale(v):\n    return 3.0 * v",
     "spec2 = saxpy.compile(SIG)\nassert spec2 is not spec\nassert '0d4008000000000000' in spec2.ptx   "
     "# 3.0 is in the new code\nprint('recompiled with the new scale')",
+    "md:## Launching many times\n\nA prepared launch checks and packs its arguments once; a "
+    "graph captures a sequence of launches and replays it in one call. Both follow "
+    "redefinitions: the graph captures again at its next replay.",
+    "xp = cp if HAVE_GPU else np\nx = xp.arange(1024, dtype=xp.float32)\ny = xp.zeros_like(x)\n"
+    "out = xp.empty_like(x)\n\nrun = saxpy[4, 256].prepare(1.0, x, y, out)\nrun()\n\n"
+    "def two_steps():\n    saxpy[4, 256](1.0, x, y, out)\n    saxpy[4, 256](1.0, out, y, out)\n\n"
+    "g = gpureplace.graph(two_steps)      # captured; nothing ran yet\ng()\n"
+    "got = cp.asnumpy(out) if HAVE_GPU else out\n"
+    "np.testing.assert_allclose(got, 9.0 * np.arange(1024, dtype=np.float32))   # scale is 3x\n"
+    "print('graph replayed:', len(g), 'launches')",
+    "%%cuda\ndef scale(v):\n    return 4.0 * v",
+    "g()\ngot = cp.asnumpy(out) if HAVE_GPU else out\n"
+    "np.testing.assert_allclose(got, 16.0 * np.arange(1024, dtype=np.float32))\n"
+    "print('the graph runs the new scale')",
     "md:## Contexts and overrides\n\nThe built-in `fastmath` context maps float32 `math.*` to "
     "libdevice's fast variants; your own contexts override anything, user functions included.",
     "fast = saxpy.with_context(gpureplace.fastmath_context).compile(SIG)\n"
@@ -75,11 +89,16 @@ REDEFINITION = [
     "def compiles():\n    return gpureplace.stats()['kernel_compiles']",
     "%%cuda\nFACTOR = 2.0\ndef leaf(v):\n    return v + 1.0\ndef helper(v):\n    return leaf(v) * FACTOR\n"
     "def uses_helper(out):\n    out[0] = helper(out[0])\ndef independent(out):\n    out[0] = out[0] - 1.0",
-    "a = uses_helper.compile(SIG); b = independent.compile(SIG)\nstart = compiles()",
-    "md:Redefine a function two levels down: only `uses_helper` recompiles.",
+    "a = uses_helper.compile(SIG); b = independent.compile(SIG)\nstart = compiles()\n"
+    "relinks = gpureplace.stats()['relinks']",
+    "md:Redefine a function two levels down: only `uses_helper` recompiles, and only `leaf` goes "
+    "through the front end again; `helper` and `uses_helper` keep their code, their calls now "
+    "reach the new `leaf` (relinked).",
     "%%cuda\ndef leaf(v):\n    return v + 100.0",
     "a2 = uses_helper.compile(SIG); b2 = independent.compile(SIG)\n"
-    "assert compiles() == start + 1 and b2 is b and a2 is not a\nprint('recompiled: uses_helper only')",
+    "assert compiles() == start + 1 and b2 is b and a2 is not a\n"
+    "assert gpureplace.stats()['relinks'] == relinks + 2\n"
+    "print('recompiled: uses_helper only (helper and uses_helper relinked)')",
     "md:Change a frozen global; then re-run an identical cell: the second costs nothing.",
     "FACTOR = 5.0",
     "a3 = uses_helper.compile(SIG)\nassert compiles() == start + 2",

@@ -277,6 +277,33 @@ def test_a_callee_whose_return_type_changes_retypes_its_callers():
     assert str(0x4008000000000000) in spec.ptx               # stores the bits of 3.0
 
 
+def test_cuda_jit_device_callees_are_relinked_too():
+    # what %%cuda cells make of every function
+    s = Session("relink_device")
+    s.run("""
+        from gpureplace import cuda
+        @cuda.jit(device=True)
+        def leaf(v):
+            return v + 3.0
+        @cuda.jit(device=True)
+        def mid(v):
+            return leaf(v) * 7.0
+        @cuda.jit
+        def kern(out):
+            out[0] = mid(out[0])
+    """)
+    s.compile()
+    d0, r0, _ = _counts()
+    s.run("@cuda.jit(device=True)\ndef leaf(v):\n    return v + 11.0")
+    ptx = s.compile().ptx
+    d1, r1, _ = _counts()
+    assert (d1 - d0, r1 - r0) == (1, 2)
+    assert "0d4026000000000000" in ptx and "0d4008000000000000" not in ptx
+    # device code calls a cuda.jit kernel object like a device function: relinked the same way
+    s.run("@cuda.jit\ndef leaf(v):\n    return v + 12.0")
+    assert "0d4028000000000000" in s.compile().ptx
+
+
 def test_a_callee_with_a_new_default_argument_is_not_relinked():
     s = Session("relink_defaults")
     s.run("""

@@ -247,16 +247,17 @@ def _relink(hit):
             reads.append(rec)
             continue
         now = deps.current_value(hit, rec)
-        if not (inspect.isfunction(rec.value) and inspect.isfunction(now)) or \
-                not any(c.pyfunc is rec.value for c in hit.callees):
-            return None                   # a constant, a module, a jit object...: retype
-        if inspect.signature(now) != inspect.signature(rec.value):
+        old_py, new_py = _device_pyfunc(rec.value), _device_pyfunc(now)
+        if old_py is None or new_py is None or \
+                not any(c.pyfunc is old_py for c in hit.callees):
+            return None                   # a constant, a module, a kernel...: retype
+        if inspect.signature(new_py) != inspect.signature(old_py):
             return None                   # the call folds its arguments (defaults) anew
         for res in hit.resolutions:
             if res.host is rec.value and (res.start is False or hit.context.candidates(
                     now, start=res.start) != res.candidates):
                 return None               # the new function would resolve differently
-        replaced[id(rec.value)] = (rec.value, now)
+        replaced[id(old_py)] = (rec.value, now, new_py)
         reads.append(GlobalRead(rec.kind, rec.namespace, rec.name, now, rec.lineno, rec.owner,
                                 fingerprint(now)))
     callees, renames = [], {}
@@ -265,7 +266,7 @@ def _relink(hit):
         if old_new is None and deps.check(c) is None:
             callees.append(c)
             continue
-        new_py = c.pyfunc if old_new is None else old_new[1]
+        new_py = c.pyfunc if old_new is None else old_new[2]
         try:
             n = compile_device(new_py, c.context, c.mask, c.argtypes, c.options)
         except CompileError:
@@ -281,7 +282,7 @@ def _relink(hit):
         setattr(cf, attr, getattr(hit, attr))
     cf.global_reads = reads
     cf.callees = callees
-    hosts = {id(old): new for old, new in replaced.values()}
+    hosts = {id(old): new for old, new, _ in replaced.values()}
     cf.resolutions = [resolve.Resolution(hosts.get(id(r.host), r.host), r.start, r.candidates,
                                          r.line) for r in hit.resolutions]
     cf._ir_texts = [_rename_symbols(text, renames) for text in hit.ir_texts()]
@@ -290,6 +291,21 @@ def _relink(hit):
     bindings.track_compiled(cf)
     counters["relinks"] += 1
     return cf
+
+
+def _device_pyfunc(value):
+    """The Python function a callable compiles from when device code calls it (resolve.py): a
+    plain function, a ``cuda.jit`` function's, a Numba CPU dispatcher's; else None."""
+    import inspect
+    if inspect.isfunction(value):
+        return value
+    from ..kernel import GPUFunction
+    if isinstance(value, GPUFunction):
+        return value.py_func
+    py = getattr(value, "py_func", None)
+    if inspect.isfunction(py) and hasattr(value, "targetoptions"):
+        return py
+    return None
 
 
 def _rename_symbols(text, renames):
