@@ -181,3 +181,14 @@ def test_ci_run_passes_and_prints_the_summary(tmp_path):
     proc = _ci(tmp_path, tmp_path / "test_good.py")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed" in proc.stdout
+
+
+def test_cuda_start_at_import_is_opt_in(monkeypatch):
+    from gpureplace.runtime import warmup
+    monkeypatch.delenv("GPUREPLACE_EAGER_INIT", raising=False)
+    monkeypatch.delenv("GPUREPLACE_BACKEND", raising=False)
+    assert not warmup.enabled()                  # nothing touches the GPU at import by default
+    monkeypatch.setenv("GPUREPLACE_EAGER_INIT", "1")
+    assert warmup.enabled()
+    monkeypatch.setenv("GPUREPLACE_BACKEND", "simulator")
+    assert not warmup.enabled()
