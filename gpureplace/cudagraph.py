@@ -260,22 +260,14 @@ class Graph:
 
 def _node_count(captured):
     """Number of nodes in a captured cudaGraph (driver API; None when it cannot be asked)."""
+    import ctypes
+    lib = _device.libcuda()
+    if lib is None:
+        return None
     try:
-        import ctypes
-        lib = _libcuda()
         count = ctypes.c_size_t(0)
         if lib.cuGraphGetNodes(ctypes.c_void_p(captured.graph), None, ctypes.byref(count)) != 0:
             return None
         return count.value
     except Exception:
         return None
-
-
-_LIBCUDA = []
-
-
-def _libcuda():
-    if not _LIBCUDA:
-        import ctypes
-        _LIBCUDA.append(ctypes.CDLL("libcuda.so.1"))
-    return _LIBCUDA[0]

@@ -408,9 +408,7 @@ class PreparedLaunch:
                               f"type: {exc}") from None
         params = launch.ParamBuffer(len(data), data)
         stream = cfg.stream_ptr()
-        if cfg.shared > entry._dynamic_smem_limit:
-            entry.function.max_dynamic_shared_size_bytes = cfg.shared
-            entry._dynamic_smem_limit = cfg.shared
+        entry.allow_shared(cfg.shared)
         self._keep = (entry, params)                  # what the raw pointers point into
         # While a graph is being captured, each call binds again so the graph records it.
         self._age = world.age if rec is None else -1

@@ -33,7 +33,6 @@ class FakeLoaded:
         self.buffer = ctypes.create_string_buffer(max(self.packer.size, 1))
         self.extra_ptr = 77
         self.lock = threading.Lock()
-        self._dynamic_smem_limit = 48 * 1024
         self.calls = []
         self.launch_kernel = self._record
         FakeLoaded.instances.append(self)
@@ -41,6 +40,9 @@ class FakeLoaded:
     def _record(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
         values = self.packer.unpack(self.buffer.raw[:self.packer.size]) if extra else None
         self.calls.append(((gx, gy, gz), (bx, by, bz), shared, stream, values))
+
+    def allow_shared(self, shared):
+        pass
 
     def launch(self, grid, block, stream, shared, values):
         self.packer.pack_into(self.buffer, 0, *values)

@@ -237,10 +237,8 @@ def _relink(hit):
     import inspect
     if hit.library is None or getattr(hit, "context_fp", None) is not None:
         return None
-    for res in hit.resolutions:
-        if res.start is not False and hit.context.candidates(res.host, start=res.start) != \
-                res.candidates:
-            return None
+    if any(deps.resolution_changed(hit, res) for res in hit.resolutions):
+        return None
     replaced, reads = {}, []
     for rec in hit.global_reads:
         if deps._read_changed(hit, rec) is None:
@@ -254,8 +252,8 @@ def _relink(hit):
         if inspect.signature(new_py) != inspect.signature(old_py):
             return None                   # the call folds its arguments (defaults) anew
         for res in hit.resolutions:
-            if res.host is rec.value and (res.start is False or hit.context.candidates(
-                    now, start=res.start) != res.candidates):
+            if res.host is rec.value and (res.start is False or
+                                          deps.resolution_changed(hit, res, now)):
                 return None               # the new function would resolve differently
         replaced[id(old_py)] = (rec.value, now, new_py)
         reads.append(GlobalRead(rec.kind, rec.namespace, rec.name, now, rec.lineno, rec.owner,

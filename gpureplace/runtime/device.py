@@ -16,6 +16,16 @@ def cupy_module():
 
 
 @functools.lru_cache(maxsize=None)
+def libcuda():
+    """The CUDA driver library through ctypes (for the few calls CuPy does not bind), or None."""
+    import ctypes
+    try:
+        return ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+
+
+@functools.lru_cache(maxsize=None)
 def device_count() -> int:
     cp = cupy_module()
     if cp is None:

@@ -54,10 +54,15 @@ class LoadedKernel:
         self.launch_kernel = cp.cuda.driver.launchKernel
         self._dynamic_smem_limit = 48 * 1024
 
-    def launch(self, grid, block, stream, shared, values):
+    def allow_shared(self, shared):
+        """Raise the function's dynamic shared-memory limit to ``shared`` bytes when needed (over
+        48 KiB the driver wants it set before the launch)."""
         if shared > self._dynamic_smem_limit:
             self.function.max_dynamic_shared_size_bytes = shared
             self._dynamic_smem_limit = shared
+
+    def launch(self, grid, block, stream, shared, values):
+        self.allow_shared(shared)
         with self.lock:
             try:
                 self.packer.pack_into(self.buffer, 0, *values)

@@ -37,9 +37,10 @@ def start():
 
 def _start_cuda():
     import ctypes
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError:
+
+    from .device import libcuda
+    lib = libcuda()
+    if lib is None:
         return                      # no driver: launching says so later
     try:
         if lib.cuInit(0) != 0:

@@ -81,8 +81,7 @@ def check(cf, age=None, _seen=None):
         if context_fingerprint(cf.context) != ctx_fp:
             return Stale(cf, f"the overrides of context {cf.context.name!r} changed")
     for res in cf.resolutions:
-        if res.start is not False and cf.context.candidates(res.host, start=res.start) != \
-                res.candidates:
+        if resolution_changed(cf, res):
             return Stale(cf, f"the override of {_name(res.host)} in context "
                              f"{cf.context.name!r} changed")
     for callee in cf.callees:
@@ -91,6 +90,16 @@ def check(cf, age=None, _seen=None):
             return stale
     cf.checked_age = age
     return None
+
+
+def resolution_changed(cf, res, host=None):
+    """Whether ``host`` (default: the callable ``res`` recorded) now resolves in ``cf``'s context
+    to other candidates than ``res`` found.  Resolutions made with the host masked (inside its own
+    override) are not looked up again."""
+    if res.start is False:
+        return False
+    return cf.context.candidates(res.host if host is None else host,
+                                 start=res.start) != res.candidates
 
 
 def stale_error(kernel_name, stale):
