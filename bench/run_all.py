@@ -242,33 +242,26 @@ def main(argv=None):
             body = _failure_md(rec)
         sections.append(("Launch overhead (bench/launch.py)", body))
 
-    # compile latency
-    if "compile_latency" not in args.skip:
-        rec, stdout = run_script("compile_latency", ["compile_latency.py"], out, args.timeout)
+    def stdout_section(name, script, parse, render, title):
+        """A benchmark whose results are parsed from its standard output."""
+        if name in args.skip:
+            return
+        rec, stdout = run_script(name, [script], out, args.timeout)
         try:
             if rec["returncode"] != 0:
                 raise RuntimeError(f"exit {rec['returncode']}")
-            data = parse_compile_latency(stdout)
-            record("compile_latency", rec, data)
-            body = md_compile_latency(data)
+            data = parse(stdout)
+            record(name, rec, data)
+            body = render(data)
         except Exception as exc:
-            record("compile_latency", rec, error=f"{type(exc).__name__}: {exc}")
+            record(name, rec, error=f"{type(exc).__name__}: {exc}")
             body = _failure_md(rec)
-        sections.append(("Compile latency (bench/compile_latency.py)", body))
+        sections.append((title, body))
 
-    # cell hook
-    if "cell_hook" not in args.skip:
-        rec, stdout = run_script("cell_hook", ["cell_hook.py"], out, args.timeout)
-        try:
-            if rec["returncode"] != 0:
-                raise RuntimeError(f"exit {rec['returncode']}")
-            data = parse_cell_hook(stdout)
-            record("cell_hook", rec, data)
-            body = md_cell_hook(data)
-        except Exception as exc:
-            record("cell_hook", rec, error=f"{type(exc).__name__}: {exc}")
-            body = _failure_md(rec)
-        sections.append(("Cell-hook cost (bench/cell_hook.py)", body))
+    stdout_section("compile_latency", "compile_latency.py", parse_compile_latency,
+                   md_compile_latency, "Compile latency (bench/compile_latency.py)")
+    stdout_section("cell_hook", "cell_hook.py", parse_cell_hook, md_cell_hook,
+                   "Cell-hook cost (bench/cell_hook.py)")
 
     # generated-code throughput
     if "codegen" not in args.skip:
