@@ -284,33 +284,30 @@ for _op in ("truediv", "itruediv"):
 def _make_float_int_power(fty, signed):
     one = fty(1)
 
-    def power_signed(a, b):
-        x = fty(a)
-        e = -b if b < 0 else b
-        if e > 0x10000:                 # as Numba: huge exponents through pow
-            return math.pow(x, fty(b))
+    def by_squaring(x, e):
         r = one
         while e != 0:
             if e & 1:
                 r *= x
             e >>= 1
             x *= x
+        return r
+
+    def power_signed(a, b):
+        x = fty(a)
+        e = -b if b < 0 else b
+        if e > 0x10000:                 # as Numba: huge exponents through pow
+            return math.pow(x, fty(b))
+        r = by_squaring(x, e)
         if b < 0:
             return one / r
         return r
 
     def power_unsigned(a, b):
         x = fty(a)
-        e = b
-        if e > 0x10000:
+        if b > 0x10000:
             return math.pow(x, fty(b))
-        r = one
-        while e != 0:
-            if e & 1:
-                r *= x
-            e >>= 1
-            x *= x
-        return r
+        return by_squaring(x, b)
 
     return power_signed if signed else power_unsigned
 
