@@ -1,5 +1,7 @@
 """The launch hot path's binder, checked on the CPU with stand-ins shaped like CuPy arrays."""
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -110,6 +112,7 @@ class _FakeLoaded:
         self.packer = struct.Struct(fmt)
         self.buffer = ctypes.create_string_buffer(self.packer.size)
         self.lock = threading.Lock()
+        self.packed_by = None
         self.fn_ptr, self.extra_ptr = 1234, 5678
         self.calls = []
         self.launch_kernel = lambda *a: self.calls.append(a)
@@ -228,3 +231,112 @@ def test_a_remembered_matrix_notices_a_new_shape():
     assert loaded.packer.unpack(loaded.buffer.raw) == (0x300, 6, 4)
     f = _Counting((4, 6), np.float64, strides=(8, 32))     # 'F': not this specialisation
     assert fast(_Cfg(), f) == "general" and len(handed) == 1
+
+
+class _Recording(_FakeLoaded):
+    """Records the parameter values each launch hands the driver (the buffer at that moment)."""
+
+    def __init__(self, fmt):
+        super().__init__(fmt)
+        self.launch_kernel = lambda *a: self.calls.append(self.packer.unpack(self.buffer.raw))
+
+
+def _mixed_fast(args, fmt):
+    from gpureplace.runtime import binder
+    from gpureplace.tracking import world
+    keys = [arguments.value_key(a)[0] for a in args]
+    loaded = _Recording(fmt)
+    handed = []
+    fast = binder.make_fast_launch(tuple(args), keys, loaded, world.age,
+                                   lambda cfg, a: handed.append(a) or "general")
+    return fast, loaded, handed
+
+
+def test_unchanged_arrays_are_not_repacked_but_every_scalar_is():
+    # int8, float64, int32 and a bool between arrays: each scalar sits at its aligned offset
+    x = _Counting((8,), np.float32, ptr=0x100)
+    m = _Counting((2, 3), np.float64, ptr=0x200)
+    y = _Counting((5,), np.int32, ptr=0x300)
+    args = [np.int8(-3), x, 2.5, m, 7, True, y]
+    fmt = "@bQqdQqqi?Qq"
+    fast, loaded, handed = _mixed_fast(args, fmt)
+    fast(_Cfg(), *args)
+    _Counting.reads = 0
+    for k in range(4):
+        fast(_Cfg(), np.int8(k), x, 0.5 * k, m, -k, k % 2 == 0, y)
+        assert loaded.calls[-1] == (k, 0x100, 8, 0.5 * k, 0x200, 2, 3, -k, k % 2 == 0, 0x300, 5)
+    assert _Counting.reads == 0 and not handed
+    z = _Counting((9,), np.int32, ptr=0x400)          # one new array: everything packed again
+    fast(_Cfg(), np.int8(1), x, 1.0, m, 2, False, z)
+    assert loaded.calls[-1] == (1, 0x100, 8, 1.0, 0x200, 2, 3, 2, False, 0x400, 9)
+    m.shape, m.strides = (3, 2), (16, 8)               # in-place reshape of a remembered matrix
+    fast(_Cfg(), np.int8(1), x, 1.0, m, 2, False, z)
+    assert loaded.calls[-1] == (1, 0x100, 8, 1.0, 0x200, 3, 2, 2, False, 0x400, 9)
+
+
+def test_buffer_written_elsewhere_is_packed_again():
+    x = _Counting((8,), np.float32, ptr=0x100)
+    fast, loaded, _ = _mixed_fast([x, 1.0], "@Qqd")
+    fast(_Cfg(), x, 1.0)
+    # the general path (LoadedKernel.launch) packs other values into the same buffer
+    loaded.packed_by = None
+    loaded.packer.pack_into(loaded.buffer, 0, 0xDEAD, 99, 9.0)
+    fast(_Cfg(), x, 2.0)
+    assert loaded.calls[-1] == (0x100, 8, 2.0)
+    # so does another fast launch of the same specialisation (another kernel object's)
+    other, _, _ = _mixed_fast([x, 1.0], "@Qqd")
+    from gpureplace.runtime import binder
+    from gpureplace.tracking import world
+    keys = [arguments.value_key(a)[0] for a in (x, 1.0)]
+    other = binder.make_fast_launch((x, 1.0), keys, loaded, world.age, lambda c, a: "general")
+    y = _Counting((3,), np.float32, ptr=0x900)
+    other(_Cfg(), y, 5.0)
+    assert loaded.calls[-1] == (0x900, 3, 5.0)
+    fast(_Cfg(), x, 6.0)
+    assert loaded.calls[-1] == (0x100, 8, 6.0)
+
+
+def test_a_failed_launch_leaves_nothing_half_packed():
+    x = _Counting((8,), np.float32, ptr=0x100)
+    y = _Counting((4,), np.float32, ptr=0x200)
+    fast, loaded, handed = _mixed_fast([x, y, 1], "@QqQqi")
+    fast(_Cfg(), x, y, 1)
+    # a value that does not fit its parameter: nothing launched, the general path decides
+    assert fast(_Cfg(), x, y, 2**40) == "general"
+    # a new first array is remembered before the second fails its check
+    z = _Counting((6,), np.float32, ptr=0x300)
+    assert fast(_Cfg(), z, _Counting((4,), np.float64), 1) == "general"
+    assert len(loaded.calls) == 1
+    fast(_Cfg(), z, y, 3)                              # z is remembered: still packed in full
+    assert loaded.calls[-1] == (0x300, 6, 0x200, 4, 3)
+    assert loaded.lock.acquire(blocking=False)
+    loaded.lock.release()
+    assert len(handed) == 2
+
+
+def test_threads_launching_other_arrays_each_launch_their_own():
+    import threading
+    arrays = [_Counting((8 + t,), np.float32, ptr=0x1000 * (t + 1)) for t in range(4)]
+    fast, loaded, handed = _mixed_fast([arrays[0], 0], "@Qqi")
+    errors = []
+
+    def work(t):
+        try:
+            for k in range(2000):
+                fast(_Cfg(), arrays[t if k % 3 else (t + 1) % 4], t)
+        except BaseException as exc:       # pragma: no cover - reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)                     # switch threads as often as possible
+    try:
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors and not handed and len(loaded.calls) == 8000
+    for ptr, size, t in loaded.calls:
+        assert size == 8 + ptr // 0x1000 - 1
+        assert ptr in (0x1000 * (t + 1), 0x1000 * ((t + 1) % 4 + 1))

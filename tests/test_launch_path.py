@@ -33,6 +33,7 @@ class FakeLoaded:
         self.buffer = ctypes.create_string_buffer(max(self.packer.size, 1))
         self.extra_ptr = 77
         self.lock = threading.Lock()
+        self.packed_by = None
         self.calls = []
         self.launch_kernel = self._record
         FakeLoaded.instances.append(self)
@@ -45,6 +46,7 @@ class FakeLoaded:
         pass
 
     def launch(self, grid, block, stream, shared, values):
+        self.packed_by = None                     # as LoadedKernel.launch: the buffer is rewritten
         self.packer.pack_into(self.buffer, 0, *values)
         self._record(self.fn_ptr, *grid, *block, shared, stream, 0, self.extra_ptr)
 

@@ -30,18 +30,20 @@ def _nothing():
 
 
 def _checks(args, keys, remember=False):
-    """Source lines that return ``fail`` unless the arguments match, and the value expressions.
+    """Per argument: (source lines that ``return None`` unless it matches, its value expressions,
+    whether those values are remembered), and the environment the lines read.
 
     With ``remember``, contiguous CuPy arrays are remembered between calls (see
-    ``_remembered_array``): the list ``_S`` in the returned environment holds one entry per
-    argument.
+    ``_remembered_array``): their lines refer to globals ``R{i}`` (a weak reference to the array
+    of the last call), ``V{i}`` (its parameter values) and ``H{i}`` (its shape), which start as a
+    reference to nothing, and set ``fresh = True`` when they take another array.
     """
-    lines, env, outs = [], {"_value_key": arguments.value_key}, []
-    remembered = []
+    env, per_arg = {"_value_key": arguments.value_key}, []
     for i, (arg, key) in enumerate(zip(args, keys)):
         v = f"a{i}"
         handler = arguments.handler_of(arg)
         env[f"C{i}"] = type(arg)
+        lines, outs, kept = [], [], False
         if handler is arguments._cupy_handler:
             _, dt, ndim, layout = key
             env[f"D{i}"] = dt
@@ -50,31 +52,30 @@ def _checks(args, keys, remember=False):
                 flag = None                       # a CuPy without the flag: compare strides
             dtype_differs = f"({v}.dtype is not D{i} and {v}.dtype != D{i})"
             if flag is not None and remember and _weakrefable(arg):
-                remembered.append(i)
-                body, out = _remembered_array(v, i, ndim, flag, dtype_differs)
-                lines += body
-                outs.append(out)
-                continue
-            if flag is not None and ndim <= 1:
+                lines, outs, kept = _remembered_array(v, i, ndim, flag, dtype_differs), \
+                    [f"*V{i}"], True
+                env.update({f"R{i}": _nothing, f"V{i}": (), f"H{i}": None})
+            elif flag is not None and ndim <= 1:
                 # The common case, in one test: a contiguous vector (or 0-d array), whose size is
                 # its only shape field; contiguous arrays pass no strides.
                 lines.append(f"if type({v}) is not C{i} or {dtype_differs} or not {v}.{flag} "
-                             f"or {v}.ndim != {ndim}: return None")
+                              f"or {v}.ndim != {ndim}: return None")
                 outs += [f"{v}.data.ptr"] + ([f"{v}.size"] if ndim else [])
-                continue
-            lines += [f"if type({v}) is not C{i} or {dtype_differs}: return None",
-                      f"{v}_sh = {v}.shape",
-                      f"if len({v}_sh) != {ndim}: return None"]
-            if flag is not None:
-                lines.append(f"if not {v}.{flag}: return None")
-            elif layout != "A":
-                lines += [f"{v}_st = {v}.strides",
-                          f"if not ({_layout_check(v, ndim, layout, dt.itemsize)}): return None"]
             else:
-                lines.append(f"{v}_st = {v}.strides")
-            outs += [f"{v}.data.ptr"] + [f"{v}_sh[{k}]" for k in range(ndim)]
-            if layout == "A":
-                outs += [f"{v}_st[{k}]" for k in range(ndim)]
+                lines += [f"if type({v}) is not C{i} or {dtype_differs}: return None",
+                          f"{v}_sh = {v}.shape",
+                          f"if len({v}_sh) != {ndim}: return None"]
+                if flag is not None:
+                    lines.append(f"if not {v}.{flag}: return None")
+                elif layout != "A":
+                    lines += [f"{v}_st = {v}.strides",
+                              f"if not ({_layout_check(v, ndim, layout, dt.itemsize)}): "
+                              f"return None"]
+                else:
+                    lines.append(f"{v}_st = {v}.strides")
+                outs += [f"{v}.data.ptr"] + [f"{v}_sh[{k}]" for k in range(ndim)]
+                if layout == "A":
+                    outs += [f"{v}_st[{k}]" for k in range(ndim)]
         elif handler is arguments._torch_handler:
             _, dt, ndim, layout = key
             env[f"T{i}"] = arg.dtype
@@ -106,10 +107,11 @@ def _checks(args, keys, remember=False):
             lines += [f"{v}_k, {v}_v = _value_key({v})",
                       f"if {v}_k != K{i}: return None"]
             outs.append(f"*{v}_v")
+        per_arg.append((lines, outs, kept))
     if remember:
         import weakref
-        env.update(_S=[(_nothing, (), ())] * len(args), _ref=weakref.ref)
-    return lines, env, outs
+        env["_ref"] = weakref.ref
+    return per_arg, env
 
 
 def _weakrefable(arg):
@@ -123,32 +125,28 @@ def _weakrefable(arg):
 
 def _remembered_array(v, i, ndim, flag, dtype_differs):
     """Lines for a contiguous CuPy array that skip its checks when it is the array of the last
-    call: ``_S[i]`` holds a weak reference to that array, its parameter values and its shape.
+    call: global ``R{i}`` is a weak reference to that array, ``V{i}`` its parameter values and
+    ``H{i}`` its shape.
 
     A CuPy array's dtype, data pointer, size and strides cannot be assigned; only ``shape`` can
     (an in-place reshape that keeps the size), so the same object with the same shape (for a
-    vector: the same rank) has the same parameters.  The weak reference keeps nothing alive;
-    reading the entry in one step keeps it consistent when threads race.
+    vector: the same rank) has the same parameters.  The weak reference keeps nothing alive.
     """
     if ndim <= 1:
-        same = f"{v}.ndim != {ndim}"
-        fresh = [f"    if type({v}) is not C{i} or {dtype_differs} or not {v}.{flag} or "
-                 f"{v}.ndim != {ndim}: return None",
-                 f"    {v}_vals = ({v}.data.ptr, {f'{v}.size' if ndim else ''})",
-                 f"    _S[{i}] = (_ref({v}), {v}_vals, None)"]
-    else:
-        same = f"{v}.shape != {v}_sh"
-        fresh = [f"    if type({v}) is not C{i} or {dtype_differs}: return None",
-                 f"    {v}_sh = {v}.shape",
-                 f"    if len({v}_sh) != {ndim} or not {v}.{flag}: return None",
-                 f"    {v}_vals = ({v}.data.ptr, *{v}_sh)",
-                 f"    _S[{i}] = (_ref({v}), {v}_vals, {v}_sh)"]
-    return ([f"{v}_r, {v}_vals, {v}_sh = _S[{i}]",
-             f"if {v}_r() is not {v} or {same}:", *fresh], f"*{v}_vals")
+        return [f"if R{i}() is not {v} or {v}.ndim != {ndim}:",
+                f"    if type({v}) is not C{i} or {dtype_differs} or not {v}.{flag} or "
+                f"{v}.ndim != {ndim}: return None",
+                f"    R{i}, V{i}, fresh = _ref({v}), ({v}.data.ptr, "
+                f"{f'{v}.size' if ndim else ''}), True"]
+    return [f"if R{i}() is not {v} or {v}.shape != H{i}:",
+            f"    if type({v}) is not C{i} or {dtype_differs}: return None",
+            f"    {v}_sh = {v}.shape",
+            f"    if len({v}_sh) != {ndim} or not {v}.{flag}: return None",
+            f"    R{i}, V{i}, H{i}, fresh = _ref({v}), ({v}.data.ptr, *{v}_sh), {v}_sh, True"]
 
 
-def _build(name, params, lines, env, tail):
-    body = "\n    ".join(lines + tail)
+def _build(name, params, lines, env, tail, head=()):
+    body = "\n    ".join(list(head) + lines + tail)
     src = f"def {name}({', '.join(params)}):\n    {body}\n"
     exec(compile(src, f"<gpureplace {name}>", "exec"), env)
     fn = env[name]
@@ -158,11 +156,52 @@ def _build(name, params, lines, env, tail):
 
 def make_binder(args, keys):
     """Build ``bind(*args) -> values | None`` for arguments shaped like ``args`` with ``keys``."""
-    lines, env, outs = _checks(args, keys)
-    params = [f"a{i}" for i in range(len(args))]
-    result = ", ".join(outs)
-    return _build("bind", params, lines, env,
-                  [f"return ({result}{',' if len(outs) == 1 else ''})"])
+    per_arg, env = _checks(args, keys)
+    lines = [line for lines, _, _ in per_arg for line in lines]
+    result = ", ".join(out for _, outs, _ in per_arg for out in outs)
+    n_outs = sum(len(outs) for _, outs, _ in per_arg)
+    return _build("bind", [f"a{i}" for i in range(len(args))], lines, env,
+                  [f"return ({result}{',' if n_outs == 1 else ''})"])
+
+
+def _param_offsets(fmt):
+    """Byte offset of each value of the native ('@') struct format ``fmt`` (one letter each)."""
+    import struct
+    letters = fmt.lstrip("@")
+    return [struct.calcsize("@" + letters[:k] + "0" + letters[k]) for k in range(len(letters))], \
+        letters
+
+
+def _volatile_packers(args, per_arg, fmt):
+    """The parameters a launch must pack although the remembered arrays did not change: runs of
+    consecutive values, each as (``pack_into`` of a struct with its padding, offset, value
+    expressions)."""
+    import struct
+    offsets, letters = _param_offsets(fmt)
+    runs, pos = [], 0
+    for arg, (_, outs, kept) in zip(args, per_arg):
+        count = len(arguments.value_key(arg)[1])
+        if not kept and count:
+            flat = list(range(pos, pos + count))
+            if runs and runs[-1][0][-1] == pos - 1:
+                runs[-1][0].extend(flat)
+                runs[-1][1].extend(outs)
+            else:
+                runs.append((flat, list(outs)))
+        pos += count
+    if pos != len(letters):
+        raise AssertionError(f"{pos} parameter values for the format {fmt!r}")
+    packers = []
+    for flat, outs in runs:
+        start, layout = offsets[flat[0]], "="
+        for k in flat:
+            layout += "x" * (offsets[k] - start - struct.calcsize(layout)) + letters[k]
+        packers.append((struct.Struct(layout).pack_into, start, outs))
+    return packers
+
+
+class _Miss(Exception):
+    """An argument the fast launch was not built for (it hands over to the general path)."""
 
 
 def make_fast_launch(args, keys, loaded, age, general, retry=()):
@@ -175,15 +214,23 @@ def make_fast_launch(args, keys, loaded, age, general, retry=()):
     function).  It also hands over when the launch raises one of ``retry``: a value that does not
     fit its parameter, or the driver refusing a function of another context -- a thread's first
     launch, or another current device -- which the general path sets right.
+
+    The parameter buffer is the loaded kernel's and outlives each launch.  While it holds what
+    this function packed (``loaded.packed_by``) and every remembered array is the one of the last
+    launch, only the other values (scalars, ...) are packed again.
     """
     import struct
 
     from ..tracking import world
     from . import launch
     n = len(args)
-    lines, env, outs = _checks(args, keys, remember=True)
-    lines = [line.replace("return None", "return _general(cfg, args)") for line in lines]
-    env.update(_world=world, _general=general, _retry=(struct.error,) + tuple(retry),
+    per_arg, env = _checks(args, keys, remember=True)
+    kept = [i for i, (_, _, k) in enumerate(per_arg) if k]
+    lines = [line.replace("return None", "raise _Miss") for lines, _, _ in per_arg
+             for line in lines]
+    token = object()
+    env.update(_world=world, _general=general, _Miss=_Miss,
+               _retry=(struct.error, _Miss) + tuple(retry),
                _acquire=loaded.lock.acquire, _release=loaded.lock.release,
                _current_stream=launch.current_stream,
                # The device the module is loaded on: asking CuPy for that device's stream saves a
@@ -195,24 +242,45 @@ def make_fast_launch(args, keys, loaded, age, general, retry=()):
                # The loaded module, its parameter buffer and the ``extra`` array FN and EXTRA point
                # into live as long as this function: a launch running in another thread while a
                # redefinition replaces the specialisation never sees them freed.
-               _loaded=loaded)
+               _loaded=loaded, _ME=token)
     head = [f"if len(args) != {n} or _world.age != AGE or cfg.big_shared: "
             f"return _general(cfg, args)"]
     if n:
         head.append(f"{', '.join(f'a{i}' for i in range(n))}{',' if n == 1 else ''} = args")
-    tail = ["stream = cfg._stream_ptr",
-            "if stream is None: stream = _current_stream(DEV).ptr",
-            "gx, gy, gz, bx, by, bz, shared = cfg.dims",
-            "_acquire()",
-            "try:",
-            f"    _pack_into(_buf, 0, {', '.join(outs)})" if outs else "    pass",
-            "    _launch(FN, gx, gy, gz, bx, by, bz, shared, stream, 0, EXTRA)",
-            "except BaseException as exc:",
-            "    _release()",
-            "    if isinstance(exc, _retry): return _general(cfg, args)",
-            "    raise",
-            "_release()"]
+    head += ["stream = cfg._stream_ptr",
+             "if stream is None: stream = _current_stream(DEV).ptr",
+             "gx, gy, gz, bx, by, bz, shared = cfg.dims",
+             # Checks, packing and launch under the lock: the remembered arrays and what the
+             # buffer holds change together.
+             "_acquire()",
+             "try:"]
+    everything = ", ".join(out for _, outs, _ in per_arg for out in outs)
+    if kept:
+        head.insert(0, "global " + ", ".join(f"R{i}, V{i}, H{i}" for i in kept))
+        pack = ["if fresh:",
+                "    _loaded.packed_by = None",
+                f"    _pack_into(_buf, 0, {everything})",
+                "    _loaded.packed_by = _ME"]
+        volatile = _volatile_packers(args, per_arg, loaded.packer.format)
+        if volatile:
+            pack.append("else:")
+            for j, (pack_run, offset, outs) in enumerate(volatile):
+                env[f"_P{j}"] = pack_run
+                pack.append(f"    _P{j}(_buf, {offset}, {', '.join(outs)})")
+        lines = ["fresh = _loaded.packed_by is not _ME"] + lines + pack
+    elif everything:
+        lines = lines + [f"_pack_into(_buf, 0, {everything})"]
+    tail = ["_launch(FN, gx, gy, gz, bx, by, bz, shared, stream, 0, EXTRA)"]
+    body = ["    " + line for line in lines + tail]
+    body += ["except BaseException as exc:",
+             # A failed pack may have written part of the buffer, a failed check refreshed
+             # some remembered arrays: the next launch packs everything.
+             "    _loaded.packed_by = None",
+             "    _release()",
+             "    if isinstance(exc, _retry): return _general(cfg, args)",
+             "    raise",
+             "_release()"]
     if getattr(getattr(loaded, "spec", None), "uses_printf", False):
         env["_note_printf"] = launch.note_printf   # the cell hook then flushes device output
-        tail.append("_note_printf()")
-    return _build("launch", ["cfg", "*args"], head + lines, env, tail)
+        body.append("_note_printf()")
+    return _build("launch", ["cfg", "*args"], body, env, [], head)

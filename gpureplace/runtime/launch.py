@@ -51,6 +51,8 @@ class LoadedKernel:
         self.params = ParamBuffer(self.packer.size)
         self.buffer, self.extra_ptr = self.params.buffer, self.params.extra_ptr
         self.lock = threading.Lock()
+        # The fast launch (binder.make_fast_launch) whose arguments the buffer holds, if any.
+        self.packed_by = None
         self.launch_kernel = cp.cuda.driver.launchKernel
         self._dynamic_smem_limit = 48 * 1024
 
@@ -64,6 +66,7 @@ class LoadedKernel:
     def launch(self, grid, block, stream, shared, values):
         self.allow_shared(shared)
         with self.lock:
+            self.packed_by = None
             try:
                 self.packer.pack_into(self.buffer, 0, *values)
             except struct.error as exc:
