@@ -340,3 +340,16 @@ def test_threads_launching_other_arrays_each_launch_their_own():
     for ptr, size, t in loaded.calls:
         assert size == 8 + ptr // 0x1000 - 1
         assert ptr in (0x1000 * (t + 1), 0x1000 * ((t + 1) % 4 + 1))
+
+
+def test_tuples_and_complex_between_remembered_arrays_are_packed_each_launch():
+    x = _Counting((8,), np.float32, ptr=0x100)
+    y = _Counting((2, 2), np.int64, ptr=0x200)
+    args = [x, (1, 2.5), 1 + 2j, y, np.float32(0.5)]
+    fast, loaded, handed = _mixed_fast(args, "@QqqdddQqqf")
+    fast(_Cfg(), *args)
+    assert loaded.calls[-1] == (0x100, 8, 1, 2.5, 1.0, 2.0, 0x200, 2, 2, 0.5)
+    fast(_Cfg(), x, (-7, 0.25), 3 - 1j, y, np.float32(4))
+    assert loaded.calls[-1] == (0x100, 8, -7, 0.25, 3.0, -1.0, 0x200, 2, 2, 4.0)
+    assert fast(_Cfg(), x, (1, 2), 1j, y, np.float32(4)) == "general"     # (int, int) tuple
+    assert not handed[:-1] and len(loaded.calls) == 2
