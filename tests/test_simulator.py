@@ -463,6 +463,63 @@ def test_int32_wraps():
     assert out.tolist() == [-2**31, np.int32(np.int64(2**31 + 10) - 2**32)]
 
 
+@cuda.jit
+def int_promotion(u8a, u8b, avg, i32a, prod, u64, i64, mixed, shifted, neg):
+    i = cuda.grid(1)
+    if i < avg.size:
+        avg[i] = (u8a[i] + u8b[i]) // 2          # uint8 + uint8 is a uint64, as Numba types it
+        prod[i] = i32a[i] * i32a[i]               # int32 * int32 is an int64
+        mixed[i] = u64[i] + i64[i]                # uint64 + int64 is an int64 (NumPy: float64)
+        shifted[i] = u8a[i] << 4                  # the left operand's signedness, 64 bits
+        neg[i] = -u8a[i]                          # a uint64
+
+
+def int_promotion_args():
+    return (np.array([100, 255, 10], np.uint8), np.array([200, 255, 20], np.uint8),
+            np.zeros(3, np.uint8), np.array([100000, -3, 46341], np.int32), np.zeros(3, np.int64),
+            np.array([1, 2, 2**63], np.uint64), np.array([-5, 5, -1], np.int64),
+            np.zeros(3, np.int64), np.zeros(3, np.uint64), np.zeros(3, np.uint64))
+
+
+def test_small_integers_widen_as_numba_types_them():
+    args = int_promotion_args()
+    simulator.run(int_promotion, 1, 32, *args)
+    _, _, avg, _, prod, _, _, mixed, shifted, neg = args
+    assert avg.tolist() == [150, 255, 15]
+    assert prod.tolist() == [10**10, 9, 46341**2]
+    assert mixed.tolist() == [-4, 7, 2**63 - 1]
+    assert shifted.tolist() == [1600, 4080, 160]
+    assert neg.tolist() == [2**64 - 100, 2**64 - 255, 2**64 - 10]
+    # the element type stays visible to intrinsics and stores still wrap
+    @cuda.jit
+    def k(x, out, bits):
+        out[0] = x[0] + x[0]
+        bits[0] = cuda.popc(x[0])
+        bits[1] = cuda.clz(x[0])
+    out, bits = np.zeros(1, np.uint8), np.zeros(2, np.int32)
+    simulator.run(k, 1, 1, np.array([200], np.uint8), out, bits)
+    assert out[0] == 144 and bits.tolist() == [3, 0]
+
+
+@cuda.jit
+def active_masks(out, n):
+    i = cuda.grid(1)
+    if i < n:
+        out[i] = cuda.activemask()
+    cuda.syncthreads()
+
+
+def test_activemask_is_the_same_for_every_lane_that_calls_it_together():
+    out = np.zeros(64, np.uint32)
+    simulator.run(active_masks, 1, 64, out, 64)
+    assert set(out.tolist()) == {0xFFFFFFFF}
+    out[:] = 0
+    # lanes 20..31 of the first warp skip the call and wait at the barrier; the second warp is
+    # out of range entirely
+    simulator.run(active_masks, 1, 64, out, 20)
+    assert out[:20].tolist() == [0xFFFFF] * 20 and not out[20:].any()
+
+
 def test_deadlock_is_reported():
     @cuda.jit
     def k(x):

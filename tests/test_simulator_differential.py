@@ -5,7 +5,8 @@ import pytest
 
 from gpureplace import cuda, simulator
 from gpureplace.config import settings
-from test_simulator import TPB, block_sum, histogram, warp_sum     # the simulator's own corpus
+from test_simulator import (TPB, active_masks, block_sum, histogram,  # the simulator's own corpus
+                            int_promotion, int_promotion_args, warp_sum)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.gpu_only]
 
@@ -39,10 +40,12 @@ def _cases():
                                      np.zeros(17, np.int32)), 0),
         (warp_sum, 4, 256, lambda: (np.arange(1024, dtype=np.int64), np.zeros(32, np.int64)), 0),
         (stencil, (4, 4), (16, 16), lambda: (rng.random((64, 64)), np.zeros((64, 64))), 1e-12),
+        (int_promotion, 1, 32, int_promotion_args, 0),
+        (active_masks, 1, 64, lambda: (np.zeros(64, np.uint32), 20), 0),
     ]
 
 
-@pytest.mark.parametrize("case", range(5))
+@pytest.mark.parametrize("case", range(7))
 def test_simulator_agrees_with_the_device(case, monkeypatch):
     import cupy as cp
     kernel, grid, block, make, rtol = _cases()[case]

@@ -1,8 +1,9 @@
 """Arrays and scalars with the device's semantics.
 
-``SimArray`` wraps a NumPy array the way a kernel sees it: element reads give NumPy scalars of the
-element type (so float32 stays float32 and intrinsics see the integer width), stores wrap integers to the element type as the device's
-truncating stores do, and an index out of bounds raises an ``IndexError`` naming the thread, the
+``SimArray`` wraps a NumPy array the way a kernel sees it: element reads give scalars of the
+element type (float32 stays float32, intrinsics see the integer width, integer arithmetic
+widens as Numba's does), stores wrap integers to the element type as the device's truncating
+stores do, and an index out of bounds raises an ``IndexError`` naming the thread, the
 block, the source line and the index.
 """
 
@@ -17,19 +18,104 @@ _INT_LIMITS = {}
 
 
 def wrap_int(value, dtype):
-    """``value`` (any integer) reduced modulo 2**bits into ``dtype``'s range, as a NumPy scalar."""
+    """``value`` (any integer) reduced modulo 2**bits into ``dtype``'s range, as a device integer
+    (see ``_device_int_type``)."""
     lim = _INT_LIMITS.get(dtype)
     if lim is None:
         info = np.iinfo(dtype)
-        lim = _INT_LIMITS[dtype] = (info.bits, 1 << info.bits, info.min < 0, info.min, info.max)
-    bits, modulus, signed, lo, hi = lim
+        lim = _INT_LIMITS[dtype] = (info.bits, 1 << info.bits, info.min < 0, info.min, info.max,
+                                    _device_int_type(dtype))
+    bits, modulus, signed, lo, hi, cls = lim
     v = int(value)
     if lo <= v <= hi:
-        return dtype.type(v)
+        return cls(v)
     v &= modulus - 1
     if signed and v >> (bits - 1):
         v -= modulus
-    return dtype.type(v)
+    return cls(v)
+
+
+_I64, _U64 = np.dtype(np.int64), np.dtype(np.uint64)
+_DEVICE_INT_TYPES = {}
+
+
+def _device_int_type(dtype):
+    """A subclass of ``dtype``'s NumPy scalar type that computes as Numba types integers.
+
+    Element reads, casts and intrinsics give these, so the integer width stays visible (``popc``,
+    stores) while arithmetic follows Numba rather than NumPy: ``+ - * // % ** & | ^`` and unary
+    ``- ~ +`` compute in 64 bits, unsigned when both operands are unsigned (``uint8 + uint8`` is a
+    uint64: 150 + 250 does not wrap to 144), otherwise signed (``uint64 + int64`` is an int64, not
+    NumPy's float64); a shift has the signedness of its left operand.  Floats and arrays mix as
+    in NumPy, which matches Numba's scalar rules.
+    """
+    cls = _DEVICE_INT_TYPES.get(dtype)
+    if cls is not None:
+        return cls
+    import operator
+    base = dtype.type
+    unsigned_self = dtype.kind == "u"
+
+    def result(value, unsigned):
+        return wrap_int(value, _U64 if unsigned else _I64)
+
+    def binary(op, name):
+        zero_div = name in ("floordiv", "mod")
+
+        def compute(a, b, unsigned):
+            if zero_div and b == 0:
+                return result(0, unsigned)            # no exception on the device
+            if name == "pow" and b < 0:          # 1 / a**-b in integers
+                return result(1 if a == 1 else (-1 if b % 2 else 1) if a == -1 else 0, unsigned)
+            return result(op(a, b), unsigned)
+
+        def forward(self, other):
+            if isinstance(other, (int, np.integer)):
+                return compute(int(self), int(other),
+                               unsigned_self and isinstance(other, np.unsignedinteger))
+            return op(base(self), other)
+
+        def reflected(self, other):
+            if isinstance(other, (int, np.integer)):
+                return compute(int(other), int(self),
+                               unsigned_self and isinstance(other, np.unsignedinteger))
+            return op(other, base(self))
+        return forward, reflected
+
+    def shift(op, left_unsigned_of):
+        def compute(a, count, unsigned):
+            if count < 0 or count >= 64:
+                return result(-1 if (op is operator.rshift and a < 0) else 0, unsigned)
+            return result(op(a, count), unsigned)
+
+        def forward(self, other):
+            if isinstance(other, (int, np.integer)):
+                return compute(int(self), int(other), unsigned_self)
+            return op(base(self), other)
+
+        def reflected(self, other):
+            if isinstance(other, (int, np.integer)):
+                return compute(int(other), int(self), left_unsigned_of(other))
+            return op(other, base(self))
+        return forward, reflected
+
+    ns = {"__slots__": ()}
+    for name, op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                     ("floordiv", operator.floordiv), ("mod", operator.mod),
+                     ("pow", operator.pow), ("and", operator.and_), ("or", operator.or_),
+                     ("xor", operator.xor)):
+        ns[f"__{name}__"], ns[f"__r{name}__"] = binary(op, name)
+    for name, op in (("lshift", operator.lshift), ("rshift", operator.rshift)):
+        ns[f"__{name}__"], ns[f"__r{name}__"] = shift(
+            op, lambda other: isinstance(other, np.unsignedinteger))
+    ns["__neg__"] = lambda self: result(-int(self), unsigned_self)
+    ns["__pos__"] = lambda self: result(int(self), unsigned_self)
+    ns["__invert__"] = lambda self: result(~int(self), unsigned_self)
+    ns["__abs__"] = lambda self: wrap_int(abs(int(self)), dtype)
+    ns["__repr__"] = lambda self: repr(base(self))
+    cls = _DEVICE_INT_TYPES[dtype] = type(base.__name__, (base,), ns)
+    cls.__module__ = __name__
+    return cls
 
 
 def to_dtype_value(value, dtype):
@@ -48,26 +134,15 @@ def to_dtype_value(value, dtype):
 
 
 def _reader_of(dtype):
-    """Conversion of elements read (none: NumPy scalars of the element type, as Numba types
-    them; number literals are int64 / float64, so ``x[i] + 1`` computes in int64 as on the
-    device).  Booleans are read as Python bools: NumPy adds ``np.bool_`` values as a logical or,
+    """Conversion of elements read: integers become device integers of the element type
+    (``_device_int_type``), floats stay NumPy scalars of the element type, as Numba types them.
+    Booleans are read as Python bools: NumPy adds ``np.bool_`` values as a logical or,
     Numba (and Python) as integers (``a[i] + b[i]`` is 2 when both are true)."""
     if dtype.kind == "b":
         return bool
-    if dtype == np.uint64:
-        return _UInt64
+    if dtype.kind in "iu":
+        return _device_int_type(dtype)
     return None
-
-
-class _UInt64(np.uint64):
-    """A uint64 element: shifting it by a (signed) count gives a uint64, as Numba types it;
-    NumPy refuses to mix uint64 and int64 in a shift."""
-
-    def __lshift__(self, other):
-        return np.uint64(self) << np.uint64(other)
-
-    def __rshift__(self, other):
-        return np.uint64(self) >> np.uint64(other)
 
 
 class DeviceCaster:

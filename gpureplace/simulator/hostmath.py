@@ -123,7 +123,7 @@ class HostMath:
         if stub.name == "abs":
             a = args[0]
             if isinstance(a, (bool, np.bool_)):
-                return np.int64(int(a))
+                return wrap_int(int(a), np.dtype(np.int64))
             if isinstance(a, (int, np.integer)):
                 return abs(a) if not isinstance(a, np.signedinteger) else \
                     wrap_int(abs(int(a)), a.dtype)
@@ -137,7 +137,7 @@ class HostMath:
         if stub.result == "bool":
             return bool(r)
         if stub.result == "int":
-            return np.int64(r) if math.isfinite(r) else np.int64(0)
+            return wrap_int(r if math.isfinite(r) else 0, np.dtype(np.int64))
         return fty(r)
 
     def __repr__(self):
@@ -180,7 +180,7 @@ def _u(x, width):
 
 def _frexp(x):
     m, e = math.frexp(float(x))
-    return type(x)(m), np.int32(e)
+    return type(x)(m), wrap_int(e, np.dtype(np.int32))
 
 
 def _modf(x):
@@ -318,7 +318,7 @@ def brev(x):
 
 def ffs(x):
     w, _ = _width(x)
-    return np.uint32(_ffs(x, w))
+    return wrap_int(_ffs(x, w), np.dtype(np.uint32))
 
 
 def fma(a, b, c):

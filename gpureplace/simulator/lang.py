@@ -74,10 +74,13 @@ def device_format(value):
                     f"constants and tuples of these")
 
 
+_U32, _I32 = np.dtype(np.uint32), np.dtype(np.int32)
+
+
 def _value_of(v):
     """A shuffled / matched value as the device carries it (booleans become int32)."""
     if isinstance(v, (bool, np.bool_)):
-        return np.int32(1 if v else 0)
+        return wrap_int(1 if v else 0, _I32)
     return v
 
 
@@ -140,15 +143,15 @@ def language(launch):
 
     def syncthreads_count(predicate):
         t = tls.t
-        return np.int32(t.block.barrier(t, "count", bool(predicate)))
+        return wrap_int(t.block.barrier(t, "count", bool(predicate)), _I32)
 
     def syncthreads_and(predicate):
         t = tls.t
-        return np.int32(t.block.barrier(t, "and", bool(predicate)))
+        return wrap_int(t.block.barrier(t, "and", bool(predicate)), _I32)
 
     def syncthreads_or(predicate):
         t = tls.t
-        return np.int32(t.block.barrier(t, "or", bool(predicate)))
+        return wrap_int(t.block.barrier(t, "or", bool(predicate)), _I32)
 
     def syncwarp(mask=0xFFFFFFFF):
         t = tls.t
@@ -410,12 +413,11 @@ def language(launch):
                                "cuda.match_all_sync")
 
     def activemask():
-        # The lanes of this warp that have not exited (the simulator cannot see divergence).
         t = tls.t
-        return np.uint32(t.block.warp_live[t.warp])
+        return wrap_int(t.block.active_lanes(t), _U32)
 
     def lanemask_lt():
-        return np.uint32((1 << tls.t.lane) - 1)
+        return wrap_int((1 << tls.t.lane) - 1, _U32)
 
     out[id(warp.match_any_sync)] = match_any_sync
     out[id(warp.match_all_sync)] = match_all_sync

@@ -29,7 +29,7 @@ from ..compiler.intrinsics.devicemath import MathStub
 from ..compiler.intrinsics.libdevice_calls import LibdeviceStub
 from ..dispatch.context import host_key
 from . import hostmath, lang
-from .arrays import DeviceCaster, SimArray
+from .arrays import DeviceCaster, SimArray, wrap_int
 
 _BUILTINS = vars(builtins)
 _MISSING = object()
@@ -56,7 +56,7 @@ def _is_library(fn):
 def _device_const(c):
     if type(c) is int:
         if -(1 << 63) <= c < (1 << 63):
-            return np.int64(c)
+            return wrap_int(c, np.dtype(np.int64))
         return c
     if type(c) is float:
         return np.float64(c)
@@ -386,10 +386,9 @@ class Resolver:
 def _INT(value=0, base=_MISSING):
     """``int(x)`` in device code: an int64."""
     if base is not _MISSING:
-        return np.int64(int(value, base))
+        return wrap_int(int(value, base), np.dtype(np.int64))
     if isinstance(value, (float, np.floating)):
         value = int(value)
-    from .arrays import wrap_int
     return wrap_int(value, np.dtype(np.int64))
 
 

@@ -19,7 +19,7 @@ from numba.core import types as nbtypes
 from ..errors import LaunchError
 from ..runtime import arguments
 from ..runtime.launch import normalize_dims
-from .arrays import SimArray
+from .arrays import SimArray, wrap_int
 from .blocks import Block, NeedThreads, ThreadState, _Abort
 from .lang import device_format
 from .resolve import Resolver
@@ -109,11 +109,13 @@ class _Args:
         if isinstance(a, int):
             if not -(1 << 63) <= a < (1 << 63):
                 raise LaunchError(f"{where} = {a} does not fit in an int64")
-            return np.int64(a), nbtypes.int64
+            return wrap_int(a, np.dtype(np.int64)), nbtypes.int64
         if isinstance(a, float):
             return np.float64(a), nbtypes.float64
         if isinstance(a, complex):
             return np.complex128(a), nbtypes.complex128
+        if isinstance(a, np.integer):
+            return wrap_int(a, a.dtype), _type_from_key(a, where)
         return a, _type_from_key(a, where)
 
 
