@@ -120,3 +120,19 @@ def test_launch_without_a_gpu_on_the_gpu_backend_says_so(monkeypatch):
 
     with pytest.raises(NoDeviceError, match="no CUDA GPU was found"):
         k[1, 1](1.0)
+
+
+def test_a_math_function_without_device_implementation_is_named():
+    import math
+
+    from gpureplace import cuda
+
+    @cuda.jit
+    def k(x):
+        x[0] = math.factorial(3) + x[0]
+
+    with pytest.raises(CompileError) as err:
+        k.compile("void(float64[::1])")
+    msg = str(err.value)
+    assert "math.factorial has no device implementation" in msg and "Context.override" in msg
+    assert err.value.lineno == k.py_func.__code__.co_firstlineno + 2

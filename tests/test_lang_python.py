@@ -184,6 +184,58 @@ def _float_reference(x, y):
         b ** 3 + a / b, np.log10(b) + np.log2(b) + 2 ** half + np.expm1(half)])
 
 
+@cuda.jit
+def float_parts(x, mant, expo, frac, whole, scaled, deg, rad):
+    i = cuda.grid(1)
+    if i < x.size:
+        m, e = math.frexp(x[i])
+        mant[i] = m
+        expo[i] = e
+        f, w = math.modf(x[i])
+        frac[i] = f
+        whole[i] = w
+        scaled[i] = math.ldexp(m, e + 3)
+        deg[i] = math.degrees(x[i])
+        rad[i] = np.radians(x[i])
+
+
+def _float_parts_args(dtype, xp=np):
+    x = np.array([3.5, -0.15625, 1e10, 0.0, -7.25, 1e-3, 2.0 ** -130, 123456.789], dtype)
+    return [xp.asarray(x)] + [xp.zeros(x.size, np.int32 if k == 1 else dtype) for k in range(7)]
+
+
+def _check_float_parts(x, mant, expo, frac, whole, scaled, deg, rad):
+    dt = x.dtype.type
+    for k, v in enumerate(x.tolist()):
+        m, e = math.frexp(v)
+        f, w = math.modf(v)
+        assert (mant[k], expo[k]) == (m, e) and (frac[k], whole[k]) == (f, w), v
+        assert scaled[k] == math.ldexp(m, e + 3)
+        assert deg[k] == dt(v) * dt(180 / math.pi) and rad[k] == dt(v) * dt(math.pi / 180)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_frexp_modf_ldexp_degrees_radians(dtype):
+    fty = typeof(dtype(0))
+    spec = _compile(float_parts, (fty[::1], fty[::1], types.int32[::1]) + (fty[::1],) * 5)
+    suffix = "f" if dtype is np.float32 else ""
+    assert all(_calls(_ir(spec), f"__nv_{fn}{suffix}") for fn in ("frexp", "modf", "ldexp"))
+    assert _widened_to_double(_ir(spec)) == [] or dtype is np.float64
+    from gpureplace import simulator
+    args = _float_parts_args(dtype)
+    simulator.run(float_parts, 1, 32, *args)
+    _check_float_parts(*args)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_frexp_modf_ldexp_degrees_radians_gpu(dtype):
+    cp = _cp()
+    args = _float_parts_args(dtype, cp)
+    float_parts[1, 32](*args)
+    _check_float_parts(*[a.get() for a in args])
+
+
 F32_SIG = (types.float32[::1], types.float32[::1], types.float32[:, ::1])
 F64_SIG = (types.float64[::1], types.float64[::1], types.float64[:, ::1])
 

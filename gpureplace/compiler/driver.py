@@ -9,6 +9,8 @@ Kernels add a wrapper and go through the back end in ``compiler.kernel``.
 
 from __future__ import annotations
 
+import re
+import sys
 import threading
 from dataclasses import dataclass
 
@@ -408,6 +410,16 @@ def _convert_error(pyfunc, exc):
     reason = _short_reason(getattr(exc, "msg", None) or str(exc))
     if isinstance(exc, nb_errors.TypingError) and "Untyped global name" in reason:
         reason = reason.replace("Untyped global name", "cannot use global name")
+    attr = re.search(r"Unknown attribute '(\w+)' of type Module\(<module '([\w.]+)'", reason)
+    if attr:
+        name, module = attr.groups()
+        mod = sys.modules.get(module)
+        if mod is not None and hasattr(mod, name):
+            reason = (f"{module}.{name} has no device implementation: it cannot be called in "
+                      f"kernels or device functions (give it one with "
+                      f"Context.override({module}.{name}, ...))")
+        else:
+            reason = f"module {module!r} has no attribute {name!r}"
     if "UndefinedType" in reason:
         missing = _undefined_globals(pyfunc, lineno)
         if missing:

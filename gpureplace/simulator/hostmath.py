@@ -100,6 +100,9 @@ BASE = {
     "cospi": lambda x: np.cos(x * x.dtype.type(math.pi)),
     "floor_float": np.floor, "ceil_float": np.ceil, "trunc_float": np.trunc,
     "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
+    "ldexp": lambda x, e: x.dtype.type(math.ldexp(float(x), int(e))),
+    "degrees": lambda x: x * x.dtype.type(180.0 / math.pi),
+    "radians": lambda x: x * x.dtype.type(math.pi / 180.0),
 }
 
 
@@ -134,6 +137,10 @@ class HostMath:
         ctype = _F32 if fty is _F16 else fty
         cargs = [ctype(a) for a in args]
         r = self._impl(*cargs)
+        if stub.result == "tuple":
+            return r
+        if stub.name in _NO_HALF_RESULT:
+            fty = ctype
         if stub.result == "bool":
             return bool(r)
         if stub.result == "int":
@@ -186,6 +193,11 @@ def _frexp(x):
 def _modf(x):
     f, i = math.modf(float(x))
     return type(x)(f), type(x)(i)
+
+
+BASE.update(frexp=_frexp, modf=_modf)
+#: computed in float32 for float16 arguments, with a float32 result (as compiled)
+_NO_HALF_RESULT = frozenset(("frexp", "modf", "ldexp", "degrees", "radians"))
 
 
 #: libdevice names (without __nv_) with an implementation over arguments already converted to

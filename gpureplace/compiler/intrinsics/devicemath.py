@@ -183,6 +183,106 @@ for _s in STUBS.values():
         lowering.lower(_s, types.Integer)(_impl)
         lowering.lower(_s, types.Complex)(_impl)
 
+
+# ---------------------------------------------------------------------------------------------
+# frexp, modf (libdevice writes one result through a pointer: a tuple here, as in Python and
+# numba-cuda), ldexp (an int32 exponent), degrees and radians (a multiplication).
+
+def _special(name, result, nargs=1):
+    s = MathStub(name, f"__nv_{name}", f"__nv_{name}f", None, nargs, result)
+    STUBS[name] = s
+    return s
+
+
+def _special_float(args):
+    fty = _float_of(args[:1])
+    return types.float32 if fty == types.float16 else fty
+
+
+class _FrexpTemplate(AbstractTemplate):
+    key = _special("frexp", "tuple")
+
+    def generic(self, args, kws):
+        fty = None if kws or len(args) != 1 else _special_float(args)
+        return fty and signature(types.Tuple((fty, types.int32)), fty)
+
+
+class _ModfTemplate(AbstractTemplate):
+    key = _special("modf", "tuple")
+
+    def generic(self, args, kws):
+        fty = None if kws or len(args) != 1 else _special_float(args)
+        return fty and signature(types.UniTuple(fty, 2), fty)
+
+
+class _LdexpTemplate(AbstractTemplate):
+    key = _special("ldexp", "float", nargs=2)
+
+    def generic(self, args, kws):
+        if kws or len(args) != 2 or not isinstance(args[1], (types.Integer, types.Boolean)):
+            return None
+        fty = _special_float(args)
+        return fty and signature(fty, fty, types.int32)
+
+
+def _angle_template(name):
+    class _Angle(AbstractTemplate):
+        key = _special(name, "float")
+
+        def generic(self, args, kws):
+            fty = None if kws or len(args) != 1 else _special_float(args)
+            return fty and signature(fty, fty)
+    _Angle.__name__ = f"DeviceMath_{name}"
+    return _Angle
+
+
+def _pointer_out(name, out_type):
+    def impl(context, builder, sig, args):
+        fty = sig.args[0]
+        lty = args[0].type
+        out_lty = context.get_value_type(out_type(fty))
+        slot = cgutils.alloca_once(builder, out_lty)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(lty, [lty, out_lty.as_pointer()]),
+            STUBS[name].symbol(fty, False))
+        first = builder.call(fn, [args[0], slot])
+        second = builder.load(slot)
+        # Python's order: frexp -> (mantissa, exponent), modf -> (fraction, integer part)
+        return context.make_tuple(builder, sig.return_type, [first, second])
+    return impl
+
+
+def _ldexp(context, builder, sig, args):
+    fty = sig.args[0]
+    lty = args[0].type
+    fn = cgutils.get_or_insert_function(builder.module,
+                                        ir.FunctionType(lty, [lty, ir.IntType(32)]),
+                                        STUBS["ldexp"].symbol(fty, False))
+    return builder.call(fn, args)
+
+
+def _angle(factor):
+    def impl(context, builder, sig, args):
+        fty = sig.args[0]
+        scale = (np.float32 if fty == types.float32 else np.float64)(factor)
+        return builder.fmul(args[0], args[0].type(float(scale)))
+    return impl
+
+
+for _fty in (types.float32, types.float64):
+    lowering.lower(_FrexpTemplate.key, _fty)(
+        _pointer_out("frexp", lambda f: types.int32))
+    lowering.lower(_ModfTemplate.key, _fty)(_pointer_out("modf", lambda f: f))
+    lowering.lower(_LdexpTemplate.key, _fty, types.int32)(_ldexp)
+typing.register_global(_FrexpTemplate.key, types.Function(_FrexpTemplate))
+typing.register_global(_ModfTemplate.key, types.Function(_ModfTemplate))
+typing.register_global(_LdexpTemplate.key, types.Function(_LdexpTemplate))
+for _name, _factor in (("degrees", 180.0 / math.pi), ("radians", math.pi / 180.0)):
+    _t = _angle_template(_name)
+    typing.register_global(_t.key, types.Function(_t))
+    for _fty in (types.float32, types.float64):
+        lowering.lower(_t.key, _fty)(_angle(_factor))
+
 # Numba's own lowering of ``**``, ``round(x, n)``, ``//`` on floats asks for these keys.
 for _key, _name in ((math.pow, "pow"), (math.floor, "floor"), (math.ceil, "ceil"),
                     (math.fmod, "fmod"), (math.exp, "exp"), (math.log, "log"),
@@ -226,6 +326,10 @@ def builtin_table():
             table[getattr(math, name)] = s[name]
     if hasattr(math, "cbrt"):
         table[math.cbrt] = s["cbrt"]
+    for name in ("frexp", "modf", "ldexp", "degrees", "radians"):
+        table[getattr(math, name)] = s[name]
+    table.update({np.degrees: s["degrees"], np.rad2deg: s["degrees"],
+                  np.radians: s["radians"], np.deg2rad: s["radians"]})
     for name in ("sin cos tan sinh cosh tanh exp exp2 expm1 log log2 log10 log1p sqrt cbrt "
                  "hypot fmod copysign isnan isinf isfinite").split():
         table[getattr(np, name)] = s[name]
