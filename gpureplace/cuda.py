@@ -23,3 +23,4 @@ def is_available():
     """True when a CUDA GPU (and CuPy) can be used."""
     from .runtime import device
     return device.available()
+from . import cuda_random as random  # noqa: E402,F401  (cuda.random, "gpureplace.cuda.random": numba.cuda.random)
