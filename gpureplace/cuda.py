@@ -23,4 +23,5 @@ def is_available():
     """True when a CUDA GPU (and CuPy) can be used."""
     from .runtime import device
     return device.available()
+from .hostapi import *  # noqa: F401,F403,E402  (numba-cuda host API: to_device, streams, events, devices)
 from . import cuda_random as random  # noqa: E402,F401  (cuda.random, "gpureplace.cuda.random": numba.cuda.random)

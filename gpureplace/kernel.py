@@ -37,7 +37,8 @@ class GPUFunction:
     """What ``cuda.jit`` returns: a kernel (``device=False``) or a device function."""
 
     def __init__(self, py_func, *, device=False, context=None, fastmath=False, opt=3,
-                 lineinfo=False, arch=None, _parent=None):
+                 lineinfo=False, arch=None, max_registers=None, launch_bounds=None,
+                 _parent=None):
         if not inspect.isfunction(py_func):
             raise TypeError(f"cuda.jit needs a Python function, got {py_func!r}")
         if context is not None and not isinstance(context, Context):
@@ -50,6 +51,8 @@ class GPUFunction:
         self._opt = opt
         self._lineinfo = lineinfo
         self._arch = arch
+        self._max_registers = _check_max_registers(max_registers)
+        self._launch_bounds = _check_launch_bounds(launch_bounds)
         self._pysig = inspect.signature(py_func)
         self._nparams = len(self._pysig.parameters)
         self._specs = {}           # (argtypes, options) -> KernelSpecialization
@@ -75,7 +78,8 @@ class GPUFunction:
         return driver.Options(
             fastmath=self._fastmath or settings.fastmath or self.context.effective_fastmath,
             arch=arch or self._arch or settings.arch or _device.default_arch(),
-            opt=self._opt, lineinfo=self._lineinfo)
+            opt=self._opt, lineinfo=self._lineinfo, max_registers=self._max_registers,
+            launch_bounds=self._launch_bounds)
 
     def with_context(self, context):
         """The same function compiled (and cached) in ``context``."""
@@ -85,7 +89,9 @@ class GPUFunction:
         if variant is None:
             variant = GPUFunction(self.py_func, device=self.device, context=context,
                                   fastmath=self._fastmath, opt=self._opt,
-                                  lineinfo=self._lineinfo, arch=self._arch, _parent=self)
+                                  lineinfo=self._lineinfo, arch=self._arch,
+                                  max_registers=self._max_registers,
+                                  launch_bounds=self._launch_bounds or None, _parent=self)
             self._variants[context] = variant
         return variant
 
@@ -130,7 +136,8 @@ class GPUFunction:
             age = world.age
             t0 = time.perf_counter()
             if self.device:
-                spec = driver.compile_device(self.py_func, self.context, {}, argtypes, options)
+                spec = driver.compile_device(self.py_func, self.context, {}, argtypes,
+                                             options.for_device())
             else:
                 spec = self._from_disk_or_compile(argtypes, options, disk)
             spec.world = age
@@ -230,6 +237,33 @@ class GPUFunction:
                 except TypeError:
                     pass
         return launcher
+
+    def forall(self, ntasks, tpb=0, stream=0, sharedmem=0):
+        """numba-cuda's ``kernel.forall(ntasks)(*args)``: a 1-D launch of at least ``ntasks``
+        threads, in blocks of ``tpb`` threads (0: the driver's choice for full occupancy of the
+        specialisation the arguments select)."""
+        if self.device:
+            raise LaunchError(f"{self.__qualname__} is a device function: forall() launches "
+                              f"kernels")
+        for what, value in (("ntasks", ntasks), ("tpb", tpb), ("sharedmem", sharedmem)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise LaunchError(f"forall: {what} must be a non-negative int, got {value!r}")
+        return _ForAll(self, ntasks, tpb, stream, sharedmem)
+
+    def _occupancy_block_size(self, args, sharedmem):
+        """The block size at which the driver expects full occupancy for ``args``'
+        specialisation (cuOccupancyMaxPotentialBlockSize); 128 in the simulator."""
+        if settings.launch_backend() == "simulator":
+            return 128
+        import ctypes
+        _, _, entry = self._resolve(args)
+        lib = _device.libcuda()
+        grid, block = ctypes.c_int(), ctypes.c_int()
+        limit = self._launch_bounds[0] if self._launch_bounds else 0
+        rc = lib.cuOccupancyMaxPotentialBlockSize(
+            ctypes.byref(grid), ctypes.byref(block), ctypes.c_void_p(entry.fn_ptr), None,
+            ctypes.c_size_t(sharedmem), ctypes.c_int(limit)) if lib is not None else -1
+        return block.value if rc == 0 and block.value > 0 else 128
 
     def __call__(self, *args, **kwargs):
         if self.device:
@@ -348,6 +382,12 @@ class _Launcher:
         self._stream_ptr = None
         if self.stream is not None and settings.launch_backend() == "gpu":
             self._stream_ptr = launch.stream_ptr(self.stream)
+        bounds = kernel._launch_bounds
+        threads = self.block[0] * self.block[1] * self.block[2]
+        if bounds and threads > bounds[0]:
+            raise LaunchError(f"{kernel.__qualname__} was compiled with launch_bounds="
+                              f"{bounds if len(bounds) > 1 else bounds[0]}: at most {bounds[0]} "
+                              f"threads per block, got block {config[1]!r} ({threads})")
         self.dims = self.grid + self.block + (shared,)     # cuLaunchKernel's order
         self.big_shared = shared > 48 * 1024               # needs an attribute set: general path
 
@@ -366,6 +406,24 @@ class _Launcher:
         """Bind ``args`` once: the returned ``PreparedLaunch`` relaunches with nothing to check
         or pack but the world age (à la Warp's recorded launches)."""
         return PreparedLaunch(self, args)
+
+
+class _ForAll:
+    """What ``kernel.forall(ntasks, ...)`` returns: call it with the kernel's arguments."""
+
+    __slots__ = ("kernel", "ntasks", "tpb", "stream", "sharedmem")
+
+    def __init__(self, kernel, ntasks, tpb, stream, sharedmem):
+        self.kernel, self.ntasks, self.tpb = kernel, ntasks, tpb
+        self.stream, self.sharedmem = stream, sharedmem
+
+    def __call__(self, *args):
+        if self.ntasks == 0:
+            return
+        tpb = self.tpb or self.kernel._occupancy_block_size(args, self.sharedmem)
+        tpb = min(tpb, self.ntasks) if self.tpb == 0 else tpb
+        blocks = (self.ntasks + tpb - 1) // tpb
+        self.kernel[blocks, tpb, self.stream, self.sharedmem](*args)
 
 
 class PreparedLaunch:
@@ -438,8 +496,33 @@ class PreparedLaunch:
     launch = __call__
 
 
+def _check_max_registers(value):
+    if value is None or value == 0:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 255:
+        raise ValueError(f"cuda.jit(max_registers=...) must be an int from 1 to 255, got "
+                         f"{value!r}")
+    return value
+
+
+def _check_launch_bounds(value):
+    """numba-cuda's ``launch_bounds``: max threads per block, or a tuple (max threads, min
+    blocks per multiprocessor, max blocks per cluster)."""
+    if value is None:
+        return ()
+    bounds = (value,) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(bounds, tuple) or not 1 <= len(bounds) <= 3 or not all(
+            isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in bounds) or \
+            not 1 <= bounds[0] <= 1024:
+        raise ValueError(f"cuda.jit(launch_bounds=...) must be the maximum threads per block "
+                         f"(1 to 1024) or a tuple (max threads, min blocks per multiprocessor"
+                         f"[, max blocks per cluster]), got {value!r}")
+    return bounds
+
+
 def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinfo=False,
-        debug=False, cache=False, inline=False, link=None, **unknown):
+        debug=False, cache=False, inline=False, link=None, max_registers=None,
+        launch_bounds=None, **unknown):
     """``@cuda.jit`` / ``@cuda.jit(device=True)`` / ``@cuda.jit("void(float32[:])")``."""
     if unknown:
         raise TypeError(f"cuda.jit() got unsupported option(s): {', '.join(sorted(unknown))}")
@@ -451,7 +534,8 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
 
     def wrap(fn):
         gf = GPUFunction(fn, device=device, context=context, fastmath=fastmath, opt=3 if opt is True
-                         else (0 if opt is False else opt), lineinfo=lineinfo)
+                         else (0 if opt is False else opt), lineinfo=lineinfo,
+                         max_registers=max_registers, launch_bounds=launch_bounds)
         if sigs is not None:
             for sig in (sigs if isinstance(sigs, list) else [sigs]):
                 gf.compile(sig)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import sys
 import threading
+import dataclasses
 from dataclasses import dataclass
 
 from numba.core import errors as nb_errors
@@ -39,6 +40,15 @@ class Options:
     arch: str = "sm_90"
     opt: int = 3
     lineinfo: bool = False
+    #: Kernel entry directives (``cuda.jit(max_registers=, launch_bounds=)``): they change only
+    #: the kernel's own PTX, so device functions compile without them (``for_device``).
+    max_registers: int = 0
+    launch_bounds: tuple = ()
+
+    def for_device(self):
+        if not (self.max_registers or self.launch_bounds):
+            return self
+        return dataclasses.replace(self, max_registers=0, launch_bounds=())
 
 
 class CompiledFunction:

@@ -57,7 +57,7 @@ def plain_name(pyfunc):
 
 def compile_kernel(pyfunc, argtypes, context, options) -> KernelSpecialization:
     t0 = time.perf_counter()
-    cf = driver.compile_device(pyfunc, context, {}, argtypes, options)
+    cf = driver.compile_device(pyfunc, context, {}, argtypes, options.for_device())
     if not isinstance(cf.restype, types.NoneType):
         raise CompileError(
             f"a kernel cannot return a value (it returns {cf.restype}); write results into an "
@@ -66,8 +66,32 @@ def compile_kernel(pyfunc, argtypes, context, options) -> KernelSpecialization:
             lineno=_return_line(pyfunc), chain=(pyfunc.__qualname__,))
     name = plain_name(pyfunc)
     mod, ptx = _finish(cf, _wrapper_module(cf, name), name)
+    ptx = entry_directives(ptx, name, options)
     return KernelSpecialization(cf, name, argtypes, ptx, str(mod), options,
                                 time.perf_counter() - t0)
+
+
+def entry_directives(ptx, name, options):
+    """``ptx`` with the performance-tuning directives of ``options`` on entry ``name``:
+    ``.maxnreg`` (max_registers) and ``.maxntid`` / ``.minnctapersm`` / ``.maxclusterrank``
+    (launch_bounds), placed between the parameter list and the body as PTX wants them."""
+    lines = []
+    if options.max_registers:
+        lines.append(f".maxnreg {options.max_registers}")
+    bounds = options.launch_bounds
+    if bounds:
+        lines.append(f".maxntid {bounds[0]}, 1, 1")
+        if len(bounds) > 1 and bounds[1]:
+            lines.append(f".minnctapersm {bounds[1]}")
+        if len(bounds) > 2 and bounds[2]:
+            lines.append(f".maxclusterrank {bounds[2]}")
+    if not lines:
+        return ptx
+    m = re.search(r"\.entry\s+" + re.escape(name) + r"\s*\(.*?\)\s*\{", ptx, re.S)
+    if m is None:
+        raise CompileError(f"internal error: entry {name} not found in the PTX")
+    at = ptx.rindex("{", m.start(), m.end())
+    return ptx[:at] + "\n".join(lines) + "\n" + ptx[at:]
 
 
 def device_ptx(cf) -> str:

@@ -7,6 +7,8 @@ Numba type is built from the key only when a key is seen for the first time.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 from numba.core import types
 from numba.np import numpy_support
@@ -150,10 +152,16 @@ def _find_handler(cls, value):
     mod = cls.__module__ or ""
     if mod.startswith("cupy") and cls.__name__ == "ndarray":
         return _cupy_handler
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(getattr(cupy, "ndarray", None), type) and \
+            isinstance(value, cupy.ndarray):
+        return _cupy_handler           # a subclass (cuda.to_device's DeviceNDArray)
     if mod.startswith("torch") and hasattr(value, "data_ptr") and hasattr(value, "stride"):
         return _torch_handler
     if isinstance(value, np.ndarray):
-        return _numpy_array_handler
+        # host memory, unless the GPU can address it (cuda.mapped_array)
+        return _cai_handler if hasattr(value, "__cuda_array_interface__") else \
+            _numpy_array_handler
     if isinstance(value, np.generic):
         return _np_scalar_handler
     if isinstance(value, (type, np.dtype, types.Type)):

@@ -1,0 +1,257 @@
+"""numba-cuda's host API in ``gpureplace.cuda``: device arrays, streams, events, devices, forall,
+and the jit options max_registers / launch_bounds.
+
+CPU tests run the numba-cuda tutorial flow on the simulator backend (host memory) and check the
+PTX directives with ptxas; GPU tests run the same flow on CuPy.
+"""
+
+import numpy as np
+import pytest
+
+from conftest import assemble
+from gpureplace import LaunchError, cuda
+from gpureplace.config import settings
+from gpureplace.runtime import arguments
+
+
+@cuda.jit
+def add_strided(x, y, out):
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for i in range(start, x.shape[0], stride):
+        out[i] = x[i] + y[i]
+
+
+@cuda.jit
+def scale(x, factor):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] *= factor
+
+
+def _tutorial(xp_check):
+    """numba-cuda's introductory flow, unchanged but for the import."""
+    n = 10000
+    x = np.arange(n, dtype=np.float32)
+    y = 2 * x
+    d_x = cuda.to_device(x)
+    d_y = cuda.to_device(y)
+    d_out = cuda.device_array_like(d_x)
+    s = cuda.stream()
+    start, end = cuda.event(), cuda.event()
+    start.record(s)
+    add_strided[16, 128, s](d_x, d_y, d_out)
+    end.record(s)
+    out = d_out.copy_to_host(stream=s)
+    s.synchronize()
+    end.synchronize()
+    np.testing.assert_array_equal(out, 3 * x)
+    assert cuda.event_elapsed_time(start, end) >= 0
+    assert cuda.is_cuda_array(d_out) and d_out.is_c_contiguous()
+    # copy_to_host into an existing array, copy_to_device from host data
+    into = np.zeros(n, np.float32)
+    assert d_out.copy_to_host(into) is into
+    np.testing.assert_array_equal(into, 3 * x)
+    with s.auto_synchronize():
+        d_x.copy_to_device(y, stream=s)
+    np.testing.assert_array_equal(d_x.copy_to_host(), y)
+    # to_device(..., to=existing) and forall
+    cuda.to_device(x, to=d_x)
+    scale.forall(n)(d_x, np.float32(3))
+    cuda.synchronize()
+    np.testing.assert_array_equal(d_x.copy_to_host(), 3 * x)
+    pieces = d_x.split(4000)
+    assert [p.shape[0] for p in pieces] == [4000, 4000, 2000]
+    xp_check(d_x)
+    return d_x
+
+
+@pytest.fixture
+def simulated(monkeypatch):
+    monkeypatch.setattr(settings, "backend", "simulator")
+
+
+def test_tutorial_flow_in_the_simulator(simulated):
+    d = _tutorial(lambda d: None)
+    assert type(d).__name__ == "SimDeviceNDArray"
+    assert isinstance(d + 1, np.ndarray) and type(d + 1) is np.ndarray
+
+
+def test_device_arrays_keep_layout_dtype_and_strides(simulated):
+    f = np.asfortranarray(np.arange(12, dtype=np.int16).reshape(3, 4))
+    d = cuda.to_device(f)
+    assert d.is_f_contiguous() and d.dtype == np.int16
+    np.testing.assert_array_equal(d.copy_to_host(), f)
+    e = cuda.device_array((3, 4), np.float64, order="F")
+    assert e.is_f_contiguous() and e.dtype == np.float64
+    assert cuda.device_array(5).dtype == np.float64                  # numba-cuda's default
+    s = cuda.device_array((2, 3), np.float32, strides=(16, 4))
+    assert s.strides == (16, 4) and not s.is_c_contiguous()
+    with pytest.raises(ValueError, match="shape"):
+        d.copy_to_host(np.zeros((4, 3), np.int16))
+    with pytest.raises(ValueError, match="order"):
+        cuda.device_array(3, order="K")
+    assert cuda.to_device(np.zeros(4), copy=False).shape == (4,)
+
+
+def test_mapped_and_pinned_arrays_in_the_simulator(simulated):
+    m = cuda.mapped_array(64, np.float32)
+    m[:] = 2
+    scale[1, 64](m, np.float32(1.5))
+    cuda.synchronize()
+    assert (np.asarray(m) == 3).all()
+    p = cuda.pinned_array((4, 4), np.int32, order="F")
+    assert p.flags.f_contiguous and p.dtype == np.int32
+    host = np.ones(8, np.float32)
+    with cuda.mapped(host) as d:
+        scale[1, 8](d, np.float32(4))
+    assert (host == 4).all()
+
+
+def test_devices_streams_and_events_in_the_simulator(simulated):
+    dev = cuda.get_current_device()
+    assert dev.WARP_SIZE == 32 and dev.compute_capability == (9, 0)
+    with pytest.raises(AttributeError, match="NO_SUCH"):
+        dev.NO_SUCH
+    assert len(cuda.gpus) == 1 and cuda.gpus[0].id == 0 and cuda.list_devices()
+    with pytest.raises(ValueError, match="one device"):
+        cuda.select_device(1)
+    assert cuda.current_context().get_memory_info() == (0, 0)
+    e = cuda.event(timing=False)
+    e.record()
+    with pytest.raises(RuntimeError, match="timing=True"):
+        e.elapsed_time(cuda.event())
+    s = cuda.default_stream()
+    scale[1, 4, s](np.ones(4, np.float32), np.float32(2))
+    with cuda.defer_cleanup():
+        pass
+    assert isinstance(cuda.devicearray.DeviceNDArray, type)
+
+
+def test_forall_covers_every_task(simulated):
+    @cuda.jit
+    def mark(out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] += 1
+
+    for n in (1, 127, 128, 1000):
+        out = np.zeros(n, np.int32)
+        mark.forall(n)(out)
+        assert (out == 1).all(), n
+        out[:] = 0
+        mark.forall(n, tpb=32)(out)
+        assert (out == 1).all(), n
+    mark.forall(0)(np.zeros(0, np.int32))
+    with pytest.raises(LaunchError, match="ntasks"):
+        mark.forall(-1)
+    with pytest.raises(LaunchError, match="tpb"):
+        mark.forall(10, tpb=1.5)
+
+
+def test_max_registers_and_launch_bounds_become_ptx_directives():
+    @cuda.jit(max_registers=40, launch_bounds=(256, 2))
+    def bounded(x):
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] = x[i] * 2.0 + 1.0
+
+    ptx = bounded.inspect_ptx("void(float32[::1])")
+    head = ptx[ptx.index(".entry"):ptx.index("{", ptx.index(".entry"))]
+    assert ".maxnreg 40" in head and ".maxntid 256, 1, 1" in head and ".minnctapersm 2" in head
+    assemble(ptx)
+    plain = cuda.jit(bounded.py_func).inspect_ptx("void(float32[::1])")
+    assert ".maxnreg" not in plain and ".maxntid" not in plain
+    with pytest.raises(LaunchError, match="at most 256 threads"):
+        bounded[1, 512]
+    bounded[1, (16, 16)]                                         # 256 threads: allowed
+
+
+def test_jit_option_errors_are_clear():
+    def f(x):
+        pass
+    with pytest.raises(ValueError, match="max_registers"):
+        cuda.jit(max_registers=0.5)(f)
+    with pytest.raises(ValueError, match="max_registers"):
+        cuda.jit(max_registers=256)(f)
+    with pytest.raises(ValueError, match="launch_bounds"):
+        cuda.jit(launch_bounds=(2048,))(f)
+    with pytest.raises(TypeError, match="unsupported option"):
+        cuda.jit(maxregs=3)(f)
+
+
+def test_mapped_arrays_are_device_arrays_to_kernels_numpy_arrays_are_not():
+    from gpureplace.hostapi import MappedNDArray
+    m = np.zeros(4, np.int32).view(MappedNDArray)
+    assert arguments.handler_of(m) is arguments._cai_handler
+    assert arguments.handler_of(np.zeros(4)) is arguments._numpy_array_handler
+
+
+# -- on the GPU ---------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only
+def test_tutorial_flow_on_the_gpu():
+    import cupy as cp
+
+    def check(d):
+        assert isinstance(d, cp.ndarray) and type(d).__name__ == "DeviceNDArray"
+        assert arguments.handler_of(d) is arguments._cupy_handler
+        assert float(cp.sum(d)) == float(np.sum(3 * np.arange(10000, dtype=np.float32)))
+    _tutorial(check)
+    # a CuPy array of another library's making is a device array as it is
+    c = cp.arange(5, dtype=cp.float32)
+    v = cuda.as_cuda_array(c)
+    assert v.data.ptr == c.data.ptr and cuda.to_device(c).data.ptr == c.data.ptr
+    with pytest.raises(TypeError, match="not a device array"):
+        cuda.as_cuda_array(np.zeros(3))
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only
+def test_mapped_pinned_and_devices_on_the_gpu():
+    import cupy as cp
+    m = cuda.mapped_array(256, np.float32)
+    m[:] = 2
+    scale[1, 256](m, np.float32(1.5))
+    cuda.synchronize()
+    assert (np.asarray(m) == 3).all()
+    p = cuda.pinned_array(1 << 16, np.float32)
+    p[:] = 7
+    s = cuda.stream()
+    d = cuda.to_device(p, stream=s)
+    back = cuda.pinned_array_like(p)
+    d.copy_to_host(back, stream=s)
+    s.synchronize()
+    assert (back == 7).all()
+    host = np.ones(32, np.float32)
+    with cuda.mapped(host) as dm:
+        scale[1, 32](dm, np.float32(5))
+    assert (host == 5).all()
+    dev = cuda.get_current_device()
+    assert dev.WARP_SIZE == 32 and dev.MULTIPROCESSOR_COUNT > 0
+    assert dev.compute_capability == tuple(int(c) for c in
+                                           cp.cuda.Device().compute_capability[:2])
+    assert dev.name and len(cuda.gpus) >= 1
+    free, total = cuda.current_context().get_memory_info()
+    assert 0 < free <= total
+    assert cuda.select_device(0) == cuda.get_current_device()
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only
+def test_forall_and_bounded_kernels_on_the_gpu():
+    import cupy as cp
+
+    @cuda.jit(max_registers=32, launch_bounds=256)
+    def bump(out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] += 1
+
+    out = cp.zeros(100003, cp.int32)
+    bump.forall(out.size)(out)
+    bump[(out.size + 255) // 256, 256](out)
+    assert int(out.min()) == 2 and int(out.max()) == 2
+    with pytest.raises(LaunchError, match="at most 256"):
+        bump[1, 1024](out)
