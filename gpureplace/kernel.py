@@ -282,6 +282,12 @@ class GPUFunction:
             return simulator.launch(self, config.grid, config.block, config.stream,
                                     config.shared, args)
         keys, values, entry = self._resolve(args)
+        if any(k[0] == "record" for k in keys):
+            if rec is not None:
+                raise LaunchError(f"{self.__qualname__}: a record argument is copied to the "
+                                  f"device and back around each launch, which a CUDA graph "
+                                  f"cannot hold; pass a 1-element record array instead")
+            return self._launch_with_records(config, values, entry)
         if rec is None:
             # The next launches with these argument types skip all of this (runtime/binder.py).
             self._launcher_class.__call__ = make_fast_launch(
@@ -293,6 +299,35 @@ class GPUFunction:
         if entry.spec.uses_printf:
             launch.note_printf()
         entry.launch(config.grid, config.block, config.stream_ptr(), config.shared, values)
+
+    def _launch_with_records(self, config, values, entry):
+        """A launch with structured scalars among the arguments (numba-cuda's semantics): each
+        is copied to device memory, the kernel gets a pointer to it, and what the kernel wrote
+        is copied back into the record once the launch has finished."""
+        import numpy as np
+        cp = _device.cupy_module()
+        stream = config.stream_ptr()
+        rt = cp.cuda.runtime
+        copies, flat = [], []
+        for v in values:
+            if isinstance(v, np.void):
+                host = np.array(v)                      # the record's bytes, contiguous
+                dev = cp.cuda.alloc(max(host.nbytes, 1))
+                rt.memcpyAsync(dev.ptr, host.ctypes.data, host.nbytes,
+                               rt.memcpyHostToDevice, stream)
+                copies.append((v, host, dev))
+                v = dev.ptr
+            flat.append(v)
+        if entry.spec.uses_printf:
+            launch.note_printf()
+        entry.launch(config.grid, config.block, stream, config.shared, flat)
+        for v, host, dev in copies:
+            rt.memcpyAsync(host.ctypes.data, dev.ptr, host.nbytes, rt.memcpyDeviceToHost,
+                           stream)
+        rt.streamSynchronize(stream)
+        for v, host, _ in copies:
+            for name in host.dtype.names:
+                v[name] = host[name]
 
     def _resolve(self, args):
         """(type keys, flat parameter values, LoadedKernel) for ``args`` on the current device:
@@ -456,6 +491,10 @@ class PreparedLaunch:
             type(self).__call__ = type(self).launch = PreparedLaunch._simulate
             return
         keys, values, entry = kernel._resolve(self.args)
+        if any(k[0] == "record" for k in keys):
+            raise LaunchError(f"{kernel.__qualname__}: prepare() cannot bind a record argument "
+                              f"(it is copied to the device and back around each launch); pass "
+                              f"a 1-element record array instead")
         rec = _graph.recorder()
         if rec is not None:
             rec.add(kernel, cfg, self.args, keys, entry.device_id, entry)

@@ -2,9 +2,11 @@
 
 Arrays pass as (data pointer, shape..., strides...) -- not Numba's seven-field struct -- and
 contiguous ('C' or 'F' layout) arrays as (data pointer, shape...) alone: the wrapper derives their
-strides from the shape, so a launch reads and packs two fields fewer per array.  Scalars by value (bool as one byte); tuples flattened; types, dtypes and omitted arguments are
-compile-time constants and take no parameter.  The same description drives the kernel wrapper
-(LLVM side) and the launch packer (``struct`` format on the host side).
+strides from the shape, so a launch reads and packs two fields fewer per array.  Scalars by value
+(bool as one byte); tuples flattened; types, dtypes and omitted arguments are compile-time
+constants and take no parameter; a record (structured scalar) passes as a pointer to a device
+copy that the launch makes.  The same description drives the kernel wrapper (LLVM side) and the
+launch packer (``struct`` format on the host side).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ def leaves(ty):
         n = ty.ndim
         return [("Q", ir.PointerType(ir.IntType(8)))] + [("q", ir.IntType(64))] * (
             2 * n if passes_strides(ty) else n)
+    if isinstance(ty, types.Record):
+        return [("Q", ir.PointerType(ir.IntType(8)))]      # a pointer to a device copy
     if isinstance(ty, types.Boolean):
         return [("?", ir.IntType(8))]
     if isinstance(ty, (types.Integer, types.Float)):
@@ -88,6 +92,8 @@ def rebuild(context, builder, ty, params):
         ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
         ary.parent = cgutils.get_null_value(ary.parent.type)
         return ary._getvalue()
+    if isinstance(ty, types.Record):
+        return builder.bitcast(params.pop(0), context.get_value_type(ty))
     if isinstance(ty, types.Boolean):
         return builder.icmp_unsigned("!=", params.pop(0), ir.Constant(ir.IntType(8), 0))
     if isinstance(ty, (types.Integer, types.Float)):

@@ -130,6 +130,13 @@ def _np_scalar_handler(v):
     return ("scalar", dt), (v,)
 
 
+def _record_handler(v):
+    """A structured scalar (``arr[i]`` of a record array): passed as a pointer to a device copy
+    that the launch makes and copies back afterwards, as numba-cuda does (see
+    ``kernel.GPUFunction._launch``); the value here is the record itself."""
+    return ("record", v.dtype), (v,)
+
+
 def _tuple_handler(tup):
     keys, vals = [], []
     for item in tup:
@@ -162,6 +169,8 @@ def _find_handler(cls, value):
         # host memory, unless the GPU can address it (cuda.mapped_array)
         return _cai_handler if hasattr(value, "__cuda_array_interface__") else \
             _numpy_array_handler
+    if isinstance(value, np.void) and value.dtype.names is not None:
+        return _record_handler
     if isinstance(value, np.generic):
         return _np_scalar_handler
     if isinstance(value, (type, np.dtype, types.Type)):
@@ -226,6 +235,8 @@ def _key_to_type(key):
     if kind == "complex128":
         return types.complex128
     if kind == "scalar":
+        return numpy_support.from_dtype(key[1])
+    if kind == "record":
         return numpy_support.from_dtype(key[1])
     if kind == "tuple":
         return types.BaseTuple.from_types([numba_type_of_key(k) for k in key[1:]])

@@ -101,6 +101,8 @@ def _checks(args, keys, remember=False):
         elif handler is arguments._np_scalar_handler and key[1].kind != "c":
             lines.append(f"if type({v}) is not C{i}: return None")
             outs.append(v)
+        elif handler is arguments._record_handler:
+            lines.append("return None")      # copied to the device and back: the general path
         else:
             # Tuples, constants, CAI / DLPack objects, complex: the general handler, then compare.
             env[f"K{i}"] = key

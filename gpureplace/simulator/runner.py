@@ -101,6 +101,13 @@ class _Args:
                                   f"simulator copies device arrays through CuPy, which is not "
                                   f"available")
             return self.convert(cp.asarray(a), where)
+        if isinstance(a, np.void) and a.dtype.names is not None:
+            # a record argument: the kernel works on a copy, written back after the launch (as
+            # on the device); np.record gives it attribute access
+            box = np.array(a)
+            self.host_arrays.append(box)
+            self.copy_back.append((a, box, "record"))
+            return box.view(np.recarray)[()], _type_from_key(a, where)
         if isinstance(a, tuple):
             vals, tys = zip(*(self.convert(x, where) for x in a)) if a else ((), ())
             return tuple(vals), nbtypes.BaseTuple.from_types(list(tys))
@@ -182,7 +189,10 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
             _run_threaded(sim, kernel, values)
         del snapshot
     for original, host, how in conv.copy_back:
-        if how == "cupy":
+        if how == "record":
+            for name in host.dtype.names:
+                original[name] = host[name]
+        elif how == "cupy":
             import cupy
             original[...] = cupy.asarray(host)
         else:
