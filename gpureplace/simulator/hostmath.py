@@ -349,15 +349,62 @@ def selp(pred, a, b):
     return a if pred else b
 
 
-def _half(fn):
+def _half_args(name, args):
+    """The float16 arguments of cuda.fp16.<name> as float32 (exact); anything else is an error,
+    as on the device."""
+    for a in args:
+        if not isinstance(a, _F16):
+            raise TypeError(f"cuda.fp16.{name}() needs float16 arguments, got "
+                            f"{type(a).__name__} {a!r} (convert with numpy.float16(x))")
+    return [_F32(a) for a in args]
+
+
+def _f32(fn):
+    """A float32 function of the device (libdevice, sqrt.rn, div.rn): computed in float64 and
+    rounded once to float32, as a correctly rounded float32 function would give it."""
+    return lambda *args: _F32(fn(*(_F64(a) for a in args)))
+
+
+def _nan_ignoring(pick):
+    """fmax / fmin as the device's max.f16 / min.f16: a NaN operand gives the other one -- also a
+    signalling NaN, which C's fmaxf would turn into a NaN."""
+    return lambda a, b: b if np.isnan(a) else a if np.isnan(b) else pick(a, b)
+
+
+# name -> function of float32 operands (exact widenings of the float16 arguments); the result is
+# rounded to float16, as the device rounds its float32 result (bits.py says which is which).
+_FP16_MATH = {
+    "hadd": lambda a, b: a + b, "hsub": lambda a, b: a - b,
+    "hmul": lambda a, b: a * b, "hdiv": lambda a, b: a / b,
+    "hmax": _nan_ignoring(np.fmax), "hmin": _nan_ignoring(np.fmin),
+    "hneg": lambda a: -a, "habs": abs,
+    "hfma": lambda a, b, c: _F64(a) * _F64(b) + _F64(c),      # exact product, one rounding
+    "hceil": np.ceil, "hfloor": np.floor, "htrunc": np.trunc, "hrint": np.rint,
+    "hsqrt": _f32(np.sqrt), "hrsqrt": lambda a: _F32(1) / _f32(np.sqrt)(a),
+    "hrcp": lambda a: _F32(1) / a,
+    "hsin": _f32(np.sin), "hcos": _f32(np.cos), "hlog": _f32(np.log),
+    "hlog2": _f32(np.log2), "hlog10": _f32(np.log10), "hexp": _f32(np.exp),
+    "hexp2": _f32(np.exp2), "hexp10": _f32(lambda a: np.power(_F64(10), a)),
+}
+# Ordered comparisons (the device's setp.<op>.f16): False when either operand is NaN, hne too.
+_FP16_CMP = {
+    "heq": lambda a, b: a == b, "hne": lambda a, b: a < b or a > b,
+    "hge": lambda a, b: a >= b, "hgt": lambda a, b: a > b,
+    "hle": lambda a, b: a <= b, "hlt": lambda a, b: a < b,
+}
+
+
+def _half(name, fn):
     def impl(*args):
-        return _F16(fn(*(_F32(_F16(a)) for a in args)))
+        return _F16(fn(*_half_args(name, args)))
     return impl
 
 
-FP16 = {
-    "hadd": _half(lambda a, b: a + b), "hsub": _half(lambda a, b: a - b),
-    "hmul": _half(lambda a, b: a * b), "hdiv": _half(lambda a, b: a / b),
-    "hmax": _half(np.fmax), "hmin": _half(np.fmin), "hneg": _half(lambda a: -a),
-    "habs": _half(abs), "hfma": _half(lambda a, b, c: _F32(_F64(a) * _F64(b) + _F64(c))),
-}
+def _half_cmp(name, fn):
+    def impl(a, b):
+        return bool(fn(*_half_args(name, (a, b))))
+    return impl
+
+
+FP16 = {**{name: _half(name, fn) for name, fn in _FP16_MATH.items()},
+        **{name: _half_cmp(name, fn) for name, fn in _FP16_CMP.items()}}
