@@ -212,6 +212,47 @@ class GPUFunction:
         from .tracking.deps import describe
         return self._reflect(sig, lambda s: describe(s if self.device else s.compiled))
 
+    def inspect_asm(self, signature=None):
+        """numba-cuda's name for the kernel's assembly: its PTX."""
+        return self.inspect_ptx(signature)
+
+    @property
+    def overloads(self):
+        """``{argument types: specialisation}`` of everything compiled so far (numba-cuda's
+        ``kernel.overloads``)."""
+        return {argtypes: spec for (argtypes, _), spec in self._specs.items()}
+
+    # The driver's view of a specialisation loaded on the current device (numba-cuda's
+    # ``get_regs_per_thread`` and friends): ``signature`` or all compiled ones as a dict.
+    def get_regs_per_thread(self, signature=None):
+        return self._function_attribute(signature, "num_regs")
+
+    def get_shared_mem_per_block(self, signature=None):
+        return self._function_attribute(signature, "shared_size_bytes")
+
+    def get_local_mem_per_thread(self, signature=None):
+        return self._function_attribute(signature, "local_size_bytes")
+
+    def get_const_mem_size(self, signature=None):
+        return self._function_attribute(signature, "const_size_bytes")
+
+    def get_max_threads_per_block(self, signature=None):
+        return self._function_attribute(signature, "max_threads_per_block")
+
+    def _function_attribute(self, signature, name):
+        self._require_kernel(f"get_{name}")
+        launch.require_device()
+        dev = _device.current_device()
+        launch.ensure_context(dev)
+
+        def read(spec):
+            loaded = next((e for (_, d), e in self._launch_cache.items()
+                           if d == dev and e.spec is spec), None)
+            if loaded is None:
+                loaded = launch.LoadedKernel(spec, dev)
+            return int(loaded.attribute(name))
+        return self._reflect(signature, read)
+
     def _reflect(self, sig, fn, disk=True):
         specs = self._select(sig, disk)
         if sig is not None:

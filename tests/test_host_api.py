@@ -255,3 +255,45 @@ def test_forall_and_bounded_kernels_on_the_gpu():
     assert int(out.min()) == 2 and int(out.max()) == 2
     with pytest.raises(LaunchError, match="at most 256"):
         bump[1, 1024](out)
+
+
+@cuda.jit
+def reverse_in_shared(x, out):
+    buf = cuda.shared.array(0, np.float32)
+    i = cuda.threadIdx.x
+    n = x.size
+    for k in range(i, n, cuda.blockDim.x):
+        buf[k] = x[k]
+    cuda.syncthreads()
+    for k in range(i, n, cuda.blockDim.x):
+        out[k] = buf[n - 1 - k]
+
+
+@pytest.mark.gpu
+def test_dynamic_shared_memory_over_48_kib():
+    import cupy as cp
+    n = 40 * 1024                                   # 160 KiB of float32: over the default 48
+    x = cp.arange(n, dtype=cp.float32)
+    out = cp.zeros_like(x)
+    reverse_in_shared[1, 256, 0, n * 4](x, out)
+    np.testing.assert_array_equal(cp.asnumpy(out), np.arange(n, dtype=np.float32)[::-1])
+    out[:] = 0
+    reverse_in_shared[1, 256, 0, n * 4].prepare(x, out)()
+    np.testing.assert_array_equal(cp.asnumpy(out), np.arange(n, dtype=np.float32)[::-1])
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only
+def test_function_attributes_from_the_driver():
+    import cupy as cp
+    sig = "void(float32[::1], float32[::1])"
+    reverse_in_shared.compile(sig)
+    regs = reverse_in_shared.get_regs_per_thread(sig)
+    assert 0 < regs <= 255
+    assert reverse_in_shared.get_shared_mem_per_block(sig) == 0          # all dynamic
+    assert reverse_in_shared.get_local_mem_per_thread(sig) == 0
+    assert 0 < reverse_in_shared.get_max_threads_per_block(sig) <= 1024
+    every = reverse_in_shared.get_regs_per_thread()
+    assert isinstance(every, dict) and regs in every.values()
+    assert cp is not None and reverse_in_shared.inspect_asm(sig) == reverse_in_shared.inspect_ptx(sig)
+    assert list(reverse_in_shared.overloads)

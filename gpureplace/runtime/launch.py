@@ -60,8 +60,17 @@ class LoadedKernel:
         """Raise the function's dynamic shared-memory limit to ``shared`` bytes when needed (over
         48 KiB the driver wants it set before the launch)."""
         if shared > self._dynamic_smem_limit:
-            self.function.max_dynamic_shared_size_bytes = shared
+            driver = device.cupy_module().cuda.driver
+            driver.funcSetAttribute(self.fn_ptr,
+                                    driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
             self._dynamic_smem_limit = shared
+
+    def attribute(self, name):
+        """The driver's ``CU_FUNC_ATTRIBUTE_<NAME>`` of the loaded function (``num_regs``,
+        ``shared_size_bytes``, ``local_size_bytes``, ...)."""
+        driver = device.cupy_module().cuda.driver
+        return driver.funcGetAttribute(getattr(driver, f"CU_FUNC_ATTRIBUTE_{name.upper()}"),
+                                       self.fn_ptr)
 
     def launch(self, grid, block, stream, shared, values):
         self.allow_shared(shared)
