@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 
 import numpy as np
 from numba import float32, float64, int64, uint32, uint64
@@ -73,7 +74,11 @@ _U64 = (1 << 64) - 1
 
 # =============================================================================================
 # Device functions.  Every integer is cast to its width explicitly: uint64 mixed with a signed
-# literal would otherwise type as int64 or float64 (Numba's rules, which the simulator follows).
+# literal would otherwise type as int64 or float64 (Numba's rules).  The math is NumPy's ufuncs,
+# which compile to the same libdevice calls as ``math.*`` (logf, cosf, sqrt.rn.f32...), so that
+# the functions also mean the same run as plain Python on NumPy scalars: the simulator runs
+# gpureplace's own functions that way, and they can be called on the host with NumPy arrays of
+# states, like numba-cuda's (integer wrap-around then raises NumPy's overflow RuntimeWarning).
 
 
 def init_xoroshiro128p_state(states, index, seed):
@@ -146,7 +151,7 @@ def xoroshiro128p_normal_float32(states, index):
     steps)."""
     u1 = xoroshiro128p_uniform_float32(states, index)
     u2 = xoroshiro128p_uniform_float32(states, index)
-    return math.sqrt(-float32(2.0) * math.log(u1)) * math.cos(_TWO_PI_F32 * u2)
+    return np.sqrt(-float32(2.0) * np.log(u1)) * np.cos(_TWO_PI_F32 * u2)
 
 
 def xoroshiro128p_normal_float64(states, index):
@@ -154,7 +159,7 @@ def xoroshiro128p_normal_float64(states, index):
     steps).  As in numba-cuda, the two uniforms are float32 and the logarithm is float32's."""
     u1 = xoroshiro128p_uniform_float32(states, index)
     u2 = xoroshiro128p_uniform_float32(states, index)
-    return math.sqrt(-float64(2.0) * math.log(u1)) * math.cos(_TWO_PI_F64 * u2)
+    return np.sqrt(-float64(2.0) * np.log(u1)) * np.cos(_TWO_PI_F64 * u2)
 
 
 # =============================================================================================
@@ -208,22 +213,31 @@ def _apply(tables, s0, s1):
 
 
 _jump_powers = []       # tables of J**(2**k), k = 0, 1, ..., made as they are needed
+_jump_powers_lock = threading.Lock()
+_BIT = np.arange(128)
 
 
 def _jump_power_tables(k):
     """Byte tables of J**(2**k)."""
+    if k < len(_jump_powers):
+        return _jump_powers[k]
+    with _jump_powers_lock:
+        _extend_jump_powers(k)
+    return _jump_powers[k]
+
+
+def _extend_jump_powers(k):
     while len(_jump_powers) <= k:
         if not _jump_powers:
             basis = np.zeros((128, 2), dtype=np.uint64)
             for j in range(128):
                 basis[j, j >> 6] = np.uint64(1 << (j & 63))
             c0, c1 = _jump_all(basis[:, 0], basis[:, 1])
-        else:
-            prev = _jump_powers[-1]          # J**(2**(k-1)) squared: applied to its own columns
-            c0, c1 = _apply(prev, prev[np.arange(128) >> 3, 1 << (np.arange(128) & 7), 0],
-                            prev[np.arange(128) >> 3, 1 << (np.arange(128) & 7), 1])
+        else:                                # J**(2**(k-1)) squared: applied to its columns
+            prev = _jump_powers[-1]
+            cols = prev[_BIT >> 3, 1 << (_BIT & 7)]          # column j: byte j // 8, bit j % 8
+            c0, c1 = _apply(prev, cols[:, 0], cols[:, 1])
         _jump_powers.append(_tables(np.stack([c0, c1], axis=1)))
-    return _jump_powers[k]
 
 
 def _splitmix64(seed):
@@ -243,13 +257,12 @@ def _as_u64(value, what):
 
 
 def init_xoroshiro128p_states_cpu(states, seed, subsequence_start=0):
-    """Fill the NumPy array ``states`` (``xoroshiro128p_dtype``) on the host: state 0 is the
+    """Fill the 1-D NumPy array ``states`` (``xoroshiro128p_dtype``) on the host: state 0 is the
     splitmix64 of ``seed`` jumped ``subsequence_start`` times, state i is state i - 1 jumped
     once."""
     seed = _as_u64(seed, "seed")
     start = _as_u64(subsequence_start, "subsequence_start")
-    flat = states.reshape(-1)
-    n = flat.shape[0]
+    n = states.shape[0]
     if n == 0:
         return
     z = np.uint64(_splitmix64(seed))
@@ -269,8 +282,8 @@ def init_xoroshiro128p_states_cpu(states, seed, subsequence_start=0):
         out0[m:m + count], out1[m:m + count] = _apply(_jump_power_tables(k), out0[:count],
                                                       out1[:count])
         m, k = m + count, k + 1
-    flat["s0"] = out0
-    flat["s1"] = out1
+    states["s0"] = out0
+    states["s1"] = out1
 
 
 def _host_states(n, seed, subsequence_start):
