@@ -325,10 +325,11 @@ def _to_device(host, stream):
 
 def create_xoroshiro128p_states(n, seed, subsequence_start=0, stream=0):
     """``n`` generator states for ``seed``, 2**64 steps apart, the first ``subsequence_start``
-    jumps (of 2**64 steps) into the sequence.  A CuPy array on the GPU; the NumPy array under
-    the simulator backend."""
+    jumps (of 2**64 steps) into the sequence: a ``DeviceNDArray`` (a CuPy array with numba-cuda's
+    methods); under the simulator backend its host-memory counterpart."""
     host = _host_states(int(n), seed, subsequence_start)
-    return _to_device(host, stream) if _on_gpu() else host
+    from .hostapi import to_device
+    return to_device(host, stream=stream)      # a DeviceNDArray (copy_to_host...) either way
 
 
 def init_xoroshiro128p_states(states, seed, subsequence_start=0, stream=0):

@@ -309,14 +309,18 @@ def _device_array_class():
                 base = self.view(type=cp.ndarray)
                 s = _cupy_stream(stream)
                 if ary is None:
-                    return base.get(stream=s)
-                if not isinstance(ary, np.ndarray) or ary.shape != self.shape or \
+                    ary = np.empty(self.shape, self.dtype,
+                                   order="F" if _f_only(base) else "C")
+                elif not isinstance(ary, np.ndarray) or ary.shape != self.shape or \
                         ary.dtype != self.dtype:
                     raise ValueError(f"copy_to_host(ary): ary must be a NumPy array of shape "
                                      f"{self.shape} and dtype {self.dtype}")
-                if ary.flags.c_contiguous and base.flags.c_contiguous or \
-                        ary.flags.f_contiguous and base.flags.f_contiguous:
-                    base.get(stream=s, out=ary)
+                if _same_layout(ary, base):
+                    # bytes as they are: any dtype (records too), no temporary
+                    if s is None:
+                        base.data.copy_to_host(ary.ctypes.data, ary.nbytes)
+                    else:
+                        base.data.copy_to_host_async(ary.ctypes.data, ary.nbytes, s)
                 else:
                     ary[...] = base.get(stream=s)
                 return ary
@@ -333,9 +337,11 @@ def _device_array_class():
                 if host.shape != self.shape:
                     raise ValueError(f"copy_to_device: shape {host.shape} does not match the "
                                      f"device array's {self.shape}")
-                if host.flags.c_contiguous and base.flags.c_contiguous or \
-                        host.flags.f_contiguous and base.flags.f_contiguous:
-                    base.set(host, stream=s)
+                if _same_layout(host, base):
+                    if s is None:
+                        base.data.copy_from_host(host.ctypes.data, host.nbytes)
+                    else:
+                        base.data.copy_from_host_async(host.ctypes.data, host.nbytes, s)
                 else:
                     with (s if s is not None else contextlib.nullcontext()):
                         cp.copyto(base, cp.asarray(host))
@@ -378,6 +384,17 @@ class SimDeviceNDArray(_NumbaArrayMethods, np.ndarray):
         if return_scalar:
             return obj[()]
         return np.asarray(obj)
+
+
+def _f_only(a):
+    return a.flags.f_contiguous and not a.flags.c_contiguous
+
+
+def _same_layout(host, dev):
+    """Whether ``host`` and ``dev`` hold their elements in the same byte order (both C- or both
+    F-contiguous), so a copy is one memcpy."""
+    return (host.flags.c_contiguous and dev.flags.c_contiguous) or \
+        (host.flags.f_contiguous and dev.flags.f_contiguous)
 
 
 def _order_of(host):
@@ -454,7 +471,8 @@ def as_cuda_array(obj, sync=True):
         raise TypeError(f"as_cuda_array: the simulator works on host memory; got "
                         f"{type(obj).__name__}")
     cp = _cp()
-    if not (is_cuda_array(obj) or isinstance(obj, cp.ndarray) or hasattr(obj, "__dlpack__")):
+    if isinstance(obj, np.ndarray) and not is_cuda_array(obj) or not (
+            is_cuda_array(obj) or isinstance(obj, cp.ndarray) or hasattr(obj, "__dlpack__")):
         raise TypeError(f"as_cuda_array: {type(obj).__name__} is not a device array (it has no "
                         f"__cuda_array_interface__); use to_device to copy host data")
     arr = obj if isinstance(obj, cp.ndarray) else (

@@ -297,3 +297,18 @@ def test_function_attributes_from_the_driver():
     assert isinstance(every, dict) and regs in every.values()
     assert cp is not None and reverse_in_shared.inspect_asm(sig) == reverse_in_shared.inspect_ptx(sig)
     assert list(reverse_in_shared.overloads)
+
+
+@pytest.mark.gpu
+def test_record_arrays_and_generator_states_round_trip():
+    from gpureplace.cuda.random import create_xoroshiro128p_states
+    recs = np.zeros(5, np.dtype([("a", np.int32), ("b", np.float64)], align=True))
+    recs["a"] = np.arange(5)
+    recs["b"] = 0.5
+    d = cuda.to_device(recs)
+    back = d.copy_to_host()
+    assert back.dtype == recs.dtype and back.tolist() == recs.tolist()
+    states = create_xoroshiro128p_states(64, seed=7)
+    host = states.copy_to_host()
+    assert host.shape == (64,) and host.dtype.names == ("s0", "s1")
+    assert len(set(host["s0"].tolist())) == 64
