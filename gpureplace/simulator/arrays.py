@@ -43,10 +43,12 @@ def _device_int_type(dtype):
     """A subclass of ``dtype``'s NumPy scalar type that computes as Numba types integers.
 
     Element reads, casts and intrinsics give these, so the integer width stays visible (``popc``,
-    stores) while arithmetic follows Numba rather than NumPy: ``+ - * // % ** & | ^`` and unary
-    ``- ~ +`` compute in 64 bits, unsigned when both operands are unsigned (``uint8 + uint8`` is a
-    uint64: 150 + 250 does not wrap to 144), otherwise signed (``uint64 + int64`` is an int64, not
-    NumPy's float64); a shift has the signedness of its left operand.  Floats and arrays mix as
+    stores) while arithmetic follows Numba rather than NumPy: ``+ - * // % ** & | ^`` compute in
+    64 bits, unsigned when both operands are unsigned (``uint8 + uint8`` is a uint64: 150 + 250
+    does not wrap to 144), otherwise signed (``uint64 + int64`` is an int64, not NumPy's
+    float64); a shift has the signedness of its left operand.  Unary ``-`` and ``~`` compute in
+    the operand's own width and then widen, as Numba's lowering does (``-uint8(100)`` is 156, a
+    uint64).  Floats and arrays mix as
     in NumPy, which matches Numba's scalar rules.
     """
     cls = _DEVICE_INT_TYPES.get(dtype)
@@ -108,9 +110,9 @@ def _device_int_type(dtype):
     for name, op in (("lshift", operator.lshift), ("rshift", operator.rshift)):
         ns[f"__{name}__"], ns[f"__r{name}__"] = shift(
             op, lambda other: isinstance(other, np.unsignedinteger))
-    ns["__neg__"] = lambda self: result(-int(self), unsigned_self)
+    ns["__neg__"] = lambda self: result(int(wrap_int(-int(self), dtype)), unsigned_self)
     ns["__pos__"] = lambda self: result(int(self), unsigned_self)
-    ns["__invert__"] = lambda self: result(~int(self), unsigned_self)
+    ns["__invert__"] = lambda self: result(int(wrap_int(~int(self), dtype)), unsigned_self)
     ns["__abs__"] = lambda self: wrap_int(abs(int(self)), dtype)
     ns["__repr__"] = lambda self: repr(base(self))
     cls = _DEVICE_INT_TYPES[dtype] = type(base.__name__, (base,), ns)
