@@ -568,3 +568,39 @@ def test_gpu_warp_sync_and_fences(cp):
     warp_and_fences[2, 32](xd, out)
     np.testing.assert_array_equal(cp.asnumpy(xd), x + 1)
     np.testing.assert_array_equal(cp.asnumpy(out), (x + 1)[np.arange(64) ^ 1])
+
+
+@cuda.jit
+def sleepy_spin(flag, out):
+    i = cuda.grid(1)
+    tries = 0
+    while cuda.atomic.add(flag, 0, 0) == 0 and tries < 5:
+        cuda.nanosleep(200)                     # back off between polls
+        tries += 1
+    out[i] = tries
+
+
+def test_nanosleep_is_a_ptx_nanosleep_and_a_no_op_in_the_simulator():
+    spec = sleepy_spin.compile("void(int32[::1], int32[::1])")
+    assert "nanosleep.u32" in spec.ptx
+    assemble(spec.ptx)
+    from gpureplace import simulator
+    out = np.zeros(8, np.int32)
+    simulator.run(sleepy_spin, 1, 8, np.zeros(1, np.int32), out)
+    assert (out == 5).all()
+
+    @cuda.jit
+    def bad(x):
+        cuda.nanosleep(1.5)
+    with pytest.raises(CompileError, match="nanosleep"):
+        bad.compile("void(float32[::1])")
+
+
+@pytest.mark.gpu
+def test_nanosleep_on_the_gpu():
+    import cupy as cp
+    out = cp.zeros(64, cp.int32)
+    sleepy_spin[2, 32](cp.ones(1, cp.int32), out)
+    assert int(out.max()) == 0
+    sleepy_spin[2, 32](cp.zeros(1, cp.int32), out)
+    assert int(out.min()) == 5

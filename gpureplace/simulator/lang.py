@@ -161,11 +161,17 @@ def language(launch):
     def fence():
         pass
 
+    def nanosleep(ns):
+        if not isinstance(ns, (int, np.integer)) or isinstance(ns, bool):
+            raise TypeError(f"cuda.nanosleep(ns): ns must be an integer number of nanoseconds, "
+                            f"got {ns!r}")
+        # the device may sleep anywhere from 0 to 2 * ns: a thread here does not sleep at all
+
     for stub, fn in ((sync.syncthreads, syncthreads), (sync.syncthreads_count, syncthreads_count),
                      (sync.syncthreads_and, syncthreads_and),
                      (sync.syncthreads_or, syncthreads_or), (sync.syncwarp, syncwarp),
                      (sync.threadfence, fence), (sync.threadfence_block, fence),
-                     (sync.threadfence_system, fence)):
+                     (sync.threadfence_system, fence), (sync.nanosleep, nanosleep)):
         out[id(stub)] = fn
 
     # -- memory -----------------------------------------------------------------------------------

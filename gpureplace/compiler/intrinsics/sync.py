@@ -17,7 +17,7 @@ from numba.core.typing.templates import CallableTemplate, ConcreteTemplate, Regi
 from .stubs import Stub
 
 __all__ = ["syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or", "syncwarp",
-           "threadfence", "threadfence_block", "threadfence_system"]
+           "threadfence", "threadfence_block", "threadfence_system", "nanosleep"]
 
 typing = Registry()
 lowering = LoweringRegistry()
@@ -43,6 +43,10 @@ threadfence_block = Stub("threadfence_block", "threadfence_block(): order this t
 threadfence_system = Stub("threadfence_system", "threadfence_system(): order this thread's memory "
                                                 "accesses as seen by the device and the host "
                                                 "(membar.sys)")
+
+nanosleep = Stub("nanosleep", "nanosleep(ns): suspend the thread for about ns nanoseconds (up to "
+                              "1 ms; the hardware may wake it earlier or later), e.g. to back off "
+                              "in a spin loop")
 
 _I1 = ir.IntType(1)
 _I32 = ir.IntType(32)
@@ -177,3 +181,29 @@ for _stub, _scope in _FENCES:
     lowering.lower(_stub)(_lower_fence)
 
 del _stub, _scope
+
+
+# ---------------------------------------------------------------------------------------------
+# nanosleep (PTX ``nanosleep.u32``, sm_70 and newer)
+
+class _NanosleepTemplate(CallableTemplate):
+    key = nanosleep
+
+    def generic(self):
+        def typer(ns):
+            if not isinstance(ns, types.Integer):
+                raise TypingError(f"cuda.nanosleep(ns): ns must be an integer number of "
+                                  f"nanoseconds, got {ns}")
+            return signature(types.none, types.uint32)
+        return typer
+
+
+typing.register_global(nanosleep, types.Function(_NanosleepTemplate))
+
+
+@lowering.lower(nanosleep, types.uint32)
+def _lower_nanosleep(context, builder, sig, args):
+    fn = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [_I32]), "nanosleep.u32 $0;", "r",
+                      side_effect=True)
+    builder.call(fn, [args[0]])
+    return context.get_dummy_value()
