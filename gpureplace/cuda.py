@@ -25,3 +25,4 @@ def is_available():
     return device.available()
 from .hostapi import *  # noqa: F401,F403,E402  (numba-cuda host API: to_device, streams, events, devices)
 from . import cuda_random as random  # noqa: E402,F401  (cuda.random, "gpureplace.cuda.random": numba.cuda.random)
+from .cuda_reduce import Reduce, reduce  # noqa: E402,F401  (numba-cuda's cuda.reduce)

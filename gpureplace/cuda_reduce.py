@@ -1,0 +1,123 @@
+"""``cuda.reduce``: numba-cuda's reduction of a 1-D array with a binary function.
+
+    sum_reduce = cuda.reduce(lambda a, b: a + b)
+    total = sum_reduce(d_x)                      # a host scalar
+    sum_reduce(d_x, res=d_out)                   # or left on the device, in d_out[0]
+
+The binary function is compiled into the reduction's kernels like any helper a kernel calls, so
+its redefinition (or a changed global it reads) recompiles them.  It must be associative: the
+order in which elements are combined is not specified (as in numba-cuda).
+
+Two passes of one kernel: each block combines a grid-stride share of the elements in shared
+memory (at most ``_MAX_BLOCKS`` blocks), then one block combines the blocks' results, and a last
+one-thread launch folds in ``init``.  Threads without an element carry a flag instead of an
+identity value, so any function works, not only ones with an identity.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import hostapi
+
+_TPB = 256
+_MAX_BLOCKS = 1024
+
+_KERNELS = '''
+def reduce_blocks(arr, n, out):
+    vals = cuda.shared.array(TPB, arr.dtype)
+    full = cuda.shared.array(TPB, int8)
+    tid = cuda.threadIdx.x
+    i = cuda.blockIdx.x * TPB + tid
+    step = TPB * cuda.gridDim.x
+    have = 0
+    if i < n:
+        acc = arr[i]
+        have = 1
+        i += step
+        while i < n:
+            acc = op(acc, arr[i])
+            i += step
+        vals[tid] = acc
+    full[tid] = have
+    cuda.syncthreads()
+    s = TPB // 2
+    while s > 0:
+        if tid < s and full[tid + s]:
+            if full[tid]:
+                vals[tid] = op(vals[tid], vals[tid + s])
+            else:
+                vals[tid] = vals[tid + s]
+                full[tid] = 1
+        cuda.syncthreads()
+        s //= 2
+    if tid == 0:
+        out[cuda.blockIdx.x] = vals[0]
+
+
+def fold_init(partial, n, res, init):
+    if cuda.grid(1) == 0:
+        if n > 0:
+            res[0] = op(init, partial[0])
+        else:
+            res[0] = init
+'''
+
+
+class Reduce:
+    """A reduction with ``functor`` (a binary Python function, or a ``cuda.jit(device=True)``
+    function); call it with a 1-D array."""
+
+    def __init__(self, functor):
+        if not callable(functor):
+            raise TypeError(f"cuda.reduce needs a binary function, got {functor!r}")
+        self._functor = functor
+        from . import cuda
+        env = {"cuda": cuda, "op": functor, "TPB": _TPB, "int8": np.int8}
+        name = getattr(functor, "__name__", "op")
+        exec(compile(_KERNELS, f"<cuda.reduce({name})>", "exec"), env)
+        self._reduce_blocks = cuda.jit(env["reduce_blocks"])
+        self._fold_init = cuda.jit(env["fold_init"])
+
+    def __call__(self, arr, size=None, res=None, init=0, stream=0):
+        """Combine the first ``size`` elements of ``arr`` (all by default) and ``init``.
+
+        Returns the result as a NumPy scalar, or writes it into ``res[0]`` (a device array) and
+        returns None.  A host array is copied to the device first.
+        """
+        if getattr(arr, "ndim", 1) != 1:
+            raise ValueError(f"cuda.reduce works on 1-D arrays, got shape {arr.shape}")
+        if not (hostapi.is_cuda_array(arr) or hostapi._simulated()) or isinstance(
+                arr, (list, tuple)):
+            arr = hostapi.to_device(np.asarray(arr), stream=stream)
+        elif hostapi._simulated() and not isinstance(arr, np.ndarray):
+            arr = np.asarray(arr)
+        n = arr.shape[0] if size is None else int(size)
+        if not 0 <= n <= arr.shape[0]:
+            raise ValueError(f"cuda.reduce: size {size} is outside 0..{arr.shape[0]}")
+        dtype = np.dtype(arr.dtype)
+        init = dtype.type(init)
+        if res is not None and (getattr(res, "dtype", None) != dtype or res.shape[0] < 1):
+            raise ValueError(f"cuda.reduce: res must be a device array of at least one {dtype} "
+                             f"element, got {res!r}")
+        # (the simulator runs each block's threads in turn: a few blocks stride over the rest)
+        cap = 4 if hostapi._simulated() else _MAX_BLOCKS
+        blocks = max(1, min((n + _TPB - 1) // _TPB, cap))
+        partial = hostapi.device_array(blocks, dtype, stream=stream)
+        if n:
+            self._reduce_blocks[blocks, _TPB, stream](arr, n, partial)
+            if blocks > 1:
+                self._reduce_blocks[1, _TPB, stream](partial, blocks, partial)
+        out = res if res is not None else hostapi.device_array(1, dtype, stream=stream)
+        self._fold_init[1, 1, stream](partial, n, out, init)
+        if res is not None:
+            return None
+        return out.copy_to_host(stream=stream)[0]
+
+
+def reduce(functor):
+    """numba-cuda's ``@cuda.reduce``: a ``Reduce`` for ``functor``."""
+    return Reduce(functor)
+
+
+__all__ = ["reduce", "Reduce"]
