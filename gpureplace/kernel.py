@@ -37,7 +37,7 @@ class GPUFunction:
     """What ``cuda.jit`` returns: a kernel (``device=False``) or a device function."""
 
     def __init__(self, py_func, *, device=False, context=None, fastmath=False, opt=3,
-                 lineinfo=False, arch=None, max_registers=None, launch_bounds=None,
+                 lineinfo=False, arch=None, max_registers=None, launch_bounds=None, link=None,
                  _parent=None):
         if not inspect.isfunction(py_func):
             raise TypeError(f"cuda.jit needs a Python function, got {py_func!r}")
@@ -51,6 +51,8 @@ class GPUFunction:
         self._opt = opt
         self._lineinfo = lineinfo
         self._arch = arch
+        from .compiler.intrinsics.external import _link_files
+        self._link = _link_files(link, f"cuda.jit(link=...) of {py_func.__qualname__}")
         self._max_registers = _check_max_registers(max_registers)
         self._launch_bounds = _check_launch_bounds(launch_bounds)
         self._pysig = inspect.signature(py_func)
@@ -91,7 +93,8 @@ class GPUFunction:
                                   fastmath=self._fastmath, opt=self._opt,
                                   lineinfo=self._lineinfo, arch=self._arch,
                                   max_registers=self._max_registers,
-                                  launch_bounds=self._launch_bounds or None, _parent=self)
+                                  launch_bounds=self._launch_bounds or None,
+                                  link=self._link or None, _parent=self)
             self._variants[context] = variant
         return variant
 
@@ -249,7 +252,7 @@ class GPUFunction:
             loaded = next((e for (_, d), e in self._launch_cache.items()
                            if d == dev and e.spec is spec), None)
             if loaded is None:
-                loaded = launch.LoadedKernel(spec, dev)
+                loaded = launch.LoadedKernel(spec, dev, self._link)
             return int(loaded.attribute(name))
         return self._reflect(signature, read)
 
@@ -399,7 +402,7 @@ class GPUFunction:
         spec = self._specialize(argtypes, self.options(_device.arch_of(dev)))
         if entry is not None and entry.spec is spec:
             return entry
-        loaded = launch.LoadedKernel(spec, dev)
+        loaded = launch.LoadedKernel(spec, dev, self._link)
         self._launch_cache[cache_key] = loaded
         return loaded
 
@@ -615,7 +618,7 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
     def wrap(fn):
         gf = GPUFunction(fn, device=device, context=context, fastmath=fastmath, opt=3 if opt is True
                          else (0 if opt is False else opt), lineinfo=lineinfo,
-                         max_registers=max_registers, launch_bounds=launch_bounds)
+                         max_registers=max_registers, launch_bounds=launch_bounds, link=link)
         if sigs is not None:
             for sig in (sigs if isinstance(sigs, list) else [sigs]):
                 gf.compile(sig)

@@ -176,8 +176,9 @@ class OverrideChoiceType(types.Callable, types.Opaque):
 
 def _type_of_impl(typingctx, val, frame, mask, numba_first=False, origin=None):
     from ..kernel import GPUFunction
+    from .intrinsics.external import DeclaredDevice
     from .intrinsics.libdevice_calls import LibdeviceStub
-    if isinstance(val, LibdeviceStub):
+    if isinstance(val, (LibdeviceStub, DeclaredDevice)):
         return val.numba_type()
     if isinstance(val, GPUFunction):
         return DeviceFunctionType.get(val.py_func, frame.context, mask, frame.options, origin)

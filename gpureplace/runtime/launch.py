@@ -12,7 +12,7 @@ import struct
 import threading
 
 from ..errors import LaunchError, NoDeviceError
-from . import device
+from . import device, linking
 
 _CU_LAUNCH_PARAM_END = 0
 _CU_LAUNCH_PARAM_BUFFER_POINTER = 1
@@ -38,12 +38,17 @@ class ParamBuffer:
 class LoadedKernel:
     """A specialisation's PTX loaded on one device, with its parameter buffer."""
 
-    def __init__(self, spec, device_id):
+    def __init__(self, spec, device_id, link=()):
         cp = device.cupy_module()
         self.device_id = device_id
         with cp.cuda.Device(device_id):
             self.module = cp.cuda.function.Module()
-            self.module.load(spec.ptx.encode())
+            externs = linking.external_symbols(spec.ptx) if ".extern .func" in spec.ptx else ()
+            files = linking.files_for(spec.ptx, link) if (link or externs) else ()
+            if files or externs:
+                self.module.load(linking.link(spec.ptx, files, device.arch_of(device_id)))
+            else:
+                self.module.load(spec.ptx.encode())
             self.function = self.module.get_function(spec.name)
         self.spec = spec
         self.fn_ptr = self.function.ptr

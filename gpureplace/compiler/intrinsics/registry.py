@@ -3,7 +3,7 @@
 import importlib
 
 _MODULES = ("indexing", "devicemath", "libdevice_calls", "sync", "memory", "atomics", "warp",
-            "bits", "printing")
+            "bits", "printing", "external")
 
 
 def _modules():

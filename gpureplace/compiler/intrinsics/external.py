@@ -1,0 +1,134 @@
+"""``cuda.declare_device``: device functions written in CUDA C (or PTX) and linked in.
+
+    mul = cuda.declare_device("mul_f32", "float32(float32, float32)", link="functions.cu")
+
+    @cuda.jit            # or @cuda.jit(link=["functions.cu"]) with a declaration without link=
+    def k(x, y, out):
+        i = cuda.grid(1)
+        out[i] = mul(x[i], y[i])
+
+The external function follows numba-cuda's ABI: ``extern "C" __device__ int mul_f32(float *ret,
+float a, float b)`` stores its result through the first argument and returns 0 (``abi="c"``: a
+plain ``extern "C" __device__ float mul_f32(float a, float b)``).  The kernel's PTX declares the
+symbol; the runtime links the files at load time (runtime/linking.py).
+"""
+
+from __future__ import annotations
+
+import os
+
+from llvmlite import ir
+from numba.core import cgutils, sigutils, types
+from numba.core.imputils import Registry as LoweringRegistry
+from numba.core.typing.templates import ConcreteTemplate, Registry
+
+typing = Registry()
+lowering = LoweringRegistry()
+
+__all__ = ["declare_device"]
+
+#: symbol -> the link files its declarations named (the runtime adds them to any kernel whose PTX
+#: calls the symbol)
+LINKS = {}
+#: symbols declared with declare_device (calls to them are resolved when the kernel is loaded)
+DECLARED = set()
+
+
+class DeclaredDevice:
+    """A device function of another language, callable from kernels (``declare_device``)."""
+
+    def __init__(self, name, sig, link, abi):
+        self.__name__ = self.symbol = name
+        self.__qualname__ = f"declare_device({name!r})"
+        self.sig = sig
+        self.link = link
+        self.abi = abi
+        self._type = None
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"{self.symbol} is a device function declared with "
+                           f"cuda.declare_device: it can only be called from kernels on the GPU")
+
+    def __repr__(self):
+        return f"<declared device function {self.symbol}{self.sig}>"
+
+    def numba_type(self):
+        if self._type is None:
+            self._type = _make_type(self)
+        return self._type
+
+
+def _make_type(decl):
+    sig = decl.sig
+
+    class _Template(ConcreteTemplate):
+        key = decl
+        cases = [sig]
+
+    def impl(context, builder, sig, args):
+        argtys = [context.get_value_type(a) for a in sig.args]
+        if decl.abi == "c":
+            ret = ir.VoidType() if sig.return_type == types.void else \
+                context.get_value_type(sig.return_type)
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, argtys),
+                                                decl.symbol)
+            res = builder.call(fn, list(args))
+            return context.get_dummy_value() if sig.return_type == types.void else res
+        # numba-cuda's ABI: int f(ret *out, args...); a void function still gets a slot
+        retty = context.get_value_type(types.int8 if sig.return_type == types.void
+                                       else sig.return_type)
+        slot = cgutils.alloca_once(builder, retty)
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.IntType(32), [slot.type] + argtys), decl.symbol)
+        builder.call(fn, [slot] + list(args))
+        if sig.return_type == types.void:
+            return context.get_dummy_value()
+        return builder.load(slot)
+
+    lowering.lower(decl, *sig.args)(impl)
+    return types.Function(_Template)
+
+
+_SCALARS = (types.Integer, types.Float, types.Boolean, types.CPointer, types.NoneType)
+
+
+def declare_device(name, sig, link=None, use_cooperative=False, abi="numba"):
+    """Declare ``name``, a device function written in CUDA C or PTX with signature ``sig``
+    (``"float32(float32, int32)"``), for kernels to call.  ``link``: the file(s) (``.cu``,
+    ``.ptx``, ``.cubin``, ``.fatbin``, ``.o``, ``.a``) that define it, linked into every kernel
+    that calls it."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"declare_device: name must be a C identifier, got {name!r}")
+    if abi not in ("numba", "c"):
+        raise ValueError(f"declare_device: abi must be 'numba' or 'c', got {abi!r}")
+    if use_cooperative:
+        raise ValueError("declare_device(use_cooperative=True): cooperative launches are not "
+                         "supported")
+    args, ret = sigutils.normalize_signature(sig)
+    ret = types.void if ret is None else ret
+    for what, ty in [("return type", ret)] + [(f"argument {i}", a) for i, a in enumerate(args)]:
+        if ty != types.void and not isinstance(ty, _SCALARS):
+            raise TypeError(f"declare_device({name!r}): {what} {ty} is not a scalar or pointer "
+                            f"type (external device functions take scalars and pointers)")
+    files = _link_files(link, f"declare_device({name!r}, link=...)")
+    from numba.core.typing import signature
+    decl = DeclaredDevice(name, signature(ret, *args), files, abi)
+    DECLARED.add(name)
+    if files:
+        LINKS[name] = files
+    else:
+        LINKS.pop(name, None)
+    return decl
+
+
+def _link_files(link, what):
+    if link is None:
+        return ()
+    files = (link,) if isinstance(link, (str, os.PathLike)) else tuple(link)
+    out = []
+    for f in files:
+        path = os.path.abspath(os.fspath(f))
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{what}: no file {path}")
+        out.append(path)
+    return tuple(out)

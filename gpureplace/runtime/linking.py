@@ -1,0 +1,88 @@
+"""Linking a kernel's PTX with external device code (``cuda.jit(link=...)``,
+``cuda.declare_device(..., link=...)``) through the driver's JIT linker (cuLink*).
+
+``.cu`` files are compiled with NVRTC to relocatable PTX for the device's architecture; ``.ptx``,
+``.cubin``, ``.fatbin``, ``.o`` and ``.a`` files go to the linker as they are.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from ..errors import CompileError, LaunchError
+from . import device
+
+_EXTERN = re.compile(r"^\.extern\s+\.func\s+(?:\([^)]*\)\s*)?(\w+)\s*\(", re.M)
+
+
+#: PTX "system calls": declared extern in PTX, provided by the driver
+_SYSTEM = frozenset(("vprintf", "malloc", "free", "__assertfail"))
+
+
+def external_symbols(ptx):
+    """Names of the functions ``ptx`` calls, does not define, and the driver does not provide."""
+    return set(_EXTERN.findall(ptx)) - _SYSTEM
+
+
+def files_for(ptx, link):
+    """The kernel's own link files plus those of the declared functions its PTX calls."""
+    from ..compiler.intrinsics.external import LINKS
+    files = list(link)
+    for name in sorted(external_symbols(ptx)):
+        for f in LINKS.get(name, ()):
+            if f not in files:
+                files.append(f)
+    return files
+
+
+def _cuda_to_ptx(path, arch):
+    from cupy_backends.cuda.libs import nvrtc
+    with open(path) as fh:
+        source = fh.read()
+    cc = arch.split("_", 1)[1]
+    opts = (f"-arch=compute_{cc}", "-rdc=true", f"-I{os.path.dirname(path)}")
+    prog = nvrtc.createProgram(source, os.path.basename(path), (), ())
+    try:
+        try:
+            nvrtc.compileProgram(prog, opts)
+        except nvrtc.NVRTCError:
+            log = nvrtc.getProgramLog(prog)
+            raise CompileError(f"NVRTC could not compile {path}:\n{log.strip()}") from None
+        return nvrtc.getPTX(prog)
+    finally:
+        nvrtc.destroyProgram(prog)
+
+
+def link(ptx, files, arch):
+    """A cubin of ``ptx`` linked with ``files``."""
+    driver = device.cupy_module().cuda.driver
+    kinds = {".ptx": driver.CU_JIT_INPUT_PTX, ".cubin": driver.CU_JIT_INPUT_CUBIN,
+             ".fatbin": driver.CU_JIT_INPUT_FATBINARY, ".o": driver.CU_JIT_INPUT_OBJECT,
+             ".a": driver.CU_JIT_INPUT_LIBRARY}
+    state = driver.linkCreate()
+    try:
+        driver.linkAddData(state, driver.CU_JIT_INPUT_PTX, ptx.encode(), "kernel.ptx")
+        for path in files:
+            ext = os.path.splitext(path)[1].lower()
+            if ext == ".cu":
+                data = _cuda_to_ptx(path, arch)
+                driver.linkAddData(state, driver.CU_JIT_INPUT_PTX, data,
+                                   os.path.basename(path) + ".ptx")
+            elif ext in kinds:
+                with open(path, "rb") as fh:
+                    driver.linkAddData(state, kinds[ext], fh.read(), os.path.basename(path))
+            else:
+                raise LaunchError(f"cannot link {path}: link files are .cu, .ptx, .cubin, "
+                                  f".fatbin, .o or .a")
+        try:
+            return driver.linkComplete(state)
+        except driver.CUDADriverError as exc:
+            missing = sorted(external_symbols(ptx))
+            raise LaunchError(f"linking the kernel with {', '.join(files) or 'nothing'} failed "
+                              f"({exc}); the kernel calls external function(s) "
+                              f"{', '.join(missing)}: each must be defined, extern \"C\", in a "
+                              f"link file (cuda.jit(link=[...]) or "
+                              f"cuda.declare_device(..., link=...))") from None
+    finally:
+        driver.linkDestroy(state)

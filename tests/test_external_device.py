@@ -1,0 +1,124 @@
+"""``cuda.declare_device`` and ``cuda.jit(link=...)``: device functions written in CUDA C or PTX,
+called from Python kernels (numba-cuda's ABI and the plain C ABI), linked when the kernel loads."""
+
+import re
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import PTXAS
+from gpureplace import CompileError, LaunchError, cuda
+from gpureplace.runtime import linking
+
+CUDA_SOURCE = r'''
+extern "C" __device__ int mul_f32(float *ret, float a, float b) { *ret = a * b; return 0; }
+extern "C" __device__ float add_c(float a, float b) { return a + b; }
+'''
+
+mul = cuda.declare_device("mul_f32", "float32(float32, float32)")
+add_c = cuda.declare_device("add_c", "float32(float32, float32)", abi="c")
+
+
+def _kernel(link=None):
+    @cuda.jit(link=link)
+    def combine(x, y, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = mul(x[i], y[i]) + add_c(x[i], np.float32(1.0))
+    return combine
+
+
+SIG = "void(float32[::1], float32[::1], float32[::1])"
+
+
+def test_declared_functions_are_external_in_the_ptx(tmp_path):
+    ptx = _kernel().inspect_ptx(SIG)
+    decls = re.findall(r"\.extern \.func\s*\(\.param \.b32 func_retval0\) (\w+)\s*\(([^)]*)\)",
+                       ptx)
+    params = {name: body.count(".param") for name, body in decls}
+    assert params == {"mul_f32": 3, "add_c": 2}        # numba ABI: a result pointer first
+    assert linking.external_symbols(ptx) == {"mul_f32", "add_c"}
+    src = tmp_path / "k.ptx"
+    src.write_text(ptx)
+    # relocatable code: the symbols are resolved when the kernel is linked at load time
+    proc = subprocess.run([PTXAS, "-c", "-arch=sm_90", "-o", str(tmp_path / "k.o"), str(src)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_link_files_are_found_for_the_symbols_a_kernel_calls(tmp_path):
+    cu = tmp_path / "funcs.cu"
+    cu.write_text(CUDA_SOURCE)
+    declared = cuda.declare_device("mul_f32", "float32(float32, float32)", link=str(cu))
+    ptx = _kernel().inspect_ptx(SIG)
+    assert linking.files_for(ptx, ()) == [str(cu)]
+    other = tmp_path / "more.ptx"
+    other.write_text("// nothing")
+    assert linking.files_for(ptx, (str(other),)) == [str(other), str(cu)]
+    assert linking.files_for("// no externs\n.extern .func vprintf\n(", ()) == []
+    cuda.declare_device("mul_f32", "float32(float32, float32)")      # declared again, no link
+    assert linking.files_for(ptx, ()) == [] and declared.link == (str(cu),)
+
+
+def test_bad_declarations_are_named():
+    with pytest.raises(ValueError, match="identifier"):
+        cuda.declare_device("no-dash", "float32(float32)")
+    with pytest.raises(ValueError, match="abi"):
+        cuda.declare_device("f", "float32(float32)", abi="fortran")
+    with pytest.raises(TypeError, match="argument 0"):
+        cuda.declare_device("f", "float32(float32[:])")
+    with pytest.raises(FileNotFoundError, match="nope.cu"):
+        cuda.declare_device("f", "float32(float32)", link="nope.cu")
+    with pytest.raises(FileNotFoundError, match="nope.cu"):
+        cuda.jit(link=["nope.cu"])(lambda x: None)
+    with pytest.raises(RuntimeError, match="only be called from kernels"):
+        mul(1.0, 2.0)
+
+
+def test_an_undeclared_external_function_is_still_refused():
+    import ctypes
+    libm = ctypes.CDLL(None)
+
+    @cuda.jit
+    def k(x):
+        x[0] = libm.cos(x[0])
+    with pytest.raises(CompileError):
+        k.compile("void(float64[::1])")
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only
+def test_cuda_c_functions_are_linked_and_called(tmp_path):
+    import cupy as cp
+    cu = tmp_path / "funcs.cu"
+    cu.write_text(CUDA_SOURCE)
+    x = cp.arange(1000, dtype=cp.float32)
+    y = cp.full(1000, 3.0, cp.float32)
+    out = cp.zeros_like(x)
+    _kernel(link=[str(cu)])[4, 256](x, y, out)
+    np.testing.assert_allclose(cp.asnumpy(out), cp.asnumpy(x * 3 + x + 1))
+
+    # the same functions as PTX, linked through the declaration
+    from cupy_backends.cuda.libs import nvrtc
+    prog = nvrtc.createProgram(CUDA_SOURCE, "f.cu", (), ())
+    cc = cp.cuda.Device().compute_capability
+    nvrtc.compileProgram(prog, (f"-arch=compute_{cc}", "-rdc=true"))
+    (tmp_path / "funcs.ptx").write_bytes(nvrtc.getPTX(prog))
+    nvrtc.destroyProgram(prog)
+    cuda.declare_device("mul_f32", "float32(float32, float32)", link=str(tmp_path / "funcs.ptx"))
+    out[:] = 0
+    _kernel()[4, 256](x, y, out)
+    np.testing.assert_allclose(cp.asnumpy(out), cp.asnumpy(x * 3 + x + 1))
+    cuda.declare_device("mul_f32", "float32(float32, float32)")
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only
+def test_a_missing_definition_fails_at_load_naming_the_symbol():
+    import cupy as cp
+    cuda.declare_device("mul_f32", "float32(float32, float32)")
+    x = cp.ones(4, cp.float32)
+    with pytest.raises(LaunchError, match="mul_f32"):
+        _kernel()[1, 4](x, x, x)
+
