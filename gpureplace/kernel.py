@@ -609,6 +609,12 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
     """``@cuda.jit`` / ``@cuda.jit(device=True)`` / ``@cuda.jit("void(float32[:])")``."""
     if unknown:
         raise TypeError(f"cuda.jit() got unsupported option(s): {', '.join(sorted(unknown))}")
+    if debug:
+        import warnings
+        warnings.warn("cuda.jit(debug=True): compiled kernels do not check array bounds or raise "
+                      "exceptions on the device; run the kernel in the simulator "
+                      "(GPUREPLACE_BACKEND=simulator) to have out-of-bounds accesses reported "
+                      "with the thread, block and line", UserWarning, stacklevel=2)
     sigs = None
     if func is not None and not callable(func):
         sigs, func = func, None

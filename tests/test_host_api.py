@@ -312,3 +312,8 @@ def test_record_arrays_and_generator_states_round_trip():
     host = states.copy_to_host()
     assert host.shape == (64,) and host.dtype.names == ("s0", "s1")
     assert len(set(host["s0"].tolist())) == 64
+
+
+def test_debug_true_says_what_it_does_not_do():
+    with pytest.warns(UserWarning, match="simulator"):
+        cuda.jit(debug=True)(lambda x: None)
