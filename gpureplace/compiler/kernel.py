@@ -41,6 +41,15 @@ class KernelSpecialization:
     def context(self):
         return self.compiled.context
 
+    def max_cooperative_grid_blocks(self, blockdim, dynsmemsize=0):
+        """How many blocks of ``blockdim`` threads a cooperative launch of this kernel (one that
+        syncs the grid) can have on the current GPU (numba-cuda's name)."""
+        from ..runtime import device, launch
+        launch.require_device()
+        dims = launch.normalize_dims(blockdim, "block")
+        loaded = launch.LoadedKernel(self, device.current_device())
+        return loaded.max_cooperative_blocks(dims[0] * dims[1] * dims[2], dynsmemsize)
+
     def dependencies(self):
         """Global reads, overrides and callees of the whole call graph below this kernel."""
         from ..tracking.deps import describe
@@ -132,6 +141,12 @@ def _wrapper_module(cf, name):
                          name=cf.mangled_name)
     targetctx.call_conv.call_function(builder, callee, cf.restype, cf.argtypes, values)
     builder.ret_void()
+    from .intrinsics.cg import BARRIER
+    if any(BARRIER in text for each in cf.closure() for text in each.ir_texts()):
+        # the grid barrier's counter: one per loaded module, zero at load
+        gv = ir.GlobalVariable(mod, ir.IntType(32), BARRIER, addrspace=1)
+        gv.initializer = ir.Constant(ir.IntType(32), 0)
+        gv.align = 4
     return str(mod)
 
 

@@ -14,6 +14,7 @@ import threading
 from ..errors import LaunchError, NoDeviceError
 from . import device, linking
 
+_GRID_BARRIER = "__gpureplace_grid_barrier"      # compiler/intrinsics/cg.py
 _CU_LAUNCH_PARAM_END = 0
 _CU_LAUNCH_PARAM_BUFFER_POINTER = 1
 _CU_LAUNCH_PARAM_BUFFER_SIZE = 2
@@ -60,6 +61,10 @@ class LoadedKernel:
         self.packed_by = None
         self.launch_kernel = cp.cuda.driver.launchKernel
         self._dynamic_smem_limit = 48 * 1024
+        self._cooperative_limits = {}
+        if _GRID_BARRIER in spec.ptx:
+            # cuda.cg.this_grid().sync(): every block must be resident at once
+            self.launch_kernel = self._launch_cooperative
 
     def allow_shared(self, shared):
         """Raise the function's dynamic shared-memory limit to ``shared`` bytes when needed (over
@@ -69,6 +74,43 @@ class LoadedKernel:
             driver.funcSetAttribute(self.fn_ptr,
                                     driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
             self._dynamic_smem_limit = shared
+
+    def _launch_cooperative(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        """``cuLaunchCooperativeKernel`` with the arguments of ``cuLaunchKernel`` (the parameters
+        come as kernelParams: pointers into the buffer ``extra`` names)."""
+        import ctypes
+        blocks, threads = gx * gy * gz, bx * by * bz
+        limit = self.max_cooperative_blocks(threads, shared)
+        if blocks > limit:
+            raise LaunchError(
+                f"{self.spec.name} synchronises the grid (cuda.cg.this_grid().sync()), so all "
+                f"its blocks must be resident at once: at most {limit} blocks of {threads} "
+                f"threads ({shared} bytes of dynamic shared memory) on this GPU, got {blocks}")
+        buf = ctypes.cast(extra, ctypes.POINTER(ctypes.c_void_p))[1] if extra else 0
+        offsets = self._param_offsets()
+        ptrs = (ctypes.c_void_p * max(len(offsets), 1))(*[buf + o for o in offsets])
+        device.cupy_module().cuda.driver.launchCooperativeKernel(
+            fn, gx, gy, gz, bx, by, bz, shared, stream, ctypes.addressof(ptrs))
+
+    def _param_offsets(self):
+        offsets = getattr(self, "_offsets", None)
+        if offsets is None:
+            letters = self.spec.param_format.lstrip("@")
+            offsets = self._offsets = [struct.calcsize("@" + letters[:k] + "0" + letters[k])
+                                       for k in range(len(letters))]
+        return offsets
+
+    def max_cooperative_blocks(self, threads, shared=0):
+        """How many blocks of ``threads`` threads can be resident at once on this device."""
+        key = (threads, shared)
+        limit = self._cooperative_limits.get(key)
+        if limit is None:
+            cp = device.cupy_module()
+            per_sm = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                self.fn_ptr, threads, shared)
+            sms = cp.cuda.Device(self.device_id).attributes["MultiProcessorCount"]
+            limit = self._cooperative_limits[key] = per_sm * sms
+        return limit
 
     def attribute(self, name):
         """The driver's ``CU_FUNC_ATTRIBUTE_<NAME>`` of the loaded function (``num_regs``,

@@ -81,6 +81,7 @@ class Block:
         self.results = {}
         self.aborted = None                # None, or the exception that stopped the block
         self.done = threading.Event()
+        self.on_done = None                # called when the block's last thread has exited
         self.threads = []
 
     # -- scheduling -------------------------------------------------------------------------------
@@ -128,16 +129,20 @@ class Block:
                         pass
 
     # -- syncthreads ------------------------------------------------------------------------------
-    def barrier(self, ts, kind, pred):
-        """``kind``: None (syncthreads), 'count', 'and', 'or'; returns the reduction."""
+    def barrier(self, ts, kind, pred, before_release=None):
+        """``kind``: None (syncthreads), 'count', 'and', 'or'; returns the reduction.
+        ``before_release()`` runs in the last thread to arrive, before the others go on (the grid
+        barrier waits for the other blocks there)."""
         if not self.threaded:
-            if self.nthreads == 1:
+            if self.nthreads == 1 and before_release is None:
                 return self._reduce(kind, 1 if pred else 0, 1)
             raise NeedThreads()
         if pred:
             self.bar_count += 1
         self.bar_kind = kind
         if len(self.bar_waiters) + 1 >= self.live:
+            if before_release is not None:
+                before_release()
             self._release_barrier(len(self.bar_waiters) + 1)
             return self.bar_result
         self.bar_waiters.append(ts)
@@ -255,6 +260,8 @@ class Block:
                     self._release_group(key, g)
             if self.live == 0:
                 self.done.set()
+                if self.on_done is not None:
+                    self.on_done(self)
                 return
             if self.runnable:
                 self.runnable.popleft().gate.release()
@@ -265,3 +272,51 @@ class Block:
         except KernelDeadlock as exc:
             self.deadlock_error = exc
             self.abort(exc, ts)
+
+
+class GridBarrier:
+    """``cuda.cg.this_grid().sync()`` across the blocks of a launch that run at once (the
+    simulator's grid mode): the last thread of each block to arrive waits here for the other
+    blocks.  A block that finishes while others wait (or before they arrive) can never arrive:
+    on the GPU the grid hangs; here that is a ``KernelDeadlock``."""
+
+    def __init__(self, nblocks):
+        self.nblocks = nblocks
+        self.arrived = 0
+        self.generation = 0
+        self.finished = []
+        self.failed = None
+        self.cond = threading.Condition()
+
+    def _deadlock(self):
+        bid = self.finished[0]
+        return KernelDeadlock(
+            f"grid synchronisation deadlock: block blockIdx={bid} finished without reaching "
+            f"cuda.cg.this_grid().sync(), which every block of the grid must reach (the GPU "
+            f"hangs)")
+
+    def arrive(self):
+        with self.cond:
+            if self.failed is None and self.finished:
+                self.failed = self._deadlock()
+            if self.failed is not None:
+                self.cond.notify_all()
+                raise self.failed
+            self.arrived += 1
+            if self.arrived == self.nblocks:
+                self.arrived = 0
+                self.generation += 1
+                self.cond.notify_all()
+                return
+            gen = self.generation
+            while self.generation == gen and self.failed is None:
+                self.cond.wait()
+            if self.generation == gen:
+                raise self.failed
+
+    def block_finished(self, block):
+        with self.cond:
+            self.finished.append(block.bid)
+            if self.arrived and self.failed is None:
+                self.failed = self._deadlock()
+            self.cond.notify_all()

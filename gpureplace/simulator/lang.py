@@ -12,7 +12,7 @@ import numpy as np
 from numba.core import types as nbtypes
 from numba.np import numpy_support
 
-from ..compiler.intrinsics import atomics, bits, indexing, memory, sync, warp
+from ..compiler.intrinsics import atomics, bits, cg, indexing, memory, sync, warp
 from . import hostmath
 from .arrays import SimArray, to_dtype_value, wrap_int
 
@@ -224,6 +224,30 @@ def language(launch):
             copy.flags.writeable = False
             hit = consts[id(src)] = (src, SimArray(copy, launch, writable=False))
         return hit[1]
+
+    # -- cooperative groups -------------------------------------------------------------------------
+    class GridGroup:
+        """``cuda.cg.this_grid()``: ``sync()`` is a barrier across every block (they run at once
+        in the simulator's grid mode)."""
+
+        __slots__ = ()
+
+        def sync(self):
+            t = tls.t
+            barrier = launch.grid_barrier
+            if barrier is None:
+                raise RuntimeError("cuda.cg.this_grid().sync() reached outside the simulator's "
+                                   "grid mode (the grid group came from code the simulator did "
+                                   "not see before the launch)")
+            t.block.barrier(t, None, True, before_release=barrier.arrive)
+
+    the_grid = GridGroup()
+
+    def this_grid():
+        return the_grid
+
+    out[id(cg.this_grid)] = this_grid
+    out[id(cg.cg)] = pytypes.SimpleNamespace(this_grid=this_grid)
 
     out[id(memory.shared)] = pytypes.SimpleNamespace(array=shared_array)
     out[id(memory.shared.array)] = shared_array
@@ -452,5 +476,7 @@ SYNC_NAMES = frozenset([
     "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync", "ballot_sync", "all_sync",
     "any_sync", "eq_sync", "match_any_sync", "match_all_sync", "activemask"])
 
+#: stubs whose use makes a launch run every block at once (the simulator's grid mode)
+GRID_STUBS = frozenset((id(cg.this_grid),))
 SYNC_STUBS = frozenset(id(getattr(mod, n)) for mod in (sync, warp) for n in SYNC_NAMES
                        if hasattr(mod, n))

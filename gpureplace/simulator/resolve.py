@@ -199,6 +199,7 @@ class Resolver:
         self.arrays = {}              # id(global ndarray) -> (ndarray, read-only SimArray)
         self.hosts = {}               # id(stub) -> host implementation
         self.sync_impls = {id(self.lang[i]) for i in lang.SYNC_STUBS if i in self.lang}
+        self.grid_impls = {id(self.lang[i]) for i in lang.GRID_STUBS if i in self.lang}
 
     # -- the general rule -------------------------------------------------------------------------
     def value(self, raw, mask):
@@ -332,6 +333,14 @@ class Resolver:
         seen = set()
         return self._scan_function(fn, seen)
 
+    def needs_grid(self, fn):
+        """Whether ``fn`` (or what it calls) uses ``cuda.cg.this_grid``."""
+        saved, self.sync_impls = self.sync_impls, self.grid_impls
+        try:
+            return self._scan_function(fn, set())
+        finally:
+            self.sync_impls = saved
+
     def _scan_function(self, fn, seen):
         if id(fn) in seen:
             return False
@@ -366,8 +375,10 @@ class Resolver:
             impls = [self.override_value(o, v.mask, v.key) for o in v.cands]
             impls.append(self.plain(v.host, v.mask))
             return any(self._scan_value(i, names, seen) for i in impls)
-        if isinstance(v, ModuleProxy) and id(v) not in seen:
-            seen.add(id(v))
+        # a module is scanned for the names each function reads from it (a helper may use other
+        # names of the same module than the kernel)
+        if isinstance(v, ModuleProxy) and (id(v), frozenset(names)) not in seen:
+            seen.add((id(v), frozenset(names)))
             for name in names:
                 raw = getattr(v._sim_module, name, _MISSING)
                 if raw is _MISSING:

@@ -20,7 +20,7 @@ from ..errors import LaunchError
 from ..runtime import arguments
 from ..runtime.launch import normalize_dims
 from .arrays import SimArray, wrap_int
-from .blocks import Block, NeedThreads, ThreadState, _Abort
+from .blocks import Block, GridBarrier, NeedThreads, ThreadState, _Abort
 from .lang import device_format
 from .resolve import Resolver
 
@@ -42,6 +42,7 @@ class Launch:
         self.tls = threading.local()
         self.atomic_lock = threading.Lock()
         self.dynamic = {}              # id(stub) -> reader of a per-thread value (laneid)
+        self.grid_barrier = None       # a blocks.GridBarrier in grid mode
 
     def where(self):
         t = getattr(self.tls, "t", None)
@@ -177,7 +178,9 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
     kernel = resolver.function(gpufunction.py_func, {})
     threaded = resolver.needs_threads(kernel)
     values = conv.values
-    if threaded:
+    if resolver.needs_grid(kernel):
+        _run_grid(sim, kernel, values)
+    elif threaded:
         _run_threaded(sim, kernel, values)
     else:
         snapshot = [(a, a.copy()) for a in conv.host_arrays]
@@ -307,5 +310,72 @@ def _run_threaded(sim, kernel, values):
                     gate.release()
                 except RuntimeError:
                     pass
+        for w in workers:
+            w.join()
+
+
+#: grid mode runs every thread of the launch as a Python thread at once
+GRID_MODE_MAX_THREADS = 16384
+
+
+def _run_grid(sim, kernel, values):
+    """Every block at once, each block's threads taking turns as in ``_run_threaded``, so that
+    ``cuda.cg.this_grid().sync()`` can hold blocks until all have arrived."""
+    blocks = list(_blocks(sim.grid))
+    threads = list(_threads(sim.block))
+    total = len(blocks) * len(threads)
+    if total > GRID_MODE_MAX_THREADS:
+        raise LaunchError(f"kernel {sim.name} synchronises the grid, so the simulator runs all "
+                          f"its threads at once: {total} is over its limit of "
+                          f"{GRID_MODE_MAX_THREADS} (launch fewer blocks, with a grid-stride "
+                          f"loop, as a cooperative launch on the GPU must too)")
+    tls = sim.tls
+    sim.grid_barrier = barrier = GridBarrier(len(blocks))
+    errors = []
+
+    def work(ts):
+        ts.gate.acquire()                        # wait for this thread's turn
+        blk = ts.block
+        tls.t = ts
+        try:
+            if blk.aborted is None:
+                with np.errstate(all="ignore"):
+                    kernel(*values)
+        except _Abort:
+            pass
+        except BaseException as exc:              # noqa: BLE001 (re-raised by the launcher)
+            _annotate(exc, sim)
+            errors.append(exc)
+            blk.abort(exc, ts)
+        finally:
+            tls.t = None
+            blk.exit(ts)
+
+    all_blocks, workers = [], []
+    for bid in blocks:
+        blk = Block(bid, sim.block, sim.shared_bytes, threaded=True)
+        blk.on_done = barrier.block_finished
+        states = []
+        for tid, linear in threads:
+            gate = threading.Lock()
+            gate.acquire()
+            states.append(ThreadState(tid, bid, linear, blk, gate))
+        all_blocks.append((blk, states))
+        workers += [threading.Thread(target=work, args=(ts,), daemon=True,
+                                     name=f"gpureplace-sim-grid-{bid}-{ts.linear}")
+                    for ts in states]
+    for w in workers:
+        w.start()
+    try:
+        for blk, states in all_blocks:
+            blk.start(states)
+        for blk, _ in all_blocks:
+            blk.done.wait()
+        late = [getattr(b, "deadlock_error", None) for b, _ in all_blocks]
+        late = [e for e in late if e is not None]
+        if errors or late:
+            raise errors[0] if errors else late[0]
+    finally:
+        sim.grid_barrier = None
         for w in workers:
             w.join()

@@ -3,7 +3,7 @@
 import importlib
 
 _MODULES = ("indexing", "devicemath", "libdevice_calls", "sync", "memory", "atomics", "warp",
-            "bits", "printing", "external")
+            "bits", "printing", "external", "cg")
 
 
 def _modules():
