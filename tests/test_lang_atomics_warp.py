@@ -935,3 +935,42 @@ def test_gpu_print_reaches_stdout(tmp_path):
         assert expected in lines, proc.stdout
     assert "host done" in lines
     assert not any(line.startswith("item 3") for line in lines)
+
+
+@cuda.jit(device=True)
+def _apply_binop(op, ary, idx, val):
+    op(ary, idx, val)
+
+
+def _as_uint64(v):
+    return np.uint64(v)
+
+
+@cuda.jit
+def atomics_through_arguments(ary, vals):
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    idx = (tx, _as_uint64(ty))
+    if tx > 100:                         # never: but (int64, uint64) unified with (int64, int64)
+        idx = (idx[0] % ary.shape[0], idx[1] % ary.shape[1])     # types as (int64, float64)
+    _apply_binop(cuda.atomic.add, ary, idx, vals[tx, ty])
+
+
+def test_device_functions_and_intrinsics_passed_as_arguments():
+    from gpureplace import simulator
+    ary = np.zeros((4, 4), np.float64)
+    vals = np.arange(16, dtype=np.float64).reshape(4, 4)
+    simulator.run(atomics_through_arguments, 1, (4, 4), ary, vals)
+    np.testing.assert_array_equal(ary, vals)
+    spec = atomics_through_arguments.compile("void(float64[:, ::1], float64[:, ::1])")
+    assert "atom.global.add.f64" in spec.ptx
+    assemble(spec.ptx)
+
+
+@pytest.mark.gpu
+def test_device_functions_and_intrinsics_passed_as_arguments_gpu():
+    import cupy as cp
+    vals = cp.arange(16, dtype=cp.float64).reshape(4, 4)
+    ary = cp.zeros((4, 4), cp.float64)
+    atomics_through_arguments[1, (4, 4)](ary, vals)
+    np.testing.assert_array_equal(cp.asnumpy(ary), cp.asnumpy(vals))

@@ -181,6 +181,23 @@ _data_models = datamodel.DataModelManager().chain(datamodel.default_manager)
 _data_models.register(types.Float, _FloatModel)
 
 
+def _register_function_values():
+    """A device function passed as an argument (``apply(twice, x)``) is a compile-time constant:
+    its type says which function it is, so the value itself carries nothing."""
+    from numba.core.datamodel import models
+    from numba.core.imputils import lower_constant
+
+    from .resolve import DeviceFunctionType
+    _data_models.register(DeviceFunctionType, models.OpaqueModel)
+
+    @lower_constant(DeviceFunctionType)
+    def _function_value(context, builder, ty, pyval):
+        return context.get_dummy_value()
+
+
+_register_function_values()
+
+
 class _Subroutine:
     """What ``compile_subroutine`` returns: the descriptor and library Numba's callers read."""
 

@@ -94,10 +94,14 @@ def _check_index(fname, ary, idx):
                          f"got one integer")
         return types.intp
     if isinstance(idx, types.BaseTuple):
-        if not all(isinstance(t, types.Integer) for t in idx.types):
+        if not all(isinstance(t, (types.Integer, types.Float)) for t in idx.types):
             _fail(fname, f"the index must be an integer or a tuple of integers, got {idx}")
         if len(idx.types) != ary.ndim:
             _fail(fname, f"indexing a {ary.ndim}-D array with {len(idx.types)} indices")
+        if not all(isinstance(t, types.Integer) for t in idx.types):
+            # (tx, uint64(ty)) unified with (tx, ty % n) types as (int64, float64) in Numba:
+            # numba-cuda converts such indices to integers, and so do we
+            return types.UniTuple(types.intp, len(idx.types))
         return idx
     _fail(fname, f"the index must be an integer or a tuple of integers, got {idx}")
 
