@@ -68,6 +68,7 @@ class GPUFunction:
         self.on_compile = None     # called with each new specialisation (%%cuda --show)
         _live.add(self)
         self._parent = _parent     # the function this is a with_context() variant of
+        self._only_keys = None     # specialize(): the argument type keys it accepts
         if _parent is None:
             _note_definition(py_func)
 
@@ -82,6 +83,29 @@ class GPUFunction:
             arch=arch or self._arch or settings.arch or _device.default_arch(),
             opt=self._opt, lineinfo=self._lineinfo, max_registers=self._max_registers,
             launch_bounds=self._launch_bounds)
+
+    @property
+    def specialized(self):
+        """Whether this kernel accepts only the argument types of one ``specialize`` call."""
+        return self._only_keys is not None
+
+    def specialize(self, *args):
+        """numba-cuda's ``kernel.specialize(*args)``: the kernel compiled for the types of
+        ``args`` and restricted to them (launching it with other types is an error)."""
+        if self.device:
+            raise TypeError(f"specialize() is for kernels; {self.__qualname__} is a device "
+                            f"function")
+        if len(args) != self._nparams:
+            self._argument_count_error(args)
+        keys = self._type_keys(args, "specialize")
+        fixed = GPUFunction(self.py_func, device=False, context=self._context,
+                            fastmath=self._fastmath, opt=self._opt, lineinfo=self._lineinfo,
+                            arch=self._arch, max_registers=self._max_registers,
+                            launch_bounds=self._launch_bounds or None, link=self._link or None,
+                            _parent=self)
+        fixed._only_keys = tuple(keys)
+        fixed.compile(tuple(arguments.numba_type_of_key(k) for k in keys))
+        return fixed
 
     def with_context(self, context):
         """The same function compiled (and cached) in ``context``."""
@@ -317,7 +341,36 @@ class GPUFunction:
         raise LaunchError(f"{self.__qualname__} is a kernel: launch it with "
                           f"{self.__name__}[blocks, threads](...)")
 
+    def _type_keys(self, args, what):
+        """Argument type keys, host NumPy arrays included (typed as the device arrays they
+        stand for)."""
+        import numpy as np
+        keys = []
+        for i, a in enumerate(args):
+            try:
+                if type(a) is np.ndarray:
+                    keys.append(arguments._array(a.dtype, 0, a.shape, a.strides)[0])
+                else:
+                    keys.append(arguments.value_key(a)[0])
+            except LaunchError as exc:
+                name = list(self._pysig.parameters)[i] if i < self._nparams else i
+                raise type(exc)(f"{self.__qualname__}.{what}: argument {i} ({name!r}) "
+                                f"{exc}") from None
+        return tuple(keys)
+
+    def _check_specialized(self, args):
+        if len(args) != self._nparams:
+            self._argument_count_error(args)
+        keys = self._type_keys(args, "launch")
+        if keys != self._only_keys:
+            def show(ks):
+                return ", ".join(str(arguments.numba_type_of_key(k)) for k in ks)
+            raise LaunchError(f"{self.__qualname__} was specialized for ({show(self._only_keys)})"
+                              f" by specialize(); got ({show(keys)})")
+
     def _launch(self, config, args):
+        if self._only_keys is not None:
+            self._check_specialized(args)
         rec = _graph.recorder()
         if settings.launch_backend() == "simulator":
             if rec is not None:

@@ -317,3 +317,17 @@ def test_record_arrays_and_generator_states_round_trip():
 def test_debug_true_says_what_it_does_not_do():
     with pytest.warns(UserWarning, match="simulator"):
         cuda.jit(debug=True)(lambda x: None)
+
+
+def test_specialize_fixes_the_argument_types(simulated):
+    x = np.ones(4, np.float32)
+    fixed = scale.specialize(x, np.float32(2))
+    assert fixed.specialized and not scale.specialized
+    assert [tuple(str(t) for t in sig) for sig in fixed.overloads] == [
+        ("array(float32, 1d, C)", "float32")]
+    fixed[1, 4](x, np.float32(3))
+    assert (x == 3).all()
+    with pytest.raises(LaunchError, match=r"specialized for \(array\(float32, 1d, C\), float32\)"):
+        fixed[1, 4](x, 2.0)
+    with pytest.raises(LaunchError, match="missing"):
+        scale.specialize(x)
