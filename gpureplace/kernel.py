@@ -69,6 +69,7 @@ class GPUFunction:
         _live.add(self)
         self._parent = _parent     # the function this is a with_context() variant of
         self._only_keys = None     # specialize(): the argument type keys it accepts
+        self._explicit = ()        # cuda.jit("sig"): the only argument types it takes
         if _parent is None:
             _note_definition(py_func)
 
@@ -341,6 +342,17 @@ class GPUFunction:
         raise LaunchError(f"{self.__qualname__} is a kernel: launch it with "
                           f"{self.__name__}[blocks, threads](...)")
 
+    def _explicit_match(self, keys, per_arg):
+        """The declared signature these arguments fit (numba-cuda: a kernel given signatures
+        compiles nothing else; scalars convert to the declared types)."""
+        hit = arguments.match_signature(self._explicit, keys, per_arg)
+        if hit is None:
+            sigs = "; ".join("(" + ", ".join(map(str, s)) + ")" for s in self._explicit)
+            got = ", ".join(str(arguments.numba_type_of_key(k)) for k in keys)
+            raise LaunchError(f"{self.__qualname__} was compiled for the signature(s) {sigs} "
+                              f"given to cuda.jit, and takes no others: got ({got})")
+        return hit
+
     def _type_keys(self, args, what):
         """Argument type keys, host NumPy arrays included (typed as the device arrays they
         stand for)."""
@@ -431,7 +443,7 @@ class GPUFunction:
         checks the arguments, compiles or revalidates, loads."""
         if len(args) != self._nparams:
             self._argument_count_error(args)
-        keys, values = [], []
+        keys, values, per_arg = [], [], []
         for i, a in enumerate(args):
             try:
                 k, v = arguments.value_key(a)
@@ -440,6 +452,9 @@ class GPUFunction:
                 raise type(exc)(f"{self.__qualname__}: argument {i} ({name!r}) {exc}") from None
             keys.append(k)
             values.extend(v)
+            per_arg.append(v)
+        if self._explicit:
+            keys, values = self._explicit_match(keys, per_arg)
         launch.require_device()
         dev = _device.current_device()
         launch.ensure_context(dev)
@@ -681,6 +696,8 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
         if sigs is not None:
             for sig in (sigs if isinstance(sigs, list) else [sigs]):
                 gf.compile(sig)
+                if not device:
+                    gf._explicit += (_parse_signature(sig)[0],)
         return gf
 
     return wrap if func is None else wrap(func)

@@ -247,3 +247,100 @@ def _key_to_type(key):
             return types.TypeRef(v)
         return typeof(v)
     raise AssertionError(key)
+
+
+# ---------------------------------------------------------------------------------------------
+# Explicit signatures (``cuda.jit("void(float32[:], int32)")``): as in numba-cuda, such a kernel
+# takes only those signatures, converting scalars to the declared types.
+
+def _declared_scalar_dtype(ty):
+    try:
+        return np.dtype(numpy_support.as_dtype(ty))
+    except NotImplementedError:
+        return None
+
+
+def _convert_arg(key, values, declared):
+    """(declared key, values) for an argument of ``key`` / ``values`` passed where ``declared``
+    (a Numba type) is expected, or None when it cannot be."""
+    kind = key[0]
+    if isinstance(declared, types.Array):
+        if kind != "array":
+            return None
+        _, dt, ndim, layout = key
+        if dt != np.dtype(numpy_support.as_dtype(declared.dtype)) or ndim != declared.ndim:
+            return None
+        if declared.layout == layout or declared.layout == "A" and layout == "A":
+            return key, values
+        if declared.layout in ("C", "F"):
+            return None                  # a C / F specialisation needs that layout
+        # declared 'A' (any layout): pass the strides a contiguous array does not carry
+        ptr, shape = values[0], values[1:1 + ndim]
+        strides, acc = [0] * ndim, dt.itemsize
+        for ax in (range(ndim - 1, -1, -1) if layout == "C" else range(ndim)):
+            strides[ax] = acc
+            acc *= shape[ax]
+        return ("array", dt, ndim, "A"), (ptr, *shape, *strides)
+    if isinstance(declared, (types.Integer, types.Float, types.Boolean, types.Complex)):
+        dt = _declared_scalar_dtype(declared)
+        if dt is None:
+            return None
+        src = {"int64": "i", "bool": "b", "float64": "f", "complex128": "c"}.get(kind)
+        if kind == "scalar":
+            src = key[1].kind if key[1].kind in "iubfc" else None
+            src = "i" if src == "u" else src
+        allowed = {"b": "biufc", "i": "iufc", "f": "fc", "c": "c"}.get(src, "")
+        target = "i" if dt.kind == "u" else dt.kind
+        if target not in allowed:
+            return None
+        if dt.kind == "c" and src != "c":
+            values = (values[0], 0.0)
+        return ("scalar", dt), values
+    if isinstance(declared, types.BaseTuple):
+        if kind != "tuple" or len(key) - 1 != len(declared.types):
+            return None
+        keys, out, pos = [], [], 0
+        for sub, ty in zip(key[1:], declared.types):
+            n = len(_leaf_count_values(sub))
+            conv = _convert_arg(sub, values[pos:pos + n], ty)
+            if conv is None:
+                return None
+            keys.append(conv[0])
+            out.extend(conv[1])
+            pos += n
+        return ("tuple", *keys), tuple(out)
+    return (key, values) if numba_type_of_key(key) == declared else None
+
+
+def _leaf_count_values(key):
+    """Placeholder values, one per flat parameter of ``key`` (to split a tuple's values)."""
+    kind = key[0]
+    if kind == "array":
+        _, _, ndim, layout = key
+        return (0,) * (1 + ndim * (2 if layout == "A" else 1))
+    if kind == "tuple":
+        return tuple(v for sub in key[1:] for v in _leaf_count_values(sub))
+    if kind == "complex128" or (kind == "scalar" and key[1].kind == "c"):
+        return (0, 0)
+    if kind == "const":
+        return ()
+    return (0,)
+
+
+def match_signature(signatures, keys, per_arg_values):
+    """(keys, flat values) converted to the first of ``signatures`` (tuples of Numba types) that
+    accepts every argument, or None.  ``per_arg_values``: each argument's values."""
+    for sig in signatures:
+        if len(sig) != len(keys):
+            continue
+        out_keys, out_vals, ok = [], [], True
+        for key, vals, ty in zip(keys, per_arg_values, sig):
+            conv = _convert_arg(key, tuple(vals), ty)
+            if conv is None:
+                ok = False
+                break
+            out_keys.append(conv[0])
+            out_vals.extend(conv[1])
+        if ok:
+            return out_keys, out_vals
+    return None

@@ -171,6 +171,8 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
     names = list(gpufunction._pysig.parameters)
     for i, a in enumerate(args):
         conv.add(a, f"{gpufunction.__qualname__}: argument {i} ({names[i]!r})")
+    if gpufunction._explicit:
+        _match_explicit(gpufunction, conv)
     if compile_kernels if compile is None else compile:
         gpufunction.compile(tuple(conv.types))
 
@@ -379,3 +381,51 @@ def _run_grid(sim, kernel, values):
         sim.grid_barrier = None
         for w in workers:
             w.join()
+
+
+def _convert_to(value, ty, declared):
+    """``value`` of Numba type ``ty`` as an argument of ``declared`` type (a kernel given
+    signatures in cuda.jit), or None when it does not fit -- numba-cuda's rules, as
+    ``runtime.arguments.match_signature`` applies them on the GPU."""
+    if isinstance(declared, nbtypes.Array):
+        if not isinstance(ty, nbtypes.Array) or ty.dtype != declared.dtype or \
+                ty.ndim != declared.ndim:
+            return None
+        if declared.layout in ("C", "F") and ty.layout != declared.layout:
+            return None
+        return value
+    if isinstance(declared, (nbtypes.Integer, nbtypes.Float, nbtypes.Boolean, nbtypes.Complex)):
+        src = ("b" if isinstance(ty, nbtypes.Boolean) else "i" if isinstance(ty, nbtypes.Integer)
+               else "f" if isinstance(ty, nbtypes.Float) else
+               "c" if isinstance(ty, nbtypes.Complex) else None)
+        dt = np.dtype(str(declared)) if not isinstance(declared, nbtypes.Boolean) else \
+            np.dtype(np.bool_)
+        target = {"u": "i"}.get(dt.kind, dt.kind)
+        if target not in {"b": "biufc", "i": "iufc", "f": "fc", "c": "c"}.get(src, ""):
+            return None
+        if dt.kind in "iu":
+            return wrap_int(int(value), dt)
+        if dt.kind == "b":
+            return bool(value)
+        return dt.type(value)
+    if isinstance(declared, nbtypes.BaseTuple):
+        if not isinstance(ty, nbtypes.BaseTuple) or len(ty.types) != len(declared.types):
+            return None
+        out = [_convert_to(v, t, d) for v, t, d in zip(value, ty.types, declared.types)]
+        return None if any(o is None for o in out) else tuple(out)
+    return value if ty == declared else None
+
+
+def _match_explicit(gpufunction, conv):
+    for sig in gpufunction._explicit:
+        if len(sig) != len(conv.types):
+            continue
+        out = [_convert_to(v, t, d) for v, t, d in zip(conv.values, conv.types, sig)]
+        if all(o is not None for o in out):
+            conv.values[:] = out
+            conv.types[:] = list(sig)
+            return
+    sigs = "; ".join("(" + ", ".join(map(str, s)) + ")" for s in gpufunction._explicit)
+    got = ", ".join(map(str, conv.types))
+    raise LaunchError(f"{gpufunction.__qualname__} was compiled for the signature(s) {sigs} "
+                      f"given to cuda.jit, and takes no others: got ({got})")

@@ -1,0 +1,75 @@
+"""Kernels given signatures in ``cuda.jit("void(int32[:], int32)")`` take only those, as in
+numba-cuda: scalars convert to the declared types (a Python int becomes an int32), arrays of
+any layout go to an ``[:]`` (any-layout) parameter, and nothing else is compiled."""
+
+import numpy as np
+import pytest
+
+from gpureplace import LaunchError, cuda
+from gpureplace.config import settings
+
+
+def clz_into(ary, c):
+    ary[0] = cuda.clz(c)
+
+
+def scaled(out, x, a):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] * a
+
+
+def _run(xp):
+    clz32 = cuda.jit("void(int32[:], int32)")(clz_into)
+    ary = xp.zeros(1, dtype=np.int32)
+    clz32[1, 1](ary, 0x00100000)                 # a Python int, declared int32: 11, not 43
+    assert int(ary[0]) == 11
+    both = cuda.jit(["void(float32[:], float32[:], float32)",
+                     "void(float64[:], float64[:], float64)"])(scaled)
+    x32 = xp.arange(8, dtype=np.float32)
+    out32 = xp.zeros(8, np.float32)
+    both[1, 8](out32, x32, 0.1)                  # float64 scalar -> float32 signature
+    expect = np.arange(8, dtype=np.float32) * np.float32(0.1)
+    np.testing.assert_array_equal(np.asarray(out32.get() if hasattr(out32, "get") else out32),
+                                  expect)
+    x64 = xp.arange(8, dtype=np.float64)
+    out64 = xp.zeros(8, np.float64)
+    both[1, 8](out64, x64[::1], 3)              # an int converts to float64
+    assert float(out64[7]) == 21.0
+    strided = xp.arange(16, dtype=np.float32)[::2]
+    both[1, 8](out32, strided, np.float32(2))    # a strided array fits [:]
+    assert float(out32[3]) == 12.0
+    assert len(both.overloads) == 2              # nothing else was compiled
+    with pytest.raises(LaunchError, match=r"takes no others: got \(array\(int64"):
+        both[1, 8](xp.zeros(8, np.int64), x32, 1.0)
+    with pytest.raises(LaunchError, match="takes no others"):
+        clz32[1, 1](ary, 1.5)                    # a float does not become an int
+    assert len(both.overloads) == 2
+
+
+def test_declared_signatures_in_the_simulator(monkeypatch):
+    monkeypatch.setattr(settings, "backend", "simulator")
+    _run(np)
+
+
+def test_explicit_argument_conversion_rules():
+    from numba import types as t
+
+    from gpureplace.runtime import arguments as a
+    f32c = ("array", np.dtype("float32"), 1, "C")
+    keys, vals = a.match_signature([(t.float32[:], t.int32)], [f32c, ("int64",)],
+                                   [(100, 8), (5,)])
+    assert keys == [("array", np.dtype("float32"), 1, "A"), ("scalar", np.dtype("int32"))]
+    assert vals == [100, 8, 4, 5]                # strides added for the any-layout parameter
+    assert a.match_signature([(t.float32[::1], t.int32)], [f32c, ("float64",)],
+                             [(100, 8), (5.0,)]) is None
+    assert a.match_signature([(t.float32[:, ::1],)], [f32c], [(100, 8)]) is None
+    keys, _ = a.match_signature([(t.UniTuple(t.float32, 2),)],
+                                [("tuple", ("int64",), ("float64",))], [(1, 2.0)])
+    assert keys == [("tuple", ("scalar", np.dtype("float32")), ("scalar", np.dtype("float32")))]
+
+
+@pytest.mark.gpu
+def test_declared_signatures_on_the_gpu():
+    import cupy as cp
+    _run(cp)
