@@ -26,3 +26,6 @@ def is_available():
 from .hostapi import *  # noqa: F401,F403,E402  (numba-cuda host API: to_device, streams, events, devices)
 from . import cuda_random as random  # noqa: E402,F401  (cuda.random, "gpureplace.cuda.random": numba.cuda.random)
 from .cuda_reduce import Reduce, reduce  # noqa: E402,F401  (numba-cuda's cuda.reduce)
+from numba.core.types import (boolean, complex64, complex128, float16, float32,  # noqa: E402,F401
+                              float64, int8, int16, int32, int64, intp, uint8, uint16, uint32,
+                              uint64, uintp, void)  # (cuda.float32 ..., as numba-cuda offers)

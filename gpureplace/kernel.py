@@ -673,8 +673,11 @@ def _check_launch_bounds(value):
 
 def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinfo=False,
         debug=False, cache=False, inline=False, link=None, max_registers=None,
-        launch_bounds=None, **unknown):
-    """``@cuda.jit`` / ``@cuda.jit(device=True)`` / ``@cuda.jit("void(float32[:])")``."""
+        launch_bounds=None, lto=False, **unknown):
+    """``@cuda.jit`` / ``@cuda.jit(device=True)`` / ``@cuda.jit("void(float32[:])")``.
+
+    numba-cuda's ``lto`` is accepted: device functions and libdevice are already linked and
+    optimised together at the LLVM level, which is what link-time optimisation buys there."""
     if unknown:
         raise TypeError(f"cuda.jit() got unsupported option(s): {', '.join(sorted(unknown))}")
     if debug:

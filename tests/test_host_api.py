@@ -331,3 +331,10 @@ def test_specialize_fixes_the_argument_types(simulated):
         fixed[1, 4](x, 2.0)
     with pytest.raises(LaunchError, match="missing"):
         scale.specialize(x)
+
+
+def test_numba_cuda_type_names_and_options_are_there():
+    for name in ("float16", "float32", "float64", "int8", "int32", "uint64", "boolean",
+                 "complex64", "void"):
+        assert getattr(cuda, name) is getattr(__import__("numba").core.types, name)
+    cuda.jit(lto=True)(lambda x: None)           # numba-cuda's option: accepted

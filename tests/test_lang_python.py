@@ -1176,3 +1176,38 @@ def test_fastmath_uses_fast_variants():
     spec = _compile(cuda.jit(_sqrt_sin, fastmath=True), "void(float32[::1], float32[::1])")
     assert "sqrt.approx" in spec.ptx
     assert _calls(_ir(spec), "__nv_fast_sinf")
+
+
+@cuda.jit
+def named_fields(r1, r2, p, step):
+    r1[0] = p.x
+    r1[1] = p.y
+    r2[0] = math.nextafter(p.r, step)
+
+
+def test_namedtuple_arguments_keep_their_fields_and_nextafter():
+    from collections import namedtuple
+
+    from gpureplace import simulator
+    from gpureplace.runtime import arguments
+    Point = namedtuple("Point", ("x", "y", "r"))
+    p = Point(1, 2, 2.5)
+    key, vals = arguments.value_key(p)
+    assert key[:2] == ("namedtuple", Point) and vals == (1, 2, 2.5)
+    ty = arguments.numba_type_of_key(key)
+    assert isinstance(ty, types.NamedTuple) and ty.instance_class is Point
+    r1, r2 = np.zeros(2, np.int64), np.zeros(1, np.float64)
+    simulator.run(named_fields, 1, 1, r1, r2, p, 3.0)
+    assert r1.tolist() == [1, 2] and r2[0] == np.nextafter(2.5, 3.0)
+    spec = _compile(named_fields, (types.int64[::1], types.float64[::1], ty, types.float64))
+    assert "ld.param" in spec.ptx
+
+
+@pytest.mark.gpu
+def test_namedtuple_arguments_gpu():
+    from collections import namedtuple
+    cp = _cp()
+    Point = namedtuple("Point", ("x", "y", "r"))
+    r1, r2 = cp.zeros(2, cp.int64), cp.zeros(1, cp.float64)
+    named_fields[1, 1](r1, r2, Point(4, 5, 1.5), 0.0)
+    assert r1.get().tolist() == [4, 5] and r2.get()[0] == np.nextafter(1.5, 0.0)

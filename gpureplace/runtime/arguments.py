@@ -146,6 +146,12 @@ def _tuple_handler(tup):
     return ("tuple", *keys), tuple(vals)
 
 
+def _namedtuple_handler(tup):
+    """A namedtuple keeps its class (fields by name in the kernel); values as a tuple's."""
+    key, vals = _tuple_handler(tup)
+    return ("namedtuple", type(tup), *key[1:]), vals
+
+
 def _constant_handler(v):
     # Types and dtypes are compile-time constants: part of the key, no parameter.
     return ("const", v), ()
@@ -186,7 +192,7 @@ def _find_handler(cls, value):
     if isinstance(value, float):
         return _float_handler
     if isinstance(value, tuple):
-        return _tuple_handler
+        return _namedtuple_handler if hasattr(cls, "_fields") else _tuple_handler
     return None
 
 
@@ -240,6 +246,8 @@ def _key_to_type(key):
         return numpy_support.from_dtype(key[1])
     if kind == "tuple":
         return types.BaseTuple.from_types([numba_type_of_key(k) for k in key[1:]])
+    if kind == "namedtuple":
+        return types.BaseTuple.from_types([numba_type_of_key(k) for k in key[2:]], key[1])
     if kind == "const":
         from numba import typeof
         v = key[1]
@@ -318,8 +326,9 @@ def _leaf_count_values(key):
     if kind == "array":
         _, _, ndim, layout = key
         return (0,) * (1 + ndim * (2 if layout == "A" else 1))
-    if kind == "tuple":
-        return tuple(v for sub in key[1:] for v in _leaf_count_values(sub))
+    if kind in ("tuple", "namedtuple"):
+        return tuple(v for sub in key[1 if kind == "tuple" else 2:]
+                     for v in _leaf_count_values(sub))
     if kind == "complex128" or (kind == "scalar" and key[1].kind == "c"):
         return (0, 0)
     if kind == "const":

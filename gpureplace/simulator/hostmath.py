@@ -101,6 +101,7 @@ BASE = {
     "floor_float": np.floor, "ceil_float": np.ceil, "trunc_float": np.trunc,
     "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
     "ldexp": lambda x, e: x.dtype.type(math.ldexp(float(x), int(e))),
+    "nextafter": np.nextafter,
     "degrees": lambda x: x * x.dtype.type(180.0 / math.pi),
     "radians": lambda x: x * x.dtype.type(math.pi / 180.0),
 }

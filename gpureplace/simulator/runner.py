@@ -111,6 +111,8 @@ class _Args:
             return box.view(np.recarray)[()], _type_from_key(a, where)
         if isinstance(a, tuple):
             vals, tys = zip(*(self.convert(x, where) for x in a)) if a else ((), ())
+            if hasattr(type(a), "_fields"):          # a namedtuple: fields by name
+                return type(a)(*vals), nbtypes.BaseTuple.from_types(list(tys), type(a))
             return tuple(vals), nbtypes.BaseTuple.from_types(list(tys))
         if isinstance(a, bool):
             return a, nbtypes.boolean

@@ -62,7 +62,7 @@ _stub("isnan", result="bool", f64="__nv_isnand", f32="__nv_isnanf")
 _stub("isinf", result="bool", f64="__nv_isinfd", f32="__nv_isinff")
 _stub("isfinite", result="bool", f64="__nv_isfinited", f32="__nv_finitef")
 _stub("pow", nargs=2, fast=True)
-for _n in ("atan2 hypot fmod copysign fmin fmax remainder".split()):
+for _n in ("atan2 hypot fmod copysign fmin fmax remainder nextafter".split()):
     _stub(_n, nargs=2)
 _stub("abs", base="fabs")
 
@@ -321,7 +321,7 @@ def builtin_table():
     }
     for name in ("sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh exp expm1 log "
                  "log2 log10 log1p sqrt erf erfc lgamma gamma fabs floor ceil trunc isnan isinf "
-                 "isfinite pow atan2 hypot fmod copysign remainder exp2").split():
+                 "isfinite pow atan2 hypot fmod copysign remainder exp2 nextafter").split():
         if hasattr(math, name):
             table[getattr(math, name)] = s[name]
     if hasattr(math, "cbrt"):
@@ -331,7 +331,7 @@ def builtin_table():
     table.update({np.degrees: s["degrees"], np.rad2deg: s["degrees"],
                   np.radians: s["radians"], np.deg2rad: s["radians"]})
     for name in ("sin cos tan sinh cosh tanh exp exp2 expm1 log log2 log10 log1p sqrt cbrt "
-                 "hypot fmod copysign isnan isinf isfinite").split():
+                 "hypot fmod copysign isnan isinf isfinite nextafter").split():
         table[getattr(np, name)] = s[name]
     return table
 
