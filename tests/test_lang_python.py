@@ -1211,3 +1211,36 @@ def test_namedtuple_arguments_gpu():
     r1, r2 = cp.zeros(2, cp.int64), cp.zeros(1, cp.float64)
     named_fields[1, 1](r1, r2, Point(4, 5, 1.5), 0.0)
     assert r1.get().tolist() == [4, 5] and r2.get()[0] == np.nextafter(1.5, 0.0)
+
+
+@cuda.jit
+def reshaped_views(a, out):
+    b = a.reshape((3, 4))
+    out[0] = b[1, 2]
+    c = a.reshape(12)
+    out[1] = c[7]
+    d = a.reshape((2, -1, 3))
+    out[2] = d[1, 1, 2]
+    e = c.reshape((6, 2))
+    e[5, 1] = -1.0                                # a view: writes reach a
+    out[3] = a[3, 2]
+
+
+def test_reshape_inside_kernels_links_the_no_copy_reshape_helper():
+    from gpureplace import simulator
+    spec = _compile(reshaped_views, (types.float64[:, ::1], types.float64[::1]))
+    assert "numba_attempt_nocopy_reshape" not in spec.ptx or ".func" in spec.ptx
+    assert ".extern" not in spec.ptx
+    a = np.arange(12, dtype=np.float64).reshape(4, 3)
+    out = np.zeros(4)
+    simulator.run(reshaped_views, 1, 1, a, out)
+    assert out.tolist() == [6.0, 7.0, 11.0, -1.0]
+
+
+@pytest.mark.gpu
+def test_reshape_inside_kernels_gpu():
+    cp = _cp()
+    a = cp.arange(12, dtype=cp.float64).reshape(4, 3)
+    out = cp.zeros(4)
+    reshaped_views[1, 1](a, out)
+    assert out.get().tolist() == [6.0, 7.0, 11.0, -1.0]

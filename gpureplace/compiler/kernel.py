@@ -156,9 +156,41 @@ def _link(cf, wrapper_ir):
     for each in cf.closure():
         for text in each.ir_texts():
             mod.link_in(llvm.parse_assembly(text))
+    _link_reshape_helper(cf, mod)
     needed = {fn.name for fn in mod.functions if fn.is_declaration and fn.name.startswith("__nv_")}
     backend.link_libdevice(mod, needed, cf.options.arch, cf.options.fastmath)
     return mod
+
+
+def _link_reshape_helper(cf, mod):
+    """``array.reshape`` calls Numba's runtime helper ``numba_attempt_nocopy_reshape``: link the
+    device version (compiler/reshape_helper.py) behind a C-ABI entry of that name."""
+    from . import reshape_helper as rh
+    try:
+        fn = mod.get_function(rh.SYMBOL)
+    except NameError:
+        return
+    if not fn.is_declaration:
+        return
+    helper = driver.compile_device(rh.attempt_nocopy_reshape, cf.context, {}, rh.ARGTYPES,
+                                   cf.options.for_device())
+    for each in helper.closure():
+        for text in each.ir_texts():
+            mod.link_in(llvm.parse_assembly(text))
+    _, targetctx = cf.context.compilers()
+    entry_mod = targetctx.create_module("reshape_entry")
+    i32, i64 = ir.IntType(32), ir.IntType(64)
+    p64 = i64.as_pointer()
+    entry = ir.Function(entry_mod, ir.FunctionType(i32, [i64, p64, p64, i64, p64, p64, i64, i32]),
+                        name=rh.SYMBOL)
+    builder = ir.IRBuilder(entry.append_basic_block("entry"))
+    callee = ir.Function(entry_mod, targetctx.call_conv.get_function_type(helper.restype,
+                                                                          helper.argtypes),
+                         name=helper.mangled_name)
+    _, res = targetctx.call_conv.call_function(builder, callee, helper.restype, helper.argtypes,
+                                               list(entry.args))
+    builder.ret(res)
+    mod.link_in(llvm.parse_assembly(str(entry_mod)))
 
 
 def ptx_isa():

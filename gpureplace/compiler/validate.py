@@ -25,7 +25,7 @@ _SELECTABLE = (
     "llvm.experimental.constrained.",
 )
 #: External functions that the CUDA driver/ptxas provides.
-_EXTERNAL_OK = {"vprintf"}
+_EXTERNAL_OK = {"vprintf", "numba_attempt_nocopy_reshape"}    # the latter: reshape_helper.py
 
 _HINTS = {
     "llvm.pow": "use math.pow / ** on floats (libdevice __nv_pow)",
