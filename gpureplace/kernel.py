@@ -345,12 +345,14 @@ class GPUFunction:
     def _explicit_match(self, keys, per_arg):
         """The declared signature these arguments fit (numba-cuda: a kernel given signatures
         compiles nothing else; scalars convert to the declared types)."""
-        hit = arguments.match_signature(self._explicit, keys, per_arg)
+        hit = arguments.match_signature(self._explicit, keys, per_arg, self.__qualname__)
         if hit is None:
             sigs = "; ".join("(" + ", ".join(map(str, s)) + ")" for s in self._explicit)
             got = ", ".join(str(arguments.numba_type_of_key(k)) for k in keys)
-            raise LaunchError(f"{self.__qualname__} was compiled for the signature(s) {sigs} "
-                              f"given to cuda.jit, and takes no others: got ({got})")
+            raise arguments.SignatureError(
+                f"No matching definition for argument type(s) ({got}): {self.__qualname__} "
+                f"was compiled for the signature(s) {sigs} given to cuda.jit, and takes no "
+                f"others")
         return hit
 
     def _type_keys(self, args, what):

@@ -40,7 +40,8 @@ def _run(xp):
     both[1, 8](out32, strided, np.float32(2))    # a strided array fits [:]
     assert float(out32[3]) == 12.0
     assert len(both.overloads) == 2              # nothing else was compiled
-    with pytest.raises(LaunchError, match=r"takes no others: got \(array\(int64"):
+    with pytest.raises(TypeError, match=r"No matching definition for argument type\(s\) "
+                                        r"\(array\(int64"):
         both[1, 8](xp.zeros(8, np.int64), x32, 1.0)
     with pytest.raises(LaunchError, match="takes no others"):
         clz32[1, 1](ary, 1.5)                    # a float does not become an int
@@ -73,3 +74,22 @@ def test_explicit_argument_conversion_rules():
 def test_declared_signatures_on_the_gpu():
     import cupy as cp
     _run(cp)
+
+
+def test_the_best_fitting_signature_wins_and_ties_are_errors(monkeypatch):
+    monkeypatch.setattr(settings, "backend", "simulator")
+    from gpureplace.runtime.arguments import SignatureError
+
+    def add(r, x, y):
+        r[0] = x + y
+    f = cuda.jit(["(float64[::1], float32, float32)", "(float64[::1], float64, float64)"])(add)
+    r = np.zeros(1)
+    f[1, 1](r, np.float32(1), np.float32(2**-25))       # exact: the float32 signature
+    assert r[0] == 1.0
+    f[1, 1](r, 1, 2**-25)                               # fewer unsafe conversions: float64
+    assert r[0] == 1.0000000298023224
+    g = cuda.jit(["(float64[::1], float32, float64)", "(float64[::1], float64, float32)"])(add)
+    with pytest.raises(SignatureError, match="ambiguous"):
+        g[1, 1](r, 1.0, 2.0)
+    with pytest.raises(TypeError):                      # SignatureError is a TypeError too
+        g[1, 1](r, 1j, 2.0)

@@ -16,7 +16,11 @@ from numba.np import numpy_support
 from ..errors import LaunchError
 
 
-class ArgumentError(LaunchError):
+class SignatureError(LaunchError, TypeError):
+    """Arguments that fit none of a kernel's declared signatures, or two equally."""
+
+
+class ArgumentError(LaunchError, TypeError):
     pass
 
 
@@ -336,20 +340,83 @@ def _leaf_count_values(key):
     return (0,)
 
 
-def match_signature(signatures, keys, per_arg_values):
-    """(keys, flat values) converted to the first of ``signatures`` (tuples of Numba types) that
-    accepts every argument, or None.  ``per_arg_values``: each argument's values."""
-    for sig in signatures:
-        if len(sig) != len(keys):
-            continue
-        out_keys, out_vals, ok = [], [], True
-        for key, vals, ty in zip(keys, per_arg_values, sig):
-            conv = _convert_arg(key, tuple(vals), ty)
-            if conv is None:
-                ok = False
-                break
-            out_keys.append(conv[0])
-            out_vals.extend(conv[1])
-        if ok:
-            return out_keys, out_vals
+EXACT, PROMOTE, SAFE, UNSAFE = 0, 1, 2, 3
+
+
+def conversion_rank(src, dst):
+    """How a value of Numba type ``src`` converts to ``dst``, as Numba ranks it: EXACT, PROMOTE
+    (a wider type of the same kind), SAFE (no information lost: int -> float64), UNSAFE (int64
+    -> float32, float64 -> float32, narrowing ints); None when it may not (float -> int, complex
+    -> real, arrays of other dtypes or ranks)."""
+    if src == dst:
+        return EXACT
+    if isinstance(dst, types.Array):
+        if not isinstance(src, types.Array) or src.dtype != dst.dtype or src.ndim != dst.ndim:
+            return None
+        return PROMOTE if dst.layout == "A" else None
+    if isinstance(src, types.Boolean):
+        return SAFE if isinstance(dst, (types.Integer, types.Float, types.Complex)) else None
+    if isinstance(src, types.Integer):
+        if isinstance(dst, types.Integer):
+            if dst.signed == src.signed:
+                return PROMOTE if dst.bitwidth > src.bitwidth else UNSAFE
+            return SAFE if dst.signed and dst.bitwidth > src.bitwidth else UNSAFE
+        if isinstance(dst, types.Float):      # exact when the float's mantissa holds it
+            return SAFE if src.bitwidth <= {16: 8, 32: 16, 64: 32}[dst.bitwidth] else UNSAFE
+        if isinstance(dst, types.Complex):
+            return SAFE if dst.bitwidth == 128 else UNSAFE
+        return None
+    if isinstance(src, types.Float):
+        if isinstance(dst, types.Float):
+            return PROMOTE if dst.bitwidth > src.bitwidth else UNSAFE
+        if isinstance(dst, types.Complex):
+            return SAFE if dst.bitwidth >= 2 * src.bitwidth else UNSAFE
+        return None
+    if isinstance(src, types.Complex) and isinstance(dst, types.Complex):
+        return PROMOTE if dst.bitwidth > src.bitwidth else UNSAFE
+    if isinstance(src, types.BaseTuple) and isinstance(dst, types.BaseTuple):
+        if len(src.types) != len(dst.types):
+            return None
+        ranks = [conversion_rank(s, d) for s, d in zip(src.types, dst.types)]
+        return None if None in ranks else max(ranks, default=EXACT)
     return None
+
+
+def best_signature(signatures, argtypes, what):
+    """The signature (of ``signatures``) that ``argtypes`` convert to at least cost, as Numba
+    chooses: fewest unsafe conversions, then fewest safe ones, then fewest promotions.  None
+    when none fits; ``SignatureError`` when two fit equally well."""
+    scored = []
+    for sig in signatures:
+        if len(sig) != len(argtypes):
+            continue
+        ranks = [conversion_rank(a, d) for a, d in zip(argtypes, sig)]
+        if None in ranks:
+            continue
+        scored.append(((ranks.count(UNSAFE), ranks.count(SAFE), ranks.count(PROMOTE)), sig))
+    if not scored:
+        return None
+    scored.sort(key=lambda s: s[0])
+    if len(scored) > 1 and scored[0][0] == scored[1][0]:
+        raise SignatureError(
+            f"ambiguous call of {what} with ({', '.join(map(str, argtypes))}): signatures "
+            f"({', '.join(map(str, scored[0][1]))}) and ({', '.join(map(str, scored[1][1]))}) "
+            f"fit equally well; pass arguments of the exact types")
+    return scored[0][1]
+
+
+def match_signature(signatures, keys, per_arg_values, what="the kernel"):
+    """(keys, flat values) converted to the signature of ``signatures`` (tuples of Numba types)
+    that the arguments fit best (``best_signature``), or None.  ``per_arg_values``: each
+    argument's values."""
+    sig = best_signature(signatures, [numba_type_of_key(k) for k in keys], what)
+    if sig is None:
+        return None
+    out_keys, out_vals = [], []
+    for key, vals, ty in zip(keys, per_arg_values, sig):
+        conv = _convert_arg(key, tuple(vals), ty)
+        if conv is None:
+            return None
+        out_keys.append(conv[0])
+        out_vals.extend(conv[1])
+    return out_keys, out_vals

@@ -419,15 +419,15 @@ def _convert_to(value, ty, declared):
 
 
 def _match_explicit(gpufunction, conv):
-    for sig in gpufunction._explicit:
-        if len(sig) != len(conv.types):
-            continue
-        out = [_convert_to(v, t, d) for v, t, d in zip(conv.values, conv.types, sig)]
-        if all(o is not None for o in out):
-            conv.values[:] = out
-            conv.types[:] = list(sig)
-            return
+    sig = arguments.best_signature(gpufunction._explicit, conv.types, gpufunction.__qualname__)
+    out = None if sig is None else [_convert_to(v, t, d)
+                                    for v, t, d in zip(conv.values, conv.types, sig)]
+    if out is not None and all(o is not None for o in out):
+        conv.values[:] = out
+        conv.types[:] = list(sig)
+        return
     sigs = "; ".join("(" + ", ".join(map(str, s)) + ")" for s in gpufunction._explicit)
     got = ", ".join(map(str, conv.types))
-    raise LaunchError(f"{gpufunction.__qualname__} was compiled for the signature(s) {sigs} "
-                      f"given to cuda.jit, and takes no others: got ({got})")
+    raise arguments.SignatureError(
+        f"No matching definition for argument type(s) ({got}): {gpufunction.__qualname__} "
+        f"was compiled for the signature(s) {sigs} given to cuda.jit, and takes no others")
