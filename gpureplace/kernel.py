@@ -132,7 +132,11 @@ class GPUFunction:
     def _from_disk_or_compile(self, argtypes, options, disk):
         key = None
         if disk and cache.enabled:
-            key = cache.kernel_key(self.py_func, argtypes, options, self.context, ptx_isa())
+            from .compiler import backend
+            # the PTX ISA this compile would emit (a driver too old for the arch is an error)
+            isa = backend.ptx_isa_for_arch(options.arch, ptx_isa(),
+                                           _device.driver_version() is not None)
+            key = cache.kernel_key(self.py_func, argtypes, options, self.context, isa)
             spec = cache.load(key, self.py_func, argtypes, options, self.context)
             if spec is not None:
                 counters["disk_hits"] += 1

@@ -2,6 +2,7 @@
 
 import math
 
+import pytest
 
 from gpureplace import cuda
 from conftest import assemble
@@ -78,3 +79,27 @@ def test_nvvm_reflect_folded_for_precision_and_fast_math():
     assert "__nvvm_reflect" not in precise + fast
     assemble(precise)
     assemble(fast)
+
+
+def test_new_architectures_get_the_ptx_isa_they_need_and_unknown_ones_an_error(monkeypatch):
+    import re
+
+    from numba import int32
+
+    from conftest import assemble
+    from gpureplace import CompileError, cuda
+    from gpureplace.runtime import device
+
+    def f(x, n):
+        x[0] = n
+
+    # (LLVM aborts the whole process on a PTX ISA older than the architecture needs)
+    for cc, version in (((10, 0), "8.6"), ((12, 0), "8.7"), ((8, 0), "8.0")):
+        ptx, _ = cuda.compile_ptx(f, (int32[:], int32), cc=cc)
+        assert re.search(r"\.version (\S+)", ptx).group(1) == version
+        assemble(ptx, arch=f"sm_{cc[0]}{cc[1]}")
+    with pytest.raises(CompileError, match="unknown GPU architecture 'sm_200'"):
+        cuda.compile_ptx(f, (int32[:], int32), cc=(20, 0))
+    monkeypatch.setattr(device, "driver_version", lambda: 12000)      # a CUDA 12.0 driver
+    with pytest.raises(CompileError, match="update the driver"):
+        cuda.compile_ptx(f, (int32[:], int32), cc=(10, 0))

@@ -14,6 +14,7 @@ import threading
 
 import llvmlite.binding as llvm
 
+from ..errors import CompileError
 from . import libdevice
 
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -106,6 +107,34 @@ def ptx_isa_for_driver(driver_version: int | None) -> int:
     else:
         isa = 60
     return min(isa, LLVM_MAX_PTX)
+
+
+#: The oldest PTX ISA that can target each architecture (PTX ISA release notes).  LLVM aborts the
+#: process when asked for an older one, so this is checked before any code is generated.
+ARCH_MIN_PTX = {50: 40, 52: 41, 53: 42, 60: 50, 61: 50, 62: 50, 70: 60, 72: 61, 75: 63, 80: 70,
+                86: 71, 87: 74, 89: 78, 90: 78, 100: 86, 101: 86, 103: 88, 110: 90, 120: 87,
+                121: 88}
+
+
+def ptx_isa_for_arch(arch: str, driver_isa: int, have_driver: bool) -> int:
+    """The PTX ISA to emit for ``arch``: the driver's (``driver_isa``), or, without a driver,
+    the arch's minimum when that is newer than the default; a clear error when the driver is too
+    old for the arch or the arch is unknown (LLVM would abort the process)."""
+    number = arch_number(arch)
+    need = ARCH_MIN_PTX.get(number)
+    if need is None:
+        known = ", ".join(f"sm_{n}" for n in sorted(ARCH_MIN_PTX))
+        raise CompileError(f"unknown GPU architecture {arch!r}: known are {known}")
+    if driver_isa >= need:
+        return driver_isa
+    if need > LLVM_MAX_PTX:
+        raise CompileError(f"{arch} needs PTX ISA {need // 10}.{need % 10}, newer than the "
+                           f"bundled LLVM emits ({LLVM_MAX_PTX // 10}.{LLVM_MAX_PTX % 10})")
+    if have_driver:
+        raise CompileError(f"{arch} needs PTX ISA {need // 10}.{need % 10}, but the installed "
+                           f"CUDA driver accepts PTX up to {driver_isa // 10}.{driver_isa % 10}: "
+                           f"update the driver, or compile for an older architecture")
+    return need
 
 
 def arch_number(arch: str) -> int:

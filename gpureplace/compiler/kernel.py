@@ -111,9 +111,11 @@ def device_ptx(cf) -> str:
 
 def _finish(cf, wrapper_ir, entry):
     """Link, internalize all but ``entry``, optimise, validate, emit: (module, PTX)."""
+    from ..runtime import device
+    isa = backend.ptx_isa_for_arch(cf.options.arch, ptx_isa(),
+                                   device.driver_version() is not None)
     mod = _link(cf, wrapper_ir)
     backend.internalize_except(mod, {entry})
-    isa = ptx_isa()
     backend.optimize(mod, cf.options.arch, isa, cf.options.opt)
     check_linked(mod, cf)
     return mod, backend.emit_ptx(mod, cf.options.arch, isa)
