@@ -705,8 +705,7 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
         if sigs is not None:
             for sig in (sigs if isinstance(sigs, list) else [sigs]):
                 gf.compile(sig)
-                if not device:
-                    gf._explicit += (_parse_signature(sig)[0],)
+                gf._explicit += (_parse_signature(sig)[0],)
         return gf
 
     return wrap if func is None else wrap(func)

@@ -93,3 +93,35 @@ def test_the_best_fitting_signature_wins_and_ties_are_errors(monkeypatch):
         g[1, 1](r, 1.0, 2.0)
     with pytest.raises(TypeError):                      # SignatureError is a TypeError too
         g[1, 1](r, 1j, 2.0)
+
+
+@cuda.jit("int32(int32, int32)", device=True)
+def pack_bytes(a, b):
+    return (a & 0xFF) | ((b & 0xFF) << 8)
+
+
+@cuda.jit(["(int64, int64)"], device=True)
+def add_ints(a, b):
+    return a + b
+
+
+@cuda.jit
+def use_declared_device(ch, out, wide):
+    out[0] = pack_bytes(ch[0], ch[1])       # float32 arguments convert to the declared int32
+    wide[0] = add_ints(1.5, 2.5)             # float64 -> int64: 1 + 2
+
+
+def test_device_functions_given_signatures_convert_their_arguments(monkeypatch):
+    from gpureplace import CompileError, simulator
+    spec = use_declared_device.compile("void(float32[::1], int32[::1], int64[::1])")
+    assert "cvt.rzi.s32.f32" in spec.ptx
+    ch, out, wide = np.array([3.7, 1.2], np.float32), np.zeros(1, np.int32), np.zeros(1, np.int64)
+    simulator.run(use_declared_device, 1, 1, ch, out, wide)
+    assert out[0] == 3 | (1 << 8) and wide[0] == 3
+    assert len(pack_bytes.overloads) == 1
+
+    @cuda.jit
+    def complex_arg(r, x):
+        r[0] = add_ints(x, 1j)
+    with pytest.raises(CompileError, match="No matching definition"):
+        complex_arg.compile("void(int64[::1], float64)")

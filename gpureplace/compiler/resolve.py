@@ -181,7 +181,9 @@ def _type_of_impl(typingctx, val, frame, mask, numba_first=False, origin=None):
     if isinstance(val, (LibdeviceStub, DeclaredDevice)):
         return val.numba_type()
     if isinstance(val, GPUFunction):
-        return DeviceFunctionType.get(val.py_func, frame.context, mask, frame.options, origin)
+        fnty = DeviceFunctionType.get(val.py_func, frame.context, mask, frame.options, origin)
+        fnty.declared = val._explicit       # cuda.jit("int32(int32, int32)", device=True)
+        return fnty
     py_func = getattr(val, "py_func", None)   # a Numba CPU dispatcher: compile its Python source
     if py_func is not None and _is_plain_python_function(py_func) and hasattr(val, "targetoptions"):
         return DeviceFunctionType.get(py_func, frame.context, mask, frame.options, origin)
@@ -222,6 +224,7 @@ class DeviceFunctionType(types.Callable, types.Opaque):
 
     def __init__(self, pyfunc, context, mask, options, key):
         self.origin = None            # the Override this function implements, if any
+        self.declared = ()            # signatures given to cuda.jit: calls convert to one
         self.pyfunc = pyfunc
         self.dispatch_context = context
         self.mask = dict(mask or {})
@@ -248,6 +251,8 @@ class DeviceFunctionType(types.Callable, types.Opaque):
             folded = tuple(self.fold(args, kws))
         except nb_errors.TypingError as exc:
             raise self._argument_error(args, kws, exc) from None
+        if self.declared:
+            folded = self._declared_types(folded)
         cf = driver.compile_device(self.pyfunc, self.dispatch_context, self.mask, folded,
                                    self.options)
         frame = current_frame()
@@ -255,6 +260,24 @@ class DeviceFunctionType(types.Callable, types.Opaque):
             frame.callees.append(cf)
         self._impls[folded] = cf
         return signature(cf.restype, *folded).replace(pysig=self.pysig)
+
+    def _declared_types(self, argtypes):
+        """The declared signature the call converts its arguments to (numba-cuda: a device
+        function given signatures compiles no others)."""
+        from ..runtime.arguments import best_signature
+        from .intrinsics.stubs import IntrinsicArgumentError
+        try:
+            sig = best_signature(self.declared, list(argtypes), self.pyfunc.__qualname__,
+                                 float_to_int=True)
+        except TypeError as exc:
+            raise IntrinsicArgumentError(str(exc)) from None
+        if sig is None:
+            sigs = "; ".join("(" + ", ".join(map(str, s)) + ")" for s in self.declared)
+            raise IntrinsicArgumentError(
+                f"No matching definition for argument type(s) "
+                f"({', '.join(map(str, argtypes))}): {self.pyfunc.__qualname__} was compiled for "
+                f"the signature(s) {sigs} given to cuda.jit, and takes no others")
+        return tuple(sig)
 
     def _argument_error(self, args, kws, exc):
         from ..dispatch.context import _name_of

@@ -343,11 +343,12 @@ def _leaf_count_values(key):
 EXACT, PROMOTE, SAFE, UNSAFE = 0, 1, 2, 3
 
 
-def conversion_rank(src, dst):
+def conversion_rank(src, dst, float_to_int=False):
     """How a value of Numba type ``src`` converts to ``dst``, as Numba ranks it: EXACT, PROMOTE
     (a wider type of the same kind), SAFE (no information lost: int -> float64), UNSAFE (int64
-    -> float32, float64 -> float32, narrowing ints); None when it may not (float -> int, complex
-    -> real, arrays of other dtypes or ranks)."""
+    -> float32, float64 -> float32, narrowing ints); None when it may not (complex -> real,
+    arrays of other dtypes or ranks; float -> int unless ``float_to_int``: Numba allows it in
+    calls of device functions, numba-cuda's launches do not)."""
     if src == dst:
         return EXACT
     if isinstance(dst, types.Array):
@@ -367,6 +368,8 @@ def conversion_rank(src, dst):
             return SAFE if dst.bitwidth == 128 else UNSAFE
         return None
     if isinstance(src, types.Float):
+        if isinstance(dst, types.Integer):
+            return UNSAFE if float_to_int else None
         if isinstance(dst, types.Float):
             return PROMOTE if dst.bitwidth > src.bitwidth else UNSAFE
         if isinstance(dst, types.Complex):
@@ -377,12 +380,12 @@ def conversion_rank(src, dst):
     if isinstance(src, types.BaseTuple) and isinstance(dst, types.BaseTuple):
         if len(src.types) != len(dst.types):
             return None
-        ranks = [conversion_rank(s, d) for s, d in zip(src.types, dst.types)]
+        ranks = [conversion_rank(s, d, float_to_int) for s, d in zip(src.types, dst.types)]
         return None if None in ranks else max(ranks, default=EXACT)
     return None
 
 
-def best_signature(signatures, argtypes, what):
+def best_signature(signatures, argtypes, what, float_to_int=False):
     """The signature (of ``signatures``) that ``argtypes`` convert to at least cost, as Numba
     chooses: fewest unsafe conversions, then fewest safe ones, then fewest promotions.  None
     when none fits; ``SignatureError`` when two fit equally well."""
@@ -390,7 +393,7 @@ def best_signature(signatures, argtypes, what):
     for sig in signatures:
         if len(sig) != len(argtypes):
             continue
-        ranks = [conversion_rank(a, d) for a, d in zip(argtypes, sig)]
+        ranks = [conversion_rank(a, d, float_to_int) for a, d in zip(argtypes, sig)]
         if None in ranks:
             continue
         scored.append(((ranks.count(UNSAFE), ranks.count(SAFE), ranks.count(PROMOTE)), sig))

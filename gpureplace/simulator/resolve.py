@@ -249,7 +249,8 @@ class Resolver:
             return self.function(raw, mask)
         from ..kernel import GPUFunction
         if isinstance(raw, GPUFunction):
-            return self.function(raw.py_func, mask)
+            fn = self.function(raw.py_func, mask)
+            return _declared_call(raw, fn) if raw._explicit else fn
         py_func = getattr(raw, "py_func", None)
         if isinstance(py_func, pytypes.FunctionType) and hasattr(raw, "targetoptions"):
             return self.function(py_func, mask)          # a Numba CPU dispatcher
@@ -369,6 +370,8 @@ class Resolver:
     def _scan_value(self, v, names, seen):
         if id(v) in self.sync_impls:
             return True
+        if hasattr(v, "__sim_wrapped__"):
+            return self._scan_value(v.__sim_wrapped__, names, seen)
         if isinstance(v, pytypes.FunctionType) and hasattr(v, "__sim_original__"):
             return self._scan_function(v, seen)
         if isinstance(v, TypedChoice):
@@ -409,3 +412,29 @@ def _code_names(code, out):
     for c in code.co_consts:
         if isinstance(c, pytypes.CodeType):
             _code_names(c, out)
+
+
+def _declared_call(gpufunction, fn):
+    """``fn`` (a simulated device function given signatures in cuda.jit) converting its
+    arguments to the declared signature they fit best, as the compiled call does."""
+    from numba import typeof
+
+    from ..runtime.arguments import best_signature
+    from .runner import _convert_to
+
+    def call(*args):
+        types_ = [typeof(a) for a in args]
+        sig = best_signature(gpufunction._explicit, types_, gpufunction.__qualname__,
+                             float_to_int=True)
+        if sig is None:
+            raise TypeError(f"No matching definition for argument type(s) "
+                            f"({', '.join(map(str, types_))}) of {gpufunction.__qualname__}")
+        converted = []
+        for a, t, d in zip(args, types_, sig):
+            if isinstance(d, nbtypes.Integer) and isinstance(t, nbtypes.Float):
+                a, t = int(a), nbtypes.int64          # float -> int truncates, as on the device
+            c = _convert_to(a, t, d)
+            converted.append(a if c is None else c)
+        return fn(*converted)
+    call.__sim_wrapped__ = fn                # what the scans for synchronising calls look into
+    return call
