@@ -351,13 +351,16 @@ def selp(pred, a, b):
 
 
 def _half_args(name, args):
-    """The float16 arguments of cuda.fp16.<name> as float32 (exact); anything else is an error,
-    as on the device."""
+    """The arguments of cuda.fp16.<name> as float16 values held in float32 (exact): other
+    numbers are rounded to float16 first, as the device's call converts them; anything else is
+    an error, as on the device."""
+    out = []
     for a in args:
-        if not isinstance(a, _F16):
-            raise TypeError(f"cuda.fp16.{name}() needs float16 arguments, got "
-                            f"{type(a).__name__} {a!r} (convert with numpy.float16(x))")
-    return [_F32(a) for a in args]
+        if not isinstance(a, (_F16, int, float, bool, np.integer, np.floating, np.bool_)):
+            raise TypeError(f"cuda.fp16.{name}() needs float16 (or real number) arguments, got "
+                            f"{type(a).__name__} {a!r}")
+        out.append(_F32(a if isinstance(a, _F16) else _F16(a)))
+    return out
 
 
 def _f32(fn):

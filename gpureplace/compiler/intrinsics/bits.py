@@ -295,9 +295,10 @@ def _fp16_template(name, nargs, result):
                 _fail(f"fp16.{name}", f"takes {nargs} float16 argument(s), got "
                                       f"{len(args) + len(kws)}")
             for a in args:
-                if types.unliteral(a) != types.float16:
-                    _fail(f"fp16.{name}", f"needs float16 arguments, got {a} (convert with "
-                                          f"numpy.float16(x))")
+                # other real numbers convert to float16 at the call, as numba-cuda's do
+                if not isinstance(types.unliteral(a), (types.Float, types.Integer,
+                                                       types.Boolean)):
+                    _fail(f"fp16.{name}", f"needs float16 (or real number) arguments, got {a}")
             return signature(result, *([types.float16] * nargs))
 
     Fp16Template.__name__ = f"Fp16_{name}"
