@@ -398,7 +398,14 @@ def _same_layout(host, dev):
 
 
 def _order_of(host):
-    return "F" if host.flags.f_contiguous and not host.flags.c_contiguous else "C"
+    """'F' for a column-major array, contiguous or a strided view of one (NumPy's order='K'
+    for empty_like), else 'C'."""
+    if host.flags.c_contiguous:
+        return "C"
+    if host.flags.f_contiguous:
+        return "F"
+    strides = [abs(s) for s, n in zip(host.strides, host.shape) if n > 1]
+    return "F" if len(strides) > 1 and strides[0] < strides[-1] else "C"
 
 
 def to_device(obj, stream=0, copy=True, to=None):

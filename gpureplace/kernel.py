@@ -214,8 +214,11 @@ class GPUFunction:
 
     # -- reflection -------------------------------------------------------------------------------
     def inspect_ptx(self, sig=None):
-        """PTX of the specialisation for ``sig``, or ``{argtypes: ptx}`` of all compiled so far."""
-        self._require_kernel("inspect_ptx")
+        """PTX of the specialisation for ``sig``, or ``{argtypes: ptx}`` of all compiled so far
+        (for a device function: its PTX on its own, as ``compile_ptx(..., device=True)``)."""
+        if self.device:
+            from .compiler.kernel import device_ptx
+            return self._reflect(sig, device_ptx)
         return self._reflect(sig, lambda s: s.ptx)
 
     def inspect_llvm(self, sig=None):

@@ -338,3 +338,19 @@ def test_numba_cuda_type_names_and_options_are_there():
                  "complex64", "void"):
         assert getattr(cuda, name) is getattr(__import__("numba").core.types, name)
     cuda.jit(lto=True)(lambda x: None)           # numba-cuda's option: accepted
+
+
+def test_like_arrays_of_strided_views_keep_the_views_order(simulated):
+    view = cuda.device_array((10, 12), np.float64, order="F")[::2, ::2]
+    assert cuda.device_array_like(view).strides == (8, 40)      # NumPy's empty_like order='K'
+    assert cuda.pinned_array_like(view).strides == (8, 40)
+    row_view = cuda.device_array((10, 12), np.float64)[::2, ::2]
+    assert cuda.device_array_like(row_view).strides == (48, 8)
+
+
+def test_device_functions_have_ptx_too():
+    @cuda.jit(device=True)
+    def fma_one(a, b):
+        return a * b + 1.0
+    ptx = fma_one.inspect_ptx("(float32, float32)")
+    assert ".func" in ptx and fma_one.inspect_asm("(float32, float32)") == ptx
