@@ -520,6 +520,21 @@ def test_activemask_is_the_same_for_every_lane_that_calls_it_together():
     assert out[:20].tolist() == [0xFFFFF] * 20 and not out[20:].any()
 
 
+@cuda.jit
+def split_masks(out):
+    i = cuda.grid(1)
+    if i % 2 == 0:
+        out[i] = cuda.activemask()
+    else:
+        out[i] = cuda.activemask()
+
+
+def test_activemask_on_each_side_of_a_branch_names_that_side():
+    out = np.zeros(32, np.uint32)
+    simulator.run(split_masks, 1, 32, out)
+    assert set(out[::2].tolist()) == {0x55555555} and set(out[1::2].tolist()) == {0xAAAAAAAA}
+
+
 def test_deadlock_is_reported():
     @cuda.jit
     def k(x):

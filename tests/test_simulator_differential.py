@@ -6,7 +6,7 @@ import pytest
 from gpureplace import cuda, simulator
 from gpureplace.config import settings
 from test_simulator import (TPB, active_masks, block_sum, histogram,  # the simulator's own corpus
-                            int_promotion, int_promotion_args, warp_sum)
+                            int_promotion, int_promotion_args, split_masks, warp_sum)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.gpu_only]
 
@@ -42,10 +42,11 @@ def _cases():
         (stencil, (4, 4), (16, 16), lambda: (rng.random((64, 64)), np.zeros((64, 64))), 1e-12),
         (int_promotion, 1, 32, int_promotion_args, 0),
         (active_masks, 1, 64, lambda: (np.zeros(64, np.uint32), 20), 0),
+        (split_masks, 1, 32, lambda: (np.zeros(32, np.uint32),), 0),
     ]
 
 
-@pytest.mark.parametrize("case", range(7))
+@pytest.mark.parametrize("case", range(8))
 def test_simulator_agrees_with_the_device(case, monkeypatch):
     import cupy as cp
     kernel, grid, block, make, rtol = _cases()[case]

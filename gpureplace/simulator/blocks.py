@@ -193,44 +193,48 @@ class Block:
             self._release_group(key, g)
         else:
             g.waiters.append(ts)
-            if kind != "activemask":
-                self._recheck_activemask(ts.warp)
+            self._recheck_activemask(ts.warp)
             self._switch(ts, what)
         return self.results.pop(rkey)
 
     def _complete(self, key, g):
         need = g.mask & self.warp_live[key[0]]
-        if key[1] == "activemask":
-            need &= ~self._blocked_lanes(key[0])
+        if _is_activemask(key):
+            need &= ~self._blocked_lanes(key)
         return need & ~g.arrived == 0
 
-    def _blocked_lanes(self, warp):
-        """Lanes of ``warp`` waiting at a barrier or in another warp operation."""
+    def _blocked_lanes(self, key):
+        """Lanes of ``key``'s warp waiting at a barrier or in another warp operation (another
+        activemask call site included)."""
         lanes = 0
+        warp = key[0]
         for ts in self.bar_waiters:
             if ts.warp == warp:
                 lanes |= 1 << ts.lane
-        for (w, kind, _), g in self.groups.items():
-            if w == warp and kind != "activemask":
+        for other, g in self.groups.items():
+            if other[0] == warp and other != key:
                 for ts in g.waiters:
                     lanes |= 1 << ts.lane
         return lanes
 
-    def active_lanes(self, ts):
-        """``cuda.activemask()``: the lanes of ``ts``'s warp that reach this call together.
+    def active_lanes(self, ts, site=None):
+        """``cuda.activemask()`` at call site ``site``: the lanes of ``ts``'s warp that reach it
+        together.
 
         Lanes run one at a time here, so the call is a rendezvous: it completes when every live
         lane of the warp has either called it or is waiting elsewhere (a barrier, another warp
-        operation) or has exited -- those are the lanes a diverged warp would not have active.
+        operation, activemask at another site: the other side of a branch) or has exited --
+        those are the lanes a diverged warp would not have active.
         """
-        return self.warp_op(ts, "activemask", 0xFFFFFFFF, None,
+        return self.warp_op(ts, ("activemask", site), 0xFFFFFFFF, None,
                             lambda g: {lane: g.arrived for lane in range(32)
                                        if (g.arrived >> lane) & 1}, "cuda.activemask")
 
     def _recheck_activemask(self, warp):
         """A lane of ``warp`` started waiting: an activemask call may no longer wait for it."""
         for key, g in list(self.groups.items()):
-            if key[0] == warp and key[1] == "activemask" and self._complete(key, g):
+            if key[0] == warp and _is_activemask(key) and key in self.groups and \
+                    self._complete(key, g):
                 self._release_group(key, g)
 
     def _release_group(self, key, g):
@@ -272,6 +276,10 @@ class Block:
         except KernelDeadlock as exc:
             self.deadlock_error = exc
             self.abort(exc, ts)
+
+
+def _is_activemask(key):
+    return isinstance(key[1], tuple) and key[1][0] == "activemask"
 
 
 class GridBarrier:

@@ -6,6 +6,7 @@ kernel language; the values read the running thread's indices from ``launch.tls`
 
 from __future__ import annotations
 
+import sys
 import types as pytypes
 
 import numpy as np
@@ -444,7 +445,8 @@ def language(launch):
 
     def activemask():
         t = tls.t
-        return wrap_int(t.block.active_lanes(t), _U32)
+        caller = sys._getframe(1)             # the call site: each side of a branch is its own
+        return wrap_int(t.block.active_lanes(t, (caller.f_code, caller.f_lasti)), _U32)
 
     def lanemask_lt():
         return wrap_int((1 << tls.t.lane) - 1, _U32)
