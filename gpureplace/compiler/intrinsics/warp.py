@@ -246,7 +246,8 @@ def _lower_activemask(context, builder, sig, args):
     # An inline-asm read with side effects: the active set can change between two reads, so
     # LLVM must neither merge nor hoist them (the intrinsic is not marked that way everywhere).
     asm = ir.InlineAsm(ir.FunctionType(_I32, []), "activemask.b32 $0;", "=r", side_effect=True)
-    return builder.call(asm, [])
+    # convergent: LLVM must not merge the calls of two sides of a branch into one after it
+    return builder.call(asm, [], attrs=("convergent",))
 
 
 @lowering.lower(lanemask_lt)
