@@ -1244,3 +1244,31 @@ def test_reshape_inside_kernels_gpu():
     out = cp.zeros(4)
     reshaped_views[1, 1](a, out)
     assert out.get().tolist() == [6.0, 7.0, 11.0, -1.0]
+
+
+@cuda.jit
+def bit_counts(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i].bit_count()
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32, np.uint64])
+def test_int_bit_count(dtype):
+    from gpureplace import simulator
+    info = np.iinfo(dtype)
+    x = np.array([0, 1, 7, info.max, info.min, info.max // 3], dtype)
+    out = np.zeros(x.size, np.int64)
+    simulator.run(bit_counts, 1, 8, x, out)
+    assert out.tolist() == [int(v).bit_count() for v in x.tolist()]
+    spec = _compile(bit_counts, (typeof(x), types.int64[::1]))
+    assert "popc.b" in spec.ptx
+
+
+@pytest.mark.gpu
+def test_int_bit_count_gpu():
+    cp = _cp()
+    x = np.array([0, 1, -7, 2**31 - 1, -2**31], np.int32)
+    out = cp.zeros(x.size, cp.int64)
+    bit_counts[1, 8](cp.asarray(x), out)
+    assert out.get().tolist() == [int(v).bit_count() for v in x.tolist()]

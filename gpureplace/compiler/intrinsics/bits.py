@@ -13,7 +13,7 @@ from __future__ import annotations
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.imputils import Registry as LoweringRegistry
-from numba.core.typing.templates import AbstractTemplate, Registry, signature
+from numba.core.typing.templates import AbstractTemplate, AttributeTemplate, Registry, signature
 
 from .stubs import IntrinsicArgumentError, Namespace, NamespaceType, Stub
 
@@ -312,3 +312,34 @@ def _fp16_lowering(lower):
 for _name, (_n, _result, _lower, _) in _FP16.items():
     typing.register_global(_fp16_stubs[_name], types.Function(_fp16_template(_name, _n, _result)))
     lowering.lower(_fp16_stubs[_name], *([types.float16] * _n))(_fp16_lowering(_lower))
+
+
+# ---------------------------------------------------------------------------------------------
+# int.bit_count() (Python 3.10+): set bits of |x|, as an int64 -- numba-cuda offers it too
+
+class _BitCountTemplate(AbstractTemplate):
+    key = "Integer.bit_count"
+
+    def generic(self, args, kws):
+        if args or kws:
+            _fail("int.bit_count", "takes no arguments")
+        return signature(types.int64, recvr=self.this)
+
+
+@typing.register_attr
+class _IntegerAttrs(AttributeTemplate):
+    key = types.Integer
+
+    def resolve_bit_count(self, ty):
+        return types.BoundFunction(_BitCountTemplate, ty)
+
+
+@lowering.lower("Integer.bit_count", types.Integer)
+def _lower_bit_count(context, builder, sig, args):
+    ty = sig.args[0]
+    x = args[0]
+    if ty.signed:
+        x = builder.select(builder.icmp_signed("<", x, x.type(0)), builder.neg(x), x)
+    count = builder.call(builder.module.declare_intrinsic("llvm.ctpop", [x.type]), [x])
+    return context.cast(builder, count, types.Integer.from_bitwidth(x.type.width, False),
+                        types.int64)
