@@ -38,7 +38,7 @@ class GPUFunction:
 
     def __init__(self, py_func, *, device=False, context=None, fastmath=False, opt=3,
                  lineinfo=False, arch=None, max_registers=None, launch_bounds=None, link=None,
-                 _parent=None):
+                 shared_memory_carveout=None, _parent=None):
         if not inspect.isfunction(py_func):
             raise TypeError(f"cuda.jit needs a Python function, got {py_func!r}")
         if context is not None and not isinstance(context, Context):
@@ -54,6 +54,7 @@ class GPUFunction:
         from .compiler.intrinsics.external import _link_files
         self._link = _link_files(link, f"cuda.jit(link=...) of {py_func.__qualname__}")
         self._max_registers = _check_max_registers(max_registers)
+        self._carveout = _check_carveout(shared_memory_carveout)
         self._launch_bounds = _check_launch_bounds(launch_bounds)
         self._pysig = inspect.signature(py_func)
         self._nparams = len(self._pysig.parameters)
@@ -103,7 +104,7 @@ class GPUFunction:
                             fastmath=self._fastmath, opt=self._opt, lineinfo=self._lineinfo,
                             arch=self._arch, max_registers=self._max_registers,
                             launch_bounds=self._launch_bounds or None, link=self._link or None,
-                            _parent=self)
+                            shared_memory_carveout=self._carveout, _parent=self)
         fixed._only_keys = tuple(keys)
         fixed.compile(tuple(arguments.numba_type_of_key(k) for k in keys))
         return fixed
@@ -119,7 +120,8 @@ class GPUFunction:
                                   lineinfo=self._lineinfo, arch=self._arch,
                                   max_registers=self._max_registers,
                                   launch_bounds=self._launch_bounds or None,
-                                  link=self._link or None, _parent=self)
+                                  link=self._link or None,
+                                  shared_memory_carveout=self._carveout, _parent=self)
             self._variants[context] = variant
         return variant
 
@@ -284,7 +286,7 @@ class GPUFunction:
             loaded = next((e for (_, d), e in self._launch_cache.items()
                            if d == dev and e.spec is spec), None)
             if loaded is None:
-                loaded = launch.LoadedKernel(spec, dev, self._link)
+                loaded = launch.LoadedKernel(spec, dev, self._link, self._carveout)
             return int(loaded.attribute(name))
         return self._reflect(signature, read)
 
@@ -479,7 +481,7 @@ class GPUFunction:
         spec = self._specialize(argtypes, self.options(_device.arch_of(dev)))
         if entry is not None and entry.spec is spec:
             return entry
-        loaded = launch.LoadedKernel(spec, dev, self._link)
+        loaded = launch.LoadedKernel(spec, dev, self._link, self._carveout)
         self._launch_cache[cache_key] = loaded
         return loaded
 
@@ -665,6 +667,20 @@ def _check_max_registers(value):
     return value
 
 
+def _check_carveout(value):
+    """numba-cuda's ``shared_memory_carveout``: "MaxL1", "MaxShared", "default", or the percent
+    (0 to 100) of the unified L1/shared memory to prefer as shared memory; None: the driver's."""
+    if value is None:
+        return None
+    named = {"maxl1": 0, "maxshared": 100, "default": -1}
+    if isinstance(value, str) and value.lower() in named:
+        return named[value.lower()]
+    if isinstance(value, int) and not isinstance(value, bool) and -1 <= value <= 100:
+        return value
+    raise ValueError(f"cuda.jit(shared_memory_carveout=...) must be 'MaxL1', 'MaxShared', "
+                     f"'default' or a percentage from 0 to 100, got {value!r}")
+
+
 def _check_launch_bounds(value):
     """numba-cuda's ``launch_bounds``: max threads per block, or a tuple (max threads, min
     blocks per multiprocessor, max blocks per cluster)."""
@@ -682,7 +698,7 @@ def _check_launch_bounds(value):
 
 def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinfo=False,
         debug=False, cache=False, inline=False, link=None, max_registers=None,
-        launch_bounds=None, lto=False, **unknown):
+        launch_bounds=None, lto=False, shared_memory_carveout=None, **unknown):
     """``@cuda.jit`` / ``@cuda.jit(device=True)`` / ``@cuda.jit("void(float32[:])")``.
 
     numba-cuda's ``lto`` is accepted: device functions and libdevice are already linked and
@@ -704,7 +720,8 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
     def wrap(fn):
         gf = GPUFunction(fn, device=device, context=context, fastmath=fastmath, opt=3 if opt is True
                          else (0 if opt is False else opt), lineinfo=lineinfo,
-                         max_registers=max_registers, launch_bounds=launch_bounds, link=link)
+                         max_registers=max_registers, launch_bounds=launch_bounds, link=link,
+                         shared_memory_carveout=shared_memory_carveout)
         if sigs is not None:
             for sig in (sigs if isinstance(sigs, list) else [sigs]):
                 gf.compile(sig)

@@ -354,3 +354,32 @@ def test_device_functions_have_ptx_too():
         return a * b + 1.0
     ptx = fma_one.inspect_ptx("(float32, float32)")
     assert ".func" in ptx and fma_one.inspect_asm("(float32, float32)") == ptx
+
+
+def test_shared_memory_carveout_values():
+    def f(x):
+        pass
+    for value, code in (("MaxL1", 0), ("maxshared", 100), ("default", -1), (25, 25)):
+        assert cuda.jit(shared_memory_carveout=value)(f)._carveout == code
+    with pytest.raises(ValueError, match="shared_memory_carveout"):
+        cuda.jit(shared_memory_carveout=150)(f)
+    with pytest.raises(ValueError, match="shared_memory_carveout"):
+        cuda.jit(shared_memory_carveout="most")(f)
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only
+def test_shared_memory_carveout_is_set_on_the_function():
+    import cupy as cp
+
+    @cuda.jit(shared_memory_carveout="MaxShared")
+    def fill(x):
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] = i
+    x = cp.zeros(64, cp.int32)
+    fill[1, 64](x)
+    assert int(x[63]) == 63
+    assert fill.get_regs_per_thread() and fill._function_attribute(
+        None, "preferred_shared_memory_carveout") == {
+            k: 100 for k in fill.overloads}

@@ -24,7 +24,7 @@ class FakeLoaded:
 
     instances = []
 
-    def __init__(self, spec, device_id, link=()):
+    def __init__(self, spec, device_id, link=(), carveout=None):
         self.spec = spec
         self.device_id = device_id
         self.fn_ptr = 1000 + len(FakeLoaded.instances)

@@ -39,7 +39,7 @@ class ParamBuffer:
 class LoadedKernel:
     """A specialisation's PTX loaded on one device, with its parameter buffer."""
 
-    def __init__(self, spec, device_id, link=()):
+    def __init__(self, spec, device_id, link=(), carveout=None):
         cp = device.cupy_module()
         self.device_id = device_id
         with cp.cuda.Device(device_id):
@@ -53,6 +53,11 @@ class LoadedKernel:
             self.function = self.module.get_function(spec.name)
         self.spec = spec
         self.fn_ptr = self.function.ptr
+        if carveout is not None:             # cuda.jit(shared_memory_carveout=...)
+            driver = cp.cuda.driver
+            driver.funcSetAttribute(self.fn_ptr,
+                                    driver.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                    carveout)
         self.packer = struct.Struct(spec.param_format)
         self.params = ParamBuffer(self.packer.size)
         self.buffer, self.extra_ptr = self.params.buffer, self.params.extra_ptr
