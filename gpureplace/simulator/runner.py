@@ -254,10 +254,29 @@ def _run_sequential(sim, kernel, values):
             tls.t = None
 
 
+def _run_thread(sim, kernel, values, ts, errors):
+    """One simulated thread's turn at the kernel, in the worker thread that carries it: an error
+    is recorded and stops its block; the block hears when the thread is done."""
+    blk = ts.block
+    sim.tls.t = ts
+    try:
+        if blk.aborted is None:
+            with np.errstate(all="ignore"):
+                kernel(*values)
+    except _Abort:
+        pass
+    except BaseException as exc:                  # noqa: BLE001 (re-raised by the launcher)
+        _annotate(exc, sim)
+        errors.append(exc)
+        blk.abort(exc, ts)
+    finally:
+        sim.tls.t = None
+        blk.exit(ts)
+
+
 def _run_threaded(sim, kernel, values):
     """Each block's threads as Python threads taking turns (``blocks.Block``); one worker per
     thread index, reused from block to block."""
-    tls = sim.tls
     threads = list(_threads(sim.block))
     gates = []
     for _ in threads:
@@ -274,21 +293,7 @@ def _run_threaded(sim, kernel, values):
             ts = slots[linear]
             if ts is None:
                 return                           # the launch is over
-            blk = ts.block
-            tls.t = ts
-            try:
-                if blk.aborted is None:
-                    with np.errstate(all="ignore"):
-                        kernel(*values)
-            except _Abort:
-                pass
-            except BaseException as exc:          # noqa: BLE001 (re-raised by the launcher)
-                _annotate(exc, sim)
-                errors.append(exc)
-                blk.abort(exc, ts)
-            finally:
-                tls.t = None
-                blk.exit(ts)
+            _run_thread(sim, kernel, values, ts, errors)
 
     workers = [threading.Thread(target=work, args=(linear,), daemon=True,
                                 name=f"gpureplace-sim-thread-{linear}")
@@ -333,27 +338,12 @@ def _run_grid(sim, kernel, values):
                           f"its threads at once: {total} is over its limit of "
                           f"{GRID_MODE_MAX_THREADS} (launch fewer blocks, with a grid-stride "
                           f"loop, as a cooperative launch on the GPU must too)")
-    tls = sim.tls
     sim.grid_barrier = barrier = GridBarrier(len(blocks))
     errors = []
 
     def work(ts):
         ts.gate.acquire()                        # wait for this thread's turn
-        blk = ts.block
-        tls.t = ts
-        try:
-            if blk.aborted is None:
-                with np.errstate(all="ignore"):
-                    kernel(*values)
-        except _Abort:
-            pass
-        except BaseException as exc:              # noqa: BLE001 (re-raised by the launcher)
-            _annotate(exc, sim)
-            errors.append(exc)
-            blk.abort(exc, ts)
-        finally:
-            tls.t = None
-            blk.exit(ts)
+        _run_thread(sim, kernel, values, ts, errors)
 
     all_blocks, workers = [], []
     for bid in blocks:
