@@ -274,7 +274,7 @@ def _declared_scalar_dtype(ty):
 
 def _convert_arg(key, values, declared):
     """(declared key, values) for an argument of ``key`` / ``values`` passed where ``declared``
-    (a Numba type) is expected, or None when it cannot be."""
+    (a Numba type that ``best_signature`` found it converts to) is expected, or None."""
     kind = key[0]
     if isinstance(declared, types.Array):
         if kind != "array":
@@ -294,19 +294,12 @@ def _convert_arg(key, values, declared):
             acc *= shape[ax]
         return ("array", dt, ndim, "A"), (ptr, *shape, *strides)
     if isinstance(declared, (types.Integer, types.Float, types.Boolean, types.Complex)):
+        # (which conversions are allowed is conversion_rank's to say: best_signature chose)
         dt = _declared_scalar_dtype(declared)
         if dt is None:
             return None
-        src = {"int64": "i", "bool": "b", "float64": "f", "complex128": "c"}.get(kind)
-        if kind == "scalar":
-            src = key[1].kind if key[1].kind in "iubfc" else None
-            src = "i" if src == "u" else src
-        allowed = {"b": "biufc", "i": "iufc", "f": "fc", "c": "c"}.get(src, "")
-        target = "i" if dt.kind == "u" else dt.kind
-        if target not in allowed:
-            return None
-        if dt.kind == "c" and src != "c":
-            values = (values[0], 0.0)
+        if dt.kind == "c" and len(values) == 1:
+            values = (values[0], 0.0)           # a real number into a complex parameter
         return ("scalar", dt), values
     if isinstance(declared, types.BaseTuple):
         if kind != "tuple" or len(key) - 1 != len(declared.types):

@@ -387,14 +387,10 @@ def _convert_to(value, ty, declared):
             return None
         return value
     if isinstance(declared, (nbtypes.Integer, nbtypes.Float, nbtypes.Boolean, nbtypes.Complex)):
-        src = ("b" if isinstance(ty, nbtypes.Boolean) else "i" if isinstance(ty, nbtypes.Integer)
-               else "f" if isinstance(ty, nbtypes.Float) else
-               "c" if isinstance(ty, nbtypes.Complex) else None)
+        if arguments.conversion_rank(ty, declared) is None:
+            return None
         dt = np.dtype(str(declared)) if not isinstance(declared, nbtypes.Boolean) else \
             np.dtype(np.bool_)
-        target = {"u": "i"}.get(dt.kind, dt.kind)
-        if target not in {"b": "biufc", "i": "iufc", "f": "fc", "c": "c"}.get(src, ""):
-            return None
         if dt.kind in "iu":
             return wrap_int(int(value), dt)
         if dt.kind == "b":
