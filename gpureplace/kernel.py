@@ -70,6 +70,7 @@ class GPUFunction:
         _live.add(self)
         self._parent = _parent     # the function this is a with_context() variant of
         self._only_keys = None     # specialize(): the argument type keys it accepts
+        self._specialized = {}     # argument type keys -> what specialize() made for them
         self._explicit = ()        # cuda.jit("sig"): the only argument types it takes
         if _parent is None:
             _note_definition(py_func)
@@ -97,9 +98,14 @@ class GPUFunction:
         if self.device:
             raise TypeError(f"specialize() is for kernels; {self.__qualname__} is a device "
                             f"function")
+        if self._only_keys is not None:
+            raise RuntimeError(f"{self.__qualname__} is already specialized")
         if len(args) != self._nparams:
             self._argument_count_error(args)
         keys = self._type_keys(args, "specialize")
+        cached = self._specialized.get(keys)
+        if cached is not None:
+            return cached
         fixed = GPUFunction(self.py_func, device=False, context=self._context,
                             fastmath=self._fastmath, opt=self._opt, lineinfo=self._lineinfo,
                             arch=self._arch, max_registers=self._max_registers,
@@ -107,6 +113,7 @@ class GPUFunction:
                             shared_memory_carveout=self._carveout, _parent=self)
         fixed._only_keys = tuple(keys)
         fixed.compile(tuple(arguments.numba_type_of_key(k) for k in keys))
+        self._specialized[keys] = fixed
         return fixed
 
     def with_context(self, context):

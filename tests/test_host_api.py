@@ -331,6 +331,9 @@ def test_specialize_fixes_the_argument_types(simulated):
         fixed[1, 4](x, 2.0)
     with pytest.raises(LaunchError, match="missing"):
         scale.specialize(x)
+    assert scale.specialize(x, np.float32(5)) is fixed          # one per argument types
+    with pytest.raises(RuntimeError, match="already specialized"):
+        fixed.specialize(x, np.float32(2))
 
 
 def test_numba_cuda_type_names_and_options_are_there():
