@@ -646,3 +646,25 @@ def test_prepared_launch_runs_and_follows_redefinitions(monkeypatch):
     gpureplace.refresh()
     run()
     assert out.tolist() == [12] * 64
+
+
+@cuda.jit
+def round_digits(x32, x64, n, out32, out64):
+    i = cuda.grid(1)
+    if i < x32.size:
+        out32[i] = round(x32[i], n[i])
+        out64[i] = round(x64[i], n[i])
+
+
+def test_round_with_digits_is_numbas_including_overflow():
+    # the device runs Numba's own round(x, n); Numba on the CPU is the reference
+    from numba import njit
+    x32 = np.array([3.4e38, 2.675, 123.456, -0.5, 2.5, 1.005, np.inf], np.float32)
+    x64 = np.array([1.7976931348623157e308, 2.675, 123.456, -0.5, 2.5, 1.005, -np.inf])
+    n = np.array([300, 2, -1, 0, 0, 2, 3], np.int64)
+    out32, out64 = np.zeros(7, np.float32), np.zeros(7)
+    simulator.run(round_digits, 1, 8, x32, x64, n, out32, out64)
+    ref = njit(lambda x, d: round(x, d))
+    assert out32.tolist() == [float(np.float32(ref(a, b))) for a, b in zip(x32, n)]
+    assert out64.tolist() == [ref(a, b) for a, b in zip(x64, n)]
+    assert out32[0] == x32[0] and out64[0] == x64[0]          # overflow leaves x as it is

@@ -6,7 +6,8 @@ import pytest
 from gpureplace import cuda, simulator
 from gpureplace.config import settings
 from test_simulator import (TPB, active_masks, block_sum, histogram,  # the simulator's own corpus
-                            int_promotion, int_promotion_args, split_masks, warp_sum)
+                            int_promotion, int_promotion_args, round_digits, split_masks,
+                            warp_sum)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.gpu_only]
 
@@ -43,10 +44,15 @@ def _cases():
         (int_promotion, 1, 32, int_promotion_args, 0),
         (active_masks, 1, 64, lambda: (np.zeros(64, np.uint32), 20), 0),
         (split_masks, 1, 32, lambda: (np.zeros(32, np.uint32),), 0),
+        (round_digits, 1, 8, lambda: (
+            np.array([3.4e38, 2.675, 123.456, -0.5, 2.5, 1.005, np.inf], np.float32),
+            np.array([1.7976931348623157e308, 2.675, 123.456, -0.5, 2.5, 1.005, -np.inf]),
+            np.array([300, 2, -1, 0, 0, 2, 3], np.int64), np.zeros(7, np.float32),
+            np.zeros(7)), 0),
     ]
 
 
-@pytest.mark.parametrize("case", range(8))
+@pytest.mark.parametrize("case", range(9))
 def test_simulator_agrees_with_the_device(case, monkeypatch):
     import cupy as cp
     kernel, grid, block, make, rtol = _cases()[case]

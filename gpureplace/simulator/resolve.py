@@ -260,6 +260,8 @@ class Resolver:
             raise NotImplementedError(f"the simulator has no meaning for {raw!r}")
         if raw is print:
             return self.launch.device_print
+        if raw is round:
+            return _device_round
         if raw is float:
             return np.float64
         if raw is int:
@@ -438,3 +440,35 @@ def _declared_call(gpufunction, fn):
         return fn(*converted)
     call.__sim_wrapped__ = fn                # what the scans for synchronising calls look into
     return call
+
+
+def _device_round(x, ndigits=None):
+    """``round`` as Numba computes it on the device: half to even; with ``ndigits`` on a float,
+    Numba's scaled rounding (in float64, each rounding step in the argument's type), which
+    leaves x unchanged where the scaling overflows (NumPy would give inf or nan)."""
+    import math
+    if ndigits is None or not isinstance(x, (float, np.floating)):
+        return builtins.round(x) if ndigits is None else builtins.round(x, ndigits)
+    fty = type(x) if isinstance(x, np.floating) else np.float64
+    ndigits = int(ndigits)
+
+    def rnd(v):                    # llvm.round in the argument's type: half away from zero
+        v = fty(v)
+        return fty(math.copysign(math.floor(abs(float(v)) + 0.5), float(v)))
+    xf = float(x)
+    if math.isinf(xf) or math.isnan(xf):
+        return x
+    with np.errstate(all="ignore"):
+        if ndigits >= 0:
+            pow1, pow2 = (10.0 ** (ndigits - 22), 1e22) if ndigits > 22 else (10.0 ** ndigits, 1.0)
+            y = (xf * pow1) * pow2
+            if math.isinf(y):
+                return x
+        else:
+            pow1 = 10.0 ** (-ndigits)
+            y = xf / pow1
+        z = float(rnd(y))
+        if abs(float(fty(y)) - z) == 0.5:
+            z = 2.0 * float(rnd(float(fty(y)) / 2.0))
+        z = (z / pow2) / pow1 if ndigits >= 0 else z * pow1
+    return fty(z)
