@@ -482,6 +482,23 @@ def test_print_calls_vprintf_with_a_format():
 
 
 @cuda.jit
+def print_dim3_kernel():
+    print(cuda.threadIdx, cuda.gridDim)
+
+
+def test_print_of_thread_and_block_registers_is_a_tuple(capsys):
+    ptx = print_dim3_kernel.compile("void()").ptx
+    assemble(ptx)
+    assert "(%lld, %lld, %lld) (%lld, %lld, %lld)\n" in const_strings(ptx)
+    assert "mov.u32" in ptx and "%tid.z" in ptx and "%nctaid.y" in ptx
+    from gpureplace import simulator
+    simulator.run(print_dim3_kernel, (2, 1, 1), (1, 2, 1))
+    lines = sorted(capsys.readouterr().out.splitlines())
+    assert lines == ["(0, 0, 0) (2, 1, 1)", "(0, 0, 0) (2, 1, 1)",
+                     "(0, 1, 0) (2, 1, 1)", "(0, 1, 0) (2, 1, 1)"]
+
+
+@cuda.jit
 def print_empty_kernel():
     print()
 

@@ -18,7 +18,12 @@ from . import hostmath
 from .arrays import SimArray, to_dtype_value, wrap_int
 
 
-class _Dim3:
+class _Dim3Like:
+    """threadIdx / blockIdx / blockDim / gridDim in the simulator (print shows (x, y, z))."""
+    __slots__ = ()
+
+
+class _Dim3(_Dim3Like):
     __slots__ = ("x", "y", "z")
 
     def __init__(self, dims):
@@ -67,6 +72,8 @@ def device_format(value):
         return "%f" % float(value)
     if isinstance(value, (complex, np.complexfloating)):
         return "(%f%+fj)" % (float(value.real), float(value.imag))
+    if isinstance(value, _Dim3Like):
+        value = (value.x, value.y, value.z)
     if isinstance(value, tuple):
         inner = ", ".join(device_format(v) for v in value)
         return f"({inner}{',' if len(value) == 1 else ''})"
@@ -92,13 +99,13 @@ def language(launch):
     out = {}
 
     # -- indexing ---------------------------------------------------------------------------------
-    class ThreadIdx:
+    class ThreadIdx(_Dim3Like):
         __slots__ = ()
         x = property(lambda self: tls.t.tid[0])
         y = property(lambda self: tls.t.tid[1])
         z = property(lambda self: tls.t.tid[2])
 
-    class BlockIdx:
+    class BlockIdx(_Dim3Like):
         __slots__ = ()
         x = property(lambda self: tls.t.bid[0])
         y = property(lambda self: tls.t.bid[1])
