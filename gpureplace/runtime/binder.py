@@ -166,20 +166,13 @@ def make_binder(args, keys):
                   [f"return ({result}{',' if n_outs == 1 else ''})"])
 
 
-def _param_offsets(fmt):
-    """Byte offset of each value of the native ('@') struct format ``fmt`` (one letter each)."""
-    import struct
-    letters = fmt.lstrip("@")
-    return [struct.calcsize("@" + letters[:k] + "0" + letters[k]) for k in range(len(letters))], \
-        letters
-
-
 def _volatile_packers(args, per_arg, fmt):
     """The parameters a launch must pack although the remembered arrays did not change: runs of
     consecutive values, each as (``pack_into`` of a struct with its padding, offset, value
     expressions)."""
     import struct
-    offsets, letters = _param_offsets(fmt)
+    from .launch import param_offsets
+    offsets, letters = param_offsets(fmt)
     runs, pos = [], 0
     for arg, (_, outs, kept) in zip(args, per_arg):
         count = len(arguments.value_key(arg)[1])

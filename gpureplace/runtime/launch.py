@@ -67,6 +67,7 @@ class LoadedKernel:
         self.launch_kernel = cp.cuda.driver.launchKernel
         self._dynamic_smem_limit = 48 * 1024
         self._cooperative_limits = {}
+        self._offsets = None                 # parameter offsets (cooperative launches)
         if _GRID_BARRIER in spec.ptx:
             # cuda.cg.this_grid().sync(): every block must be resident at once
             self.launch_kernel = self._launch_cooperative
@@ -92,18 +93,12 @@ class LoadedKernel:
                 f"its blocks must be resident at once: at most {limit} blocks of {threads} "
                 f"threads ({shared} bytes of dynamic shared memory) on this GPU, got {blocks}")
         buf = ctypes.cast(extra, ctypes.POINTER(ctypes.c_void_p))[1] if extra else 0
-        offsets = self._param_offsets()
+        offsets = self._offsets
+        if offsets is None:
+            offsets = self._offsets = param_offsets(self.spec.param_format)[0]
         ptrs = (ctypes.c_void_p * max(len(offsets), 1))(*[buf + o for o in offsets])
         device.cupy_module().cuda.driver.launchCooperativeKernel(
             fn, gx, gy, gz, bx, by, bz, shared, stream, ctypes.addressof(ptrs))
-
-    def _param_offsets(self):
-        offsets = getattr(self, "_offsets", None)
-        if offsets is None:
-            letters = self.spec.param_format.lstrip("@")
-            offsets = self._offsets = [struct.calcsize("@" + letters[:k] + "0" + letters[k])
-                                       for k in range(len(letters))]
-        return offsets
 
     def max_cooperative_blocks(self, threads, shared=0):
         """How many blocks of ``threads`` threads can be resident at once on this device."""
@@ -134,6 +129,14 @@ class LoadedKernel:
                 raise LaunchError(f"an argument does not fit its parameter type: {exc}") from None
             self.launch_kernel(self.fn_ptr, grid[0], grid[1], grid[2], block[0], block[1],
                                block[2], shared, stream, 0, self.extra_ptr)
+
+
+def param_offsets(fmt):
+    """(byte offset of each value, format letters) of the native ('@') struct format ``fmt``
+    (one letter a value), as the parameter buffer lays them out."""
+    letters = fmt.lstrip("@")
+    return [struct.calcsize("@" + letters[:k] + "0" + letters[k])
+            for k in range(len(letters))], letters
 
 
 def require_device():
