@@ -333,18 +333,13 @@ class Resolver:
 
     # -- do the threads of a block need to run concurrently? --------------------------------------
     def needs_threads(self, fn):
-        seen = set()
-        return self._scan_function(fn, seen)
+        return self._scan_function(fn, set(), self.sync_impls)
 
     def needs_grid(self, fn):
         """Whether ``fn`` (or what it calls) uses ``cuda.cg.this_grid``."""
-        saved, self.sync_impls = self.sync_impls, self.grid_impls
-        try:
-            return self._scan_function(fn, set())
-        finally:
-            self.sync_impls = saved
+        return self._scan_function(fn, set(), self.grid_impls)
 
-    def _scan_function(self, fn, seen):
+    def _scan_function(self, fn, seen, impls):
         if id(fn) in seen:
             return False
         seen.add(id(fn))
@@ -365,21 +360,21 @@ class Resolver:
             except ValueError:
                 pass
         for v in values:
-            if self._scan_value(v, names, seen):
+            if self._scan_value(v, names, seen, impls):
                 return True
         return False
 
-    def _scan_value(self, v, names, seen):
-        if id(v) in self.sync_impls:
+    def _scan_value(self, v, names, seen, impls):
+        if id(v) in impls:
             return True
         if hasattr(v, "__sim_wrapped__"):
-            return self._scan_value(v.__sim_wrapped__, names, seen)
+            return self._scan_value(v.__sim_wrapped__, names, seen, impls)
         if isinstance(v, pytypes.FunctionType) and hasattr(v, "__sim_original__"):
-            return self._scan_function(v, seen)
+            return self._scan_function(v, seen, impls)
         if isinstance(v, TypedChoice):
-            impls = [self.override_value(o, v.mask, v.key) for o in v.cands]
-            impls.append(self.plain(v.host, v.mask))
-            return any(self._scan_value(i, names, seen) for i in impls)
+            choices = [self.override_value(o, v.mask, v.key) for o in v.cands]
+            choices.append(self.plain(v.host, v.mask))
+            return any(self._scan_value(c, names, seen, impls) for c in choices)
         # a module is scanned for the names each function reads from it (a helper may use other
         # names of the same module than the kernel)
         if isinstance(v, ModuleProxy) and (id(v), frozenset(names)) not in seen:
@@ -392,10 +387,10 @@ class Resolver:
                     attr = getattr(v, name)
                 except Exception:
                     continue
-                if self._scan_value(attr, names, seen):
+                if self._scan_value(attr, names, seen, impls):
                     return True
         if isinstance(v, pytypes.SimpleNamespace):
-            return any(id(x) in self.sync_impls for x in vars(v).values())
+            return any(id(x) in impls for x in vars(v).values())
         return False
 
 
