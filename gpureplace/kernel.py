@@ -106,15 +106,20 @@ class GPUFunction:
         cached = self._specialized.get(keys)
         if cached is not None:
             return cached
-        fixed = GPUFunction(self.py_func, device=False, context=self._context,
-                            fastmath=self._fastmath, opt=self._opt, lineinfo=self._lineinfo,
-                            arch=self._arch, max_registers=self._max_registers,
-                            launch_bounds=self._launch_bounds or None, link=self._link or None,
-                            shared_memory_carveout=self._carveout, _parent=self)
+        fixed = self._copy(self._context)
         fixed._only_keys = tuple(keys)
         fixed.compile(tuple(arguments.numba_type_of_key(k) for k in keys))
         self._specialized[keys] = fixed
         return fixed
+
+    def _copy(self, context):
+        """A function of the same Python code and options in ``context`` (None: the
+        configured default), remembering this one as its parent."""
+        return GPUFunction(self.py_func, device=self.device, context=context,
+                           fastmath=self._fastmath, opt=self._opt, lineinfo=self._lineinfo,
+                           arch=self._arch, max_registers=self._max_registers,
+                           launch_bounds=self._launch_bounds or None, link=self._link or None,
+                           shared_memory_carveout=self._carveout, _parent=self)
 
     def with_context(self, context):
         """The same function compiled (and cached) in ``context``."""
@@ -122,13 +127,7 @@ class GPUFunction:
             return self
         variant = self._variants.get(context)
         if variant is None:
-            variant = GPUFunction(self.py_func, device=self.device, context=context,
-                                  fastmath=self._fastmath, opt=self._opt,
-                                  lineinfo=self._lineinfo, arch=self._arch,
-                                  max_registers=self._max_registers,
-                                  launch_bounds=self._launch_bounds or None,
-                                  link=self._link or None,
-                                  shared_memory_carveout=self._carveout, _parent=self)
+            variant = self._copy(context)
             self._variants[context] = variant
         return variant
 
