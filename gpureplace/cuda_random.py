@@ -292,37 +292,6 @@ def _host_states(n, seed, subsequence_start):
     return host
 
 
-def _on_gpu():
-    from .config import settings
-    return settings.launch_backend() != "simulator"
-
-
-def _cupy_stream(cp, stream):
-    """A context manager making ``stream`` CuPy's current stream (0 or None: the current one)."""
-    import contextlib
-    if stream is None or (isinstance(stream, int) and stream == 0):
-        return contextlib.nullcontext()
-    if hasattr(stream, "__enter__") and hasattr(stream, "ptr"):
-        return stream                        # a CuPy stream
-    ptr = stream if isinstance(stream, int) else next(
-        (getattr(stream, a) for a in ("ptr", "cuda_stream", "handle") if hasattr(stream, a)), None)
-    if ptr is None:
-        raise TypeError(f"stream must be a CuPy stream, an int handle or 0, got {stream!r}")
-    return cp.cuda.ExternalStream(int(ptr))
-
-
-def _to_device(host, stream):
-    from .runtime import device
-    cp = device.cupy_module()
-    with _cupy_stream(cp, stream):
-        try:
-            return cp.asarray(host)
-        except (TypeError, ValueError):      # a CuPy without structured dtypes in asarray
-            dev = cp.empty(host.shape, dtype=host.dtype)
-            dev.data.copy_from_host(host.ctypes.data, host.nbytes)
-            return dev
-
-
 def create_xoroshiro128p_states(n, seed, subsequence_start=0, stream=0):
     """``n`` generator states for ``seed``, 2**64 steps apart, the first ``subsequence_start``
     jumps (of 2**64 steps) into the sequence: a ``DeviceNDArray`` (a CuPy array with numba-cuda's
@@ -338,13 +307,10 @@ def init_xoroshiro128p_states(states, seed, subsequence_start=0, stream=0):
     host = _host_states(states.shape[0], seed, subsequence_start)
     if isinstance(states, np.ndarray):
         states[...] = host
-    elif hasattr(states, "copy_to_device"):
-        states.copy_to_device(host, stream=stream)
     else:
-        from .runtime import device
-        cp = device.cupy_module()
-        with _cupy_stream(cp, stream):
-            states[...] = _to_device(host, 0)
+        from .hostapi import as_cuda_array
+        target = states if hasattr(states, "copy_to_device") else as_cuda_array(states)
+        target.copy_to_device(host, stream=stream)
 
 
 # ``from gpureplace.cuda.random import ...`` and ``cuda.random.X``, as in numba-cuda
