@@ -13,6 +13,7 @@ import numpy as np
 from numba.core import types
 from numba.np import numpy_support
 
+from ..compiler import abi
 from ..errors import LaunchError
 
 
@@ -306,7 +307,7 @@ def _convert_arg(key, values, declared):
             return None
         keys, out, pos = [], [], 0
         for sub, ty in zip(key[1:], declared.types):
-            n = len(_leaf_count_values(sub))
+            n = len(abi.leaves(numba_type_of_key(sub)))     # its flat parameters
             conv = _convert_arg(sub, values[pos:pos + n], ty)
             if conv is None:
                 return None
@@ -315,22 +316,6 @@ def _convert_arg(key, values, declared):
             pos += n
         return ("tuple", *keys), tuple(out)
     return (key, values) if numba_type_of_key(key) == declared else None
-
-
-def _leaf_count_values(key):
-    """Placeholder values, one per flat parameter of ``key`` (to split a tuple's values)."""
-    kind = key[0]
-    if kind == "array":
-        _, _, ndim, layout = key
-        return (0,) * (1 + ndim * (2 if layout == "A" else 1))
-    if kind in ("tuple", "namedtuple"):
-        return tuple(v for sub in key[1 if kind == "tuple" else 2:]
-                     for v in _leaf_count_values(sub))
-    if kind == "complex128" or (kind == "scalar" and key[1].kind == "c"):
-        return (0, 0)
-    if kind == "const":
-        return ()
-    return (0,)
 
 
 EXACT, PROMOTE, SAFE, UNSAFE = 0, 1, 2, 3
