@@ -518,9 +518,14 @@ def pinned_array(shape, dtype=np.float64, strides=None, order="C"):
         return np.empty(shape, dtype, order=order) if strides is None else np.ndarray(
             shape, dtype, buffer=np.empty(_span(shape, strides, dtype.itemsize), np.uint8),
             strides=strides)
+    return _page_locked(shape, dtype, strides, order)
+
+
+def _page_locked(shape, dtype, strides, order, flags=0):
+    """A NumPy array over new page-locked memory (``flags``: cudaHostAlloc's)."""
     st = tuple(strides) if strides is not None else _contiguous_strides(shape, dtype.itemsize,
                                                                         order)
-    buf = _pinned_buffer(_span(shape, st, dtype.itemsize))
+    buf = _pinned_buffer(_span(shape, st, dtype.itemsize), flags)
     return np.ndarray(shape, dtype, buffer=buf, strides=st)
 
 
@@ -571,12 +576,9 @@ def mapped_array(shape, dtype=np.float64, strides=None, order="C", stream=0, por
     shape, dtype = _shape_tuple(shape), np.dtype(dtype)
     if _simulated():
         return pinned_array(shape, dtype, strides, order).view(SimDeviceNDArray)
-    st = tuple(strides) if strides is not None else _contiguous_strides(shape, dtype.itemsize,
-                                                                        order)
     flags = _HOST_ALLOC_MAPPED | (_HOST_ALLOC_PORTABLE if portable else 0) | (
         _HOST_ALLOC_WRITE_COMBINED if wc else 0)
-    buf = _pinned_buffer(_span(shape, st, dtype.itemsize), flags)
-    return np.ndarray(shape, dtype, buffer=buf, strides=st).view(MappedNDArray)
+    return _page_locked(shape, dtype, strides, order, flags).view(MappedNDArray)
 
 
 def mapped_array_like(ary, stream=0, portable=False, wc=False):
