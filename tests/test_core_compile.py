@@ -94,12 +94,16 @@ def test_new_architectures_get_the_ptx_isa_they_need_and_unknown_ones_an_error(m
         x[0] = n
 
     # (LLVM aborts the whole process on a PTX ISA older than the architecture needs)
+    monkeypatch.setattr(device, "driver_version", lambda: None)       # no driver to ask
     for cc, version in (((10, 0), "8.6"), ((12, 0), "8.7"), ((8, 0), "8.0")):
         ptx, _ = cuda.compile_ptx(f, (int32[:], int32), cc=cc)
         assert re.search(r"\.version (\S+)", ptx).group(1) == version
         assemble(ptx, arch=f"sm_{cc[0]}{cc[1]}")
     with pytest.raises(CompileError, match="unknown GPU architecture 'sm_200'"):
         cuda.compile_ptx(f, (int32[:], int32), cc=(20, 0))
+    monkeypatch.setattr(device, "driver_version", lambda: 13000)      # a CUDA 13.0 driver
+    ptx, _ = cuda.compile_ptx(f, (int32[:], int32), cc=(10, 0))
+    assert re.search(r"\.version (\S+)", ptx).group(1) == "9.0"
     monkeypatch.setattr(device, "driver_version", lambda: 12000)      # a CUDA 12.0 driver
     with pytest.raises(CompileError, match="update the driver"):
         cuda.compile_ptx(f, (int32[:], int32), cc=(10, 0))
