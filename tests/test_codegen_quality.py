@@ -6,6 +6,9 @@ NVVM does, without spending registers on it: the trip count needs a 64-bit divis
 preheader, which LLVM's default SCEV expansion budget refuses, leaving one load in flight per
 iteration (the block reduction ran at 0.61x of CUDA C).  See backend.SCEV_EXPANSION_BUDGET,
 backend.RUNTIME_UNROLL_MAX_COUNT and backend.LSR_DROP_UNPROFITABLE.
+
+An if/else whose arms both store to the same element keeps a store in each arm, as NVVM does, so
+that ptxas can predicate the arms (backend.SINK_COMMON_INSTRUCTIONS; the 5-point stencil).
 """
 
 import re
@@ -78,6 +81,18 @@ def row_sums(a, out):
         for j in range(a.shape[1]):
             acc += a[i, j]
         out[i] = acc
+
+
+@cuda.jit
+def stencil5(a, out, c0, c1):
+    j, i = cuda.grid(2)
+    n = a.shape[0]
+    m = a.shape[1]
+    if i < n and j < m:
+        if i == 0 or j == 0 or i == n - 1 or j == m - 1:
+            out[i, j] = a[i, j]
+        else:
+            out[i, j] = c0 * a[i, j] + c1 * (a[i - 1, j] + a[i + 1, j] + a[i, j - 1] + a[i, j + 1])
 
 
 def single_block_loops(ptx):
@@ -194,3 +209,31 @@ def test_unrolled_grid_stride_saxpy_writes_every_element_once(n):
     out = cp.full(n, -1.0, cp.float32)
     grid_stride_saxpy[4, TPB](np.float32(2.0), x, y, out)
     np.testing.assert_array_equal(cp.asnumpy(out), 2.0 * np.arange(n, dtype=np.float32) + 1.0)
+
+
+def test_if_else_arms_keep_their_own_store():
+    """LLVM's SimplifyCFG would sink the two stores into one after the join (a phi of the two
+    values): ptxas then puts a reconvergence barrier around the arms (0.952x of CUDA C on the
+    H200 against 0.971x with a store in each arm)."""
+    ptx = stencil5.compile("void(float32[:, ::1], float32[:, ::1], float32, float32)",
+                           arch="sm_90").ptx
+    assemble(ptx)
+    assert ptx.count("st.global") == 2, ptx
+
+
+def _stencil_ref(a, c0, c1):
+    out = a.astype(np.float64)
+    out[1:-1, 1:-1] = c0 * a[1:-1, 1:-1] + c1 * (a[:-2, 1:-1] + a[2:, 1:-1] + a[1:-1, :-2]
+                                                 + a[1:-1, 2:])
+    return out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1, 1), (2, 3), (37, 70), (129, 33)])
+def test_stencil_with_a_store_in_each_arm_is_right(shape):
+    import cupy as cp
+    a = np.random.default_rng(sum(shape)).random(shape, dtype=np.float32)
+    out = cp.full(shape, np.nan, cp.float32)
+    blocks = ((shape[1] + 31) // 32, (shape[0] + 7) // 8)
+    stencil5[blocks, (32, 8)](cp.asarray(a), out, np.float32(0.5), np.float32(0.125))
+    np.testing.assert_allclose(cp.asnumpy(out), _stencil_ref(a, 0.5, 0.125), rtol=1e-5, atol=1e-6)

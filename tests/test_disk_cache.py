@@ -37,11 +37,12 @@ def write_module(tmp_path, factor, offset="1.0"):
     """))
 
 
-def run_process(tmp_path, cache_dir):
+def run_process(tmp_path, cache_dir, llvm_options=""):
     # No .pyc: the module is rewritten within one second with the same size, which Python's
     # bytecode cache (mtime + size) would not notice.
     env = dict(os.environ, GPUREPLACE_CACHE_DIR=str(cache_dir), PYTHONDONTWRITEBYTECODE="1",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               GPUREPLACE_LLVM_OPTIONS=llvm_options)
     proc = subprocess.run([sys.executable, "-c", PROGRAM.format(moddir=str(tmp_path))],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
@@ -67,6 +68,37 @@ def test_second_process_hits_and_a_redefined_callee_misses(tmp_path):
     fourth = run_process(tmp_path, cache_dir)
     assert not fourth["from_disk"]
     assert "0D401C000000000000" in fourth["ptx"].upper()      # 7.0
+
+
+def test_llvm_options_are_part_of_the_key(tmp_path):
+    """GPUREPLACE_LLVM_OPTIONS changes the generated code: a process with other options must not
+    be served the PTX of the defaults, and the same options hit again."""
+    cache_dir = tmp_path / "cache"
+    write_module(tmp_path, "2.0")
+    assert not run_process(tmp_path, cache_dir)["from_disk"]
+    other = run_process(tmp_path, cache_dir, llvm_options="-unroll-threshold=100")
+    assert not other["from_disk"]
+    assert run_process(tmp_path, cache_dir, llvm_options="-unroll-threshold=100")["from_disk"]
+    assert run_process(tmp_path, cache_dir)["from_disk"]
+
+
+def test_llvm_options_override_by_name_and_refuse_junk(monkeypatch):
+    from gpureplace.compiler import backend
+    monkeypatch.setenv("GPUREPLACE_LLVM_OPTIONS", "-unroll-threshold=100 -simplifycfg-sink-common")
+    backend.llvm_options.cache_clear()
+    try:
+        opts = backend.llvm_options()
+        assert "-unroll-threshold=100" in opts and "-simplifycfg-sink-common" in opts
+        assert not any(o.startswith("-unroll-threshold=3000") for o in opts)
+        assert not any(o == "-simplifycfg-sink-common=false" for o in opts)
+        assert len(opts) == len(backend.LLVM_OPTIONS)           # replaced, not added twice
+        monkeypatch.setenv("GPUREPLACE_LLVM_OPTIONS", "-O3 unroll")
+        backend.llvm_options.cache_clear()
+        with pytest.raises(ValueError, match="GPUREPLACE_LLVM_OPTIONS: 'unroll'"):
+            backend.llvm_options()
+    finally:
+        monkeypatch.delenv("GPUREPLACE_LLVM_OPTIONS")
+        backend.llvm_options.cache_clear()
 
 
 def test_corrupted_entry_is_detected_removed_and_recompiled(tmp_path):

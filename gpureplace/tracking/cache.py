@@ -80,7 +80,9 @@ def _versions():
     import numba
 
     from .. import __version__
-    return f"gpureplace={__version__};numba={numba.__version__};llvmlite={llvmlite.__version__}"
+    from ..compiler.backend import llvm_options
+    return (f"gpureplace={__version__};numba={numba.__version__};llvmlite={llvmlite.__version__};"
+            f"llvm={' '.join(llvm_options())}")
 
 
 def context_fingerprint(context):
