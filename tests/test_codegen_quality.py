@@ -9,13 +9,17 @@ backend.RUNTIME_UNROLL_MAX_COUNT and backend.LSR_DROP_UNPROFITABLE.
 
 An if/else whose arms both store to the same element keeps a store in each arm, as NVVM does, so
 that ptxas can predicate the arms (backend.SINK_COMMON_INSTRUCTIONS; the 5-point stencil).
+
+Double-precision sine and cosine inline libdevice's slow argument reduction and keep their
+quadrant branches as branches (libdevice.tune_trig; sin f64 went from 0.92x to 1.03x of nvcc).
 """
 
+import math
 import re
 
 import numpy as np
 import pytest
-from numba import float32
+from numba import float32, float64
 
 from conftest import assemble
 from gpureplace import cuda
@@ -237,3 +241,54 @@ def test_stencil_with_a_store_in_each_arm_is_right(shape):
     blocks = ((shape[1] + 31) // 32, (shape[0] + 7) // 8)
     stencil5[blocks, (32, 8)](cp.asarray(a), out, np.float32(0.5), np.float32(0.125))
     np.testing.assert_allclose(cp.asnumpy(out), _stencil_ref(a, 0.5, 0.125), rtol=1e-5, atol=1e-6)
+
+
+@cuda.jit
+def sin_cos_f64(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = math.sin(x[i]) + math.cos(x[i] * 3.0)
+
+
+def test_libdevice_trig_is_tuned_where_it_is_expected():
+    """The patterns tune_trig looks for are in this libdevice: a libdevice that no longer has them
+    must be noticed here, not as a silent slowdown."""
+    import llvmlite.binding as llvm
+
+    from gpureplace.compiler import backend, libdevice
+    backend.initialize_llvm()
+    names = frozenset({"__nv_sin", "__nv_cos", "__nv_sinf"})
+    text = str(llvm.parse_bitcode(libdevice._prune(names, backend.reflect_values("sm_90", False))))
+    slow = re.search(r"^define [^\n]*@__internal_trig_reduction_slowpathd\([^\n]*", text, re.M)
+    group = re.search(r"#(\d+) \{$", slow.group(0))
+    attrs = slow.group(0) if group is None else \
+        re.search(r"^attributes #%s = \{[^\n]*" % group.group(1), text, re.M).group(0)
+    assert "alwaysinline" in attrs and "noinline" not in attrs, attrs
+    for fn in ("__nv_sin", "__nv_cos"):
+        body = re.search(r"^define [^\n]*@%s\([\s\S]*?^}" % fn, text, re.M).group(0)
+        assert body.count("!prof") >= 2, fn
+    sinf = re.search(r"^define [^\n]*@__nv_sinf\([\s\S]*?^}", text, re.M).group(0)
+    assert "!prof" not in sinf          # single precision is faster as LLVM leaves it
+    assert re.search(r'^!\d+ = !\{!"branch_weights", i32 1, i32 2000\}', text, re.M)
+
+
+def test_f64_sin_and_cos_have_no_call_and_no_quadrant_selects():
+    ptx = sin_cos_f64.compile("void(float64[::1], float64[::1])", arch="sm_90").ptx
+    assemble(ptx)
+    assert not re.search(r"^\s*call", ptx, re.M), "the slow reduction must be inlined"
+    # libdevice's own coefficient select is one per function; LLVM's speculation added two more
+    assert len(re.findall(r"selp\.f64", ptx)) <= 2, ptx
+
+
+@pytest.mark.gpu
+def test_f64_sin_and_cos_match_numpy_from_tiny_to_huge_arguments():
+    """Huge arguments take the inlined Payne-Hanek reduction, the others the quadrant branches."""
+    import cupy as cp
+    rng = np.random.default_rng(7)
+    x = np.concatenate([rng.uniform(-10, 10, 4000), rng.uniform(-1e6, 1e6, 2000),
+                        rng.uniform(2.0**31, 2.0**60, 2000) * rng.choice([-1, 1], 2000),
+                        [0.0, -0.0, 1e-300, np.pi, -np.pi / 2, 3 * np.pi / 2, 1e300]])
+    out = cp.zeros(x.size, cp.float64)
+    sin_cos_f64[(x.size + 127) // 128, 128](cp.asarray(x), out)
+    np.testing.assert_allclose(cp.asnumpy(out), np.sin(x) + np.cos(x * 3.0), rtol=1e-12,
+                               atol=1e-14)
