@@ -101,6 +101,23 @@ def test_llvm_options_override_by_name_and_refuse_junk(monkeypatch):
         backend.llvm_options.cache_clear()
 
 
+def test_a_new_codegen_revision_is_a_new_key(monkeypatch):
+    """Code compiled by a gpureplace whose code generation differed is never served."""
+    from gpureplace.compiler import backend
+    from gpureplace.config import settings
+
+    def default_context():
+        return settings.context()
+
+    def kern(x):
+        x[0] = 1
+
+    key = cache.kernel_key(kern, ("float64[:]",), {}, default_context(), 80)
+    assert key == cache.kernel_key(kern, ("float64[:]",), {}, default_context(), 80)
+    monkeypatch.setattr(backend, "CODEGEN_REVISION", backend.CODEGEN_REVISION + 1)
+    assert key != cache.kernel_key(kern, ("float64[:]",), {}, default_context(), 80)
+
+
 def test_corrupted_entry_is_detected_removed_and_recompiled(tmp_path):
     cache_dir = tmp_path / "cache"
     write_module(tmp_path, "2.0")

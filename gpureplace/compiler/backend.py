@@ -74,8 +74,6 @@ RUNTIME_UNROLL_MAX_COUNT = 4
 #: indexing test kernel from 72 to 40 registers); the tiled matmul is unchanged.
 LSR_DROP_UNPROFITABLE = True
 
-#: Process-wide LLVM options, set once (they also apply to anything else compiled by llvmlite in
-#: this process, as the unroll threshold already did).
 #: SimplifyCFG does not sink instructions common to both arms of an if/else into the block where
 #: they join.  In a kernel like ``if edge: out[i, j] = a[i, j] else: out[i, j] = f(a, i, j)`` it
 #: turned the two stores into one store of a phi after the join; ptxas then keeps a divergent
@@ -85,11 +83,19 @@ LSR_DROP_UNPROFITABLE = True
 #: bench/codegen.py did not change (within 0.002).  Like the options above it is process-wide.
 SINK_COMMON_INSTRUCTIONS = False
 
+#: Process-wide LLVM options, set once (they also apply to anything else compiled by llvmlite in
+#: this process, as the unroll threshold already did).
 LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
                 f"-simplifycfg-sink-common={'true' if SINK_COMMON_INSTRUCTIONS else 'false'}",
                 f"-scev-cheap-expansion-budget={SCEV_EXPANSION_BUDGET}",
                 f"-unroll-max-count={RUNTIME_UNROLL_MAX_COUNT}",
                 f"-lsr-drop-solution={'true' if LSR_DROP_UNPROFITABLE else 'false'}")
+
+
+#: Part of the disk caches' keys: raised whenever a change alters the code generated for the same
+#: source, options and versions (2: libdevice.tune_trig), so that no process is served code that
+#: an older gpureplace compiled.
+CODEGEN_REVISION = 2
 
 
 @functools.lru_cache(maxsize=None)

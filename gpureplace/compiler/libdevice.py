@@ -210,8 +210,9 @@ def _disk_path(key):
     path = find_libdevice()
     st = os.stat(path)
     names, reflect = key
+    from .backend import CODEGEN_REVISION
     text = repr((path, st.st_size, st.st_mtime_ns, sorted(names), reflect, llvm.llvm_version_info,
-                 "tune_trig 1"))
+                 CODEGEN_REVISION))
     digest = hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
     try:
         directory = cache._ensure_dir()

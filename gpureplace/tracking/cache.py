@@ -80,9 +80,9 @@ def _versions():
     import numba
 
     from .. import __version__
-    from ..compiler.backend import llvm_options
+    from ..compiler.backend import CODEGEN_REVISION, llvm_options
     return (f"gpureplace={__version__};numba={numba.__version__};llvmlite={llvmlite.__version__};"
-            f"llvm={' '.join(llvm_options())}")
+            f"codegen={CODEGEN_REVISION};llvm={' '.join(llvm_options())}")
 
 
 def context_fingerprint(context):
