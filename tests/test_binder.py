@@ -353,3 +353,16 @@ def test_tuples_and_complex_between_remembered_arrays_are_packed_each_launch():
     assert loaded.calls[-1] == (0x100, 8, -7, 0.25, 3.0, -1.0, 0x200, 2, 2, 4.0)
     assert fast(_Cfg(), x, (1, 2), 1j, y, np.float32(4)) == "general"     # (int, int) tuple
     assert not handed[:-1] and len(loaded.calls) == 2
+
+
+def test_zero_dimensional_arrays_pass_only_their_pointer(array_class):
+    """A 0-d array (``cupy.zeros(())``) passes its data pointer and nothing else; the binder
+    accepts another 0-d array and refuses a 1-element vector."""
+    nd = array_class
+    acc = nd((), np.float64)
+    bind, flat = _bind(acc, 2.0)
+    assert flat == (0x7000, 2.0)
+    assert bind(acc, 3.0) == (0x7000, 3.0)
+    assert bind(nd((), np.float64, ptr=0x9000), 3.0) == (0x9000, 3.0)
+    assert bind(nd((1,), np.float64), 3.0) is None
+    assert bind(nd((), np.float32), 3.0) is None

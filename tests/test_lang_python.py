@@ -1272,3 +1272,31 @@ def test_int_bit_count_gpu():
     out = cp.zeros(x.size, cp.int64)
     bit_counts[1, 8](cp.asarray(x), out)
     assert out.get().tolist() == [int(v).bit_count() for v in x.tolist()]
+
+
+@cuda.jit
+def _zero_d_total(acc, out, x, v):
+    i = cuda.grid(1)
+    if i < x.size:
+        cuda.atomic.add(acc, (), x[i])
+    if i == 0:
+        out[()] = v * 2
+
+
+def test_zero_dimensional_arrays_compile():
+    zero_d = types.Array(types.float64, 0, "C")
+    _compile(_zero_d_total, (zero_d, types.Array(types.int64, 0, "C"),
+                             types.Array(types.float64, 1, "C"), types.int64))
+
+
+@pytest.mark.gpu
+def test_zero_dimensional_arrays():
+    """``x[()]`` reads and writes a 0-d array; atomics take the empty index too."""
+    cp = _cp()
+    total = _zero_d_total
+    x = cp.arange(300, dtype=cp.float64)
+    acc = cp.zeros((), cp.float64)
+    out = cp.zeros((), cp.int64)
+    total[3, 128](acc, out, x, 21)
+    total[3, 128](acc, out, x, 21)         # the cached launch path
+    assert float(acc) == 2 * float(x.sum()) and int(out) == 42

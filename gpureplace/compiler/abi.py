@@ -85,8 +85,8 @@ def rebuild(context, builder, ty, params):
         for s in shape:
             nitems = builder.mul(nitems, s)
         ary.data = builder.bitcast(ptr, ary.data.type)
-        ary.shape = cgutils.pack_array(builder, shape)
-        ary.strides = cgutils.pack_array(builder, strides)
+        ary.shape = _pack(builder, shape)
+        ary.strides = _pack(builder, strides)
         ary.itemsize = context.get_constant(types.intp, itemsize)
         ary.nitems = nitems
         ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
@@ -109,6 +109,13 @@ def rebuild(context, builder, ty, params):
     if isinstance(ty, types.Omitted):
         return context.get_dummy_value()
     return cgutils.get_null_value(context.get_value_type(ty))
+
+
+def _pack(builder, values):
+    """An LLVM array of the i64 ``values``; empty for a 0-d array."""
+    if not values:
+        return ir.Constant(ir.ArrayType(ir.IntType(64), 0), [])
+    return cgutils.pack_array(builder, values)
 
 
 def _contiguous_strides(builder, shape, itemsize, layout):
