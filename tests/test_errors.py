@@ -1,5 +1,6 @@
 """Errors name the Python function, its file and line, and the call chain; nothing is launched."""
 
+import math
 import os
 
 import numpy as np
@@ -136,3 +137,59 @@ def test_a_math_function_without_device_implementation_is_named():
     msg = str(err.value)
     assert "math.factorial has no device implementation" in msg and "Context.override" in msg
     assert err.value.lineno == k.py_func.__code__.co_firstlineno + 2
+
+
+@cuda.jit
+def _inner_kernel(x):
+    x[0] = 7
+
+
+@cuda.jit
+def _launches_a_kernel(x):
+    _inner_kernel[1, 1](x)
+
+
+@cuda.jit
+def _stores_a_tuple(x):
+    x[0] = (1, 2)
+
+
+@cuda.jit
+def _adds_a_tuple(x):
+    x[0] = x[0] + (1, 2)
+
+
+@cuda.jit
+def _inverts_a_float(x):
+    x[0] = ~x[0]
+
+
+@cuda.jit
+def _sin_of_an_array(x):
+    x[0] = math.sin(x)
+
+
+@pytest.mark.parametrize("kernel,message", [
+    (_launches_a_kernel, r"_inner_kernel\[\.\.\.\] launches a kernel from device code, which is "
+                         r"not supported .*call _inner_kernel\(\.\.\.\) instead"),
+    (_stores_a_tuple, r"cannot store Tuple\(Literal\[int\]\(1\), Literal\[int\]\(2\)\) into "
+                      r"array\(float64, 1d, C\) at index"),
+    (_adds_a_tuple, r"operator \+ is not defined for float64 and Tuple"),
+    (_inverts_a_float, r"unary operator ~ is not defined for float64"),
+    (_sin_of_an_array, r"sin\(\) has no implementation for argument types "
+                       r"\(array\(float64, 1d, C\)\)"),
+])
+def test_no_implementation_errors_say_which_operation_and_types(kernel, message):
+    """Numba's "No implementation of function ... found for signature:" followed by a blank line
+    used to be cut before the signature, leaving the types out."""
+    with pytest.raises(CompileError, match=message) as info:
+        kernel.compile("void(float64[::1])")
+    assert info.value.lineno == kernel.py_func.__code__.co_firstlineno + 2
+
+
+def test_a_kernel_called_from_a_kernel_runs_as_a_device_function():
+    @cuda.jit
+    def outer(x):
+        _inner_kernel(x)
+
+    outer.compile("void(float64[::1])")

@@ -387,6 +387,60 @@ def _firstline(pyfunc):
     return code.co_firstlineno if code else 0
 
 
+def _split_top(text):
+    """``text`` split at the commas outside any brackets."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        parts.append("".join(cur).strip())
+    return parts
+
+
+_OPERATORS = {"add": "+", "iadd": "+=", "sub": "-", "isub": "-=", "mul": "*", "imul": "*=",
+              "truediv": "/", "itruediv": "/=", "floordiv": "//", "ifloordiv": "//=",
+              "mod": "%", "imod": "%=", "pow": "**", "ipow": "**=", "lshift": "<<",
+              "rshift": ">>", "and_": "&", "or_": "|", "xor": "^", "matmul": "@", "lt": "<",
+              "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def _no_implementation(msg):
+    """Numba's "No implementation of function ... found for signature: >>> f(types)" in words
+    that name the operation, or None for other messages."""
+    import re
+    m = re.search(r"No implementation of function Function\((?:<built-in function (\w+)>|"
+                  r"<function (\w+)[^>]*>|[^)]*)\) found for signature:\s*\n\s*>>> (\w+)\((.*)\)\s*$",
+                  msg, re.M)
+    if not m:
+        return None
+    name = m.group(1) or m.group(2) or m.group(3)
+    args = _split_top(m.group(4))
+    if name == "getitem" and len(args) == 2:
+        kernel = re.fullmatch(r"device_function\(([\w.<>]+)\.(\w+),.*\)", args[0])
+        if kernel:
+            fn = kernel.group(2)
+            return (f"{fn}[...] launches a kernel from device code, which is not supported "
+                    f"(no dynamic parallelism): call {fn}(...) instead, which runs it as a device "
+                    f"function in the calling thread")
+        return f"cannot index {args[0]} with {args[1]}"
+    if name == "setitem" and len(args) == 3:
+        return f"cannot store {args[2]} into {args[0]} at index {args[1]}"
+    if name in _OPERATORS and len(args) == 2:
+        return f"operator {_OPERATORS[name]} is not defined for {args[0]} and {args[1]}"
+    unary = {"neg": "-", "pos": "+", "invert": "~", "not_": "not"}
+    if name in unary and len(args) == 1:
+        return f"unary operator {unary[name]} is not defined for {args[0]}"
+    return f"{name}() has no implementation for argument types ({', '.join(args)})"
+
+
 def _short_reason(msg):
     """The first meaningful lines of a Numba message, without its pipeline boilerplate."""
     import re
@@ -395,6 +449,9 @@ def _short_reason(msg):
     m = re.search(r"raised a specific error:\s*\n\s*(?:\w+Error: )?(.+)", msg)
     if m:
         return m.group(1).strip()
+    plain = _no_implementation(msg)
+    if plain:
+        return plain
     keep = []
     for line in msg.splitlines():
         s = line.strip()
