@@ -703,14 +703,28 @@ def _check_launch_bounds(value):
 
 
 def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinfo=False,
-        debug=False, cache=False, inline=False, link=None, max_registers=None,
-        launch_bounds=None, lto=False, shared_memory_carveout=None, **unknown):
+        debug=False, cache=False, inline=False, forceinline=False, link=None,
+        max_registers=None, launch_bounds=None, lto=False, shared_memory_carveout=None,
+        boundscheck=None, extensions=None, nopython=True, **unknown):
     """``@cuda.jit`` / ``@cuda.jit(device=True)`` / ``@cuda.jit("void(float32[:])")``.
 
     numba-cuda's ``lto`` is accepted: device functions and libdevice are already linked and
-    optimised together at the LLVM level, which is what link-time optimisation buys there."""
+    optimised together at the LLVM level, which is what link-time optimisation buys there;
+    ``inline`` and ``forceinline`` likewise, LLVM's inliner seeing every device function.
+    ``boundscheck=True`` is refused as numba-cuda refuses it (the simulator checks bounds), and
+    so are argument ``extensions``."""
     if unknown:
         raise TypeError(f"cuda.jit() got unsupported option(s): {', '.join(sorted(unknown))}")
+    if boundscheck:
+        raise NotImplementedError("cuda.jit(boundscheck=True): compiled kernels do not check "
+                                  "array bounds (nor do numba-cuda's); run the kernel in the "
+                                  "simulator (GPUREPLACE_BACKEND=simulator) to have out-of-bounds "
+                                  "accesses reported with the thread, block and line")
+    if extensions:
+        raise TypeError("cuda.jit(extensions=...): numba-cuda's argument-handling extensions "
+                        "are not supported; pass arrays with __cuda_array_interface__ or DLPack")
+    if not nopython:
+        raise TypeError("cuda.jit(nopython=False): device code has no object mode")
     if debug:
         import warnings
         warnings.warn("cuda.jit(debug=True): compiled kernels do not check array bounds or raise "

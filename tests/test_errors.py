@@ -193,3 +193,19 @@ def test_a_kernel_called_from_a_kernel_runs_as_a_device_function():
         _inner_kernel(x)
 
     outer.compile("void(float64[::1])")
+
+
+def test_numba_cuda_jit_options_are_taken_or_refused_as_numba_cuda_does():
+    def body(x):
+        x[0] = 1.0
+
+    for options in ({"device": True, "forceinline": True}, {"device": True, "inline": "always"},
+                    {"boundscheck": False}, {"boundscheck": None}, {"extensions": []},
+                    {"nopython": True}):
+        cuda.jit(**options)(body).compile("void(float64[::1])")
+    with pytest.raises(NotImplementedError, match="boundscheck=True.*simulator"):
+        cuda.jit(boundscheck=True)(body)
+    with pytest.raises(TypeError, match="extensions"):
+        cuda.jit(extensions=[object()])(body)
+    with pytest.raises(TypeError, match="no object mode"):
+        cuda.jit(nopython=False)(body)
