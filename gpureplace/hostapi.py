@@ -31,8 +31,8 @@ from .config import settings
 from .runtime import device as _device
 
 __all__ = ["to_device", "device_array", "device_array_like", "pinned_array",
-           "pinned_array_like", "mapped_array", "mapped_array_like", "pinned", "mapped",
-           "as_cuda_array", "is_cuda_array", "synchronize", "stream", "default_stream",
+           "pinned_array_like", "mapped_array", "mapped_array_like", "managed_array", "pinned",
+           "mapped", "as_cuda_array", "from_cuda_array_interface", "is_cuda_array", "synchronize", "stream", "default_stream",
            "legacy_default_stream", "per_thread_default_stream", "external_stream", "event",
            "event_elapsed_time", "get_current_device", "select_device", "list_devices", "gpus",
            "current_context", "close", "detect", "defer_cleanup", "profile_start",
@@ -487,6 +487,22 @@ def as_cuda_array(obj, sync=True):
     return arr.view(type=_device_array_class())
 
 
+def from_cuda_array_interface(desc, owner=None, sync=True):
+    """A ``DeviceNDArray`` over the memory a ``__cuda_array_interface__`` dictionary describes;
+    ``owner`` (kept alive by the view) is the object that owns that memory."""
+    if not isinstance(desc, dict) or not {"shape", "typestr", "data"} <= set(desc):
+        raise TypeError("from_cuda_array_interface: expected a __cuda_array_interface__ "
+                        "dictionary (with 'shape', 'typestr' and 'data')")
+
+    class _Described:
+        __cuda_array_interface__ = desc
+
+        def __init__(self, keep):
+            self.owner = keep
+
+    return as_cuda_array(_Described(owner), sync=sync)
+
+
 def is_cuda_array(obj):
     """Whether ``obj`` exposes ``__cuda_array_interface__`` (a device array of any library)."""
     return hasattr(obj, "__cuda_array_interface__") or isinstance(obj, SimDeviceNDArray)
@@ -579,6 +595,52 @@ def mapped_array(shape, dtype=np.float64, strides=None, order="C", stream=0, por
     flags = _HOST_ALLOC_MAPPED | (_HOST_ALLOC_PORTABLE if portable else 0) | (
         _HOST_ALLOC_WRITE_COMBINED if wc else 0)
     return _page_locked(shape, dtype, strides, order, flags).view(MappedNDArray)
+
+
+class ManagedNDArray(MappedNDArray):
+    """Managed (unified) memory (``managed_array``): one address that the host and every GPU
+    use, migrated on demand by the driver."""
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.dtype.str,
+                "descr": self.dtype.descr if self.dtype.names else [("", self.dtype.str)],
+                "data": (self.ctypes.data, False),
+                "strides": None if self.flags.c_contiguous else self.strides, "version": 3}
+
+
+class _ManagedAllocation:
+    """Owns one ``cudaMallocManaged`` allocation; freed when the last array over it goes."""
+
+    def __init__(self, nbytes, attach_global):
+        rt = _cp().cuda.runtime
+        self._free = rt.free
+        self.ptr = rt.mallocManaged(max(nbytes, 1), 1 if attach_global else 2)
+
+    def __del__(self):
+        if getattr(self, "ptr", 0):
+            try:
+                self._free(self.ptr)
+            except Exception:       # interpreter shutdown: the context may be gone
+                pass
+            self.ptr = 0
+
+
+def managed_array(shape, dtype=np.float64, strides=None, order="C", stream=0,
+                  attach_global=True):
+    """An array in managed memory: host code reads and writes it as a NumPy array, kernels take
+    it as a device array (the driver migrates pages on demand).  ``attach_global=False``
+    attaches it to the host until a stream uses it, as numba-cuda's does."""
+    shape, dtype = _shape_tuple(shape), np.dtype(dtype)
+    if _simulated():
+        return pinned_array(shape, dtype, strides, order).view(SimDeviceNDArray)
+    st = tuple(strides) if strides is not None else _contiguous_strides(shape, dtype.itemsize,
+                                                                        order)
+    nbytes = _span(shape, st, dtype.itemsize)
+    owner = _ManagedAllocation(nbytes, attach_global)
+    buf = (ctypes.c_byte * max(nbytes, 1)).from_address(owner.ptr)
+    buf._gpureplace_owner = owner           # the NumPy array keeps the buffer, which keeps this
+    return np.ndarray(shape, dtype, buffer=buf, strides=st).view(ManagedNDArray)
 
 
 def mapped_array_like(ary, stream=0, portable=False, wc=False):

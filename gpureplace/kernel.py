@@ -72,6 +72,7 @@ class GPUFunction:
         self._only_keys = None     # specialize(): the argument type keys it accepts
         self._specialized = {}     # argument type keys -> what specialize() made for them
         self._explicit = ()        # cuda.jit("sig"): the only argument types it takes
+        self._explicit_returns = {}  # ... and the return type each declares (device functions)
         if _parent is None:
             _note_definition(py_func)
 
@@ -115,11 +116,13 @@ class GPUFunction:
     def _copy(self, context):
         """A function of the same Python code and options in ``context`` (None: the
         configured default), remembering this one as its parent."""
-        return GPUFunction(self.py_func, device=self.device, context=context,
+        copy = GPUFunction(self.py_func, device=self.device, context=context,
                            fastmath=self._fastmath, opt=self._opt, lineinfo=self._lineinfo,
                            arch=self._arch, max_registers=self._max_registers,
                            launch_bounds=self._launch_bounds or None, link=self._link or None,
                            shared_memory_carveout=self._carveout, _parent=self)
+        copy._explicit, copy._explicit_returns = self._explicit, dict(self._explicit_returns)
+        return copy
 
     def with_context(self, context):
         """The same function compiled (and cached) in ``context``."""
@@ -177,7 +180,8 @@ class GPUFunction:
             t0 = time.perf_counter()
             if self.device:
                 spec = driver.compile_device(self.py_func, self.context, {}, argtypes,
-                                             options.for_device())
+                                             options.for_device(),
+                                             self._explicit_returns.get(tuple(argtypes)))
             else:
                 spec = self._from_disk_or_compile(argtypes, options, disk)
             spec.world = age
@@ -744,27 +748,69 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
                          shared_memory_carveout=shared_memory_carveout)
         if sigs is not None:
             for sig in (sigs if isinstance(sigs, list) else [sigs]):
+                args, ret = _parse_signature(sig)
+                if device and ret is not None:
+                    gf._explicit_returns[args] = ret
                 gf.compile(sig)
-                gf._explicit += (_parse_signature(sig)[0],)
+                gf._explicit += (args,)
         return gf
 
     return wrap if func is None else wrap(func)
 
 
 def compile_ptx(pyfunc, sig, device=False, fastmath=False, cc=None, opt=True, context=None,
-                lineinfo=False, debug=False):
-    """numba-cuda's ``cuda.compile_ptx``: returns ``(ptx, return type)`` without needing a GPU."""
+                lineinfo=False, debug=False, abi="numba", abi_info=None, forceinline=False,
+                launch_bounds=None):
+    """numba-cuda's ``cuda.compile_ptx``: returns ``(ptx, return type)`` without needing a GPU.
+
+    ``abi="c"`` (device functions of scalars) emits a ``.visible .func`` that CUDA C code can
+    call as ``extern "C"``, named ``abi_info["abi_name"]`` or after the Python function."""
+    if abi not in ("numba", "c"):
+        raise ValueError(f"compile_ptx: abi must be 'numba' or 'c', got {abi!r}")
+    if abi == "c" and not device:
+        raise ValueError("compile_ptx: abi='c' is for device functions (device=True); kernels "
+                         "are entry points, whatever the ABI")
     arch = f"sm_{cc[0]}{cc[1]}" if isinstance(cc, tuple) else cc
     fn = pyfunc if isinstance(pyfunc, GPUFunction) else GPUFunction(
         pyfunc, device=device, context=context, fastmath=fastmath, opt=3 if opt else 0,
-        lineinfo=lineinfo, arch=arch)
-    argtypes, _ = _parse_signature(sig)
+        lineinfo=lineinfo, arch=arch, launch_bounds=launch_bounds)
+    argtypes, restype = _parse_signature(sig)
     if device:
-        cf = driver.compile_device(fn.py_func, fn.context, {}, argtypes, fn.options(arch))
-        from .compiler.kernel import device_ptx
+        cf = driver.compile_device(fn.py_func, fn.context, {}, argtypes, fn.options(arch),
+                                   restype)
+        from .compiler.kernel import device_ptx, device_ptx_c_abi
+        if abi == "c":
+            name = (abi_info or {}).get("abi_name") or fn.py_func.__name__
+            return device_ptx_c_abi(cf, name), cf.restype
         return device_ptx(cf), cf.restype
     spec = fn._specialize(argtypes, fn.options(arch))
     return spec.ptx, types.void
 
 
-__all__ = ["GPUFunction", "jit", "compile_ptx", "CompileError"]
+def compile_ptx_for_current_device(pyfunc, sig, device=False, fastmath=False, opt=True,
+                                   **kwargs):
+    """``compile_ptx`` for the architecture of the current GPU (the default one without)."""
+    from .runtime import device as _device
+    return compile_ptx(pyfunc, sig, device=device, fastmath=fastmath, opt=opt,
+                       cc=_device.default_arch(), **kwargs)
+
+
+def cuda_compile(pyfunc, sig, debug=None, lineinfo=False, device=True, fastmath=False,
+                 cc=None, opt=True, abi="c", abi_info=None, output="ptx", forceinline=False,
+                 launch_bounds=None):
+    """numba-cuda's ``cuda.compile`` (``gpureplace.cuda.compile``): ``(code, return type)``; a device function under the C
+    ABI by default.  Only ``output="ptx"``: gpureplace generates PTX with LLVM, not NVVM's
+    LTO-IR."""
+    if output != "ptx":
+        raise NotImplementedError(f"compile(output={output!r}): gpureplace produces PTX "
+                                  f"(output='ptx'); LTO-IR is NVVM's format")
+    if cc is None:
+        from .runtime import device as _device
+        cc = _device.default_arch()
+    return compile_ptx(pyfunc, sig, device=device, fastmath=fastmath, cc=cc, opt=opt,
+                       lineinfo=lineinfo, abi=abi if device else "numba", abi_info=abi_info,
+                       launch_bounds=launch_bounds)
+
+
+__all__ = ["GPUFunction", "jit", "cuda_compile", "compile_ptx",
+           "compile_ptx_for_current_device", "CompileError"]

@@ -2,10 +2,15 @@
 numba-cuda: scalars convert to the declared types (a Python int becomes an int32), arrays of
 any layout go to an ``[:]`` (any-layout) parameter, and nothing else is compiled."""
 
+import os
+import re
+import subprocess
+import tempfile
+
 import numpy as np
 import pytest
 
-from gpureplace import LaunchError, cuda
+from gpureplace import CompileError, LaunchError, cuda
 from gpureplace.config import settings
 
 
@@ -125,3 +130,76 @@ def test_device_functions_given_signatures_convert_their_arguments(monkeypatch):
         r[0] = add_ints(x, 1j)
     with pytest.raises(CompileError, match="No matching definition"):
         complex_arg.compile("void(int64[::1], float64)")
+
+
+@cuda.jit("float32(float32, float32)", device=True)
+def scaled_sum32(a, b):
+    return a * 1.1 + b              # float64 arithmetic: the declared float32 is what returns
+
+
+@cuda.jit
+def use_declared_return(out, x):
+    out[0] = scaled_sum32(x[0], x[1])
+
+
+def test_device_functions_return_their_declared_type(monkeypatch):
+    """numba-cuda converts a device function's value to the return type its signature declares;
+    a caller storing it into a float64 array sees the float32 rounding."""
+    from numba import types as t
+
+    from gpureplace import simulator
+    spec = use_declared_return.compile("void(float64[::1], float32[::1])")
+    assert "cvt.rn.f32.f64" in spec.ptx
+    assert scaled_sum32.compile((t.float32, t.float32)).restype == t.float32
+    ptx, restype = cuda.compile_ptx(scaled_sum32.py_func, "float32(float32, float32)",
+                                    device=True)
+    assert restype == t.float32 and ".param .b32 func_retval0" in ptx
+    x, out = np.array([0.1, 0.0], np.float32), np.zeros(1)
+    simulator.run(use_declared_return, 1, 1, out, x)
+    assert out[0] == float(np.float32(np.float64(np.float32(0.1)) * 1.1)) != 0.1 * 1.1
+
+
+@pytest.mark.gpu
+def test_declared_return_type_on_the_gpu():
+    import cupy as cp
+    x, out = cp.asarray(np.array([0.1, 0.0], np.float32)), cp.zeros(1)
+    use_declared_return[1, 1](out, x)
+    assert float(out[0]) == float(np.float32(np.float64(np.float32(0.1)) * 1.1))
+
+
+def test_compile_for_c_callers():
+    """``cuda.compile`` (numba-cuda's): a device function under the C ABI, named after the
+    Python function or ``abi_info["abi_name"]``; PTX that ptxas assembles as a relocatable."""
+    from numba import types as t
+
+    from conftest import PTXAS
+
+    def axpy(a, x, y):
+        return a * x + y
+
+    ptx, restype = cuda.compile(axpy, "float32(float32, float32, float32)")
+    assert restype == t.float32
+    assert re.search(r"\.visible \.func\s+\(\.param \.b32 func_retval0\) axpy\(", ptx)
+    ptx2, _ = cuda.compile_ptx(axpy, "float64(float64, float64, float64)", device=True,
+                               abi="c", abi_info={"abi_name": "daxpy"})
+    assert ".visible .func  (.param .b64 func_retval0) daxpy(" in ptx2
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, text in enumerate((ptx, ptx2)):
+            src = os.path.join(tmp, f"f{i}.ptx")
+            with open(src, "w") as fh:
+                fh.write(text)
+            proc = subprocess.run([PTXAS, "-arch=sm_90", "-c", src, "-o", src + ".o"],
+                                  capture_output=True, text=True)
+            assert proc.returncode == 0, proc.stderr
+    assert ".target sm_90" in cuda.compile_ptx_for_current_device(axpy, "float64(float64, "
+                                                                  "float64, float64)",
+                                                                  device=True)[0]
+    def first(x):
+        return x[0]
+
+    with pytest.raises(CompileError, match="C ABI takes integers, floats and booleans"):
+        cuda.compile(first, "float32(float32[:])")
+    with pytest.raises(NotImplementedError, match="ltoir"):
+        cuda.compile(axpy, "float32(float32, float32, float32)", output="ltoir")
+    with pytest.raises(ValueError, match="abi='c' is for device functions"):
+        cuda.compile_ptx(axpy, "void(float32, float32, float32)", abi="c")

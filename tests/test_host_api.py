@@ -108,6 +108,14 @@ def test_mapped_and_pinned_arrays_in_the_simulator(simulated):
     assert (host == 4).all()
 
 
+def test_managed_arrays_in_the_simulator(simulated):
+    m = cuda.managed_array((4, 8), np.float32, order="F")
+    m[:] = 2
+    flat = m.reshape(-1, order="F")
+    scale[1, 32](flat, np.float32(1.5))
+    assert (np.asarray(m) == 3).all() and m.flags.f_contiguous
+
+
 def test_devices_streams_and_events_in_the_simulator(simulated):
     dev = cuda.get_current_device()
     assert dev.WARP_SIZE == 32 and dev.compute_capability == (9, 0)
@@ -205,6 +213,28 @@ def test_tutorial_flow_on_the_gpu():
     assert v.data.ptr == c.data.ptr and cuda.to_device(c).data.ptr == c.data.ptr
     with pytest.raises(TypeError, match="not a device array"):
         cuda.as_cuda_array(np.zeros(3))
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only
+def test_managed_arrays_and_foreign_interfaces_on_the_gpu():
+    import cupy as cp
+    from gpureplace.hostapi import ManagedNDArray
+    m = cuda.managed_array(1000, np.float32)
+    assert isinstance(m, ManagedNDArray) and arguments.handler_of(m) is arguments._cai_handler
+    m[:] = 2                                   # the host writes it as a NumPy array
+    scale[4, 256](m, np.float32(1.5))          # the kernel takes it as a device array
+    cuda.synchronize()
+    assert (np.asarray(m) == 3).all()
+    assert m.__cuda_array_interface__["data"][0] == m.ctypes.data
+    h = cuda.managed_array(16, np.int32, attach_global=False)
+    h[:] = 7
+    assert int(h.sum()) == 112
+    c = cp.arange(6, dtype=cp.float64)
+    d = cuda.from_cuda_array_interface(c.__cuda_array_interface__, owner=c)
+    assert d.data.ptr == c.data.ptr and d.copy_to_host().tolist() == list(range(6))
+    with pytest.raises(TypeError, match="__cuda_array_interface__ dictionary"):
+        cuda.from_cuda_array_interface({"shape": (3,)})
 
 
 @pytest.mark.gpu

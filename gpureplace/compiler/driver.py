@@ -60,6 +60,7 @@ class CompiledFunction:
         self.argtypes = tuple(argtypes)
         self.options = options
         self.restype = None
+        self.declared_restype = None    # the return type a given signature declares
         self.fndesc = None
         self.library = None
         self.type_annotation = None
@@ -203,13 +204,15 @@ def forget(stale):
     counters["invalidations"] += len(ids)
 
 
-def cache_key(pyfunc, context, mask, argtypes, options):
-    return (pyfunc, context.uid, resolve._mask_key(mask), tuple(argtypes), options)
+def cache_key(pyfunc, context, mask, argtypes, options, restype=None):
+    key = (pyfunc, context.uid, resolve._mask_key(mask), tuple(argtypes), options)
+    return key if restype is None else key + (restype,)
 
 
-def compile_device(pyfunc, context, mask, argtypes, options) -> CompiledFunction:
-    """Compile ``pyfunc`` for ``argtypes`` in ``context`` (cached)."""
-    key = cache_key(pyfunc, context, mask, argtypes, options)
+def compile_device(pyfunc, context, mask, argtypes, options, restype=None) -> CompiledFunction:
+    """Compile ``pyfunc`` for ``argtypes`` in ``context`` (cached); ``restype``: the return type
+    a signature given to cuda.jit declares (the value returned is converted to it)."""
+    key = cache_key(pyfunc, context, mask, argtypes, options, restype)
     with _lock:
         hit = _cache.get(key)
         if hit is not None:
@@ -229,6 +232,7 @@ def compile_device(pyfunc, context, mask, argtypes, options) -> CompiledFunction
                     lineno=_firstline(pyfunc),
                     chain=[_qualname(f.pyfunc) for f in resolve.frames()] + [_qualname(pyfunc)])
         cf = CompiledFunction(pyfunc, context, argtypes, options)
+        cf.declared_restype = restype
         cf.mask = dict(mask or {})
         _run_front_end(cf, mask, key)
         _cache[key] = cf
@@ -278,7 +282,8 @@ def _relink(hit):
             continue
         new_py = c.pyfunc if old_new is None else old_new[2]
         try:
-            n = compile_device(new_py, c.context, c.mask, c.argtypes, c.options)
+            n = compile_device(new_py, c.context, c.mask, c.argtypes, c.options,
+                               c.declared_restype)
         except CompileError:
             return None                   # the full compile reports it, in the caller's terms
         if n.restype != c.restype:
@@ -338,8 +343,8 @@ def _run_front_end(cf, mask, key):
             # Numba's generic @overload machinery asks "the current target" where to register
             # lowerings; make that ours, not the CPU's (whose registries it would reload).
             with target_override("gpureplace"):
-                pipeline = _GPUPipeline(typingctx, targetctx, library, cf.argtypes, None,
-                                        _flags(cf.options), {})
+                pipeline = _GPUPipeline(typingctx, targetctx, library, cf.argtypes,
+                                        cf.declared_restype, _flags(cf.options), {})
                 pipeline.compile_extra(cf.pyfunc)
         except CompileError as exc:
             exc.chain = (_qualname(cf.pyfunc),) + tuple(exc.chain or (exc.function,))

@@ -109,6 +109,34 @@ def device_ptx(cf) -> str:
     return _finish(cf, str(targetctx.create_module("device")), cf.mangled_name)[1]
 
 
+def device_ptx_c_abi(cf, name) -> str:
+    """PTX of a device function under the C ABI: ``.visible .func`` named ``name`` that takes
+    its scalar arguments and returns its value as a C function would (for CUDA C callers)."""
+    _, targetctx = cf.context.compilers()
+    for i, ty in enumerate(cf.argtypes):
+        if not isinstance(ty, (types.Integer, types.Float, types.Boolean)):
+            raise CompileError(f"compile(abi='c'): argument {i} of {cf.pyfunc.__qualname__} is "
+                               f"{ty}; the C ABI takes integers, floats and booleans")
+    if cf.restype != types.void and not isinstance(cf.restype, (types.Integer, types.Float,
+                                                                types.Boolean)):
+        raise CompileError(f"compile(abi='c'): {cf.pyfunc.__qualname__} returns {cf.restype}; "
+                           f"the C ABI returns an integer, a float, a boolean or nothing")
+    mod = targetctx.create_module(f"{name}.c_abi")
+    restype = ir.VoidType() if cf.restype == types.void else targetctx.get_value_type(cf.restype)
+    fn = ir.Function(mod, ir.FunctionType(restype, [targetctx.get_value_type(t)
+                                                    for t in cf.argtypes]), name=name)
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    callee = ir.Function(mod, targetctx.call_conv.get_function_type(cf.restype, cf.argtypes),
+                         name=cf.mangled_name)
+    _, value = targetctx.call_conv.call_function(builder, callee, cf.restype, cf.argtypes,
+                                                 list(fn.args))
+    if cf.restype == types.void:
+        builder.ret_void()
+    else:
+        builder.ret(value)
+    return _finish(cf, str(mod), name)[1]
+
+
 def _finish(cf, wrapper_ir, entry):
     """Link, internalize all but ``entry``, optimise, validate, emit: (module, PTX)."""
     from ..runtime import device

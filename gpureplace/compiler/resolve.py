@@ -183,6 +183,7 @@ def _type_of_impl(typingctx, val, frame, mask, numba_first=False, origin=None):
     if isinstance(val, GPUFunction):
         fnty = DeviceFunctionType.get(val.py_func, frame.context, mask, frame.options, origin)
         fnty.declared = val._explicit       # cuda.jit("int32(int32, int32)", device=True)
+        fnty.declared_returns = val._explicit_returns
         return fnty
     py_func = getattr(val, "py_func", None)   # a Numba CPU dispatcher: compile its Python source
     if py_func is not None and _is_plain_python_function(py_func) and hasattr(val, "targetoptions"):
@@ -225,6 +226,7 @@ class DeviceFunctionType(types.Callable, types.Opaque):
     def __init__(self, pyfunc, context, mask, options, key):
         self.origin = None            # the Override this function implements, if any
         self.declared = ()            # signatures given to cuda.jit: calls convert to one
+        self.declared_returns = {}    # their return types, by argument types
         self.pyfunc = pyfunc
         self.dispatch_context = context
         self.mask = dict(mask or {})
@@ -254,7 +256,7 @@ class DeviceFunctionType(types.Callable, types.Opaque):
         if self.declared:
             folded = self._declared_types(folded)
         cf = driver.compile_device(self.pyfunc, self.dispatch_context, self.mask, folded,
-                                   self.options)
+                                   self.options, self.declared_returns.get(folded))
         frame = current_frame()
         if frame is not None and cf not in frame.callees:
             frame.callees.append(cf)

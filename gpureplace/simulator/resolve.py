@@ -432,9 +432,26 @@ def _declared_call(gpufunction, fn):
                 a, t = int(a), nbtypes.int64          # float -> int truncates, as on the device
             c = _convert_to(a, t, d)
             converted.append(a if c is None else c)
-        return fn(*converted)
+        result = fn(*converted)
+        declared = gpufunction._explicit_returns.get(tuple(sig))
+        return result if declared is None else _cast_result(result, declared)
     call.__sim_wrapped__ = fn                # what the scans for synchronising calls look into
     return call
+
+
+def _cast_result(value, declared):
+    """``value`` returned as the ``declared`` return type, as the compiled return converts it."""
+    if isinstance(declared, nbtypes.BaseTuple) and isinstance(value, tuple):
+        return tuple(_cast_result(v, d) for v, d in zip(value, declared.types))
+    if isinstance(declared, nbtypes.Boolean):
+        return np.bool_(bool(value))
+    if isinstance(declared, (nbtypes.Integer, nbtypes.Float, nbtypes.Complex)):
+        dt = np.dtype(str(declared))
+        if dt.kind in "iu":
+            from .arrays import wrap_int
+            return wrap_int(int(value), dt)
+        return dt.type(value)
+    return value
 
 
 def _device_round(x, ndigits=None):
