@@ -17,7 +17,6 @@ from conftest import assemble
 
 TPB = 128                 # threads per block of the reduction
 TILE = 16                 # tile edge of the transpose
-TILE_PADDED = TILE + 1    # shapes must be constants: compute them outside the kernel
 TABLE = (np.arange(10, dtype=np.float64) * 1.5 + 0.25)
 WEIGHTS = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.int32)
 
@@ -57,7 +56,7 @@ def block_sum(x, out):
 @cuda.jit
 def transpose(a, out):
     """out = a.T through a (TILE, TILE + 1) shared tile (padded against bank conflicts)."""
-    tile = cuda.shared.array((TILE, TILE_PADDED), dtype=np.float32)
+    tile = cuda.shared.array((TILE, TILE + 1), dtype=np.float32)   # arithmetic of constants
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     row = cuda.blockIdx.y * TILE + ty
@@ -385,6 +384,62 @@ def _compile_error(kernel, sig):
     return err, str(err) + "\n" + (err.detail or "")
 
 
+HALF_WARP = 16
+
+
+@cuda.jit(device=True)
+def _scratch_sum(x, i):
+    tmp = cuda.local.array(shape=HALF_WARP * 2 - 1, dtype=np.float64)    # keyword, arithmetic
+    for j in range(HALF_WARP * 2 - 1):
+        tmp[j] = x[(i + j) % x.size]
+    s = 0.0
+    for j in range(HALF_WARP * 2 - 1):
+        s += tmp[(j * 7 + i) % (HALF_WARP * 2 - 1)]       # a run-time index: stays in memory
+    return s
+
+
+@cuda.jit
+def folded_shapes(x, out):
+    pairs = cuda.shared.array((HALF_WARP // 2, -(-HALF_WARP // 3), 2 ** 1), float32)  # (8, 6, 2)
+    t = cuda.threadIdx.x
+    if t < 96:
+        pairs[t // 12, (t // 2) % 6, t % 2] = t
+    cuda.syncthreads()
+    i = cuda.grid(1)
+    u = 95 - t % 96
+    if i < out.size:
+        out[i] = _scratch_sum(x, i) + pairs[u // 12, (u // 2) % 6, u % 2]
+
+
+def _folded_reference(x, n):
+    out = np.zeros(n)
+    for i in range(n):
+        out[i] = sum(x[(i + j) % x.size] for j in range(31)) + (95 - (i % 128) % 96)
+    return out
+
+
+def test_constant_arithmetic_in_shapes_is_folded():
+    """``(TILE, TILE + 1)``, ``N * 2 - 1``: Numba types arithmetic of constants as a run-time
+    int; gpureplace evaluates it before typing (numba-cuda refuses it)."""
+    from gpureplace import simulator
+    spec = folded_shapes.compile("void(float64[::1], float64[::1])")
+    assemble(spec.ptx)
+    assert list(_shared_decls(spec.ptx).values()) == [(4, 8 * 6 * 2 * 4)]
+    assert re.search(r"\.local \.align 8 \.b8\s+__local_depot\d+\[%d\]" % (31 * 8), spec.ptx)
+    x = np.arange(40, dtype=np.float64)
+    out = np.zeros(200)
+    simulator.run(folded_shapes, 2, 128, x, out)
+    np.testing.assert_allclose(out, _folded_reference(x, 200))
+
+
+@pytest.mark.gpu
+def test_gpu_folded_shapes(cp):
+    x = np.arange(40, dtype=np.float64)
+    out = cp.zeros(200)
+    folded_shapes[2, 128](cp.asarray(x), out)
+    np.testing.assert_allclose(cp.asnumpy(out), _folded_reference(x, 200))
+
+
 def test_non_constant_shape_is_refused():
     @cuda.jit
     def k(out, n):
@@ -407,6 +462,7 @@ def test_non_constant_tuple_shape_is_refused():
 
     _, text = _compile_error(k, "void(float32[:], int64)")
     assert "cuda.local.array" in text and "is not a constant" in text
+    assert "known only at run time" in text
 
 
 @pytest.mark.parametrize("dtype", ["3", "WEIGHTS", "'not_a_dtype'", "np.sin"])

@@ -59,6 +59,9 @@ shared = Namespace("shared", array=Stub(
 local = Namespace("local", array=Stub(
     "array", "local.array(shape, dtype): an array private to each thread (shape known at "
              "compile time)", namespace="cuda.local"))
+#: The allocators whose shape argument must be a compile-time constant (driver.FoldArrayShapes)
+ARRAY_STUBS = (shared.array, local.array)
+
 const = Namespace("const", array_like=Stub(
     "array_like", "const.array_like(arr): the global NumPy array arr, copied into constant "
                   "memory at compile time (read-only on the device)", namespace="cuda.const"))
@@ -80,7 +83,7 @@ del _ns
 def _shape_of(fname, shape, allow_dynamic):
     """The constant shape as a tuple of ints; raise a TypingError naming what is wrong."""
     hint = (f"{fname}(shape, dtype): shape must be an int or a tuple of ints known at compile "
-            f"time (a literal or a global constant)")
+            f"time (literals, global constants and integer arithmetic of those)")
     if isinstance(shape, types.IntegerLiteral):
         dims = (shape.literal_value,)
     elif isinstance(shape, types.BaseTuple) and not isinstance(shape, types.BaseNamedTuple):
@@ -90,7 +93,7 @@ def _shape_of(fname, shape, allow_dynamic):
         for each in shape:
             if not isinstance(each, types.IntegerLiteral):
                 raise TypingError(f"{hint}; got {shape}: a dimension of type {each} is not a "
-                                  f"constant (compute such a value in a global constant)")
+                                  f"constant (it depends on a value known only at run time)")
             dims.append(each.literal_value)
         dims = tuple(dims)
     elif isinstance(shape, (types.Integer, types.BaseTuple)):
