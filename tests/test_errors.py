@@ -209,3 +209,42 @@ def test_numba_cuda_jit_options_are_taken_or_refused_as_numba_cuda_does():
         cuda.jit(extensions=[object()])(body)
     with pytest.raises(TypeError, match="no object mode"):
         cuda.jit(nopython=False)(body)
+
+
+def _factorial(n):
+    return 1 if n <= 1 else n * _factorial(n - 1)
+
+
+@cuda.jit
+def _recurses(x):
+    x[0] = _factorial(5)
+
+
+@cuda.jit
+def _tries(x):
+    try:
+        x[0] = 1
+    except Exception:
+        x[0] = 2
+
+
+@cuda.jit
+def _prints_an_fstring(x):
+    print(f"value {x[0]}")
+
+
+def test_recursion_try_and_fstrings_are_named_at_their_line():
+    with pytest.raises(CompileError, match=r"recursive calls are not supported in device code "
+                                           r"\(_factorial calls _factorial.*loop") as info:
+        _recurses.compile("void(float64[::1])")
+    assert info.value.function == "_factorial"
+    assert info.value.lineno == _factorial.__code__.co_firstlineno + 1
+    assert info.value.chain[0] == "_recurses"
+    with pytest.raises(CompileError, match="try/except is not supported in device code") as info:
+        _tries.compile("void(float64[::1])")
+    assert info.value.lineno in range(_tries.py_func.__code__.co_firstlineno + 1,
+                                      _tries.py_func.__code__.co_firstlineno + 6)
+    with pytest.raises(CompileError, match=r"f-strings are not supported in device code.*"
+                                           r"print\(\"value\", x\[i\]\)") as info:
+        _prints_an_fstring.compile("void(float64[::1])")
+    assert info.value.lineno == _prints_an_fstring.py_func.__code__.co_firstlineno + 2

@@ -228,11 +228,16 @@ def compile_device(pyfunc, context, mask, argtypes, options, restype=None) -> Co
             forget([hit])
         for frame in resolve.frames():
             if frame.key == key:
+                # Reported at the call that closes the cycle; the callers on the way out
+                # prefix themselves to the chain.
+                caller = resolve.frames()[-1].pyfunc
                 raise CompileError(
-                    "recursive calls are not supported in device code",
-                    function=_qualname(pyfunc), filename=_filename(pyfunc),
-                    lineno=_firstline(pyfunc),
-                    chain=[_qualname(f.pyfunc) for f in resolve.frames()] + [_qualname(pyfunc)])
+                    f"recursive calls are not supported in device code ({_qualname(caller)} "
+                    f"calls {_qualname(pyfunc)}, which is already being compiled for the same "
+                    f"argument types); write the recursion as a loop",
+                    function=_qualname(caller), filename=_filename(caller),
+                    lineno=_line_referring_to(caller, pyfunc.__name__),
+                    chain=(_qualname(pyfunc),))
         cf = CompiledFunction(pyfunc, context, argtypes, options)
         cf.declared_restype = restype
         cf.mask = dict(mask or {})
@@ -333,8 +338,25 @@ def _rename_symbols(text, renames):
     return text
 
 
+#: Bytecode of f-strings that format a value (3.10-3.12; 3.13's FORMAT_SIMPLE/FORMAT_WITH_SPEC)
+_FSTRING_OPS = frozenset({"FORMAT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC"})
+
+
+def _refuse_fstrings(pyfunc):
+    """An f-string that formats values needs a string at run time, which device code cannot
+    build; Numba would fail deep inside its str() implementation, so say so at the line."""
+    for ins, line in instructions_with_lines(pyfunc):
+        if ins.opname in _FSTRING_OPS:
+            raise CompileError(
+                "f-strings are not supported in device code (a string would need the heap); "
+                "print the values as arguments instead: print(\"value\", x[i])",
+                function=_qualname(pyfunc), filename=_filename(pyfunc), lineno=line,
+                chain=(_qualname(pyfunc),))
+
+
 def _run_front_end(cf, mask, key):
     from .validate import check_compiled
+    _refuse_fstrings(cf.pyfunc)
     typingctx, targetctx = cf.context.compilers()
     frame = resolve.Frame(cf.pyfunc, cf.context, mask, cf.options, key)
     library = targetctx.codegen().create_library(cf.qualname)
@@ -494,6 +516,9 @@ def _convert_error(pyfunc, exc):
                       f"Context.override({module}.{name}, ...))")
         else:
             reason = f"module {module!r} has no attribute {name!r}"
+    if isinstance(exc, AttributeError) and "set_try_status" in str(exc):
+        reason = ("try/except is not supported in device code: a GPU thread cannot raise or "
+                  "catch exceptions (check the condition with an if instead)")
     if "UndefinedType" in reason:
         missing = _undefined_globals(pyfunc, lineno)
         if missing:
@@ -513,6 +538,14 @@ def _undefined_globals(pyfunc, lineno):
             if name not in pyfunc.__globals__ and not hasattr(builtins, name):
                 names.append((line != lineno, name))
     return [n for _, n in sorted(names)]
+
+
+def _line_referring_to(pyfunc, name):
+    """The first line of ``pyfunc`` that loads the global (or closure variable) ``name``."""
+    for ins, line in instructions_with_lines(pyfunc):
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_DEREF", "LOAD_NAME") and ins.argval == name:
+            return line
+    return _firstline(pyfunc)
 
 
 def instructions_with_lines(pyfunc):
