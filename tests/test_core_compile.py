@@ -38,6 +38,28 @@ def test_libdevice_is_linked_and_internalized():
         "__nv_sinf" in t for cf in spec.compiled.closure() for t in cf.ir_texts())
 
 
+def test_pruned_libdevice_holds_exactly_what_the_kernel_reaches():
+    """Pruning assembles the requested functions and everything they call from libdevice's
+    text; the requested ones stay external (the kernel's declarations bind to them), the rest
+    internal."""
+    import llvmlite.binding as llvm
+
+    from gpureplace.compiler import backend, libdevice
+    backend.initialize_llvm()
+    reflect = backend.reflect_values("sm_90", False)
+    mod = llvm.parse_bitcode(libdevice._prune(frozenset({"__nv_sin", "__nv_expf"}), reflect))
+    defined = {f.name: f.linkage.name for f in mod.functions if not f.is_declaration}
+    assert defined == {"__nv_sin": "external", "__nv_expf": "external",
+                       "__internal_trig_reduction_slowpathd": "internal"}
+    assert {g.name for g in mod.global_variables} >= {"__cudart_sin_cos_coeffs",
+                                                      "__cudart_i2opi_d"}
+    everything = frozenset(libdevice.function_table())
+    whole = llvm.parse_bitcode(libdevice._prune(everything, reflect))
+    assert {f.name for f in whole.functions if not f.is_declaration} >= everything
+    with pytest.raises(KeyError, match="__nv_no_such"):
+        libdevice._prune(frozenset({"__nv_no_such"}), reflect)
+
+
 def test_inspect_ptx_lists_specializations():
     saxpy.compile(SIG)
     allptx = saxpy.inspect_ptx()
