@@ -47,6 +47,27 @@ def test_declared_functions_are_external_in_the_ptx(tmp_path):
     assert proc.returncode == 0, proc.stderr
 
 
+def test_array_arguments_pass_numba_cudas_flattened_array(tmp_path):
+    """Under numba-cuda's ABI an array argument is Numba's array structure, flattened: meminfo,
+    parent, nitems, itemsize, data, then the shape and the strides."""
+    first = cuda.declare_device("first_of", "int32(float32[:, :])")
+    assert first.name == "first_of" and first.sig.args[0].ndim == 2
+
+    @cuda.jit
+    def k(x, out):
+        out[0] = first(x)
+
+    ptx = k.inspect_ptx("void(float32[:, ::1], int32[::1])")
+    decl = re.search(r"\.extern \.func\s*\(\.param \.b32 func_retval0\) first_of\s*\(([^)]*)\)",
+                     ptx)
+    assert decl and decl.group(1).count(".param .b64") == 1 + 5 + 2 * 2, ptx
+    src = tmp_path / "k.ptx"
+    src.write_text(ptx)
+    proc = subprocess.run([PTXAS, "-c", "-arch=sm_90", "-o", str(tmp_path / "k.o"), str(src)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_link_files_are_found_for_the_symbols_a_kernel_calls(tmp_path):
     cu = tmp_path / "funcs.cu"
     cu.write_text(CUDA_SOURCE)
@@ -66,8 +87,10 @@ def test_bad_declarations_are_named():
         cuda.declare_device("no-dash", "float32(float32)")
     with pytest.raises(ValueError, match="abi"):
         cuda.declare_device("f", "float32(float32)", abi="fortran")
-    with pytest.raises(TypeError, match="argument 0"):
-        cuda.declare_device("f", "float32(float32[:])")
+    with pytest.raises(TypeError, match="argument 0 .* arrays under abi='numba'"):
+        cuda.declare_device("f", "float32(float32[:])", abi="c")
+    with pytest.raises(TypeError, match="Return type must be provided"):
+        cuda.declare_device("f", "(float32[:],)")
     with pytest.raises(FileNotFoundError, match="nope.cu"):
         cuda.declare_device("f", "float32(float32)", link="nope.cu")
     with pytest.raises(FileNotFoundError, match="nope.cu"):
@@ -122,3 +145,33 @@ def test_a_missing_definition_fails_at_load_naming_the_symbol():
     with pytest.raises(LaunchError, match="mul_f32"):
         _kernel()[1, 4](x, x, x)
 
+
+
+ARRAY_SOURCE = r'''
+extern "C" __device__ int first_of(int *ret, void *meminfo, void *parent, long long nitems,
+                                   long long itemsize, float *data, long long rows,
+                                   long long cols, long long row_stride, long long col_stride)
+{
+    *ret = (int)data[0] + (int)(rows * 1000 + cols * 10) + (int)(row_stride / itemsize);
+    return 0;
+}
+'''
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only
+def test_an_array_argument_reaches_cuda_c_as_numba_cuda_passes_it(tmp_path):
+    import cupy as cp
+    cu = tmp_path / "arrays.cu"
+    cu.write_text(ARRAY_SOURCE)
+    first = cuda.declare_device("first_of", "int32(float32[:, :])", link=str(cu))
+
+    @cuda.jit
+    def k(x, out):
+        out[0] = first(x)
+
+    x = cp.full((3, 7), 5.0, cp.float32)
+    out = cp.zeros(1, cp.int32)
+    k[1, 1](x, out)
+    assert int(out[0]) == 5 + 3 * 1000 + 7 * 10 + 7
+    cuda.declare_device("first_of", "int32(float32[:, :])")

@@ -38,7 +38,7 @@ class DeclaredDevice:
     """A device function of another language, callable from kernels (``declare_device``)."""
 
     def __init__(self, name, sig, link, abi):
-        self.__name__ = self.symbol = name
+        self.__name__ = self.symbol = self.name = name
         self.__qualname__ = f"declare_device({name!r})"
         self.sig = sig
         self.link = link
@@ -66,6 +66,15 @@ def _make_type(decl):
         cases = [sig]
 
     def impl(context, builder, sig, args):
+        if decl.abi == "numba" and any(isinstance(a, types.Array) for a in sig.args):
+            # numba-cuda's ABI for an array argument: Numba's array structure, flattened
+            # (meminfo, parent, nitems, itemsize, data, shape..., strides...), as its calling
+            # convention passes it; the result comes back through the first pointer.
+            fnty = context.call_conv.get_function_type(sig.return_type, sig.args)
+            fn = cgutils.get_or_insert_function(builder.module, fnty, decl.symbol)
+            _, res = context.call_conv.call_function(builder, fn, sig.return_type, sig.args,
+                                                     list(args))
+            return context.get_dummy_value() if sig.return_type == types.void else res
         argtys = [context.get_value_type(a) for a in sig.args]
         if decl.abi == "c":
             ret = ir.VoidType() if sig.return_type == types.void else \
@@ -105,11 +114,18 @@ def declare_device(name, sig, link=None, use_cooperative=False, abi="numba"):
         raise ValueError("declare_device(use_cooperative=True): cooperative launches are not "
                          "supported")
     args, ret = sigutils.normalize_signature(sig)
-    ret = types.void if ret is None else ret
-    for what, ty in [("return type", ret)] + [(f"argument {i}", a) for i, a in enumerate(args)]:
-        if ty != types.void and not isinstance(ty, _SCALARS):
-            raise TypeError(f"declare_device({name!r}): {what} {ty} is not a scalar or pointer "
-                            f"type (external device functions take scalars and pointers)")
+    if ret is None:
+        raise TypeError(f"declare_device({name!r}): Return type must be provided for device "
+                        f"declarations (write 'void(...)' for a function that returns nothing)")
+    if ret != types.void and not isinstance(ret, _SCALARS):
+        raise TypeError(f"declare_device({name!r}): return type {ret} is not a scalar or "
+                        f"pointer type")
+    for i, ty in enumerate(args):
+        if isinstance(ty, _SCALARS) or abi == "numba" and isinstance(ty, types.Array):
+            continue
+        raise TypeError(f"declare_device({name!r}): argument {i} {ty} is not a scalar or pointer "
+                        f"type (external device functions take scalars and pointers, and "
+                        f"arrays under abi='numba')")
     files = _link_files(link, f"declare_device({name!r}, link=...)")
     from numba.core.typing import signature
     decl = DeclaredDevice(name, signature(ret, *args), files, abi)
