@@ -32,8 +32,8 @@ from .runtime import device as _device
 
 __all__ = ["to_device", "device_array", "device_array_like", "pinned_array",
            "pinned_array_like", "mapped_array", "mapped_array_like", "managed_array", "pinned",
-           "mapped", "as_cuda_array", "from_cuda_array_interface", "is_cuda_array", "synchronize", "stream", "default_stream",
-           "legacy_default_stream", "per_thread_default_stream", "external_stream", "event",
+           "mapped", "as_cuda_array", "from_cuda_array_interface", "is_cuda_array",
+           "synchronize", "stream", "default_stream", "legacy_default_stream", "per_thread_default_stream", "external_stream", "event",
            "event_elapsed_time", "get_current_device", "select_device", "list_devices", "gpus",
            "current_context", "close", "detect", "defer_cleanup", "profile_start",
            "profile_stop", "profiling", "is_float16_supported", "devicearray"]
@@ -557,8 +557,11 @@ class MappedNDArray(np.ndarray):
     def __cuda_array_interface__(self):
         return {"shape": self.shape, "typestr": self.dtype.str,
                 "descr": self.dtype.descr if self.dtype.names else [("", self.dtype.str)],
-                "data": (_device_pointer(self.ctypes.data), False),
+                "data": (self._device_address(), False),
                 "strides": None if self.flags.c_contiguous else self.strides, "version": 3}
+
+    def _device_address(self):
+        return _device_pointer(self.ctypes.data)
 
     def copy_to_host(self, ary=None, stream=0):
         synchronize()
@@ -601,12 +604,8 @@ class ManagedNDArray(MappedNDArray):
     """Managed (unified) memory (``managed_array``): one address that the host and every GPU
     use, migrated on demand by the driver."""
 
-    @property
-    def __cuda_array_interface__(self):
-        return {"shape": self.shape, "typestr": self.dtype.str,
-                "descr": self.dtype.descr if self.dtype.names else [("", self.dtype.str)],
-                "data": (self.ctypes.data, False),
-                "strides": None if self.flags.c_contiguous else self.strides, "version": 3}
+    def _device_address(self):
+        return self.ctypes.data
 
 
 class _ManagedAllocation:
