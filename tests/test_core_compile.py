@@ -38,6 +38,17 @@ def test_libdevice_is_linked_and_internalized():
         "__nv_sinf" in t for cf in spec.compiled.closure() for t in cf.ir_texts())
 
 
+def test_pruning_falls_back_to_llvm_when_the_text_does_not_parse(monkeypatch):
+    import llvmlite.binding as llvm
+
+    from gpureplace.compiler import backend, libdevice
+    backend.initialize_llvm()
+    monkeypatch.setattr(libdevice._TextIndex, "module_text", lambda self, wanted: "garbage")
+    mod = llvm.parse_bitcode(libdevice._prune(frozenset({"__nv_cosf"}),
+                                              backend.reflect_values("sm_90", False)))
+    assert [f.name for f in mod.functions if not f.is_declaration] == ["__nv_cosf"]
+
+
 def test_pruned_libdevice_holds_exactly_what_the_kernel_reaches():
     """Pruning assembles the requested functions and everything they call from libdevice's
     text; the requested ones stay external (the kernel's declarations bind to them), the rest
@@ -58,6 +69,9 @@ def test_pruned_libdevice_holds_exactly_what_the_kernel_reaches():
     assert {f.name for f in whole.functions if not f.is_declaration} >= everything
     with pytest.raises(KeyError, match="__nv_no_such"):
         libdevice._prune(frozenset({"__nv_no_such"}), reflect)
+    # the fallback, for a libdevice whose text would not cut cleanly, prunes to the same functions
+    slow = llvm.parse_assembly(libdevice._pruned_by_llvm(frozenset({"__nv_sin", "__nv_expf"})))
+    assert {f.name for f in slow.functions if not f.is_declaration} == set(defined)
 
 
 def test_inspect_ptx_lists_specializations():

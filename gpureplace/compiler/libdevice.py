@@ -218,8 +218,33 @@ def _text_index():
 
 def _prune(wanted, reflect):
     text = _text_index().module_text(wanted)
-    folded = llvm.parse_assembly(tune_trig(fold_reflect(text, reflect)))
+    try:
+        folded = llvm.parse_assembly(tune_trig(fold_reflect(text, reflect)))
+    except RuntimeError:
+        # A libdevice whose text does not cut as this one does (metadata that names functions,
+        # say): let LLVM do the pruning, slower but whatever the layout.
+        folded = llvm.parse_assembly(tune_trig(fold_reflect(_pruned_by_llvm(wanted), reflect)))
     return folded.as_bitcode()
+
+
+def _pruned_by_llvm(wanted):
+    """IR text of libdevice with ``wanted`` external, everything else internal, and what
+    nothing reaches removed by LLVM's GlobalDCE."""
+    full = _load()
+    with _lock:
+        mod = full.clone()
+    for fn in mod.functions:
+        if not fn.is_declaration:
+            fn.linkage = "external" if fn.name in wanted else "internal"
+    for gv in mod.global_variables:
+        if not gv.is_declaration:
+            gv.linkage = "internal"
+    pm = llvm.create_new_module_pass_manager()
+    pm.add_global_dead_code_eliminate_pass()
+    pm.add_strip_dead_prototype_pass()
+    from .backend import pass_builder
+    pm.run(mod, pass_builder(0))
+    return str(mod)
 
 
 # Double-precision sine and cosine.  As LLVM compiled libdevice's code, 16 calls of math.sin per
