@@ -203,3 +203,52 @@ def test_compile_for_c_callers():
         cuda.compile(axpy, "float32(float32, float32, float32)", output="ltoir")
     with pytest.raises(ValueError, match="abi='c' is for device functions"):
         cuda.compile_ptx(axpy, "void(float32, float32, float32)", abi="c")
+
+
+def _pointer_axpy():
+    from numba import types as t
+    ptr = t.CPointer(t.int32)
+
+    @cuda.jit(t.void(ptr, t.int32, ptr, ptr, t.uint32))
+    def axpy(r, a, x, y, n):
+        i = cuda.grid(1)
+        if i < n:
+            r[i] = a * x[i] + y[i]
+    return axpy
+
+
+def test_pointer_parameters_take_device_addresses(monkeypatch):
+    """numba-cuda's kernels declared with ``CPointer`` parameters take raw addresses (ints)."""
+    from numba import types as t
+
+    from conftest import assemble
+    from gpureplace.runtime import arguments as a
+    axpy = _pointer_axpy()
+    ptx = next(iter(axpy.inspect_ptx().values()))
+    assemble(ptx)
+    assert ptx.count(".param .u64 .ptr") == 3
+    keys, vals = a.match_signature(axpy._explicit, [("int64",)] * 5,
+                                   [(0x1000,), (5,), (0x2000,), (0x3000,), (10,)])
+    assert keys[0] == ("pointer", np.dtype("int32")) and vals == [0x1000, 5, 0x2000, 0x3000, 10]
+    assert a.numba_type_of_key(keys[0]) == t.CPointer(t.int32)
+    assert a.match_signature(axpy._explicit, [("float64",)] + [("int64",)] * 4,
+                             [(1.0,), (5,), (1,), (1,), (1,)]) is None
+    monkeypatch.setattr(settings, "backend", "simulator")
+    hx = np.arange(10, dtype=np.int32)
+    hy = hx * 2
+    r = np.zeros(10, np.int32)
+    axpy[1, 32](r.ctypes.data, 5, hx.ctypes.data, hy.ctypes.data, 10)
+    assert (r == 5 * hx + hy).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only
+def test_pointer_parameters_on_the_gpu():
+    import cupy as cp
+    axpy = _pointer_axpy()
+    hx = cp.arange(10, dtype=cp.int32)
+    hy = hx * 2
+    r = cp.zeros(10, cp.int32)
+    axpy[1, 32](r.data.ptr, 5, hx.data.ptr, hy.data.ptr, 10)
+    axpy[1, 32](r.data.ptr, 5, hx.data.ptr, hy.data.ptr, 10)      # the cached launch
+    assert (cp.asnumpy(r) == 5 * cp.asnumpy(hx) + cp.asnumpy(hy)).all()

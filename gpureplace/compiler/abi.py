@@ -31,6 +31,8 @@ def leaves(ty):
             2 * n if passes_strides(ty) else n)
     if isinstance(ty, types.Record):
         return [("Q", ir.PointerType(ir.IntType(8)))]      # a pointer to a device copy
+    if isinstance(ty, types.CPointer):
+        return [("Q", ir.PointerType(ir.IntType(8)))]      # a raw device address
     if isinstance(ty, types.Boolean):
         return [("?", ir.IntType(8))]
     if isinstance(ty, (types.Integer, types.Float)):
@@ -92,7 +94,7 @@ def rebuild(context, builder, ty, params):
         ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
         ary.parent = cgutils.get_null_value(ary.parent.type)
         return ary._getvalue()
-    if isinstance(ty, types.Record):
+    if isinstance(ty, (types.Record, types.CPointer)):
         return builder.bitcast(params.pop(0), context.get_value_type(ty))
     if isinstance(ty, types.Boolean):
         return builder.icmp_unsigned("!=", params.pop(0), ir.Constant(ir.IntType(8), 0))

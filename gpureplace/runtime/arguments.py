@@ -249,6 +249,8 @@ def _key_to_type(key):
         return numpy_support.from_dtype(key[1])
     if kind == "record":
         return numpy_support.from_dtype(key[1])
+    if kind == "pointer":
+        return types.CPointer(numpy_support.from_dtype(key[1]))
     if kind == "tuple":
         return types.BaseTuple.from_types([numba_type_of_key(k) for k in key[1:]])
     if kind == "namedtuple":
@@ -294,6 +296,11 @@ def _convert_arg(key, values, declared):
             strides[ax] = acc
             acc *= shape[ax]
         return ("array", dt, ndim, "A"), (ptr, *shape, *strides)
+    if isinstance(declared, types.CPointer):
+        # a device address given as an integer (numba-cuda: a kernel declared with pointers)
+        if kind not in ("int64", "scalar") or len(values) != 1 or int(values[0]) < 0:
+            return None
+        return ("pointer", np.dtype(numpy_support.as_dtype(declared.dtype))), (int(values[0]),)
     if isinstance(declared, (types.Integer, types.Float, types.Boolean, types.Complex)):
         # (which conversions are allowed is conversion_rank's to say: best_signature chose)
         dt = _declared_scalar_dtype(declared)
@@ -333,6 +340,10 @@ def conversion_rank(src, dst, float_to_int=False):
         if not isinstance(src, types.Array) or src.dtype != dst.dtype or src.ndim != dst.ndim:
             return None
         return PROMOTE if dst.layout == "A" else None
+    if isinstance(dst, types.CPointer):
+        # an integer address where a pointer is declared (only signatures given to cuda.jit
+        # declare pointers)
+        return SAFE if isinstance(src, types.Integer) else None
     if isinstance(src, types.Boolean):
         return SAFE if isinstance(dst, (types.Integer, types.Float, types.Complex)) else None
     if isinstance(src, types.Integer):

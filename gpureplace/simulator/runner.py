@@ -396,12 +396,40 @@ def _convert_to(value, ty, declared):
         if dt.kind == "b":
             return bool(value)
         return dt.type(value)
+    if isinstance(declared, nbtypes.CPointer):
+        if not isinstance(ty, nbtypes.Integer) or int(value) <= 0:
+            return None
+        return RawPointer(int(value), np.dtype(str(declared.dtype)))
     if isinstance(declared, nbtypes.BaseTuple):
         if not isinstance(ty, nbtypes.BaseTuple) or len(ty.types) != len(declared.types):
             return None
         out = [_convert_to(v, t, d) for v, t, d in zip(value, ty.types, declared.types)]
         return None if any(o is None for o in out) else tuple(out)
     return value if ty == declared else None
+
+
+class RawPointer:
+    """A pointer argument (``CPointer`` in a signature given to cuda.jit) in the simulator: an
+    address of host memory (``array.ctypes.data``), indexed like the device pointer."""
+
+    def __init__(self, address, dtype):
+        import ctypes
+        self.address, self.dtype = address, dtype
+        self._buffer = (ctypes.c_char * dtype.itemsize)
+
+    def _element(self, i):
+        i = int(i)
+        return np.frombuffer(self._buffer.from_address(self.address + i * self.dtype.itemsize),
+                             self.dtype, 1)
+
+    def __getitem__(self, i):
+        return self._element(i)[0]
+
+    def __setitem__(self, i, value):
+        self._element(i)[0] = value
+
+    def __repr__(self):
+        return f"<pointer to {self.dtype} at 0x{self.address:x}>"
 
 
 def _match_explicit(gpufunction, conv):
