@@ -90,8 +90,9 @@ class GPUFunction:
 
     @property
     def specialized(self):
-        """Whether this kernel accepts only the argument types of one ``specialize`` call."""
-        return self._only_keys is not None
+        """Whether this kernel compiles nothing new: made by ``specialize``, or given its
+        signatures in ``cuda.jit`` (numba-cuda's meaning)."""
+        return self._only_keys is not None or bool(self._explicit)
 
     def specialize(self, *args):
         """numba-cuda's ``kernel.specialize(*args)``: the kernel compiled for the types of
@@ -99,8 +100,11 @@ class GPUFunction:
         if self.device:
             raise TypeError(f"specialize() is for kernels; {self.__qualname__} is a device "
                             f"function")
-        if self._only_keys is not None:
-            raise RuntimeError(f"{self.__qualname__} is already specialized")
+        if self.specialized:
+            how = "by specialize()" if self._only_keys is not None else \
+                "by the signatures given to cuda.jit"
+            raise RuntimeError(f"Dispatcher already specialized: {self.__qualname__} was "
+                               f"specialized {how}")
         if len(args) != self._nparams:
             self._argument_count_error(args)
         keys = self._type_keys(args, "specialize")
@@ -222,7 +226,9 @@ class GPUFunction:
 
     @property
     def specializations(self):
-        return dict(self._specs)
+        """numba-cuda's: ``{argument types: kernel}`` of what ``specialize`` made."""
+        return {tuple(arguments.numba_type_of_key(k) for k in keys): fn
+                for keys, fn in self._specialized.items()}
 
     # -- reflection -------------------------------------------------------------------------------
     def inspect_ptx(self, sig=None):

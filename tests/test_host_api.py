@@ -362,8 +362,14 @@ def test_specialize_fixes_the_argument_types(simulated):
     with pytest.raises(LaunchError, match="missing"):
         scale.specialize(x)
     assert scale.specialize(x, np.float32(5)) is fixed          # one per argument types
-    with pytest.raises(RuntimeError, match="already specialized"):
+    with pytest.raises(RuntimeError, match="Dispatcher already specialized.*by specialize"):
         fixed.specialize(x, np.float32(2))
+    assert list(scale.specializations.values()) == [fixed]
+    # numba-cuda: a kernel given its signatures in cuda.jit is specialized already
+    signed = cuda.jit("void(float32[::1], float32)")(scale.py_func)
+    assert signed.specialized
+    with pytest.raises(RuntimeError, match="Dispatcher already specialized.*signatures"):
+        signed.specialize(x, np.float32(2))
 
 
 def test_numba_cuda_type_names_and_options_are_there():
