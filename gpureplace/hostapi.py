@@ -385,6 +385,15 @@ class SimDeviceNDArray(_NumbaArrayMethods, np.ndarray):
             return obj[()]
         return np.asarray(obj)
 
+    @property
+    def __cuda_array_interface__(self):
+        # The simulator's "device" is the host, so the address is the host memory's (as in
+        # numba's simulator): code that hands raw pointers to kernels runs there too.
+        return {"shape": self.shape, "typestr": self.dtype.str,
+                "descr": self.dtype.descr if self.dtype.names else [("", self.dtype.str)],
+                "data": (self.ctypes.data, False),
+                "strides": None if self.flags.c_contiguous else self.strides, "version": 3}
+
 
 def _f_only(a):
     return a.flags.f_contiguous and not a.flags.c_contiguous

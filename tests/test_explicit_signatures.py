@@ -239,6 +239,13 @@ def test_pointer_parameters_take_device_addresses(monkeypatch):
     r = np.zeros(10, np.int32)
     axpy[1, 32](r.ctypes.data, 5, hx.ctypes.data, hy.ctypes.data, 10)
     assert (r == 5 * hx + hy).all()
+    # numba-cuda's test of this: addresses from the device arrays' interface
+    dx, dy = cuda.to_device(hx), cuda.to_device(hy)
+    dr = cuda.device_array_like(dx)
+    axpy[1, 32](*[d.__cuda_array_interface__["data"][0] for d in (dr,)], 3,
+                dx.__cuda_array_interface__["data"][0], dy.__cuda_array_interface__["data"][0],
+                10)
+    assert (dr.copy_to_host() == 3 * hx + hy).all()
 
 
 @pytest.mark.gpu
