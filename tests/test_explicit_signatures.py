@@ -259,3 +259,26 @@ def test_pointer_parameters_on_the_gpu():
     axpy[1, 32](r.data.ptr, 5, hx.data.ptr, hy.data.ptr, 10)
     axpy[1, 32](r.data.ptr, 5, hx.data.ptr, hy.data.ptr, 10)      # the cached launch
     assert (cp.asnumpy(r) == 5 * cp.asnumpy(hx) + cp.asnumpy(hy)).all()
+
+
+@cuda.jit(["(float32, float64)", "(float64, float32)", "(int64, int64)"], device=True)
+def _add_tied(x, y):
+    return x + y
+
+
+@cuda.jit
+def _use_tied(r, x, y):
+    r[0] = _add_tied(x, y)
+
+
+def test_a_tie_between_device_function_signatures_takes_the_first(monkeypatch):
+    """Numba's typing resolves a tie among a device function's declared signatures with the one
+    declared first (a kernel launch refuses a tie instead); numba-cuda behaves the same."""
+    spec = _use_tied.compile("void(float64[::1], float64, float64)")
+    assert "cvt.rn.f32.f64" in spec.ptx             # x went through float32: the first signature
+    monkeypatch.setattr(settings, "backend", "simulator")
+    r = np.zeros(1)
+    _use_tied[1, 1](r, 1.5, 2.5)
+    assert r[0] == 4.0
+    _use_tied[1, 1](r, 0.1, 0.0)
+    assert r[0] == float(np.float32(0.1))             # float32(0.1) + 0.0, as compiled

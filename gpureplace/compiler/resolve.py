@@ -270,7 +270,7 @@ class DeviceFunctionType(types.Callable, types.Opaque):
         from .intrinsics.stubs import IntrinsicArgumentError
         try:
             sig = best_signature(self.declared, list(argtypes), self.pyfunc.__qualname__,
-                                 float_to_int=True)
+                                 float_to_int=True, first_of_ties=True)
         except TypeError as exc:
             raise IntrinsicArgumentError(str(exc)) from None
         if sig is None:

@@ -374,10 +374,12 @@ def conversion_rank(src, dst, float_to_int=False):
     return None
 
 
-def best_signature(signatures, argtypes, what, float_to_int=False):
+def best_signature(signatures, argtypes, what, float_to_int=False, first_of_ties=False):
     """The signature (of ``signatures``) that ``argtypes`` convert to at least cost, as Numba
     chooses: fewest unsafe conversions, then fewest safe ones, then fewest promotions.  None
-    when none fits; ``SignatureError`` when two fit equally well."""
+    when none fits.  When two fit equally well: ``SignatureError`` (a kernel launch), or with
+    ``first_of_ties`` the one declared first (a call of a device function, as Numba's typing
+    resolves it)."""
     scored = []
     for sig in signatures:
         if len(sig) != len(argtypes):
@@ -388,8 +390,8 @@ def best_signature(signatures, argtypes, what, float_to_int=False):
         scored.append(((ranks.count(UNSAFE), ranks.count(SAFE), ranks.count(PROMOTE)), sig))
     if not scored:
         return None
-    scored.sort(key=lambda s: s[0])
-    if len(scored) > 1 and scored[0][0] == scored[1][0]:
+    scored.sort(key=lambda s: s[0])           # stable: declaration order among equals
+    if len(scored) > 1 and scored[0][0] == scored[1][0] and not first_of_ties:
         raise SignatureError(
             f"ambiguous call of {what} with ({', '.join(map(str, argtypes))}): signatures "
             f"({', '.join(map(str, scored[0][1]))}) and ({', '.join(map(str, scored[1][1]))}) "

@@ -422,7 +422,7 @@ def _declared_call(gpufunction, fn):
     def call(*args):
         types_ = [typeof(a) for a in args]
         sig = best_signature(gpufunction._explicit, types_, gpufunction.__qualname__,
-                             float_to_int=True)
+                             float_to_int=True, first_of_ties=True)
         if sig is None:
             raise TypeError(f"No matching definition for argument type(s) "
                             f"({', '.join(map(str, types_))}) of {gpufunction.__qualname__}")
