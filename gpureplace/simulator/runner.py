@@ -426,6 +426,8 @@ class RawPointer:
         return self._element(i)[0]
 
     def __setitem__(self, i, value):
+        if self.dtype.kind in "iu":
+            value = wrap_int(int(value), self.dtype)      # a store truncates, as on the device
         self._element(i)[0] = value
 
     def __repr__(self):
