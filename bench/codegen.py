@@ -25,7 +25,6 @@ gives), ``int`` coordinates in the 2-D ones.  NVRTC contracts ``a * b + c`` into
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import math
 import os
@@ -316,15 +315,8 @@ def compile_plan():
 
 
 def _find_ptxas():
-    for base in sys.path:
-        hits = glob.glob(os.path.join(base, "nvidia", "cu*", "bin", "ptxas")) + glob.glob(
-            os.path.join(base, "nvidia", "cuda_nvcc", "bin", "ptxas"))
-        if hits:
-            return hits[0]
-    for root in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
-        if root and os.path.isfile(os.path.join(root, "bin", "ptxas")):
-            return os.path.join(root, "bin", "ptxas")
-    return None
+    from gpureplace.tools import find_tool
+    return find_tool("ptxas")
 
 
 def _ptx_stats(ptx):

@@ -269,6 +269,15 @@ class GPUFunction:
         """numba-cuda's name for the kernel's assembly: its PTX."""
         return self.inspect_ptx(signature)
 
+    def inspect_sass(self, signature=None):
+        """The machine code (SASS) of the specialisation for ``signature``, or ``{argtypes:
+        sass}`` of all compiled so far: the PTX assembled by ptxas for the specialisation's
+        architecture and listed by nvdisasm (from the ``nvidia-cuda-nvcc`` and
+        ``nvidia-cuda-nvdisasm`` wheels; no GPU needed)."""
+        from .tools import sass_of_ptx
+        self._require_kernel("inspect_sass")
+        return self._reflect(signature, lambda s: sass_of_ptx(s.ptx, s.options.arch))
+
     @property
     def overloads(self):
         """``{argument types: specialisation}`` of everything compiled so far (numba-cuda's

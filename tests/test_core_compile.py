@@ -74,6 +74,26 @@ def test_pruned_libdevice_holds_exactly_what_the_kernel_reaches():
     assert {f.name for f in slow.functions if not f.is_declaration} == set(defined)
 
 
+def test_inspect_sass_lists_the_machine_code_without_a_gpu():
+    """ptxas and nvdisasm from the test extra's wheels (nvidia-cuda-nvcc, nvidia-cuda-nvdisasm);
+    without nvdisasm the error says which package to install."""
+    from gpureplace.tools import find_tool
+    saxpy.compile(SIG)
+    if find_tool("nvdisasm") is None:
+        with pytest.raises(RuntimeError, match="pip install nvidia-cuda-nvdisasm"):
+            saxpy.inspect_sass(SIG)
+        return
+    sass = saxpy.inspect_sass(SIG)
+    assert ".text.saxpy" in sass and "EXIT" in sass and "FFMA" in sass
+    assert list(saxpy.inspect_sass().values())[0] == sass or len(saxpy.inspect_sass()) > 1
+
+    def helper(v):
+        return v
+
+    with pytest.raises(TypeError, match="inspect_sass.*is for kernels"):
+        cuda.jit(device=True)(helper).inspect_sass("float32(float32)")
+
+
 def test_inspect_ptx_lists_specializations():
     saxpy.compile(SIG)
     allptx = saxpy.inspect_ptx()

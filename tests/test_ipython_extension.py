@@ -69,6 +69,13 @@ def test_cuda_cell_defines_launchable_and_callable_functions(ip):
     assert [cf.pyfunc.__name__ for cf in spec.compiled.closure()] == ["saxpy", "scale"]
     cap = cell(ip, '%cuda_ptx saxpy')
     assert ".entry saxpy" in cap.stdout or any(".entry saxpy" in str(o.data) for o in cap.outputs)
+    from gpureplace.tools import find_tool
+    cap = cell(ip, '%cuda_sass saxpy')
+    shown = cap.stdout + "".join(str(o.data) for o in cap.outputs) + str(cap.stderr)
+    if find_tool("nvdisasm") is not None:
+        assert ".text.saxpy" in shown and "EXIT" in shown
+    else:
+        assert "pip install nvidia-cuda-nvdisasm" in shown
 
 
 def test_redefinition_across_cells_recompiles_exactly_the_dependents(ip):

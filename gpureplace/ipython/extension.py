@@ -167,7 +167,8 @@ def load_ipython_extension(ip):
     else:
         warnings.warn("another extension (nvcc4jupyter?) already registers %%cuda; gpureplace's "
                       "cell magic is available as %%gpureplace", stacklevel=2)
-    for line_name in ("cuda_ptx", "cuda_llvm", "cuda_types", "cuda_deps", "cuda_cache"):
+    for line_name in ("cuda_ptx", "cuda_sass", "cuda_llvm", "cuda_types", "cuda_deps",
+                      "cuda_cache"):
         names["line"][line_name] = line_name
     for kind, table in names.items():
         for name, method in table.items():

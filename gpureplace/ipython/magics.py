@@ -85,7 +85,7 @@ class GPUReplaceMagics(Magics):
     def _reflect(self, line, what):
         kernel, sig = self._kernel_and_sig(line)
         method = {"ptx": kernel.inspect_ptx, "llvm": kernel.inspect_llvm,
-                  "types": kernel.inspect_types}[what]
+                  "types": kernel.inspect_types, "sass": kernel.inspect_sass}[what]
         out = method(sig)
         texts = [out] if isinstance(out, str) else list(out.values())
         if not texts:
@@ -98,6 +98,11 @@ class GPUReplaceMagics(Magics):
     def cuda_ptx(self, line):
         """``%cuda_ptx KERNEL [SIGNATURE]``: PTX of the kernel's specialisations."""
         self._reflect(line, "ptx")
+
+    @line_magic
+    def cuda_sass(self, line):
+        """``%cuda_sass KERNEL [SIGNATURE]``: machine code (ptxas + nvdisasm, no GPU needed)."""
+        self._reflect(line, "sass")
 
     @line_magic
     def cuda_llvm(self, line):
@@ -147,4 +152,4 @@ class GPUReplaceMagics(Magics):
 
 _REFLECTORS = {"ptx": lambda s: s.ptx, "llvm": lambda s: s.llvm_ir,
                "types": lambda s: str(s.compiled.type_annotation)}
-_LANGUAGE = {"ptx": "text", "llvm": "llvm", "types": "python"}
+_LANGUAGE = {"ptx": "text", "llvm": "llvm", "types": "python", "sass": "text"}

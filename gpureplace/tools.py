@@ -1,0 +1,58 @@
+"""NVIDIA's command-line tools that reflection uses (``inspect_sass``): found in the wheels
+(``nvidia-cuda-nvcc`` ships ptxas, ``nvidia-cuda-nvdisasm`` nvdisasm), then ``GPUREPLACE_<TOOL>``,
+``CUDA_HOME/bin`` and ``PATH``.  Compiling and launching never need them."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+#: tool -> the PyPI package that provides it
+PACKAGES = {"ptxas": "nvidia-cuda-nvcc", "nvdisasm": "nvidia-cuda-nvdisasm"}
+
+
+def find_tool(name):
+    """Path of the NVIDIA tool ``name`` (``ptxas``, ``nvdisasm``), or None."""
+    explicit = os.environ.get(f"GPUREPLACE_{name.upper()}")
+    if explicit:
+        return explicit if os.path.isfile(explicit) else None
+    for base in sys.path:
+        for pattern in (("nvidia", "cu*", "bin", name), ("nvidia", "cuda_*", "bin", name)):
+            hits = sorted(glob.glob(os.path.join(base or ".", *pattern)))
+            if hits:
+                return hits[-1]
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and os.path.isfile(os.path.join(root, "bin", name)):
+            return os.path.join(root, "bin", name)
+    return shutil.which(name)
+
+
+def require_tool(name, what):
+    path = find_tool(name)
+    if path is None:
+        raise RuntimeError(f"{what} needs NVIDIA's {name}: pip install {PACKAGES[name]} (or set "
+                           f"GPUREPLACE_{name.upper()} to its path)")
+    return path
+
+
+def sass_of_ptx(ptx, arch, what="inspect_sass"):
+    """The SASS (nvdisasm's listing) of ``ptx`` assembled for ``arch`` (``sm_90``)."""
+    ptxas = require_tool("ptxas", what)
+    nvdisasm = require_tool("nvdisasm", what)
+    relocatable = ".extern .func" in ptx        # calls declared device functions: link later
+    with tempfile.TemporaryDirectory() as tmp:
+        src, obj = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
+        with open(src, "w") as fh:
+            fh.write(ptx)
+        args = [ptxas, f"-arch={arch}", *(["-c"] if relocatable else []), "-o", obj, src]
+        done = subprocess.run(args, capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"{what}: ptxas rejected the PTX:\n{done.stderr.strip()}")
+        done = subprocess.run([nvdisasm, "-c", obj], capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"{what}: nvdisasm failed:\n{done.stderr.strip()}")
+        return done.stdout
