@@ -225,6 +225,12 @@ class GPUFunction:
         return [self._specialize(argtypes, self.options(), disk=disk)]
 
     @property
+    def extensions(self):
+        """numba-cuda's argument-handling extensions: none (``cuda.jit(extensions=...)`` with
+        any is refused)."""
+        return []
+
+    @property
     def specializations(self):
         """numba-cuda's: ``{argument types: kernel}`` of what ``specialize`` made."""
         return {tuple(arguments.numba_type_of_key(k) for k in keys): fn
