@@ -1300,3 +1300,16 @@ def test_zero_dimensional_arrays():
     total[3, 128](acc, out, x, 21)
     total[3, 128](acc, out, x, 21)         # the cached launch path
     assert float(acc) == 2 * float(x.sum()) and int(out) == 42
+
+
+@cuda.jit
+def _round_to_digits(x, out, n):
+    out[0] = round(x[0], n)
+
+
+def test_round_of_a_float32_to_digits_is_computed_in_float64():
+    """As numba-cuda: the float32 is rounded as a float64 and converted back once (Numba's CPU
+    version rounds the scaled value to float32 first: round(float32(2.675), 2) = 2.68 there,
+    2.67 here and in numba-cuda)."""
+    ptx = _compile(_round_to_digits, "void(float32[::1], float32[::1], int64)").ptx
+    assert "cvt.rni.f64.f64" in ptx and "cvt.rni.f32.f32" not in ptx

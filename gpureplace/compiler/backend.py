@@ -93,9 +93,9 @@ LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
 
 
 #: Part of the disk caches' keys: raised whenever a change alters the code generated for the same
-#: source, options and versions (2: libdevice.tune_trig), so that no process is served code that
-#: an older gpureplace compiled.
-CODEGEN_REVISION = 2
+#: source, options and versions (2: libdevice.tune_trig; 3: round(float32, n) in float64), so
+#: that no process is served code that an older gpureplace compiled.
+CODEGEN_REVISION = 3
 
 
 @functools.lru_cache(maxsize=None)

@@ -455,12 +455,15 @@ def _cast_result(value, declared):
 
 
 def _device_round(x, ndigits=None):
-    """``round`` as Numba computes it on the device: half to even; with ``ndigits`` on a float,
-    Numba's scaled rounding (in float64, each rounding step in the argument's type), which
-    leaves x unchanged where the scaling overflows (NumPy would give inf or nan)."""
+    """``round`` as it is computed on the device: half to even; with ``ndigits`` on a float,
+    Numba's scaled rounding in float64 (a float32 rounded as a float64 and converted back once,
+    as numba-cuda does), which leaves x unchanged where the scaling overflows (NumPy would give
+    inf or nan)."""
     import math
     if ndigits is None or not isinstance(x, (float, np.floating)):
         return builtins.round(x) if ndigits is None else builtins.round(x, ndigits)
+    if isinstance(x, np.float32):
+        return np.float32(_device_round(np.float64(x), ndigits))
     fty = type(x) if isinstance(x, np.floating) else np.float64
     ndigits = int(ndigits)
 

@@ -431,3 +431,15 @@ def _register_float32_powi():
 
 
 _register_float32_powi()
+
+
+@lowering.lower(builtins.round, types.float32, types.Integer)
+def _round_float32_to_digits(context, builder, sig, args):
+    """``round(x, n)`` of a float32 as numba-cuda computes it: CPython's algorithm on the value
+    in float64, rounded to float32 once at the end.  (Numba's CPU version rounds the scaled value
+    to float32 before rounding it to an integer, so ``round(float32(2.675), 2)`` gives 2.68
+    there, while the float32 nearest 2.675 is 2.67499995 and numba-cuda gives 2.67.)"""
+    x64 = context.cast(builder, args[0], types.float32, types.float64)
+    sig64 = signature(types.float64, types.float64, sig.args[1])
+    res = context.get_function(builtins.round, sig64)(builder, [x64, args[1]])
+    return context.cast(builder, res, types.float64, types.float32)

@@ -74,6 +74,11 @@ def _ndim_of(args, kws, fname):
     if kws or len(args) != 1:
         return None
     (arg,) = args
+    if isinstance(arg, types.Integer) and not isinstance(arg, types.IntegerLiteral):
+        from numba.core.errors import TypingError
+        raise TypingError(f"cuda.{fname}(ndim): ndim must be a constant 1, 2 or 3 (a literal "
+                          f"or a global constant), got a value of type {arg} known only at "
+                          f"run time")
     if not isinstance(arg, types.IntegerLiteral):
         return None
     ndim = arg.literal_value
