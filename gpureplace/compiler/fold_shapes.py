@@ -92,7 +92,7 @@ class FoldArrayShapes(FunctionPass):
         func_ir = state.func_ir
         changed = False
         for block in func_ir.blocks.values():
-            for i, stmt in enumerate(list(block.body)):
+            for stmt in list(block.body):
                 if not (isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Expr)
                         and stmt.value.op == "call"):
                     continue
