@@ -60,16 +60,18 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def assemble(ptx, arch="sm_90", verbose=False):
+def assemble(ptx, arch="sm_90", verbose=False, relocatable=False):
     """Assemble PTX with ptxas from the nvidia-cuda-nvcc wheel; fail the test on any error.
-    Returns True, or with ``verbose`` ptxas's ``-v`` report (registers, spills)."""
+    Returns True, or with ``verbose`` ptxas's ``-v`` report (registers, spills).
+    ``relocatable``: ``ptxas -c``, for PTX that calls external functions (linked at load)."""
     if PTXAS is None:
         pytest.fail("ptxas not found: install the test extra (nvidia-cuda-nvcc wheel)")
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "k.ptx")
         with open(src, "w") as fh:
             fh.write(ptx)
-        proc = subprocess.run([PTXAS, *(["-v"] if verbose else []), f"-arch={arch}", "-o",
+        proc = subprocess.run([PTXAS, *(["-v"] if verbose else []),
+                               *(["-c"] if relocatable else []), f"-arch={arch}", "-o",
                                os.path.join(tmp, "k.cubin"), src], capture_output=True, text=True)
         if proc.returncode != 0:
             pytest.fail(f"ptxas rejected the PTX:\n{proc.stderr}\n--- PTX ---\n{ptx}")

@@ -2,10 +2,7 @@
 numba-cuda: scalars convert to the declared types (a Python int becomes an int32), arrays of
 any layout go to an ``[:]`` (any-layout) parameter, and nothing else is compiled."""
 
-import os
 import re
-import subprocess
-import tempfile
 
 import numpy as np
 import pytest
@@ -172,7 +169,7 @@ def test_compile_for_c_callers():
     Python function or ``abi_info["abi_name"]``; PTX that ptxas assembles as a relocatable."""
     from numba import types as t
 
-    from conftest import PTXAS
+    from conftest import assemble
 
     def axpy(a, x, y):
         return a * x + y
@@ -183,14 +180,8 @@ def test_compile_for_c_callers():
     ptx2, _ = cuda.compile_ptx(axpy, "float64(float64, float64, float64)", device=True,
                                abi="c", abi_info={"abi_name": "daxpy"})
     assert ".visible .func  (.param .b64 func_retval0) daxpy(" in ptx2
-    with tempfile.TemporaryDirectory() as tmp:
-        for i, text in enumerate((ptx, ptx2)):
-            src = os.path.join(tmp, f"f{i}.ptx")
-            with open(src, "w") as fh:
-                fh.write(text)
-            proc = subprocess.run([PTXAS, "-arch=sm_90", "-c", src, "-o", src + ".o"],
-                                  capture_output=True, text=True)
-            assert proc.returncode == 0, proc.stderr
+    for text in (ptx, ptx2):
+        assemble(text, relocatable=True)
     assert ".target sm_90" in cuda.compile_ptx_for_current_device(axpy, "float64(float64, "
                                                                   "float64, float64)",
                                                                   device=True)[0]

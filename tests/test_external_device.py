@@ -2,12 +2,11 @@
 called from Python kernels (numba-cuda's ABI and the plain C ABI), linked when the kernel loads."""
 
 import re
-import subprocess
 
 import numpy as np
 import pytest
 
-from conftest import PTXAS
+from conftest import assemble
 from gpureplace import CompileError, LaunchError, cuda
 from gpureplace.runtime import linking
 
@@ -32,22 +31,18 @@ def _kernel(link=None):
 SIG = "void(float32[::1], float32[::1], float32[::1])"
 
 
-def test_declared_functions_are_external_in_the_ptx(tmp_path):
+def test_declared_functions_are_external_in_the_ptx():
     ptx = _kernel().inspect_ptx(SIG)
     decls = re.findall(r"\.extern \.func\s*\(\.param \.b32 func_retval0\) (\w+)\s*\(([^)]*)\)",
                        ptx)
     params = {name: body.count(".param") for name, body in decls}
     assert params == {"mul_f32": 3, "add_c": 2}        # numba ABI: a result pointer first
     assert linking.external_symbols(ptx) == {"mul_f32", "add_c"}
-    src = tmp_path / "k.ptx"
-    src.write_text(ptx)
     # relocatable code: the symbols are resolved when the kernel is linked at load time
-    proc = subprocess.run([PTXAS, "-c", "-arch=sm_90", "-o", str(tmp_path / "k.o"), str(src)],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    assemble(ptx, relocatable=True)
 
 
-def test_array_arguments_pass_numba_cudas_flattened_array(tmp_path):
+def test_array_arguments_pass_numba_cudas_flattened_array():
     """Under numba-cuda's ABI an array argument is Numba's array structure, flattened: meminfo,
     parent, nitems, itemsize, data, then the shape and the strides."""
     first = cuda.declare_device("first_of", "int32(float32[:, :])")
@@ -61,11 +56,7 @@ def test_array_arguments_pass_numba_cudas_flattened_array(tmp_path):
     decl = re.search(r"\.extern \.func\s*\(\.param \.b32 func_retval0\) first_of\s*\(([^)]*)\)",
                      ptx)
     assert decl and decl.group(1).count(".param .b64") == 1 + 5 + 2 * 2, ptx
-    src = tmp_path / "k.ptx"
-    src.write_text(ptx)
-    proc = subprocess.run([PTXAS, "-c", "-arch=sm_90", "-o", str(tmp_path / "k.o"), str(src)],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    assemble(ptx, relocatable=True)
 
 
 def test_link_files_are_found_for_the_symbols_a_kernel_calls(tmp_path):
