@@ -360,6 +360,14 @@ def _device_array_class():
     return _DeviceNDArray
 
 
+def _array_interface(ary, address):
+    """``__cuda_array_interface__`` (version 3) of the NumPy array ``ary`` at device ``address``."""
+    return {"shape": ary.shape, "typestr": ary.dtype.str,
+            "descr": ary.dtype.descr if ary.dtype.names else [("", ary.dtype.str)],
+            "data": (address, False),
+            "strides": None if ary.flags.c_contiguous else ary.strides, "version": 3}
+
+
 class SimDeviceNDArray(_NumbaArrayMethods, np.ndarray):
     """A "device" array under the simulator: host memory with numba-cuda's methods."""
 
@@ -389,10 +397,7 @@ class SimDeviceNDArray(_NumbaArrayMethods, np.ndarray):
     def __cuda_array_interface__(self):
         # The simulator's "device" is the host, so the address is the host memory's (as in
         # numba's simulator): code that hands raw pointers to kernels runs there too.
-        return {"shape": self.shape, "typestr": self.dtype.str,
-                "descr": self.dtype.descr if self.dtype.names else [("", self.dtype.str)],
-                "data": (self.ctypes.data, False),
-                "strides": None if self.flags.c_contiguous else self.strides, "version": 3}
+        return _array_interface(self, self.ctypes.data)
 
 
 def _f_only(a):
@@ -564,10 +569,7 @@ class MappedNDArray(np.ndarray):
 
     @property
     def __cuda_array_interface__(self):
-        return {"shape": self.shape, "typestr": self.dtype.str,
-                "descr": self.dtype.descr if self.dtype.names else [("", self.dtype.str)],
-                "data": (self._device_address(), False),
-                "strides": None if self.flags.c_contiguous else self.strides, "version": 3}
+        return _array_interface(self, self._device_address())
 
     def _device_address(self):
         return _device_pointer(self.ctypes.data)
