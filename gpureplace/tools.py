@@ -43,7 +43,8 @@ def sass_of_ptx(ptx, arch, what="inspect_sass"):
     """The SASS (nvdisasm's listing) of ``ptx`` assembled for ``arch`` (``sm_90``)."""
     ptxas = require_tool("ptxas", what)
     nvdisasm = require_tool("nvdisasm", what)
-    relocatable = ".extern .func" in ptx        # calls declared device functions: link later
+    from .runtime.linking import external_symbols
+    relocatable = bool(external_symbols(ptx))   # calls declared device functions: link later
     with tempfile.TemporaryDirectory() as tmp:
         src, obj = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
         with open(src, "w") as fh:
