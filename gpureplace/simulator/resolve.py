@@ -441,16 +441,11 @@ def _declared_call(gpufunction, fn):
 
 def _cast_result(value, declared):
     """``value`` returned as the ``declared`` return type, as the compiled return converts it."""
+    from .runner import scalar_as
     if isinstance(declared, nbtypes.BaseTuple) and isinstance(value, tuple):
         return tuple(_cast_result(v, d) for v, d in zip(value, declared.types))
-    if isinstance(declared, nbtypes.Boolean):
-        return np.bool_(bool(value))
-    if isinstance(declared, (nbtypes.Integer, nbtypes.Float, nbtypes.Complex)):
-        dt = np.dtype(str(declared))
-        if dt.kind in "iu":
-            from .arrays import wrap_int
-            return wrap_int(int(value), dt)
-        return dt.type(value)
+    if isinstance(declared, (nbtypes.Integer, nbtypes.Float, nbtypes.Boolean, nbtypes.Complex)):
+        return scalar_as(value, declared)
     return value
 
 

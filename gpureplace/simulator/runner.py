@@ -375,6 +375,17 @@ def _run_grid(sim, kernel, values):
             w.join()
 
 
+def scalar_as(value, declared):
+    """``value`` as the scalar Numba type ``declared``, converted as the device converts it:
+    integers wrap to their width, booleans are Python's (so that they add up as Numba's do)."""
+    if isinstance(declared, nbtypes.Boolean):
+        return bool(value)
+    dt = np.dtype(str(declared))
+    if dt.kind in "iu":
+        return wrap_int(int(value), dt)
+    return dt.type(value)
+
+
 def _convert_to(value, ty, declared):
     """``value`` of Numba type ``ty`` as an argument of ``declared`` type (a kernel given
     signatures in cuda.jit), or None when it does not fit -- numba-cuda's rules, as
@@ -389,13 +400,7 @@ def _convert_to(value, ty, declared):
     if isinstance(declared, (nbtypes.Integer, nbtypes.Float, nbtypes.Boolean, nbtypes.Complex)):
         if arguments.conversion_rank(ty, declared) is None:
             return None
-        dt = np.dtype(str(declared)) if not isinstance(declared, nbtypes.Boolean) else \
-            np.dtype(np.bool_)
-        if dt.kind in "iu":
-            return wrap_int(int(value), dt)
-        if dt.kind == "b":
-            return bool(value)
-        return dt.type(value)
+        return scalar_as(value, declared)
     if isinstance(declared, nbtypes.CPointer):
         if not isinstance(ty, nbtypes.Integer) or int(value) <= 0:
             return None
