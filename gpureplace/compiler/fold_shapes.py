@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import operator
+
 from numba.core.compiler_machinery import FunctionPass, register_pass
+
+#: The operators whose integer results a constant shape may use
+_INT_OPS = frozenset({operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod,
+                      operator.pow, operator.lshift, operator.rshift, operator.and_, operator.or_,
+                      operator.xor, operator.neg, operator.pos})
 
 
 @register_pass(mutates_CFG=False, analysis_only=False)
@@ -37,21 +44,12 @@ class FoldArrayShapes(FunctionPass):
             return None if base is None else getattr(base, defn.attr, None)
         return None
 
-    _INT_OPS = None
-
     @classmethod
     def _constant(cls, func_ir, var, depth=0):
         """The int (or tuple of ints) ``var`` always holds: literals, global constants and the
         integer arithmetic of those; None for anything else.  (Numba's own constant inference
         does not evaluate binary operators.)"""
-        import operator
-
         from numba.core import ir
-        if cls._INT_OPS is None:
-            cls._INT_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv,
-                            operator.mod, operator.pow, operator.lshift, operator.rshift,
-                            operator.and_, operator.or_, operator.xor, operator.neg,
-                            operator.pos}
         if depth > 32:
             return None
         try:
@@ -69,7 +67,7 @@ class FoldArrayShapes(FunctionPass):
         if defn.op == "build_tuple":
             items = [cls._constant(func_ir, item, depth + 1) for item in defn.items]
             return None if any(not isinstance(i, int) for i in items) else tuple(items)
-        if defn.op in ("binop", "inplace_binop") and defn.fn in cls._INT_OPS:
+        if defn.op in ("binop", "inplace_binop") and defn.fn in _INT_OPS:
             fn = defn.fn
             lhs = cls._constant(func_ir, defn.lhs, depth + 1)
             rhs = cls._constant(func_ir, defn.rhs, depth + 1)
@@ -80,7 +78,7 @@ class FoldArrayShapes(FunctionPass):
                     return None
                 return out if isinstance(out, int) else None
             return None
-        if defn.op == "unary" and defn.fn in cls._INT_OPS:
+        if defn.op == "unary" and defn.fn in _INT_OPS:
             val = cls._constant(func_ir, defn.value, depth + 1)
             return defn.fn(val) if isinstance(val, int) else None
         return None
