@@ -507,14 +507,15 @@ def from_cuda_array_interface(desc, owner=None, sync=True):
     if not isinstance(desc, dict) or not {"shape", "typestr", "data"} <= set(desc):
         raise TypeError("from_cuda_array_interface: expected a __cuda_array_interface__ "
                         "dictionary (with 'shape', 'typestr' and 'data')")
+    return as_cuda_array(_Described(desc, owner), sync=sync)
 
-    class _Described:
-        __cuda_array_interface__ = desc
 
-        def __init__(self, keep):
-            self.owner = keep
+class _Described:
+    """Memory described by a ``__cuda_array_interface__`` dictionary, and what owns it."""
 
-    return as_cuda_array(_Described(owner), sync=sync)
+    def __init__(self, desc, owner):
+        self.__cuda_array_interface__ = desc
+        self.owner = owner
 
 
 def is_cuda_array(obj):
