@@ -66,34 +66,23 @@ def _make_type(decl):
         cases = [sig]
 
     def impl(context, builder, sig, args):
-        if decl.abi == "numba" and any(isinstance(a, types.Array) for a in sig.args):
-            # numba-cuda's ABI for an array argument: Numba's array structure, flattened
-            # (meminfo, parent, nitems, itemsize, data, shape..., strides...), as its calling
-            # convention passes it; the result comes back through the first pointer.
+        if decl.abi == "numba":
+            # numba-cuda's ABI is Numba's calling convention: int f(ret *out, args...), an
+            # array argument as Numba's array structure flattened (meminfo, parent, nitems,
+            # itemsize, data, shape..., strides...).
             fnty = context.call_conv.get_function_type(sig.return_type, sig.args)
             fn = cgutils.get_or_insert_function(builder.module, fnty, decl.symbol)
             _, res = context.call_conv.call_function(builder, fn, sig.return_type, sig.args,
                                                      list(args))
             return context.get_dummy_value() if sig.return_type == types.void else res
+        # the C ABI: the arguments and the result as C passes them
         argtys = [context.get_value_type(a) for a in sig.args]
-        if decl.abi == "c":
-            ret = ir.VoidType() if sig.return_type == types.void else \
-                context.get_value_type(sig.return_type)
-            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, argtys),
-                                                decl.symbol)
-            res = builder.call(fn, list(args))
-            return context.get_dummy_value() if sig.return_type == types.void else res
-        # numba-cuda's ABI: int f(ret *out, args...); a void function still gets a slot
-        retty = context.get_value_type(types.int8 if sig.return_type == types.void
-                                       else sig.return_type)
-        slot = cgutils.alloca_once(builder, retty)
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.IntType(32), [slot.type] + argtys), decl.symbol)
-        builder.call(fn, [slot] + list(args))
-        if sig.return_type == types.void:
-            return context.get_dummy_value()
-        return builder.load(slot)
-
+        ret = ir.VoidType() if sig.return_type == types.void else \
+            context.get_value_type(sig.return_type)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, argtys),
+                                            decl.symbol)
+        res = builder.call(fn, list(args))
+        return context.get_dummy_value() if sig.return_type == types.void else res
     lowering.lower(decl, *sig.args)(impl)
     return types.Function(_Template)
 
