@@ -49,6 +49,19 @@ def test_pruning_falls_back_to_llvm_when_the_text_does_not_parse(monkeypatch):
     assert [f.name for f in mod.functions if not f.is_declaration] == ["__nv_cosf"]
 
 
+def test_libdevice_signatures_read_from_its_text_match_llvms():
+    from gpureplace.compiler import libdevice
+    table = libdevice.function_table()
+    expected = {}
+    for fn in libdevice._load().functions:
+        if not fn.is_declaration and fn.name.startswith("__nv_"):
+            expected[fn.name] = (str(fn.global_value_type).split(" (", 1)[0],
+                                 tuple(str(a.type) for a in fn.arguments))
+    assert len(table) > 300 and table == expected
+    assert table["__nv_float2half_rn"] == ("i16", ("float",))        # "zeroext i16" in the text
+    assert table["__nv_sincosf"] == ("void", ("float", "ptr", "ptr"))
+
+
 def test_pruned_libdevice_holds_exactly_what_the_kernel_reaches():
     """Pruning assembles the requested functions and everything they call from libdevice's
     text; the requested ones stay external (the kernel's declarations bind to them), the rest

@@ -234,7 +234,8 @@ def test_pruned_libdevice_is_kept_on_disk_and_rebuilt_when_corrupt(tmp_path):
         names, reflect = {"__nv_expf"}, {"__CUDA_FTZ": 0}
         libdevice._pruned.clear()
         data = libdevice.pruned_bitcode(names, reflect)
-        files = [f for f in os.listdir(tmp_path / "ld") if f.startswith("libdevice-")]
+        files = [f for f in os.listdir(tmp_path / "ld")
+                 if f.startswith("libdevice-") and f.endswith(".bc")]
         assert len(files) == 1
         libdevice._pruned.clear()
         assert libdevice.pruned_bitcode(names, reflect) == data          # read back from disk
@@ -248,6 +249,50 @@ def test_pruned_libdevice_is_kept_on_disk_and_rebuilt_when_corrupt(tmp_path):
     finally:
         cache.set_directory(old)
         libdevice._pruned.clear()
+
+
+def test_libdevice_text_is_read_back_without_parsing_the_bitcode(tmp_path, monkeypatch):
+    from gpureplace.compiler import libdevice
+    old = cache._explicit_dir, libdevice._index, libdevice._table
+    cache.set_directory(tmp_path / "ld")
+    try:
+        libdevice._index = libdevice._table = None
+        first = libdevice._text_index()
+        texts = [f for f in os.listdir(tmp_path / "ld") if f.endswith(".ll")]
+        assert len(texts) == 1 and texts[0].startswith("libdevice-text-")
+        path = tmp_path / "ld" / texts[0]
+        assert path.stat().st_size > 1_000_000                  # the whole of libdevice
+
+        def no_parse():
+            raise AssertionError("libdevice's bitcode was parsed again")
+        monkeypatch.setattr(libdevice, "_load", no_parse)
+        libdevice._index = libdevice._table = None
+        again = libdevice._text_index()
+        assert again is not first and again.defines == first.defines
+        assert libdevice.function_table()["__nv_powf"] == ("float", ("float", "float"))
+        module = libdevice.llvm.parse_assembly(again.module_text({"__nv_sinf"}))
+        assert "__nv_sinf" in [f.name for f in module.functions if not f.is_declaration]
+
+        monkeypatch.undo()
+        path.write_bytes(path.read_bytes()[:-10])                 # truncated: printed again
+        libdevice._index = libdevice._table = None
+        assert libdevice._text_index().defines == first.defines
+        assert path.stat().st_size > 1_000_000
+
+        for n in range(4):                                       # texts of other files are pruned
+            (tmp_path / "ld" / f"libdevice-text-{n:040x}.ll").write_text("old")
+            os.utime(tmp_path / "ld" / f"libdevice-text-{n:040x}.ll", (n, n))
+        path.unlink()
+        libdevice._index = libdevice._table = None
+        libdevice._text_index()
+        left = sorted(f for f in os.listdir(tmp_path / "ld") if f.endswith(".ll"))
+        assert len(left) == 3 and texts[0] in left
+        assert f"libdevice-text-{3:040x}.ll" in left                   # the newest others stay
+        cache.clear()
+        assert not [f for f in os.listdir(tmp_path / "ld") if f.endswith(".ll")]
+    finally:
+        cache.set_directory(old[0])
+        libdevice._index, libdevice._table = old[1], old[2]
 
 
 def test_alternating_callee_definitions_both_stay_cached(tmp_path):

@@ -77,16 +77,7 @@ def function_table():
     """``{name: (return type, (arg types...))}`` of every ``__nv_*`` function, as LLVM type strings."""
     global _table
     if _table is None:
-        mod = _load()
-        table = {}
-        for fn in mod.functions:
-            if fn.is_declaration or not fn.name.startswith("__nv_"):
-                continue
-            args = tuple(str(a.type) for a in fn.arguments)
-            # The function's type prints as "ret (args)"; keep only the return part.
-            ret = str(fn.global_value_type).split(" (", 1)[0]
-            table[fn.name] = (ret, args)
-        _table = table
+        _table = _text_index().signatures()
     return _table
 
 
@@ -169,6 +160,20 @@ class _TextIndex:
                 self.header.append(line)
             pos = eol + 1
 
+    # "define [linkage and attributes] RET @__nv_name(TYPE [attributes] %arg, ...) ... {"
+    _SIGNATURE = re.compile(r"^define [^@\n]*?(\S+) @(__nv_[\w.]+)\(([^)]*)\)")
+
+    def signatures(self):
+        """``{name: (return type, (argument types...))}`` of the ``__nv_*`` definitions."""
+        table = {}
+        for name, body in self.defines.items():
+            m = self._SIGNATURE.match(body) if name.startswith("__nv_") else None
+            if m:
+                params = m.group(3)
+                table[name] = (m.group(1),
+                               tuple(p.split(" ", 1)[0] for p in params.split(", ")) if params else ())
+        return table
+
     def refs(self, name):
         """The symbols the definition (or global) ``name`` refers to (found when first asked)."""
         found = self._refs.get(name)
@@ -209,11 +214,55 @@ _index = None
 def _text_index():
     global _index
     if _index is None:
-        text = str(_load())            # (_load takes the lock itself)
+        text = _ir_text()
         with _lock:
             if _index is None:
                 _index = _TextIndex(text)
     return _index
+
+
+def _ir_text():
+    """libdevice as IR text.  Parsing the bitcode and printing it takes about 60 ms, so a process
+    reads the text a previous one printed (kept in the disk cache, checksummed, named by the file
+    and the LLVM version that printed it): about 4 ms."""
+    path = _text_path()
+    if path is not None:
+        blob = _read_checked(path)
+        if blob is not None:
+            try:
+                return blob.decode()
+            except UnicodeDecodeError:
+                pass
+    text = str(_load())            # (_load takes the lock itself)
+    if path is not None:
+        _write_checked(path, text.encode())
+        _forget_old_texts(path)
+    return text
+
+
+_TEXT_PREFIX, _TEXT_SUFFIX, _TEXTS_KEPT = "libdevice-text-", ".ll", 3
+
+
+def _text_path():
+    return _cache_file(_TEXT_PREFIX, (), _TEXT_SUFFIX)
+
+
+def _forget_old_texts(keep):
+    """Keep the texts of the few libdevice files (or LLVM versions) used last, not every one."""
+    directory = os.path.dirname(keep)
+    try:
+        names = [n for n in os.listdir(directory)
+                 if n.startswith(_TEXT_PREFIX) and n.endswith(_TEXT_SUFFIX)]
+        dated = sorted(((os.stat(os.path.join(directory, n)).st_mtime, n) for n in names),
+                       reverse=True)
+    except OSError:
+        return
+    for _, name in dated[_TEXTS_KEPT:]:
+        if os.path.join(directory, name) != keep:
+            try:
+                os.unlink(os.path.join(directory, name))
+            except OSError:
+                pass
 
 
 def _prune(wanted, reflect):
@@ -295,6 +344,14 @@ def tune_trig(text):
 # kept in the disk cache, named by everything it depends on, and checksummed.
 
 def _disk_path(key):
+    names, reflect = key
+    from .backend import CODEGEN_REVISION
+    return _cache_file("libdevice-", (sorted(names), reflect, CODEGEN_REVISION), ".bc")
+
+
+def _cache_file(prefix, key, suffix):
+    """Path in the disk cache of a file derived from this libdevice by this LLVM and ``key``;
+    None when the disk cache is off or cannot be made."""
     import hashlib
 
     from ..tracking import cache
@@ -302,23 +359,29 @@ def _disk_path(key):
         return None
     path = find_libdevice()
     st = os.stat(path)
-    names, reflect = key
-    from .backend import CODEGEN_REVISION
-    text = repr((path, st.st_size, st.st_mtime_ns, sorted(names), reflect, llvm.llvm_version_info,
-                 CODEGEN_REVISION))
+    text = repr((path, st.st_size, st.st_mtime_ns, llvm.llvm_version_info) + tuple(key))
     digest = hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
     try:
         directory = cache._ensure_dir()
     except OSError:
         return None
-    return os.path.join(directory, f"libdevice-{digest}.bc")
+    return os.path.join(directory, f"{prefix}{digest}{suffix}")
 
 
 def _from_disk(key):
-    import hashlib
     path = _disk_path(key)
-    if path is None:
-        return None
+    return None if path is None else _read_checked(path)
+
+
+def _to_disk(key, data):
+    path = _disk_path(key)
+    if path is not None:
+        _write_checked(path, data)
+
+
+def _read_checked(path):
+    """The bytes ``_write_checked`` stored at ``path``; None when absent or corrupted."""
+    import hashlib
     try:
         with open(path, "rb") as fh:
             blob = fh.read()
@@ -334,13 +397,10 @@ def _from_disk(key):
     return data
 
 
-def _to_disk(key, data):
+def _write_checked(path, data):
     import hashlib
 
     from ..tracking import cache
-    path = _disk_path(key)
-    if path is None:
-        return
     try:
         cache._atomic_write(path, hashlib.blake2b(data, digest_size=20).digest() + data)
     except OSError:

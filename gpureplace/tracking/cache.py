@@ -340,7 +340,7 @@ def clear():
         return 0
     n = 0
     for name in os.listdir(d):
-        if name.endswith((".ptx", ".json", ".bc")) or name.startswith(".tmp-"):
+        if name.endswith((".ptx", ".json", ".bc", ".ll")) or name.startswith(".tmp-"):
             try:
                 os.unlink(os.path.join(d, name))
                 n += name.endswith(".json")
