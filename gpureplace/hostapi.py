@@ -371,6 +371,11 @@ def _array_interface(ary, address):
 class SimDeviceNDArray(_NumbaArrayMethods, np.ndarray):
     """A "device" array under the simulator: host memory with numba-cuda's methods."""
 
+    def __array_finalize__(self, obj):
+        # pointers into it that kernels are given are bounds-checked
+        from .simulator.arrays import remember_allocation
+        remember_allocation(self)
+
     def copy_to_host(self, ary=None, stream=0):
         if ary is None:
             return np.array(self, copy=True, order="K").view(np.ndarray)

@@ -239,6 +239,39 @@ def test_pointer_parameters_take_device_addresses(monkeypatch):
     assert (dr.copy_to_host() == 3 * hx + hy).all()
 
 
+def test_a_pointer_past_its_allocation_is_an_error_in_the_simulator(monkeypatch):
+    """The simulator's device memory is the process's own: a store through a pointer past the
+    array it points into raises (naming the thread and line) instead of corrupting the heap."""
+    monkeypatch.setattr(settings, "backend", "simulator")
+    axpy = _pointer_axpy()
+    hx = np.arange(10, dtype=np.int32)
+    dx, dy, dr = cuda.to_device(hx), cuda.to_device(2 * hx), cuda.device_array(10, np.int32)
+    addr = [d.__cuda_array_interface__["data"][0] for d in (dr, dx, dy)]
+    with pytest.raises(IndexError, match=r"index 10 of a pointer to int32 is outside the "
+                                         r"allocation it points into \(40 bytes; indices 0 to 9"
+                                         r".*in axpy at .*threadIdx=\(10, 0, 0\)"):
+        axpy[1, 32](addr[0], 5, addr[1], addr[2], 16)           # n=16 over 10 elements
+    # a pointer into the middle of a view: bounds are the whole allocation's
+    dr.copy_to_device(np.full(10, -1, np.int32))
+    mid = dr[4:].__cuda_array_interface__["data"][0]
+    axpy[1, 32](mid, 1, addr[1], addr[2], 6)
+    assert (dr.copy_to_host() == np.r_[[-1] * 4, 3 * hx[:6]]).all()
+    with pytest.raises(IndexError, match="indices -4 to 5 from this pointer"):
+        axpy[1, 32](mid, 1, addr[1], addr[2], 7)
+    # host arrays given as arguments of the same launch count as allocations too
+    hr = np.zeros(10, np.int32)
+
+    @cuda.jit("void(int32[:], CPointer(int32), int32)")
+    def fill(arr, p, n):
+        i = cuda.grid(1)
+        if i < n:
+            p[i] = arr[0] + i
+    fill[1, 16](hr, hr.ctypes.data, 10)
+    assert (hr == np.arange(10)).all()
+    with pytest.raises(IndexError, match="index 10 of a pointer"):
+        fill[1, 16](hr, hr.ctypes.data, 11)
+
+
 @pytest.mark.gpu
 @pytest.mark.gpu_only
 def test_pointer_parameters_on_the_gpu():
@@ -273,3 +306,30 @@ def test_a_tie_between_device_function_signatures_takes_the_first(monkeypatch):
     assert r[0] == 4.0
     _use_tied[1, 1](r, 0.1, 0.0)
     assert r[0] == float(np.float32(0.1))             # float32(0.1) + 0.0, as compiled
+
+
+def test_device_function_signatures_with_arrays_in_the_simulator(monkeypatch):
+    """A device function given array signatures is called with the simulator's array views."""
+    @cuda.jit(["float64(float64[:], int64)", "float32(float32[:], int64)"], device=True,
+              inline="always")
+    def at(a, i):
+        return a[i] * 2
+
+    @cuda.jit(["int64(Tuple((int64[:], int64)))"], device=True)
+    def first_of(pair):
+        return pair[0][pair[1]]
+
+    @cuda.jit
+    def kernel(x, y, z, n):
+        i = cuda.grid(1)
+        if i < y.size:
+            y[i] = at(x, i)
+            z[i] = first_of((n, i)) + at(y, i)
+    monkeypatch.setattr(settings, "backend", "simulator")
+    x = np.arange(5, dtype=np.float32)
+    y, z, n = np.zeros_like(x), np.zeros(5, np.int64), np.arange(10, 15)
+    kernel[1, 8](x, y, z, n)
+    assert (y == 2 * x).all() and (z == n + 4 * x).all()
+    with pytest.raises(CompileError, match=r"line \d+\): No matching definition for argument "
+                                          r"type\(s\) \(array\(int32, 1d, C\), int64\)"):
+        kernel[1, 8](np.arange(5, dtype=np.int32), y, z, n)

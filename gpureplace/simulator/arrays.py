@@ -11,8 +11,14 @@ from __future__ import annotations
 
 import os
 import sys
+import weakref
 
 import numpy as np
+
+try:
+    from numpy.lib.array_utils import byte_bounds as _byte_bounds
+except ImportError:                                  # NumPy 1.x
+    _byte_bounds = np.byte_bounds
 
 _INT_LIMITS = {}
 
@@ -180,6 +186,34 @@ def current_location(depth=1):
         return "?", "?", 0
     code = f.f_code
     return code.co_name, code.co_filename, f.f_lineno
+
+
+# The memory of the simulator's device arrays, so that a raw pointer into one (a CPointer
+# argument) is bounds-checked: the simulator's device memory is the process's own, and a stray
+# store through a pointer would corrupt it.  Keyed by id, dropped when the array dies.
+_allocations = weakref.WeakValueDictionary()
+
+
+def _owner(array):
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
+
+
+def remember_allocation(array):
+    """Note the memory under ``array`` (a simulated device array)."""
+    owner = _owner(array)
+    _allocations[id(owner)] = owner
+
+
+def allocation_around(address, arrays=()):
+    """``(low, high)``, the byte bounds of the simulated device allocation (or of the memory
+    under one of ``arrays``) that holds ``address``; None when none does."""
+    for owner in [*_allocations.values(), *(_owner(a) for a in arrays)]:
+        low, high = _byte_bounds(owner)
+        if low <= address < high:
+            return low, high
+    return None
 
 
 class SimArray:

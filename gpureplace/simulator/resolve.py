@@ -154,10 +154,15 @@ def numba_type_of(value):
         return nbtypes.float64
     if isinstance(value, complex):
         return nbtypes.complex128
-    if isinstance(value, SimArray):
-        from numba import typeof
-        return typeof(value._a)
     from numba import typeof
+    if isinstance(value, SimArray):
+        ty = typeof(value._a)
+        return ty if value._writable else ty.copy(readonly=True)
+    from .runner import RawPointer
+    if isinstance(value, RawPointer):
+        return nbtypes.CPointer(numpy_support.from_dtype(value.dtype))
+    if type(value) is tuple:
+        return nbtypes.BaseTuple.from_types([numba_type_of(v) for v in value])
     return typeof(value)
 
 
@@ -414,13 +419,11 @@ def _code_names(code, out):
 def _declared_call(gpufunction, fn):
     """``fn`` (a simulated device function given signatures in cuda.jit) converting its
     arguments to the declared signature they fit best, as the compiled call does."""
-    from numba import typeof
-
     from ..runtime.arguments import best_signature
     from .runner import _convert_to
 
     def call(*args):
-        types_ = [typeof(a) for a in args]
+        types_ = [numba_type_of(a) for a in args]
         sig = best_signature(gpufunction._explicit, types_, gpufunction.__qualname__,
                              float_to_int=True, first_of_ties=True)
         if sig is None:

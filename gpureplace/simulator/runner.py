@@ -19,7 +19,7 @@ from numba.core import types as nbtypes
 from ..errors import LaunchError
 from ..runtime import arguments
 from ..runtime.launch import normalize_dims
-from .arrays import SimArray, wrap_int
+from .arrays import SimArray, allocation_around, current_location, wrap_int
 from .blocks import Block, GridBarrier, NeedThreads, ThreadState, _Abort
 from .lang import device_format
 from .resolve import Resolver
@@ -386,7 +386,7 @@ def scalar_as(value, declared):
     return dt.type(value)
 
 
-def _convert_to(value, ty, declared):
+def _convert_to(value, ty, declared, conv=None):
     """``value`` of Numba type ``ty`` as an argument of ``declared`` type (a kernel given
     signatures in cuda.jit), or None when it does not fit -- numba-cuda's rules, as
     ``runtime.arguments.match_signature`` applies them on the GPU."""
@@ -404,28 +404,48 @@ def _convert_to(value, ty, declared):
     if isinstance(declared, nbtypes.CPointer):
         if not isinstance(ty, nbtypes.Integer) or int(value) <= 0:
             return None
-        return RawPointer(int(value), np.dtype(str(declared.dtype)))
+        return RawPointer(int(value), np.dtype(str(declared.dtype)), conv)
     if isinstance(declared, nbtypes.BaseTuple):
         if not isinstance(ty, nbtypes.BaseTuple) or len(ty.types) != len(declared.types):
             return None
-        out = [_convert_to(v, t, d) for v, t, d in zip(value, ty.types, declared.types)]
+        out = [_convert_to(v, t, d, conv) for v, t, d in zip(value, ty.types, declared.types)]
         return None if any(o is None for o in out) else tuple(out)
     return value if ty == declared else None
 
 
 class RawPointer:
     """A pointer argument (``CPointer`` in a signature given to cuda.jit) in the simulator: an
-    address of host memory (``array.ctypes.data``), indexed like the device pointer."""
+    address of host memory (``array.ctypes.data``), indexed like the device pointer.
 
-    def __init__(self, address, dtype):
+    When the address is inside a simulated device array (or an array argument of the same
+    launch), an index outside that memory raises an IndexError naming the thread and line, as
+    an array index does; elsewhere nothing can be checked."""
+
+    def __init__(self, address, dtype, conv=None):
         import ctypes
         self.address, self.dtype = address, dtype
         self._buffer = (ctypes.c_char * dtype.itemsize)
+        self._launch = None if conv is None else conv.launch
+        arrays = () if conv is None else [v._a for v in conv.values if isinstance(v, SimArray)]
+        self.bounds = allocation_around(address, arrays)
 
     def _element(self, i):
         i = int(i)
-        return np.frombuffer(self._buffer.from_address(self.address + i * self.dtype.itemsize),
-                             self.dtype, 1)
+        size = self.dtype.itemsize
+        start = self.address + i * size
+        if self.bounds is not None and not self.bounds[0] <= start <= self.bounds[1] - size:
+            self._out_of_bounds(i)
+        return np.frombuffer(self._buffer.from_address(start), self.dtype, 1)
+
+    def _out_of_bounds(self, i):
+        low, high = self.bounds
+        size = self.dtype.itemsize
+        first, last = -((self.address - low) // size), (high - self.address) // size - 1
+        name, filename, line = current_location()
+        where = f", {self._launch.where()}" if self._launch is not None else ""
+        raise IndexError(f"index {i} of a pointer to {self.dtype} is outside the allocation it "
+                         f"points into ({high - low} bytes; indices {first} to {last} from this "
+                         f"pointer are in it), in {name} at {filename}:{line}{where}")
 
     def __getitem__(self, i):
         return self._element(i)[0]
@@ -441,7 +461,7 @@ class RawPointer:
 
 def _match_explicit(gpufunction, conv):
     sig = arguments.best_signature(gpufunction._explicit, conv.types, gpufunction.__qualname__)
-    out = None if sig is None else [_convert_to(v, t, d)
+    out = None if sig is None else [_convert_to(v, t, d, conv)
                                     for v, t, d in zip(conv.values, conv.types, sig)]
     if out is not None and all(o is not None for o in out):
         conv.values[:] = out
