@@ -150,6 +150,67 @@ def test_nvvm_reflect_folded_for_precision_and_fast_math():
     assemble(fast)
 
 
+def test_fast_math_flushes_denormals_everywhere_as_numba_cuda_and_nvcc_do():
+    """fastmath=True: single-precision arithmetic flushes denormals (the .ftz instructions,
+    CUDA C's -ftz=true under --use_fast_math), in the kernel, its device functions and the
+    libdevice code they inline; float32 tanh is the hardware's tanh.approx from sm_75 on."""
+    import math
+
+    def helper(a, b):
+        return a * b + math.exp(a)
+
+    def body(out, x, y):
+        out[0] = x / y + helper(x, y)
+        out[1] = math.tanh(x)
+
+    sig = "void(float32[:], float32, float32)"
+    fast = cuda.jit(sig, fastmath=True)(body).inspect_asm(sig)
+    precise = cuda.jit(sig)(body).inspect_asm(sig)
+    for ptx in (fast, precise):
+        assemble(ptx)
+        assert "call" not in ptx.replace("// .globl", "")          # everything inlined
+    fast_ops = {line.split()[0] for line in fast.splitlines() if ".f32" in line}
+    assert {"div.approx.ftz.f32", "fma.rn.ftz.f32", "tanh.approx.f32"} <= fast_ops
+    assert not [op for op in fast_ops if op.startswith(("add.", "mul.", "fma.", "sub.", "div."))
+                and ".ftz." not in op]
+    assert "div.rn.f32" in precise and "tanh.approx" not in precise
+    assert not [line for line in precise.splitlines()
+                if line.split()[:1] and line.split()[0].startswith(("add.", "mul.", "fma.", "div."))
+                and ".ftz." in line.split()[0]]
+    old_gpu, _ = cuda.compile_ptx(body, sig, fastmath=True, cc=(7, 0))
+    assert "tanh.approx" not in old_gpu and "div.approx.ftz.f32" in old_gpu
+    assert ".target sm_70" in old_gpu                # (this ptxas no longer assembles sm_70)
+
+
+def test_denormal_attribute_goes_on_every_definition():
+    import llvmlite.binding as llvm
+
+    from gpureplace.compiler import backend
+    text = (
+        'target triple = "nvptx64-nvidia-cuda"\n'
+        'define internal fastcc float @a(ptr addrspace(1) %p, float %x) unnamed_addr #0 {\n'
+        '  ret float %x\n}\n'
+        'define float @"b.quoted(name)"(float %x) local_unnamed_addr #1 !dbg !3 {\n'
+        '  ret float %x\n}\n'
+        'define void @c() {\n  ret void\n}\n'
+        'declare float @d(float)\n'
+        'attributes #0 = { nounwind }\nattributes #1 = { "x"="y" }\n'
+        '!llvm.module.flags = !{!0}\n!0 = !{i32 2, !"Debug Info Version", i32 3}\n'
+        '!1 = distinct !DICompileUnit(language: DW_LANG_C, file: !2, emissionKind: FullDebug)\n'
+        '!2 = !DIFile(filename: "f.py", directory: "/")\n'
+        '!3 = distinct !DISubprogram(name: "b", scope: !2, file: !2, line: 1, '
+        'unit: !1, spFlags: DISPFlagDefinition)\n'
+        '!llvm.dbg.cu = !{!1}\n')
+    mod = llvm.parse_assembly(backend.flush_denormals(text))
+    for fn in mod.functions:
+        attrs = " ".join(str(a) for a in fn.attributes)
+        if fn.is_declaration:
+            assert "denormal" not in attrs
+        else:
+            assert "preserve-sign" in attrs, fn.name
+    assert "nounwind" in " ".join(str(a) for a in mod.get_function("a").attributes)
+
+
 def test_new_architectures_get_the_ptx_isa_they_need_and_unknown_ones_an_error(monkeypatch):
     import re
 

@@ -93,9 +93,10 @@ LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
 
 
 #: Part of the disk caches' keys: raised whenever a change alters the code generated for the same
-#: source, options and versions (2: libdevice.tune_trig; 3: round(float32, n) in float64), so
-#: that no process is served code that an older gpureplace compiled.
-CODEGEN_REVISION = 3
+#: source, options and versions (2: libdevice.tune_trig; 3: round(float32, n) in float64; 4: fast
+#: math flushes denormals in every function and uses tanh.approx.f32), so that no process is
+#: served code that an older gpureplace compiled.
+CODEGEN_REVISION = 4
 
 
 @functools.lru_cache(maxsize=None)
@@ -211,6 +212,34 @@ def reflect_values(arch: str, fastmath: bool):
     """``__nvvm_reflect`` answers: flush denormals and approximate sqrt/div only under fast math."""
     return {"__CUDA_ARCH": arch_number(arch) * 10, "__CUDA_FTZ": int(fastmath),
             "__CUDA_PREC_SQRT": int(not fastmath), "__CUDA_PREC_DIV": int(not fastmath)}
+
+
+_DEFINE_START = re.compile(r"^define [^\n]*?@(?:\"[^\"]*\"|[\w.$-]+)\(", re.M)
+_AFTER_PARAMS = re.compile(r"(?: (?:local_)?unnamed_addr)?(?: addrspace\(\d+\))?(?: #\d+)*")
+_ATTRIBUTE_GROUP = re.compile(r"^attributes #(\d+) = ", re.M)
+
+
+def flush_denormals(text):
+    """IR ``text`` with every function definition flushing single-precision denormals to zero
+    (``"denormal-fp-math-f32"="preserve-sign"``), as CUDA C's ``-ftz=true`` and NVVM's do under
+    fast math: NVPTX then selects the ``.ftz`` instructions.  Every definition needs it, libdevice's
+    included, since LLVM does not inline a function whose denormal mode differs from its caller's.
+    The attribute goes in a new attribute group that each ``define`` line also refers to."""
+    groups = [int(g) for g in _ATTRIBUTE_GROUP.findall(text)]
+    ref = f"#{max(groups, default=-1) + 1}"
+    out, pos = [], 0
+    for m in _DEFINE_START.finditer(text):
+        i, depth = m.end(), 1                  # the parameter list's closing parenthesis
+        while depth:
+            c = text[i]
+            depth += (c == "(") - (c == ")")
+            i += 1
+        i = _AFTER_PARAMS.match(text, i).end()
+        out += [text[pos:i], " ", ref]
+        pos = i
+    out.append(text[pos:])
+    return ("".join(out) +
+            f'\nattributes {ref} = {{ "denormal-fp-math-f32"="preserve-sign,preserve-sign" }}\n')
 
 
 def link_libdevice(mod, names, arch=DEFAULT_ARCH, fastmath=False):

@@ -189,6 +189,8 @@ def _link(cf, wrapper_ir):
     _link_reshape_helper(cf, mod)
     needed = {fn.name for fn in mod.functions if fn.is_declaration and fn.name.startswith("__nv_")}
     backend.link_libdevice(mod, needed, cf.options.arch, cf.options.fastmath)
+    if cf.options.fastmath:
+        mod = llvm.parse_assembly(backend.flush_denormals(str(mod)))
     return mod
 
 

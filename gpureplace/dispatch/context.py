@@ -281,7 +281,8 @@ builtin_context = Context("builtin", parent=None)
 default_context = Context("default", parent=builtin_context)
 
 
-#: Fast math: f32 math maps to libdevice's __nv_fast_* functions, denormals flush to zero,
+#: Fast math: f32 math maps to libdevice's __nv_fast_* functions (tanh to tanh.approx.f32),
+#: single-precision denormals flush to zero in every function (backend.flush_denormals),
 #: division and square root are approximate, and LLVM's fast-math flags are on.
 fastmath_context = Context("fastmath", parent=default_context, fastmath=True)
 
