@@ -270,3 +270,32 @@ def test_overridden_kernel_results_on_device(ctx):
     norm_kernel.with_context(ctx)[4, 256](out, x)
     xs = np.arange(1, 1025, dtype=np.float32)
     np.testing.assert_allclose(cp.asnumpy(out), np.hypot(xs, 2 * xs) + 1.0, rtol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only    # flushing and tanh.approx are the hardware's; the simulator is exact
+def test_fast_math_flushes_denormals_and_approximates_tanh_on_device():
+    import cupy as cp
+
+    @cuda.jit
+    def scaled_tanh(out, x, scale):
+        i = cuda.grid(1)
+        if i < x.size:
+            out[i, 0] = x[i] * scale
+            out[i, 1] = math.tanh(x[i])
+
+    tiny = np.float32(1e-39)                         # a float32 denormal
+    x = np.concatenate([np.full(4, tiny, np.float32),
+                        np.linspace(-5, 5, 4092, dtype=np.float32)])
+    dx = cp.asarray(x)
+    out = cp.empty((x.size, 2), np.float32)
+    scale = np.float32(1.0)
+    scaled_tanh[16, 256](out, dx, scale)
+    precise = cp.asnumpy(out)
+    scaled_tanh.with_context(gpureplace.fastmath_context)[16, 256](out, dx, scale)
+    fast = cp.asnumpy(out)
+    assert (precise[:4, 0] == tiny).all() and (fast[:4, 0] == 0).all()     # flushed
+    ref = np.tanh(x[4:].astype(np.float64))
+    assert np.max(np.abs(precise[4:, 1] - ref)) <= 4 * np.spacing(np.float32(1))
+    assert np.max(np.abs(fast[4:, 1] - ref) / np.maximum(np.abs(ref), 1e-30)) <= 2.0 ** -10.9
+    assert np.any(fast[4:, 1] != precise[4:, 1])       # the hardware's approximation
