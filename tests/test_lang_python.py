@@ -343,6 +343,7 @@ def test_float16_arithmetic_is_half_precision():
     spec = _compile(half_ops, HALF_SIG)
     body = _body(spec.ptx)
     assert "mul.rn.f16" in body and "setp.lt.f16" in body and "neg.f16" in body
+    assert "abs.f16" in body                       # abs(b): the sign bit, no float32 round trip
     assert "cvt.f32.f16" in body and "cvt.rn.f16.f32" in body     # sin computed in float32
     ir = _ir(spec)
     assert _calls(ir, "__nv_sinf")

@@ -158,6 +158,10 @@ def _make_lowering(stub):
             z = context.make_complex(builder, argty, value=args[0])
             fn = _declare(builder, STUBS["hypot"].symbol(fty, fastmath), fty, 2)
             return builder.call(fn, [z.real, z.imag])
+        if stub.name == "abs" and argty == types.float16:
+            # exact in half precision: the sign bit cleared (abs.f16, as numba-cuda emits)
+            return builder.call(builder.module.declare_intrinsic("llvm.fabs", [ir.HalfType()]),
+                                args)
         fty = argty if argty != types.float16 else types.float32
         if argty == types.float16:     # half: compute in float32, round the result back
             args = [builder.fpext(a, ir.FloatType()) for a in args]
