@@ -13,7 +13,7 @@ import numpy as np
 from numba.core import types as nbtypes
 from numba.np import numpy_support
 
-from ..compiler.intrinsics import atomics, bits, cg, indexing, memory, sync, warp
+from ..compiler.intrinsics import atomics, bits, cg, indexing, memory, sync, vectors, warp
 from . import hostmath
 from .arrays import SimArray, to_dtype_value, wrap_int
 
@@ -90,6 +90,46 @@ def _value_of(v):
     if isinstance(v, (bool, np.bool_)):
         return wrap_int(1 if v else 0, _I32)
     return v
+
+
+class SimVector:
+    """A value of a CUDA vector type (``cuda.float32x4(...)``) in the simulator: its elements
+    are the attributes ``x``, ``y``, ``z``, ``w``, of the element type; it cannot be changed."""
+
+    __slots__ = ("vector_type", "_values")
+
+    def __init__(self, vector_type, values):
+        object.__setattr__(self, "vector_type", vector_type)
+        object.__setattr__(self, "_values", tuple(values))
+
+    def __getattr__(self, name):
+        fields = vectors.FIELDS
+        if name in fields and fields.index(name) < len(self._values):
+            return self._values[fields.index(name)]
+        raise AttributeError(f"{self.vector_type.name} has no attribute {name!r}")
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{self.vector_type.name} values cannot be changed")
+
+    def __repr__(self):
+        return f"{self.vector_type.name}({', '.join(str(v) for v in self._values)})"
+
+
+def _vector_constructor(vt):
+    dtype = np.dtype(str(vt.element))
+
+    def construct(*args):
+        values = []
+        for a in args:
+            if isinstance(a, SimVector):
+                values += a._values
+            else:
+                values.append(dtype.type(to_dtype_value(_value_of(a), dtype)))
+        if len(values) != vt.count:     # (the compiler refuses this first)
+            raise TypeError(f"cuda.{vt.name}(): needs {vt.count} element(s), got {len(values)}")
+        return SimVector(vt, values)
+    construct.__name__ = vt.name
+    return construct
 
 
 def language(launch):
@@ -469,6 +509,8 @@ def language(launch):
                      (bits.fma, hostmath.fma), (bits.cbrt, hostmath.cbrt),
                      (bits.selp, hostmath.selp)):
         out[id(stub)] = fn
+    for stub in set(vectors.constructors.values()):
+        out[id(stub)] = _vector_constructor(stub.vector_type)
     out[id(bits.fp16)] = pytypes.SimpleNamespace(**hostmath.FP16)
     for name, fn in hostmath.FP16.items():
         out[id(getattr(bits.fp16, name))] = fn

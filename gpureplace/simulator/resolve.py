@@ -158,7 +158,10 @@ def numba_type_of(value):
     if isinstance(value, SimArray):
         ty = typeof(value._a)
         return ty if value._writable else ty.copy(readonly=True)
+    from .lang import SimVector
     from .runner import RawPointer
+    if isinstance(value, SimVector):
+        return value.vector_type
     if isinstance(value, RawPointer):
         return nbtypes.CPointer(numpy_support.from_dtype(value.dtype))
     if type(value) is tuple:

@@ -3,7 +3,7 @@
 import importlib
 
 _MODULES = ("indexing", "devicemath", "libdevice_calls", "sync", "memory", "atomics", "warp",
-            "bits", "printing", "external", "cg")
+            "bits", "printing", "external", "cg", "vectors")
 
 
 def _modules():

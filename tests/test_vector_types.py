@@ -1,0 +1,133 @@
+"""CUDA vector types (cuda.float32x4, cuda.int2, ...) as numba-cuda offers them."""
+
+import numpy as np
+import pytest
+from numba.core import types
+
+from conftest import assemble
+from gpureplace import CompileError, cuda
+from gpureplace.compiler.intrinsics.vectors import vector_types
+
+
+def _readout_kernel(vt):
+    """A kernel building ``vt`` from exactly its number of scalars 0, 1, ... and storing its
+    elements (numba-cuda's own test of every type)."""
+    make, base = vt.user_facing_object, getattr(np, str(vt.element))
+    source = {
+        1: "def k(res):\n    v = make(base(0))\n    res[0] = v.x\n",
+        2: "def k(res):\n    v = make(base(0), base(1))\n    res[0] = v.x\n    res[1] = v.y\n",
+        3: "def k(res):\n    v = make(base(0), base(1), base(2))\n    res[0] = v.x\n"
+           "    res[1] = v.y\n    res[2] = v.z\n",
+        4: "def k(res):\n    v = make(base(0), base(1), base(2), base(3))\n    res[0] = v.x\n"
+           "    res[1] = v.y\n    res[2] = v.z\n    res[3] = v.w\n",
+    }[vt.count]
+    ns = {"make": make, "base": base}
+    exec(compile(source, f"<{vt.name}>", "exec"), ns)
+    return cuda.jit(ns["k"])
+
+
+def test_forty_types_with_numba_cudas_names_and_cuda_cs():
+    assert len(vector_types) == 40
+    assert cuda.float4 is cuda.float32x4 and cuda.double2 is cuda.float64x2
+    assert cuda.short2 is cuda.int16x2 and cuda.uchar4 is cuda.uint8x4
+    assert cuda.int3 is cuda.int32x3 and cuda.longlong1 is cuda.int64x1
+    assert cuda.long4 is getattr(cuda, f"{np.dtype(np.int_).name}x4")
+    for vt in vector_types.values():
+        stub = getattr(cuda, vt.name)
+        assert stub is vt.user_facing_object and stub.vector_type is vt
+        assert vt.attr_names == ("x", "y", "z", "w")[:vt.num_elements]
+        for alias in stub.aliases:
+            assert getattr(cuda, alias) is stub
+    from gpureplace.cuda import float2, ulonglong3                           # noqa: F401
+    with pytest.raises(RuntimeError, match="only be used inside a kernel"):
+        cuda.float32x2(1.0, 2.0)
+
+
+def test_every_type_compiles_to_plain_registers():
+    for vt in vector_types.values():
+        ty = types.float64 if vt.element in (types.float32, types.float64) else types.int64
+        ptx = _readout_kernel(vt).compile((ty[::1],)).ptx
+        assemble(ptx)
+        assert ".local" not in ptx, vt.name                  # no stack struct left
+
+
+@cuda.jit(device=True)
+def _swap(v):
+    return cuda.float32x2(v.y, v.x)
+
+
+@cuda.jit(device=True)
+def _sum4(v):
+    return v.x + v.y + v.z + v.w
+
+
+@cuda.jit
+def _fancy(res, a):
+    one = np.float32(1)
+    f2 = cuda.float2(a, 3)                       # 2 3: a scalar argument and a literal
+    f1 = cuda.float1(one)
+    f3 = cuda.float32x3(f2, f1)                  # 2 3 1
+    res[0] = _sum4(cuda.float4(f1, f3))          # 1 + 2 + 3 + 1
+    s = _swap(f2)
+    res[1] = s.x
+    res[2] = s.y
+    f4 = cuda.float32x4(f2, f2)
+    res[3] = f4.z * 10 + f4.w
+    pair = (f2, cuda.float32x2(7, 8))
+    res[4] = pair[1].y
+    i2 = cuda.int2(a * 2.9, -a * 2.9)            # float -> int truncates
+    res[5] = i2.x
+    res[6] = i2.y
+    u = cuda.uchar2(300, True)                   # wraps to 8 bits, a bool is 1
+    res[7] = u.x + u.y
+
+
+FANCY = [7, 3, 2, 23, 8, 5, -5, 45]
+
+
+def test_constructors_take_scalars_and_vectors_in_any_combination_simulated(monkeypatch):
+    from gpureplace.config import settings
+    monkeypatch.setattr(settings, "backend", "simulator")
+    res = np.zeros(8, np.float32)
+    _fancy[1, 1](res, np.float32(2))
+    assert res.tolist() == FANCY
+
+
+@pytest.mark.gpu
+def test_constructors_take_scalars_and_vectors_in_any_combination():
+    import cupy as cp
+    res = cp.zeros(8, np.float32)
+    _fancy[1, 1](res, np.float32(2))
+    assert cp.asnumpy(res).tolist() == FANCY
+
+
+@pytest.mark.gpu
+def test_every_type_reads_back_what_it_was_built_from():
+    import cupy as cp
+    for vt in vector_types.values():
+        res = cp.zeros(vt.num_elements, np.float64)
+        _readout_kernel(vt)[1, 1](res)
+        assert cp.asnumpy(res).tolist() == list(range(vt.num_elements)), vt.name
+
+
+def _compile_error(src, match):
+    ns = {"cuda": cuda, "np": np}
+    exec(compile(src, "<cell>", "exec"), ns)
+    with pytest.raises(CompileError, match=match):
+        cuda.jit(ns["k"]).compile("void(float32[:])")
+
+
+def test_clear_errors_name_the_type_and_line():
+    _compile_error("def k(r):\n    v = cuda.float4(1.0, 2.0, 3.0)\n    r[0] = v.x\n",
+                   r"line 2\): cuda.float32x4\(\): needs 4 element\(s\) in all, got 3")
+    _compile_error("def k(r):\n    v = cuda.float4(cuda.int2(1, 2), 3.0, 4.0)\n",
+                   r"line 2\): cuda.float32x4\(\): a vector argument must have float32 "
+                   r"elements, got int32x2")
+    _compile_error("def k(r):\n    v = cuda.float3(1, 2, 3)\n    r[0] = v.w\n",
+                   r"line 3\): Unknown attribute 'w' of type float32x3")
+    _compile_error("def k(r):\n    v = cuda.float2(1, 2)\n    v.x = 3.0\n",
+                   r"line 3\): float32x2 values cannot be changed \(v.x = ...\): build a new "
+                   r"one, such as cuda.float32x2\(new, v.y\)")
+    _compile_error("def k(r):\n    v = cuda.float2(r, 2)\n",
+                   r"line 2\): cuda.float32x2\(\): takes float32 scalars and float32 vectors, "
+                   r"got array")
