@@ -11,7 +11,8 @@
 
 from . import libdevice  # noqa: F401  (cuda.libdevice.X, as in numba-cuda)
 from .compiler.intrinsics import registry as _registry
-from .kernel import compile_ptx, compile_ptx_for_current_device, jit  # noqa: F401
+from .kernel import (compile_for_current_device, compile_ptx,  # noqa: F401
+                     compile_ptx_for_current_device, jit)
 from .kernel import cuda_compile as compile  # noqa: F401,A004  (numba-cuda's cuda.compile)
 
 for _mod in _registry.language_modules():

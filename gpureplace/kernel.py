@@ -833,5 +833,15 @@ def cuda_compile(pyfunc, sig, debug=None, lineinfo=False, device=True, fastmath=
                        launch_bounds=launch_bounds)
 
 
-__all__ = ["GPUFunction", "jit", "cuda_compile", "compile_ptx",
+def compile_for_current_device(pyfunc, sig, debug=None, lineinfo=False, device=True,
+                               fastmath=False, opt=True, abi="c", abi_info=None, output="ptx",
+                               forceinline=False, launch_bounds=None):
+    """numba-cuda's ``cuda.compile_for_current_device``: ``cuda.compile`` for the current GPU's
+    architecture (the default one without a GPU)."""
+    return cuda_compile(pyfunc, sig, debug=debug, lineinfo=lineinfo, device=device,
+                        fastmath=fastmath, cc=None, opt=opt, abi=abi, abi_info=abi_info,
+                        output=output, forceinline=forceinline, launch_bounds=launch_bounds)
+
+
+__all__ = ["GPUFunction", "jit", "cuda_compile", "compile_ptx", "compile_for_current_device",
            "compile_ptx_for_current_device", "CompileError"]

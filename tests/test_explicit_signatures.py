@@ -185,6 +185,9 @@ def test_compile_for_c_callers():
     assert ".target sm_90" in cuda.compile_ptx_for_current_device(axpy, "float64(float64, "
                                                                   "float64, float64)",
                                                                   device=True)[0]
+    code, restype = cuda.compile_for_current_device(axpy, "float32(float32, float32, float32)")
+    assert code == ptx and restype == t.float32           # C ABI, this machine's architecture
+
     def first(x):
         return x[0]
 
