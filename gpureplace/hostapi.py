@@ -36,8 +36,11 @@ __all__ = ["to_device", "device_array", "device_array_like", "pinned_array",
            "synchronize", "stream", "default_stream", "legacy_default_stream", "per_thread_default_stream", "external_stream", "event",
            "event_elapsed_time", "get_current_device", "select_device", "list_devices", "gpus",
            "current_context", "close", "detect", "defer_cleanup", "profile_start",
-           "profile_stop", "profiling", "is_float16_supported", "devicearray"]
+           "profile_stop", "profiling", "is_float16_supported", "devicearray", "In", "Out",
+           "InOut"]
 
+
+from .runtime.arguments import In, InOut, Out  # noqa: E402  (numba-cuda's transfer hints)
 
 def _simulated():
     return settings.launch_backend() == "simulator"

@@ -426,6 +426,12 @@ class GPUFunction:
         if self._only_keys is not None:
             self._check_specialized(args)
         rec = _graph.recorder()
+        if any(isinstance(a, arguments.ArgHint) for a in args):    # (never on the fast path)
+            if rec is not None:
+                raise LaunchError(f"{self.__qualname__}: cuda.In/Out/InOut copy to or from the "
+                                  f"host around each launch, which a CUDA graph cannot hold; "
+                                  f"pass device arrays")
+            return self._launch_with_transfers(config, args)
         if settings.launch_backend() == "simulator":
             if rec is not None:
                 return rec.add(self, config, args)          # run when the graph is replayed
@@ -450,6 +456,51 @@ class GPUFunction:
         if entry.spec.uses_printf:
             launch.note_printf()
         entry.launch(config.grid, config.block, config.stream_ptr(), config.shared, values)
+
+    def _launch_with_transfers(self, config, args):
+        """A launch with numba-cuda's cuda.In / Out / InOut hints: each host array is copied to
+        device memory (In, InOut) or given fresh device memory (Out), the kernel launches on
+        the copies, and Out / InOut copies are written back into the host arrays once it has
+        finished."""
+        import numpy as np
+        names = list(self._pysig.parameters)
+        simulated = settings.launch_backend() == "simulator"
+        new_args, back = [], []
+        for i, a in enumerate(args):
+            if not isinstance(a, arguments.ArgHint):
+                new_args.append(a)
+                continue
+            host = a.value
+            if not isinstance(host, np.ndarray) or hasattr(host, "__cuda_array_interface__"):
+                if hasattr(host, "__cuda_array_interface__") or hasattr(host, "__dlpack__"):
+                    new_args.append(host)                # already on the device: as it is
+                    continue
+                name = names[i] if i < len(names) else i
+                raise arguments.ArgumentError(
+                    f"{self.__qualname__}: argument {i} ({name!r}) is "
+                    f"{type(a).__name__}({type(host).__name__}); cuda.{type(a).__name__}() takes "
+                    f"a NumPy array")
+            if simulated:                                # host memory is the device's
+                dev = host.copy() if a.copy_in else np.empty_like(host)
+                if a.copy_in and a.copy_out:
+                    dev = host
+            else:
+                cp = _device.cupy_module()
+                with _stream_of(config):
+                    dev = cp.asarray(host) if a.copy_in else cp.empty(host.shape, host.dtype)
+            if a.copy_out and dev is not host:
+                back.append((host, dev))
+            new_args.append(dev)
+        self._launch(config, tuple(new_args))
+        if not back:
+            return
+        if simulated:
+            for host, dev in back:
+                host[...] = dev
+            return
+        with _stream_of(config):
+            for host, dev in back:
+                host[...] = dev.get()                   # waits for the kernel on this stream
 
     def _launch_with_records(self, config, values, entry):
         """A launch with structured scalars among the arguments (numba-cuda's semantics): each
@@ -597,6 +648,14 @@ class _Launcher:
         return PreparedLaunch(self, args)
 
 
+def _stream_of(config):
+    """The launch's stream as CuPy's current one, for copies that must order with the kernel."""
+    import contextlib
+    if config.stream is None:
+        return contextlib.nullcontext()
+    return _device.cupy_module().cuda.ExternalStream(config.stream_ptr())
+
+
 class _ForAll:
     """What ``kernel.forall(ntasks, ...)`` returns: call it with the kernel's arguments."""
 
@@ -640,6 +699,13 @@ class PreparedLaunch:
     def _bind(self):
         import struct as _struct
         cfg, kernel = self.config, self.config.kernel
+        for i, a in enumerate(self.args):
+            if isinstance(a, arguments.ArgHint):
+                name = list(kernel._pysig.parameters)[i] if i < kernel._nparams else i
+                raise arguments.ArgumentError(
+                    f"{kernel.__qualname__}.prepare: argument {i} ({name!r}) is "
+                    f"{type(a).__name__}(...), a copy to or from the host around a single "
+                    f"launch: prepared launches take device arrays")
         if settings.launch_backend() == "simulator":
             self._age = None
             type(self).__call__ = type(self).launch = PreparedLaunch._simulate

@@ -422,3 +422,52 @@ def test_shared_memory_carveout_is_set_on_the_function():
     assert fill.get_regs_per_thread() and fill._function_attribute(
         None, "preferred_shared_memory_carveout") == {
             k: 100 for k in fill.overloads}
+
+
+@cuda.jit
+def _in_out(a, b, c):
+    i = cuda.grid(1)
+    if i < a.size:
+        b[i] = a[i] * 2
+        c[i] += a[i]
+        a[i] = -1                         # the device copy only: a is In
+
+
+def _check_transfer_hints():
+    a = np.arange(10, dtype=np.float32)
+    b = np.zeros(10, np.float32)
+    c = np.ones(10, np.float32)
+    _in_out[1, 16](cuda.In(a), cuda.Out(b), cuda.InOut(c))
+    assert (a == np.arange(10)).all()
+    assert (b == 2 * np.arange(10)).all() and (c == 1 + np.arange(10)).all()
+    strided = np.zeros(20, np.float32)[::2]                    # copied back through its view
+    _in_out[1, 16](cuda.In(a), cuda.Out(strided), cuda.InOut(c))
+    assert (strided == 2 * np.arange(10)).all() and (c == 1 + 2 * np.arange(10)).all()
+    with pytest.raises(arguments.ArgumentError,
+                       match=r"argument 0 \('a'\) is In\(list\); cuda.In\(\) takes a NumPy array"):
+        _in_out[1, 16](cuda.In([1.0]), b, c)
+    with pytest.raises(arguments.ArgumentError, match=r"prepare: argument 1 \('b'\) is Out"):
+        _in_out[1, 16].prepare(a, cuda.Out(b), c)
+    assert repr(cuda.InOut(1)) == "cuda.InOut(1)"
+
+
+def test_in_out_inout_hints_copy_around_a_launch_in_the_simulator(monkeypatch):
+    """numba-cuda's cuda.In / Out / InOut around host arrays, under the simulator."""
+    monkeypatch.setattr(settings, "backend", "simulator")
+    _check_transfer_hints()
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only
+def test_in_out_inout_hints_on_the_gpu():
+    import cupy as cp
+    _check_transfer_hints()
+    a, b = np.arange(10, dtype=np.float32), np.zeros(10, np.float32)
+    dev_c = cp.zeros(10, np.float32)
+    s = cp.cuda.Stream(non_blocking=True)
+    _in_out[1, 16, s](cuda.In(a), cuda.Out(b), cuda.InOut(dev_c))      # a device array: as is
+    assert (b == 2 * a).all() and (cp.asnumpy(dev_c) == a).all()
+    import gpureplace
+    with pytest.raises(LaunchError, match="a CUDA graph cannot hold"):
+        with gpureplace.capture():
+            _in_out[1, 16](cuda.In(a), cuda.Out(b), dev_c)

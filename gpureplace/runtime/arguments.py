@@ -107,6 +107,38 @@ def _dlpack_handler(obj):
     return _cupy_handler(cupy_module().from_dlpack(obj))
 
 
+class ArgHint:
+    """numba-cuda's transfer hints for a host array given to a kernel launch:
+    ``kernel[g, b](cuda.In(x), cuda.Out(y), cuda.InOut(z))`` copies ``x`` to the device before
+    the launch, ``y`` back to the host after it, ``z`` both ways (the launch then waits for the
+    kernel).  A device array in a hint is passed as it is."""
+
+    copy_in = copy_out = False
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return f"cuda.{type(self).__name__}({self.value!r})"
+
+
+class In(ArgHint):
+    copy_in = True
+
+
+class Out(ArgHint):
+    copy_out = True
+
+
+class InOut(ArgHint):
+    copy_in = copy_out = True
+
+
+def _hint_handler(hint):
+    raise ArgumentError(f"is {type(hint).__name__}(...), a copy to or from the host around a "
+                        f"single launch: prepared launches and CUDA graphs take device arrays")
+
+
 def _numpy_array_handler(a):
     raise ArgumentError("is a host NumPy array; kernels read device memory: pass "
                         "cupy.asarray(a) (or a torch CUDA tensor) and copy the result back")
@@ -182,6 +214,8 @@ def _find_handler(cls, value):
             _numpy_array_handler
     if isinstance(value, np.void) and value.dtype.names is not None:
         return _record_handler
+    if isinstance(value, ArgHint):
+        return _hint_handler
     if isinstance(value, np.generic):
         return _np_scalar_handler
     if isinstance(value, (type, np.dtype, types.Type)):
