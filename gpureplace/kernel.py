@@ -282,7 +282,8 @@ class GPUFunction:
         ``nvidia-cuda-nvdisasm`` wheels; no GPU needed)."""
         from .tools import sass_of_ptx
         self._require_kernel("inspect_sass")
-        return self._reflect(signature, lambda s: sass_of_ptx(s.ptx, s.options.arch))
+        return self._reflect(signature, lambda s: sass_of_ptx(s.ptx, s.options.arch,
+                                                              line_info=s.options.lineinfo))
 
     @property
     def overloads(self):
@@ -819,9 +820,11 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
     if debug:
         import warnings
         warnings.warn("cuda.jit(debug=True): compiled kernels do not check array bounds or raise "
-                      "exceptions on the device; run the kernel in the simulator "
-                      "(GPUREPLACE_BACKEND=simulator) to have out-of-bounds accesses reported "
-                      "with the thread, block and line", UserWarning, stacklevel=2)
+                      "exceptions on the device (they get line information, as lineinfo=True "
+                      "gives); run the kernel in the simulator (GPUREPLACE_BACKEND=simulator) to "
+                      "have out-of-bounds accesses reported with the thread, block and line",
+                      UserWarning, stacklevel=2)
+        lineinfo = True
     sigs = None
     if func is not None and not callable(func):
         sigs, func = func, None
@@ -860,7 +863,7 @@ def compile_ptx(pyfunc, sig, device=False, fastmath=False, cc=None, opt=True, co
     arch = f"sm_{cc[0]}{cc[1]}" if isinstance(cc, tuple) else cc
     fn = pyfunc if isinstance(pyfunc, GPUFunction) else GPUFunction(
         pyfunc, device=device, context=context, fastmath=fastmath, opt=3 if opt else 0,
-        lineinfo=lineinfo, arch=arch, launch_bounds=launch_bounds)
+        lineinfo=lineinfo or bool(debug), arch=arch, launch_bounds=launch_bounds)
     argtypes, restype = _parse_signature(sig)
     if device:
         cf = driver.compile_device(fn.py_func, fn.context, {}, argtypes, fn.options(arch),

@@ -39,8 +39,9 @@ def require_tool(name, what):
     return path
 
 
-def sass_of_ptx(ptx, arch, what="inspect_sass"):
-    """The SASS (nvdisasm's listing) of ``ptx`` assembled for ``arch`` (``sm_90``)."""
+def sass_of_ptx(ptx, arch, what="inspect_sass", line_info=False):
+    """The SASS (nvdisasm's listing) of ``ptx`` assembled for ``arch`` (``sm_90``); with
+    ``line_info``, each instruction's source line is noted (PTX with .loc directives)."""
     ptxas = require_tool("ptxas", what)
     nvdisasm = require_tool("nvdisasm", what)
     from .runtime.linking import external_symbols
@@ -49,11 +50,13 @@ def sass_of_ptx(ptx, arch, what="inspect_sass"):
         src, obj = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
         with open(src, "w") as fh:
             fh.write(ptx)
-        args = [ptxas, f"-arch={arch}", *(["-c"] if relocatable else []), "-o", obj, src]
+        args = [ptxas, f"-arch={arch}", *(["-c"] if relocatable else []),
+                *(["-lineinfo"] if line_info else []), "-o", obj, src]
         done = subprocess.run(args, capture_output=True, text=True)
         if done.returncode:
             raise RuntimeError(f"{what}: ptxas rejected the PTX:\n{done.stderr.strip()}")
-        done = subprocess.run([nvdisasm, "-c", obj], capture_output=True, text=True)
+        done = subprocess.run([nvdisasm, "-c", *(["-g"] if line_info else []), obj],
+                              capture_output=True, text=True)
         if done.returncode:
             raise RuntimeError(f"{what}: nvdisasm failed:\n{done.stderr.strip()}")
         return done.stdout

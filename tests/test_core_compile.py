@@ -237,3 +237,40 @@ def test_new_architectures_get_the_ptx_isa_they_need_and_unknown_ones_an_error(m
     monkeypatch.setattr(device, "driver_version", lambda: 12000)      # a CUDA 12.0 driver
     with pytest.raises(CompileError, match="update the driver"):
         cuda.compile_ptx(f, (int32[:], int32), cc=(10, 0))
+
+
+def _lineinfo_helper(v):
+    return math.sin(v) * 2                               # line of the helper
+
+
+def _lineinfo_body(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += _lineinfo_helper(x[i])
+
+
+def test_lineinfo_puts_source_lines_in_the_ptx_and_the_sass():
+    import re
+    import warnings
+
+    from gpureplace.tools import find_tool
+    code = _lineinfo_body.__code__
+    first, helper_line = code.co_firstlineno, _lineinfo_helper.__code__.co_firstlineno + 1
+    spec = cuda.jit("void(float32[:])", lineinfo=True)(_lineinfo_body).compile(
+        "void(float32[:])")
+    files = dict(re.findall(r'\.file\s+(\d+) "([^"]+)"', spec.ptx))
+    assert __file__ in files.values()
+    this = [k for k, v in files.items() if v == __file__][0]
+    lines = {int(n) for n in re.findall(rf"\.loc\s+{this} (\d+) ", spec.ptx)}
+    assert {first + 1, first + 2, first + 3, helper_line} <= lines
+    assemble(spec.ptx)
+    plain = cuda.jit("void(float32[:])")(_lineinfo_body).compile("void(float32[:])").ptx
+    assert not re.search(r"\.(loc|file)\s", plain)
+    assert re.sub(r"\s*\.(loc|file)\b.*", "", spec.ptx).count("\n") < 2 * plain.count("\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        debug = cuda.jit("void(float32[:])", debug=True)(_lineinfo_body)
+    assert re.search(r"\.loc\s", debug.compile("void(float32[:])").ptx)
+    if find_tool("nvdisasm") is not None and find_tool("ptxas") is not None:
+        sass = cuda.jit(lineinfo=True)(_lineinfo_body).inspect_sass("void(float32[:])")
+        assert re.search(rf"line {first + 3}\b", sass)

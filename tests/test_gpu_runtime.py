@@ -192,3 +192,17 @@ def test_prepared_launch_on_the_device(cp):
     run.launch()
     cp.cuda.runtime.deviceSynchronize()
     assert float(out.sum()) == 1200.0
+
+
+@pytest.mark.gpu_only    # the driver's JIT option
+def test_a_kernel_with_line_info_is_loaded_keeping_it_and_runs(cp):
+    lined = cuda.jit(lineinfo=True)(saxpy.py_func)
+    x = cp.arange(1000, dtype=cp.float32)
+    y = cp.ones_like(x)
+    out = cp.empty_like(x)
+    lined[4, 256](1.5, x, y, out)
+    ref = 3.0 * cp.asnumpy(x).astype(np.float64) + np.sin(np.float32(1.0))
+    np.testing.assert_allclose(cp.asnumpy(out), ref.astype(np.float32), rtol=1e-6)
+    (entry,) = lined._launch_cache.values()
+    assert type(entry.module).__name__ == "_LineInfoModule" and entry.fn_ptr
+    assert lined.get_regs_per_thread(next(iter(lined.overloads))) > 0

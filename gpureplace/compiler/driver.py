@@ -178,7 +178,8 @@ def _flags(options):
     flags.no_cfunc_wrapper = True
     flags.nrt = False
     flags.error_model = "numpy"
-    flags.debuginfo = False
+    # lineinfo: line tables only (DebugDirectivesOnly), as numba-cuda's lineinfo=True
+    flags.debuginfo = flags.dbg_directives_only = bool(options.lineinfo)
     flags.boundscheck = False
     if options.fastmath:
         flags.fastmath = True

@@ -165,6 +165,8 @@ def _wrapper_module(cf, name):
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), params), name=name)
     fn.calling_convention = "ptx_kernel"
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    if cf.options.lineinfo:
+        _line_info_for_wrapper(mod, fn, builder, cf)
     flat = list(fn.args)
     values = [abi.rebuild(targetctx, builder, ty, flat) for ty in cf.argtypes]
     callee = ir.Function(mod, targetctx.call_conv.get_function_type(cf.restype, cf.argtypes),
@@ -178,6 +180,34 @@ def _wrapper_module(cf, name):
         gv.initializer = ir.Constant(ir.IntType(32), 0)
         gv.align = 4
     return str(mod)
+
+
+def _line_info_for_wrapper(mod, fn, builder, cf):
+    """Give the kernel entry a subprogram at the Python function's first line, and the call to
+    the body a location there: NVPTX writes line directives (.file / .loc) only in functions
+    that have one, and the body's lines are inlined into this function."""
+    import os
+    code = cf.pyfunc.__code__
+    path = os.path.abspath(code.co_filename)
+    line = code.co_firstlineno
+    difile = mod.add_debug_info("DIFile", {"directory": os.path.dirname(path),
+                                           "filename": os.path.basename(path)})
+    unit = mod.add_debug_info("DICompileUnit", {
+        "language": ir.DIToken("DW_LANG_C_plus_plus"), "file": difile,
+        "producer": "gpureplace", "runtimeVersion": 0, "isOptimized": True,
+        "emissionKind": ir.DIToken("DebugDirectivesOnly")}, is_distinct=True)
+    mod.add_named_metadata("llvm.dbg.cu", unit)
+    flags = mod.add_named_metadata("llvm.module.flags")
+    for key, value in (("Dwarf Version", 4), ("Debug Info Version", 3)):
+        flags.add(mod.add_metadata([ir.IntType(32)(2), key, ir.IntType(32)(value)]))
+    sub = mod.add_debug_info("DISubprogram", {
+        "name": fn.name, "scope": difile, "file": difile, "line": line,
+        "type": mod.add_debug_info("DISubroutineType", {"types": mod.add_metadata([])}),
+        "isLocal": False, "isDefinition": True, "scopeLine": line, "isOptimized": True,
+        "unit": unit}, is_distinct=True)
+    fn.set_metadata("dbg", sub)
+    builder.debug_metadata = mod.add_debug_info("DILocation", {"line": line, "column": 1,
+                                                               "scope": sub})
 
 
 def _link(cf, wrapper_ir):

@@ -230,6 +230,18 @@ class GPUTargetContext(BaseContext):
         pass
 
     @property
+    def enable_debuginfo(self):
+        # Line information (lineinfo=True, or debug=True): Numba's lowering then marks every
+        # statement's line, and NVPTX turns them into .file / .loc directives.
+        from . import driver
+        cf = driver._current_compiled()
+        return cf is not None and cf.options.lineinfo
+
+    @enable_debuginfo.setter
+    def enable_debuginfo(self, value):
+        pass
+
+    @property
     def enable_nrt(self):
         return False
 

@@ -36,6 +36,40 @@ class ParamBuffer:
         self.extra_ptr = ctypes.addressof(self.extra) if size else 0
 
 
+_CU_JIT_GENERATE_LINE_INFO = 13
+
+
+class _LineInfoModule:
+    """A kernel's module loaded with the JIT option that keeps the PTX's line directives in the
+    machine code (``lineinfo=True``: profilers and debuggers then show source lines).  CuPy's
+    ``Module.load`` passes no JIT options, so this one goes through the driver library."""
+
+    def __init__(self, ptx, name):
+        lib = device.libcuda()
+        handle, fn = ctypes.c_void_p(), ctypes.c_void_p()
+        options = (ctypes.c_int * 1)(_CU_JIT_GENERATE_LINE_INFO)
+        values = (ctypes.c_void_p * 1)(1)
+        self._check(lib, lib.cuModuleLoadDataEx(ctypes.byref(handle), ctypes.c_char_p(
+            ptx.encode()), 1, options, values), "loading the kernel's PTX")
+        self.handle, self._unload = handle, lib.cuModuleUnload
+        self._check(lib, lib.cuModuleGetFunction(ctypes.byref(fn), handle, name.encode()),
+                    f"finding {name} in its module")
+        self.ptr = fn.value
+
+    @staticmethod
+    def _check(lib, rc, what):
+        if rc:
+            text = ctypes.c_char_p()
+            lib.cuGetErrorName(rc, ctypes.byref(text))
+            raise LaunchError(f"{what} failed: {(text.value or b'').decode()} ({rc})")
+
+    def __del__(self):
+        try:
+            self._unload(self.handle)
+        except Exception:                    # the driver may be gone at interpreter exit
+            pass
+
+
 class LoadedKernel:
     """A specialisation's PTX loaded on one device, with its parameter buffer."""
 
@@ -48,9 +82,12 @@ class LoadedKernel:
             files = linking.files_for(spec.ptx, link) if (link or externs) else ()
             if files or externs:
                 self.module.load(linking.link(spec.ptx, files, device.arch_of(device_id)))
+                self.function = self.module.get_function(spec.name)
+            elif spec.options.lineinfo and device.libcuda() is not None:
+                self.module = self.function = _LineInfoModule(spec.ptx, spec.name)
             else:
                 self.module.load(spec.ptx.encode())
-            self.function = self.module.get_function(spec.name)
+                self.function = self.module.get_function(spec.name)
         self.spec = spec
         self.fn_ptr = self.function.ptr
         if carveout is not None:             # cuda.jit(shared_memory_carveout=...)
