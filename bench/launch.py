@@ -103,7 +103,7 @@ def main():
     launchers["gpureplace_prepared"] = (prepared, sync)
     # The floor under any launch from Python: CuPy's binding of cuLaunchKernel called directly
     # with a parameter buffer packed once (what a prepared launch does, minus its age check).
-    entry, params = prepared._keep
+    entry, params = prepared._keep[:2]
     drv = cp.cuda.driver.launchKernel
     fn_ptr, extra = entry.fn_ptr, params.extra_ptr
     launchers["cuLaunchKernel_floor"] = (
@@ -156,7 +156,7 @@ def main():
         own = {"cupy_rawkernel": lambda: raw((1,), (32,), (x, a32)),
                "gpureplace": lambda: launcher(x, 1.0),
                "gpureplace_prepared": k[1, 32].prepare(x, 1.0)}
-        p2_entry, p2_params = own["gpureplace_prepared"]._keep
+        p2_entry, p2_params = own["gpureplace_prepared"]._keep[:2]
         sp = ns_stream.ptr
         own["cuLaunchKernel_floor"] = lambda: drv(fn_ptr, 1, 1, 1, 32, 1, 1, 0, sp, 0,
                                                   p2_params.extra_ptr)

@@ -194,6 +194,28 @@ def test_prepared_launch_on_the_device(cp):
     assert float(out.sum()) == 1200.0
 
 
+@pytest.mark.gpu_only    # CUDA graphs
+def test_prepared_launch_replays_its_graph_every_call_and_follows_a_redefinition(cp):
+    import gpureplace
+    ns = {"cuda": cuda}
+    exec("def step(v):\n    return v + 1.0\n"
+         "@cuda.jit\ndef bump(x):\n    i = cuda.grid(1)\n    if i < x.size:\n"
+         "        x[i] = step(x[i])\n", ns)
+    x = cp.zeros(1000, cp.float32)
+    s = cp.cuda.Stream(non_blocking=True)
+    run = ns["bump"][4, 256, s].prepare(x)
+    assert run.uses_graph
+    for _ in range(100):
+        run()
+    s.synchronize()
+    assert (cp.asnumpy(x) == 100).all()                   # every replay ran, in order
+    exec("def step(v):\n    return v + 10.0\n", ns)
+    gpureplace.refresh()
+    run()
+    s.synchronize()
+    assert (cp.asnumpy(x) == 110).all() and run.uses_graph  # the new code, a new graph
+
+
 @pytest.mark.gpu_only    # the driver's JIT option
 def test_a_kernel_with_line_info_is_loaded_keeping_it_and_runs(cp):
     lined = cuda.jit(lineinfo=True)(saxpy.py_func)

@@ -230,16 +230,43 @@ def test_a_failed_capture_names_the_graph(fake_capture, monkeypatch):
 
 
 def test_prepared_launches_are_captured_and_return_to_their_stream(fake_capture):
+    """A prepared launch replays a graph of its one launch; inside a capture it launches into
+    the capture (each call binds again), then returns to a graph of its own on its stream."""
     ns = _module(PIPELINE)
-    x = ndarray((32,), np.float32)
+    x = ndarray((32,), np.float32, ptr=0x4100)
     run = ns["second"][1, 32].prepare(x)
+    assert run.uses_graph and _Log.calls == []              # captured, not run
+    own = fake_capture.graphs[run._keep[2].graphExec]
+    assert len(own.nodes) == 1 and own.uploaded               # (values: its own buffer)
     run()
+    run()
+    assert fake_capture.replays == [(own.graphExec, 5)] * 2
     with gpureplace.capture() as g:
         run()
         run()
-    assert len(g) == 2
+    assert len(g) == 2 and len(fake_capture.graphs[g._exec].nodes) == 2
     run()
-    assert [c[1] for c in _Log.calls] == [5, 5]
+    assert run.uses_graph and len(fake_capture.replays) == 3
+    assert fake_capture.replays[-1][1] == 5                 # its own stream again
+    assert _Log.calls == []                                 # every launch went through graphs
+
+
+def test_a_prepared_launch_whose_capture_fails_launches_directly(fake_capture):
+    ns = _module(PIPELINE)
+    x = ndarray((32,), np.float32)
+    stream_class = fake_capture.cuda.Stream
+
+    def refuse(self):
+        raise RuntimeError("cudaErrorStreamCaptureUnsupported")
+    stream_class.begin_capture, saved = refuse, stream_class.begin_capture
+    try:
+        run = ns["second"][1, 32].prepare(x)
+    finally:
+        stream_class.begin_capture = saved
+    assert not run.uses_graph
+    run()
+    run()
+    assert [c[1] for c in _Log.calls] == [5, 5] and fake_capture.replays == []
 
 
 def test_simulator_graphs_record_then_run(monkeypatch):

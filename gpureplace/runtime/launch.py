@@ -105,7 +105,8 @@ class LoadedKernel:
         self._dynamic_smem_limit = 48 * 1024
         self._cooperative_limits = {}
         self._offsets = None                 # parameter offsets (cooperative launches)
-        if _GRID_BARRIER in spec.ptx:
+        self.cooperative = _GRID_BARRIER in spec.ptx
+        if self.cooperative:
             # cuda.cg.this_grid().sync(): every block must be resident at once
             self.launch_kernel = self._launch_cooperative
 
