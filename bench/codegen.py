@@ -81,6 +81,17 @@ def saxpy_stride(a, x, y, out):
 
 
 @cuda.jit
+def saxpy_vec4(a, x, y, out):
+    """saxpy on float32x4 vectors (the arrays passed as cuda.as_vectors(...)): one 16-byte load
+    or store per array and thread, as CUDA C's float4 version."""
+    i = cuda.grid(1)
+    if i < out.size:
+        u = x[i]
+        v = y[i]
+        out[i] = cuda.float32x4(a * u.x + v.x, a * u.y + v.y, a * u.z + v.z, a * u.w + v.w)
+
+
+@cuda.jit
 def chain_sin(x, out, step):
     i = cuda.grid(1)
     if i < x.size:
@@ -195,6 +206,18 @@ extern "C" __global__ void saxpy_stride(float a, const float* x, const float* y,
 }
 '''
 
+SAXPY_VEC4_C = r'''
+extern "C" __global__ void saxpy_vec4(float a, const float4* x, const float4* y, float4* out,
+                                      long long n4)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n4) {
+        float4 u = x[i], v = y[i];
+        out[i] = make_float4(a * u.x + v.x, a * u.y + v.y, a * u.z + v.z, a * u.w + v.w);
+    }
+}
+'''
+
 CHAIN_C = r'''
 extern "C" __global__ void chain_@FN@_@T@(const @T@* x, @T@* out, @T@ step, long long n)
 {
@@ -280,7 +303,8 @@ def chain_c(fn, dtype):
 
 def cuda_c_sources():
     """(label, source, kernel name) of every CUDA C kernel."""
-    out = [("saxpy", SAXPY_C, "saxpy"), ("saxpy_stride", SAXPY_STRIDE_C, "saxpy_stride")]
+    out = [("saxpy", SAXPY_C, "saxpy"), ("saxpy_stride", SAXPY_STRIDE_C, "saxpy_stride"),
+           ("saxpy_vec4", SAXPY_VEC4_C, "saxpy_vec4")]
     for fn in CHAINS:
         for dt in (np.float32, np.float64):
             src, name = chain_c(fn, dt)
@@ -301,6 +325,11 @@ def compile_plan():
     plan = [("saxpy", saxpy, "void(float32, float32[::1], float32[::1], float32[::1])"),
             ("saxpy_stride", saxpy_stride,
              "void(float32, float32[::1], float32[::1], float32[::1])")]
+    from numba import types as nbt
+
+    from gpureplace.compiler.intrinsics.vectors import vector_types
+    v4 = nbt.Array(vector_types["float32x4"], 1, "C")            # what cuda.as_vectors passes
+    plan.append(("saxpy_vec4", saxpy_vec4, (nbt.float32, v4, v4, v4)))
     for fn, k in CHAINS.items():
         for ty in ("float32", "float64"):
             sig = f"void({ty}[::1], {ty}[::1], {ty})"
@@ -325,14 +354,15 @@ def _ptx_stats(ptx):
             "fma": body.count("fma.rn."),
             "approx": body.count(".approx."),
             "bar_sync": body.count("bar.sync") + body.count("barrier.sync"),
-            "shared_ops": body.count(".shared.")}
+            "shared_ops": body.count(".shared."),
+            "wide_accesses": body.count("ld.global.v4.") + body.count("st.global.v4.")}
 
 
 def check_compile(args):
     ptxas = _find_ptxas()
     rows = []
     for label, kern, sig in compile_plan():
-        row = {"kernel": label, "signature": sig, "ok": False}
+        row = {"kernel": label, "signature": str(sig), "ok": False}
         t0 = time.perf_counter()
         try:
             spec = kern.compile(sig, arch="sm_90")
@@ -356,7 +386,7 @@ def check_compile(args):
         status = "OK  " if row["ok"] else "FAIL"
         extra = (f"ptx {row['ptx_lines']:5d} lines, fma {row['fma']:3d}, approx {row['approx']:3d}"
                  if "ptx_lines" in row else row.get("error", ""))
-        print(f"{status} {label:22s} {sig:62s} {extra}")
+        print(f"{status} {label:22s} {str(sig):62s} {extra}")
 
     nvcc_rows = []
     nvcc = args.nvcc or os.environ.get("GPUREPLACE_BENCH_NVCC")
@@ -601,6 +631,17 @@ def bench_saxpy(b):
     launches["stride_gpureplace"] = lambda: sgl(a, x, y, outs["stride_gpureplace"])
     launches["stride_cuda_c"] = lambda: sraw((sblocks,), (TPB,), (a, x, y, outs["stride_cuda_c"],
                                                                   np.int64(n)))
+    # And with 16-byte accesses: float4 in CUDA C, float32x4 through cuda.as_vectors here.
+    vraw = b.raw(SAXPY_VEC4_C, "saxpy_vec4")
+    vblocks = (n // 4 + TPB - 1) // TPB
+    vgl = saxpy_vec4[vblocks, TPB]
+    outs["vec4_gpureplace"] = cp.empty(n, cp.float32)
+    outs["vec4_cuda_c"] = cp.empty(n, cp.float32)
+    vx, vy = cuda.as_vectors(x), cuda.as_vectors(y)
+    vout = cuda.as_vectors(outs["vec4_gpureplace"])
+    launches["vec4_gpureplace"] = lambda: vgl(a, vx, vy, vout)
+    launches["vec4_cuda_c"] = lambda: vraw((vblocks,), (TPB,), (a, x, y, outs["vec4_cuda_c"],
+                                                                np.int64(n // 4)))
     launches["copy_setitem"] = lambda: dst.__setitem__(Ellipsis, x)
     launches["copy_copyto"] = lambda: cp.copyto(dst, x)
     times, meta = b.time_group(launches)
@@ -612,16 +653,23 @@ def bench_saxpy(b):
     copy_gbs = 2 * x.nbytes / copy_ms / 1e6
     extra = {"copy_ms": copy_ms, "copy_setitem_ms": times["copy_setitem"],
              "copy_copyto_ms": times["copy_copyto"], "copy_GBps": copy_gbs}
-    for who in ("gpureplace", "cuda_c", "numba_cuda", "stride_gpureplace", "stride_cuda_c"):
+    for who in ("gpureplace", "cuda_c", "numba_cuda", "stride_gpureplace", "stride_cuda_c",
+                "vec4_gpureplace", "vec4_cuda_c"):
         if who in times:
             gbs = 3 * x.nbytes / times[who] / 1e6
             extra[f"{who}_GBps"] = gbs
             extra[f"{who}_pct_of_copy"] = 100 * gbs / copy_gbs
-    for who in ("stride_gpureplace", "stride_cuda_c"):
+    for who in ("stride_gpureplace", "stride_cuda_c", "vec4_gpureplace", "vec4_cuda_c"):
         checks.append(_check_vs(cp, outs[who], outs["cuda_c"], 1e-6, 1e-6,
                                 f"{who} vs CUDA C"))
     extra["timing"] = meta
-    return [_row("saxpy f32", f"2^{int(math.log2(n))}", times, checks, extra=extra)]
+    size = f"2^{int(math.log2(n))}"
+    vec4 = {"gpureplace": times["vec4_gpureplace"], "cuda_c": times["vec4_cuda_c"]}
+    vec4_extra = {f"{k}_{w}": extra[f"{w}_{k}"] for w in ("vec4_gpureplace", "vec4_cuda_c")
+                  for k in ("GBps", "pct_of_copy")}
+    return [_row("saxpy f32", size, times, checks, extra=extra),
+            _row("saxpy f32, 16-byte accesses (float4 / cuda.as_vectors)", size, vec4,
+                 checks[-2:], extra=vec4_extra)]
 
 
 def _chain_ref(x, step, fn, dtype):
@@ -893,10 +941,11 @@ def markdown(result):
         lines.append("saxpy bandwidth (3 x 4 B per element): " + ", ".join(
             f"{who} {sax[who + '_GBps']:.0f} GB/s ({sax[who + '_pct_of_copy']:.1f}% of copy)"
             for who in ("gpureplace", "cuda_c", "numba_cuda", "stride_gpureplace",
-                        "stride_cuda_c") if who + "_GBps" in sax)
+                        "stride_cuda_c", "vec4_gpureplace", "vec4_cuda_c") if who + "_GBps" in sax)
             + f"; device-to-device copy {sax['copy_GBps']:.0f} GB/s "
               f"(best of `dst[...] = src` and `cupy.copyto`); stride_*: the same saxpy as a "
-              f"grid-stride loop over 16 blocks per SM.")
+              f"grid-stride loop over 16 blocks per SM; vec4_*: on 16-byte vectors (CUDA C's "
+              f"float4, gpureplace's float32x4 through cuda.as_vectors).")
     mm = next((r for r in result["rows"] if r["kernel"].startswith("tiled matmul") and
                r.get("gpureplace_TFLOPs")), None)
     if mm:

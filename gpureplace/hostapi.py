@@ -37,10 +37,31 @@ __all__ = ["to_device", "device_array", "device_array_like", "pinned_array",
            "event_elapsed_time", "get_current_device", "select_device", "list_devices", "gpus",
            "current_context", "close", "detect", "defer_cleanup", "profile_start",
            "profile_stop", "profiling", "is_float16_supported", "devicearray", "In", "Out",
-           "InOut"]
+           "InOut", "as_vectors"]
 
 
 from .runtime.arguments import In, InOut, Out  # noqa: E402  (numba-cuda's transfer hints)
+from .runtime.arguments import VectorArray as _VectorArray  # noqa: E402
+
+
+def as_vectors(array, count=4):
+    """The C-contiguous device array ``array`` as a kernel sees it: an array of CUDA vector
+    values of ``count`` elements along its last axis (``cuda.float32x4`` elements for float32
+    data and ``count=4``).  Each element read or written is then one wide memory access, as
+    with CUDA C's ``float4``: what memory-bound kernels need to reach the memory's bandwidth.
+
+        @cuda.jit
+        def saxpy4(a, x, y, out):
+            i = cuda.grid(1)
+            if i < out.size:
+                u, v = x[i], y[i]
+                out[i] = cuda.float32x4(a * u.x + v.x, a * u.y + v.y, a * u.z + v.z, a * u.w + v.w)
+
+        saxpy4[blocks, 256](2.0, cuda.as_vectors(x), cuda.as_vectors(y), cuda.as_vectors(out))
+
+    The last axis must be a multiple of ``count`` and the address aligned to the vector's size
+    (at most 16 bytes)."""
+    return _VectorArray(array, count)
 
 def _simulated():
     return settings.launch_backend() == "simulator"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-EXPECTED = {"saxpy", "saxpy_stride", "block_sum", "stencil5", "matmul_tiled"} | {
+EXPECTED = {"saxpy", "saxpy_stride", "saxpy_vec4", "block_sum", "stencil5", "matmul_tiled"} | {
     f"{fn} {tag}{fast}" for fn in ("sin", "exp", "log") for tag in ("f32", "f64")
     for fast in ("", " fastmath")}
 
@@ -32,6 +32,8 @@ def test_codegen_kernels_compile(tmp_path):
     # What the PTX must show for the comparison to mean anything:
     assert rows["block_sum"]["bar_sync"] > 0 and rows["block_sum"]["shared_ops"] > 0
     assert rows["matmul_tiled"]["bar_sync"] >= 2 and rows["matmul_tiled"]["shared_ops"] > 0
+    assert rows["saxpy_vec4"]["wide_accesses"] == 3          # two 16-byte loads, one store
+    assert rows["saxpy"]["wide_accesses"] == 0
     for fn in ("sin", "exp", "log"):           # fast math takes the approximate instructions
         assert rows[f"{fn} f32 fastmath"]["approx"] > 0, fn
     assert f"compiled {len(EXPECTED)}/{len(EXPECTED)}" in proc.stdout

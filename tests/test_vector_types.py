@@ -131,3 +131,91 @@ def test_clear_errors_name_the_type_and_line():
     _compile_error("def k(r):\n    v = cuda.float2(r, 2)\n",
                    r"line 2\): cuda.float32x2\(\): takes float32 scalars and float32 vectors, "
                    r"got array")
+
+
+# -- arrays of vectors: cuda.as_vectors --------------------------------------------------------
+
+@cuda.jit
+def _saxpy4(a, x, y, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        u = x[i]
+        v = y[i]
+        out[i] = cuda.float32x4(a * u.x + v.x, a * u.y + v.y, a * u.z + v.z, a * u.w + v.w)
+
+
+@cuda.jit
+def _swap_pairs(m):
+    i, j = cuda.grid(2)
+    if i < m.shape[0] and j < m.shape[1]:
+        p = m[i, j]
+        m[i, j] = cuda.double2(p.y, p.x)
+
+
+def test_vector_arrays_load_and_store_with_one_wide_access():
+    v4 = types.Array(vector_types["float32x4"], 1, "C")
+    ptx = _saxpy4.compile((types.float32, v4, v4, v4)).ptx
+    assemble(ptx)
+    assert ptx.count("ld.global.v4.") == 2 and ptx.count("st.global.v4.") == 1
+    d2 = types.Array(vector_types["float64x2"], 2, "C")
+    ptx = _swap_pairs.compile((d2,)).ptx
+    assemble(ptx)
+    assert "ld.global.v2." in ptx and "st.global.v2." in ptx
+
+
+def _check_as_vectors(xp):
+    x = xp.arange(40, dtype=np.float32)
+    y = xp.ones(40, dtype=np.float32)
+    out = xp.zeros(40, dtype=np.float32)
+    _saxpy4[1, 16](np.float32(2), cuda.as_vectors(x), cuda.as_vectors(y), cuda.as_vectors(out))
+    assert (_host(out) == 2 * np.arange(40) + 1).all()
+    m = xp.arange(24, dtype=np.float64).reshape(3, 8)
+    _swap_pairs[(1, 1), (4, 4)](cuda.as_vectors(m, 2))
+    expect = np.arange(24, dtype=np.float64).reshape(3, 4, 2)[..., ::-1].reshape(3, 8)
+    assert (_host(m) == expect).all()
+    with pytest.raises(Exception, match=r"not aligned to 16 bytes"):
+        _saxpy4[1, 16](np.float32(2), cuda.as_vectors(x[1:37]), cuda.as_vectors(y[:36]),
+                       cuda.as_vectors(out[:36]))
+    with pytest.raises(Exception, match=r"last axis \(38 elements\) is not a multiple of 4"):
+        _saxpy4[1, 16](np.float32(2), cuda.as_vectors(x[:38]), cuda.as_vectors(y[:36]),
+                       cuda.as_vectors(out[:36]))
+    with pytest.raises(Exception, match=r"must be C-contiguous"):
+        _saxpy4[1, 16](np.float32(2), cuda.as_vectors(x[::2]), cuda.as_vectors(y[:20]),
+                       cuda.as_vectors(out[:20]))
+
+
+def _host(a):
+    return a if isinstance(a, np.ndarray) else a.get()
+
+
+def test_as_vectors_in_the_simulator(monkeypatch):
+    from gpureplace.config import settings
+    monkeypatch.setattr(settings, "backend", "simulator")
+    _check_as_vectors(np)
+    with pytest.raises(IndexError, match=r"index 10 is out of bounds for axis 0 with size 10: "
+                                         r"index \(10,\) of a float32x4 array"):
+        x = np.zeros(40, np.float32)
+
+        @cuda.jit
+        def past(v):
+            v[cuda.grid(1)] = cuda.float32x4(1, 2, 3, 4)
+        past[1, 11](cuda.as_vectors(x))
+
+
+def test_as_vectors_refuses_what_it_cannot_view():
+    with pytest.raises(ValueError, match="n must be 1, 2, 3 or 4"):
+        cuda.as_vectors(np.zeros(8, np.float32), 5)
+    with pytest.raises(TypeError, match=r"dtype complex64; vector types hold"):
+        cuda.as_vectors(np.zeros(8, np.complex64))
+    with pytest.raises(TypeError, match=r"dtype None"):
+        cuda.as_vectors([1.0, 2.0])
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only     # the eager alignment check is the GPU backend's
+def test_as_vectors_on_the_gpu():
+    import cupy as cp
+    _check_as_vectors(cp)
+    with pytest.raises(Exception, match=r"as_vectors\(a, 4\): the data address .* is not "
+                                        r"aligned to 16 bytes"):
+        cuda.as_vectors(cp.zeros(40, np.float32)[1:37])            # refused when made

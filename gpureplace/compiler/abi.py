@@ -75,6 +75,12 @@ def rebuild(context, builder, ty, params):
     if isinstance(ty, types.Array):
         from numba.np.arrayobj import make_array
         ptr = params.pop(0)
+        from .intrinsics.vectors import VectorType
+        if isinstance(ty.dtype, VectorType) and isinstance(ptr, ir.Argument):
+            # cuda.as_vectors(...): the launch checked the alignment; knowing it lets LLVM load
+            # and store each vector with one wide access (ld.global.v4.f32 for float32x4)
+            from ..runtime.arguments import vector_alignment
+            ptr.attributes.align = vector_alignment(ty.dtype)
         shape = [params.pop(0) for _ in range(ty.ndim)]
         dataty = context.get_data_type(ty.dtype)
         itemsize = context.get_abi_sizeof(dataty)

@@ -134,6 +134,93 @@ class InOut(ArgHint):
     copy_in = copy_out = True
 
 
+class VectorArray:
+    """``cuda.as_vectors(a, n)``: the C-contiguous device array ``a`` as a kernel sees it, an
+    array of CUDA vector values of ``n`` elements along its last axis (``cuda.float32x4`` for
+    ``n=4`` and float32 data), so that each element read or written is one wide memory access
+    (16 bytes for float32x4, as CUDA C's ``float4``).  The address must be aligned to the
+    vector's size (16 bytes at most): CuPy and PyTorch allocations are, views at other offsets
+    may not be.  Simulated launches take NumPy arrays."""
+
+    __slots__ = ("array", "count", "vector_type")
+
+    def __init__(self, array, count=4):
+        from ..compiler.intrinsics.vectors import vector_types
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 4:
+            raise ValueError(f"as_vectors(a, n): n must be 1, 2, 3 or 4, got {count!r}")
+        dt = getattr(array, "dtype", None)
+        try:
+            dt = np.dtype(str(dt))
+        except TypeError:
+            dt = None
+        vt = vector_types.get(f"{dt.name}x{count}") if dt is not None else None
+        if vt is None:
+            raise ArgumentError(f"as_vectors(a, {count}): a has dtype {dt}; vector types hold "
+                                f"int8 ... uint64, float32 or float64 elements")
+        self.array, self.count, self.vector_type = array, count, vt
+        if not isinstance(array, np.ndarray) or hasattr(array, "__cuda_array_interface__"):
+            _vector_array_handler(self)             # checks layout, length and alignment now
+
+    @property
+    def alignment(self):
+        return vector_alignment(self.vector_type)
+
+    def __repr__(self):
+        return f"cuda.as_vectors({type(self.array).__name__}, {self.count})"
+
+
+def vector_alignment(vt):
+    """Bytes a vector array's address is aligned to (and the compiler assumes): its size when
+    that is a power of two, at most 16; else (3 elements) the element's."""
+    item = vt.element.bitwidth // 8
+    size = item * vt.count
+    return min(size, 16) if size & (size - 1) == 0 else item
+
+
+def vector_array_layout(shape, strides, itemsize, count, address, where="as_vectors"):
+    """Check a vector view of an array; returns the shape in vectors."""
+    if not shape:
+        raise ArgumentError(f"{where}: a 0-d array has no axis to group into vectors")
+    if _layout(shape, strides, itemsize) != "C":
+        raise ArgumentError(f"{where}: the array must be C-contiguous (vectors are consecutive "
+                            f"elements of its last axis), got strides {tuple(strides)}")
+    if shape[-1] % count:
+        raise ArgumentError(f"{where}: the last axis ({shape[-1]} elements) is not a multiple "
+                            f"of {count}")
+    align = min(itemsize * count, 16) if (itemsize * count) & (itemsize * count - 1) == 0 \
+        else itemsize
+    if address % align:
+        raise ArgumentError(f"{where}: the data address 0x{address:x} is not aligned to "
+                            f"{align} bytes (a view that starts at another element?)")
+    return tuple(shape[:-1]) + (shape[-1] // count,)
+
+
+def _vector_array_handler(v):
+    where = f"as_vectors(a, {v.count})"
+    key, values = value_key(v.array)
+    if key[0] != "array":
+        raise ArgumentError(f"{where}: a must be a device array, got "
+                            f"{type(v.array).__qualname__}")
+    _, dt, ndim, layout = key
+    ptr, shape = values[0], tuple(values[1:1 + ndim])
+    strides = tuple(values[1 + ndim:]) if layout == "A" else _c_strides(shape, dt.itemsize) \
+        if layout == "C" else None
+    if layout == "F" and ndim > 1:
+        raise ArgumentError(f"{where}: the array must be C-contiguous (vectors are consecutive "
+                            f"elements of its last axis), got a Fortran-ordered one")
+    vshape = vector_array_layout(shape, strides or _c_strides(shape, dt.itemsize), dt.itemsize,
+                                 v.count, ptr, where)
+    return ("vectors", dt, v.count, ndim), (ptr, *vshape)
+
+
+def _c_strides(shape, itemsize):
+    out, acc = [], itemsize
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return tuple(reversed(out))
+
+
 def _hint_handler(hint):
     raise ArgumentError(f"is {type(hint).__name__}(...), a copy to or from the host around a "
                         f"single launch: prepared launches and CUDA graphs take device arrays")
@@ -216,6 +303,8 @@ def _find_handler(cls, value):
         return _record_handler
     if isinstance(value, ArgHint):
         return _hint_handler
+    if isinstance(value, VectorArray):
+        return _vector_array_handler
     if isinstance(value, np.generic):
         return _np_scalar_handler
     if isinstance(value, (type, np.dtype, types.Type)):
@@ -285,6 +374,10 @@ def _key_to_type(key):
         return numpy_support.from_dtype(key[1])
     if kind == "pointer":
         return types.CPointer(numpy_support.from_dtype(key[1]))
+    if kind == "vectors":
+        from ..compiler.intrinsics.vectors import vector_types
+        _, dt, count, ndim = key
+        return types.Array(vector_types[f"{dt.name}x{count}"], ndim, "C")
     if kind == "tuple":
         return types.BaseTuple.from_types([numba_type_of_key(k) for k in key[1:]])
     if kind == "namedtuple":

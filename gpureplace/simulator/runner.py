@@ -109,6 +109,8 @@ class _Args:
             self.host_arrays.append(box)
             self.copy_back.append((a, box, "record"))
             return box.view(np.recarray)[()], _type_from_key(a, where)
+        if isinstance(a, arguments.VectorArray):
+            return self._vectors(a, where)
         if isinstance(a, tuple):
             vals, tys = zip(*(self.convert(x, where) for x in a)) if a else ((), ())
             if hasattr(type(a), "_fields"):          # a namedtuple: fields by name
@@ -127,6 +129,26 @@ class _Args:
         if isinstance(a, np.integer):
             return wrap_int(a, a.dtype), _type_from_key(a, where)
         return a, _type_from_key(a, where)
+
+
+    def _vectors(self, v, where):
+        """cuda.as_vectors(array, n): the array (converted as any array argument) grouped into
+        vectors of its last axis, with the layout checks a GPU launch makes."""
+        from .lang import SimVectorArray
+        inner, _ = self.convert(v.array, where)
+        if not isinstance(inner, SimArray):
+            raise LaunchError(f"{where} is as_vectors({type(v.array).__qualname__}, "
+                              f"{v.count}); it takes an array")
+        host = inner._a
+        try:
+            vshape = arguments.vector_array_layout(host.shape, host.strides, host.itemsize,
+                                                   v.count, host.ctypes.data,
+                                                   f"as_vectors(a, {v.count})")
+        except LaunchError as exc:
+            raise type(exc)(f"{where}: {exc}") from None
+        grouped = host.reshape(vshape + (v.count,))
+        return (SimVectorArray(grouped, v.vector_type, self.launch, inner._writable),
+                nbtypes.Array(v.vector_type, len(vshape), "C"))
 
 
 def _type_from_key(a, where):
