@@ -219,3 +219,23 @@ def test_as_vectors_on_the_gpu():
     with pytest.raises(Exception, match=r"as_vectors\(a, 4\): the data address .* is not "
                                         r"aligned to 16 bytes"):
         cuda.as_vectors(cp.zeros(40, np.float32)[1:37])            # refused when made
+
+
+def test_a_vector_array_of_a_cupy_array_is_checked_once_per_shape():
+    from gpureplace.runtime import arguments
+    from test_binder import ndarray
+    a = ndarray((8, 12), np.float32, ptr=0x10000)
+    v = cuda.as_vectors(a, 4)                                   # checked when made
+    key, values = arguments.value_key(v)
+    assert key == ("vectors", np.dtype(np.float32), 4, 2) and values == (0x10000, 8, 3)
+    assert arguments.numba_type_of_key(key) == types.Array(vector_types["float32x4"], 2, "C")
+    assert arguments.value_key(v) == (key, values) and v._cached is not None
+    a.shape, a.strides = (4, 24), (96, 4)                       # CuPy's in-place reshape
+    assert arguments.value_key(v)[1] == (0x10000, 4, 6)
+    a.shape, a.strides = (4, 22), (88, 4)                       # (a length that does not fit)
+    with pytest.raises(TypeError, match=r"last axis \(22 elements\) is not a multiple of 4"):
+        arguments.value_key(v)
+    with pytest.raises(TypeError, match="not aligned to 16 bytes"):
+        cuda.as_vectors(ndarray((8,), np.float32, ptr=0x10004))
+    assert arguments.value_key(cuda.as_vectors(ndarray((6,), np.float32, ptr=0x10004), 3))[1] \
+        == (0x10004, 2)                                          # 12-byte vectors: 4-byte aligned

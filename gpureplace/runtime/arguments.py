@@ -142,7 +142,7 @@ class VectorArray:
     vector's size (16 bytes at most): CuPy and PyTorch allocations are, views at other offsets
     may not be.  Simulated launches take NumPy arrays."""
 
-    __slots__ = ("array", "count", "vector_type")
+    __slots__ = ("array", "count", "vector_type", "_cached")
 
     def __init__(self, array, count=4):
         from ..compiler.intrinsics.vectors import vector_types
@@ -158,6 +158,7 @@ class VectorArray:
             raise ArgumentError(f"as_vectors(a, {count}): a has dtype {dt}; vector types hold "
                                 f"int8 ... uint64, float32 or float64 elements")
         self.array, self.count, self.vector_type = array, count, vt
+        self._cached = None
         if not isinstance(array, np.ndarray) or hasattr(array, "__cuda_array_interface__"):
             _vector_array_handler(self)             # checks layout, length and alignment now
 
@@ -196,6 +197,9 @@ def vector_array_layout(shape, strides, itemsize, count, address, where="as_vect
 
 
 def _vector_array_handler(v):
+    cached = v._cached
+    if cached is not None and cached[0] == v.array.shape:
+        return cached[1], cached[2]
     where = f"as_vectors(a, {v.count})"
     key, values = value_key(v.array)
     if key[0] != "array":
@@ -210,7 +214,11 @@ def _vector_array_handler(v):
                             f"elements of its last axis), got a Fortran-ordered one")
     vshape = vector_array_layout(shape, strides or _c_strides(shape, dt.itemsize), dt.itemsize,
                                  v.count, ptr, where)
-    return ("vectors", dt, v.count, ndim), (ptr, *vshape)
+    out = ("vectors", dt, v.count, ndim), (ptr, *vshape)
+    if handler_of(v.array) is _cupy_handler:
+        # a CuPy array's address, dtype and strides cannot change; its shape can (in place)
+        v._cached = (v.array.shape, *out)
+    return out
 
 
 def _c_strides(shape, itemsize):
