@@ -173,23 +173,25 @@ class VectorArray:
 def vector_alignment(vt):
     """Bytes a vector array's address is aligned to (and the compiler assumes): its size when
     that is a power of two, at most 16; else (3 elements) the element's."""
-    item = vt.element.bitwidth // 8
-    size = item * vt.count
-    return min(size, 16) if size & (size - 1) == 0 else item
+    return _alignment(vt.element.bitwidth // 8, vt.count)
 
 
-def vector_array_layout(shape, strides, itemsize, count, address, where="as_vectors"):
+def _alignment(itemsize, count):
+    size = itemsize * count
+    return min(size, 16) if size & (size - 1) == 0 else itemsize
+
+
+def vector_array_layout(shape, c_contiguous, itemsize, count, address, where="as_vectors"):
     """Check a vector view of an array; returns the shape in vectors."""
     if not shape:
         raise ArgumentError(f"{where}: a 0-d array has no axis to group into vectors")
-    if _layout(shape, strides, itemsize) != "C":
+    if not c_contiguous:
         raise ArgumentError(f"{where}: the array must be C-contiguous (vectors are consecutive "
-                            f"elements of its last axis), got strides {tuple(strides)}")
+                            f"elements of its last axis)")
     if shape[-1] % count:
         raise ArgumentError(f"{where}: the last axis ({shape[-1]} elements) is not a multiple "
                             f"of {count}")
-    align = min(itemsize * count, 16) if (itemsize * count) & (itemsize * count - 1) == 0 \
-        else itemsize
+    align = _alignment(itemsize, count)
     if address % align:
         raise ArgumentError(f"{where}: the data address 0x{address:x} is not aligned to "
                             f"{align} bytes (a view that starts at another element?)")
@@ -206,27 +208,13 @@ def _vector_array_handler(v):
         raise ArgumentError(f"{where}: a must be a device array, got "
                             f"{type(v.array).__qualname__}")
     _, dt, ndim, layout = key
-    ptr, shape = values[0], tuple(values[1:1 + ndim])
-    strides = tuple(values[1 + ndim:]) if layout == "A" else _c_strides(shape, dt.itemsize) \
-        if layout == "C" else None
-    if layout == "F" and ndim > 1:
-        raise ArgumentError(f"{where}: the array must be C-contiguous (vectors are consecutive "
-                            f"elements of its last axis), got a Fortran-ordered one")
-    vshape = vector_array_layout(shape, strides or _c_strides(shape, dt.itemsize), dt.itemsize,
-                                 v.count, ptr, where)
-    out = ("vectors", dt, v.count, ndim), (ptr, *vshape)
+    vshape = vector_array_layout(tuple(values[1:1 + ndim]), layout == "C", dt.itemsize,
+                                 v.count, values[0], where)
+    out = ("vectors", dt, v.count, ndim), (values[0], *vshape)
     if handler_of(v.array) is _cupy_handler:
         # a CuPy array's address, dtype and strides cannot change; its shape can (in place)
         v._cached = (v.array.shape, *out)
     return out
-
-
-def _c_strides(shape, itemsize):
-    out, acc = [], itemsize
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= n
-    return tuple(reversed(out))
 
 
 def _hint_handler(hint):

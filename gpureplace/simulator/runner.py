@@ -141,8 +141,8 @@ class _Args:
                               f"{v.count}); it takes an array")
         host = inner._a
         try:
-            vshape = arguments.vector_array_layout(host.shape, host.strides, host.itemsize,
-                                                   v.count, host.ctypes.data,
+            vshape = arguments.vector_array_layout(host.shape, host.flags.c_contiguous,
+                                                   host.itemsize, v.count, host.ctypes.data,
                                                    f"as_vectors(a, {v.count})")
         except LaunchError as exc:
             raise type(exc)(f"{where}: {exc}") from None
