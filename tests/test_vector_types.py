@@ -128,6 +128,9 @@ def test_clear_errors_name_the_type_and_line():
     _compile_error("def k(r):\n    v = cuda.float2(1, 2)\n    v.x = 3.0\n",
                    r"line 3\): float32x2 values cannot be changed \(v.x = ...\): build a new "
                    r"one, such as cuda.float32x2\(new, v.y\)")
+    _compile_error("def k(r):\n    s = cuda.shared.array(4, cuda.float32x4)\n",
+                   r"line 2\): cuda.shared.array\(shape, dtype\): float32x4 is not an element "
+                   r"type of these arrays; make one of float32 with a last axis of 4")
     _compile_error("def k(r):\n    v = cuda.float2(r, 2)\n",
                    r"line 2\): cuda.float32x2\(\): takes float32 scalars and float32 vectors, "
                    r"got array")

@@ -123,6 +123,11 @@ def _element_type(fname, dtype):
         raise TypingError(f"{fname}: {exc.msg if hasattr(exc, 'msg') else exc}") from None
     if not isinstance(nbtype, _DTYPE_KINDS):
         got = dtype if nbtype is None else nbtype
+        stub = getattr(getattr(dtype, "typing_key", None), "vector_type", None)
+        if stub is not None:
+            raise TypingError(f"{fname}(shape, dtype): {stub.name} is not an element type of "
+                              f"these arrays; make one of {stub.element} with a last axis of "
+                              f"{stub.count} and build the vector from its elements")
         raise TypingError(f"{fname}(shape, dtype): dtype must be a scalar type such as "
                           f"np.float32, numba.int32, np.dtype('float64') or 'float32' "
                           f"(or a record type), got {got}")
