@@ -71,6 +71,20 @@ QUICKSTART = [
     "g()\ngot = cp.asnumpy(out) if HAVE_GPU else out\n"
     "np.testing.assert_allclose(got, 16.0 * np.arange(1024, dtype=np.float32))\n"
     "print('the graph runs the new scale')",
+    "md:## Wide memory accesses\n\nA memory-bound kernel reaches the memory's bandwidth when "
+    "each thread moves 16 bytes at a time, as CUDA C's `float4` does: CUDA's vector types "
+    "(`cuda.float32x4`, `cuda.int2`, ...) and `cuda.as_vectors(a, 4)`, which hands a kernel an "
+    "array as an array of vectors (one `ld.global.v4` per element).",
+    "%%cuda\ndef saxpy4(a, x, y, out):\n    i = cuda.grid(1)\n    if i < out.size:\n"
+    "        u = x[i]\n        v = y[i]\n"
+    "        out[i] = cuda.float32x4(a * u.x + v.x, a * u.y + v.y, a * u.z + v.z, a * u.w + v.w)",
+    "x4 = xp.arange(1024, dtype=xp.float32)\ny4 = xp.ones_like(x4)\nout4 = xp.empty_like(x4)\n"
+    "saxpy4[1, 256](np.float32(2), cuda.as_vectors(x4), cuda.as_vectors(y4), cuda.as_vectors(out4))\n"
+    "got = cp.asnumpy(out4) if HAVE_GPU else out4\n"
+    "np.testing.assert_allclose(got, 2.0 * np.arange(1024, dtype=np.float32) + 1.0)\n"
+    "ptx = next(iter(saxpy4.inspect_ptx().values()))\n"
+    "assert ptx.count('ld.global.v4') == 2 and ptx.count('st.global.v4') == 1\n"
+    "print('16-byte loads and stores:', ptx.count('ld.global.v4') + ptx.count('st.global.v4'))",
     "md:## Contexts and overrides\n\nThe built-in `fastmath` context maps float32 `math.*` to "
     "libdevice's fast variants; your own contexts override anything, user functions included.",
     "fast = saxpy.with_context(gpureplace.fastmath_context).compile(SIG)\n"

@@ -38,5 +38,6 @@ def test_notebook_executes(name, tmp_path):
         assert "recompiled with the new scale" in outputs
         assert "scale redefined" in outputs and "saxpy will recompile" in outputs
         assert ".entry saxpy" in outputs
+        assert "16-byte loads and stores: 3" in outputs
     else:
         assert "refused:" in outputs and "fixed: recompiled" in outputs
