@@ -388,3 +388,30 @@ def test_all_fp16_functions_gpu():
     flags = cp.zeros((len(ALL_CMP), x.size), dtype=np.bool_)
     fp16_all_kernel[_grid(x.size)](cp.asarray(x), cp.asarray(y), out, flags)
     _check_all(x, y, cp.asnumpy(out), cp.asnumpy(flags))
+
+
+from numba.types import float16, float32  # noqa: E402  (cast functions in the kernel below)
+
+
+def _float_and_int(out, h, f):
+    out[0] = float(h) * float16(1000)       # float(float16) stays half: 2.5 * 1000 rounds in half
+    out[1] = int(h * float16(3))            # 7.5 truncates to 7
+    out[2] = float(f) * float32(10)         # float(float32) stays float32: 3e38 * 10 -> inf
+    out[3] = float(3)                       # float(int) is a float64
+
+
+def test_float_and_int_of_half_values_as_numba_cuda_types_them(monkeypatch):
+    from numba.core import types as t
+    sig = (t.float64[::1], t.float16, t.float32)
+    text = cuda.jit(_float_and_int).inspect_types(sig)
+    assert ":: (float16,) -> float16" in text and ":: (float16,) -> int64" in text
+    assert ":: (float32,) -> float32" in text
+    ptx = cuda.jit(_float_and_int).compile(sig).ptx
+    assemble(ptx)
+    assert "cvt.rzi.s64.f16" in ptx and "mul.rn.f16" in ptx
+    from gpureplace.config import settings
+    monkeypatch.setattr(settings, "backend", "simulator")
+    out = np.zeros(4)
+    cuda.jit(_float_and_int)[1, 1](out, np.float16(2.5), np.float32(3e38))
+    assert out[0] == float(np.float16(2.5) * np.float16(1000)) and out[1] == 7
+    assert np.isinf(out[2]) and out[3] == 3.0

@@ -271,7 +271,7 @@ class Resolver:
         if raw is round:
             return _device_round
         if raw is float:
-            return np.float64
+            return _FLOAT
         if raw is int:
             return _INT
         if raw is complex:
@@ -400,6 +400,14 @@ class Resolver:
         if isinstance(v, pytypes.SimpleNamespace):
             return any(id(x) in impls for x in vars(v).values())
         return False
+
+
+def _FLOAT(value=0.0):
+    """``float(x)`` in device code: a float16 or float32 keeps its type (as Numba and
+    numba-cuda type it), anything else is a float64."""
+    if isinstance(value, (np.float16, np.float32)):
+        return value
+    return np.float64(value)
 
 
 def _INT(value=0, base=_MISSING):

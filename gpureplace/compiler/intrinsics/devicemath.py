@@ -386,6 +386,20 @@ def _register_half():
 
 
 _register_half()
+# float(h) stays a float16 as numba-cuda types it (float(x) of a float32 is a float32 too);
+# int(h) truncates to an int64.  Numba's own templates know no float16.
+typing.register_global(builtins.float, types.Function(_half_template(builtins.float, None)))
+typing.register_global(builtins.int, types.Function(_half_template(builtins.int, types.int64)))
+
+
+@lowering.lower(builtins.float, types.float16)
+def _half_float(context, builder, sig, args):
+    return args[0]
+
+
+@lowering.lower(builtins.int, types.float16)
+def _half_int(context, builder, sig, args):
+    return builder.fptosi(args[0], ir.IntType(64))
 
 
 def _half_div(context, builder, sig, args):
