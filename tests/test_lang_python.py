@@ -1248,6 +1248,53 @@ def test_reshape_inside_kernels_gpu():
 
 
 @cuda.jit
+def complex_powers(r, x, y):
+    i = cuda.grid(1)
+    if i < r.shape[0]:
+        r[i, 0] = x[i] ** y[i]
+        r[i, 1] = pow(x[i], y[i])
+        r[i, 2] = np.power(x[i], y[i])
+        z = x[i]
+        z **= y[i]
+        r[i, 3] = z
+        r[i, 4] = x[i] ** 2                      # Numba squares instead of calling cpow
+
+
+_CPOW_CASES = [(1 + 2j, 2 + 0j), (0.5 - 1j, 1.5 + 0.5j), (0j, 2 + 0j), (3j, -1 + 1j),
+               (-2 + 0j, 0.5 + 0j), (1e-3 + 1e3j, 0.25 - 2j), (2 + 2j, 0j), (0j, 0j)]
+
+
+def test_complex_power_links_the_device_cpow():
+    """``complex ** complex`` lowers to Numba's C helper numba_cpow (numba_cpowf for complex64);
+    the device version (runtime_helpers.py) is CPython's algorithm, linked in."""
+    for ty in (types.complex128, types.complex64):
+        spec = _compile(complex_powers, (ty[:, ::1], ty[::1], ty[::1]))
+        assemble(spec.ptx)
+        assert "numba_cpow" not in spec.ptx.replace("// .globl", "")   # linked and inlined
+    from gpureplace.compiler.runtime_helpers import _cpow
+    for a, b in _CPOW_CASES:
+        want = a ** b
+        got = _cpow(a, b)
+        assert abs(got - want) <= 1e-12 * max(1.0, abs(want)), (a, b)
+    assert all(math.isnan(v) for v in (_cpow(0j, -1 + 0j).real, _cpow(0j, 1j).imag))
+
+
+@pytest.mark.gpu
+def test_complex_power_gpu():
+    cp = _cp()
+    x = np.array([a for a, _ in _CPOW_CASES])
+    y = np.array([b for _, b in _CPOW_CASES])
+    for dt, tol in ((np.complex128, 1e-12), (np.complex64, 1e-5)):
+        r = cp.zeros((len(x), 5), dt)
+        complex_powers[1, 32](r, cp.asarray(x.astype(dt)), cp.asarray(y.astype(dt)))
+        got = cp.asnumpy(r)
+        want = np.array([complex(a) ** complex(b) for a, b in zip(x.astype(dt), y.astype(dt))])
+        for col in range(4):
+            np.testing.assert_allclose(got[:, col], want.astype(dt), rtol=tol, atol=tol)
+        np.testing.assert_allclose(got[:, 4], (x.astype(dt) ** 2), rtol=tol, atol=tol)
+
+
+@cuda.jit
 def bit_counts(x, out):
     i = cuda.grid(1)
     if i < x.size:

@@ -216,7 +216,7 @@ def _link(cf, wrapper_ir):
     for each in cf.closure():
         for text in each.ir_texts():
             mod.link_in(llvm.parse_assembly(text))
-    _link_reshape_helper(cf, mod)
+    _link_runtime_helpers(cf, mod)
     needed = {fn.name for fn in mod.functions if fn.is_declaration and fn.name.startswith("__nv_")}
     backend.link_libdevice(mod, needed, cf.options.arch, cf.options.fastmath)
     if cf.options.fastmath:
@@ -224,35 +224,48 @@ def _link(cf, wrapper_ir):
     return mod
 
 
-def _link_reshape_helper(cf, mod):
-    """``array.reshape`` calls Numba's runtime helper ``numba_attempt_nocopy_reshape``: link the
-    device version (compiler/reshape_helper.py) behind a C-ABI entry of that name."""
-    from . import reshape_helper as rh
-    try:
-        fn = mod.get_function(rh.SYMBOL)
-    except NameError:
+def _link_runtime_helpers(cf, mod):
+    """Numba's lowering calls a few C helpers of its runtime (``array.reshape``, complex
+    ``**``): link the device versions (compiler/runtime_helpers.py) of those this module calls,
+    each behind a C-ABI entry of the helper's name."""
+    from .runtime_helpers import SYMBOLS, helpers
+    wanted = []
+    for symbol in SYMBOLS:
+        try:
+            fn = mod.get_function(symbol)
+        except NameError:
+            continue
+        if fn.is_declaration:
+            wanted.append(symbol)
+    if not wanted:
         return
-    if not fn.is_declaration:
-        return
-    helper = driver.compile_device(rh.attempt_nocopy_reshape, cf.context, {}, rh.ARGTYPES,
-                                   cf.options.for_device())
-    for each in helper.closure():
-        for text in each.ir_texts():
-            mod.link_in(llvm.parse_assembly(text))
+    table = helpers()
     _, targetctx = cf.context.compilers()
-    entry_mod = targetctx.create_module("reshape_entry")
-    i32, i64 = ir.IntType(32), ir.IntType(64)
-    p64 = i64.as_pointer()
-    entry = ir.Function(entry_mod, ir.FunctionType(i32, [i64, p64, p64, i64, p64, p64, i64, i32]),
-                        name=rh.SYMBOL)
-    builder = ir.IRBuilder(entry.append_basic_block("entry"))
-    callee = ir.Function(entry_mod, targetctx.call_conv.get_function_type(helper.restype,
-                                                                          helper.argtypes),
-                         name=helper.mangled_name)
-    _, res = targetctx.call_conv.call_function(builder, callee, helper.restype, helper.argtypes,
-                                               list(entry.args))
-    builder.ret(res)
-    mod.link_in(llvm.parse_assembly(str(entry_mod)))
+    linked = set()                        # helpers share device functions (cpow and cpowf)
+    for symbol in wanted:
+        pyfunc, argtypes = table[symbol]
+        helper = driver.compile_device(pyfunc, cf.context, {}, argtypes, cf.options.for_device())
+        for each in helper.closure():
+            if each.mangled_name in linked:
+                continue
+            linked.add(each.mangled_name)
+            for text in each.ir_texts():
+                mod.link_in(llvm.parse_assembly(text))
+        entry_mod = targetctx.create_module(f"{symbol}_entry")
+        void = helper.restype == types.none
+        ret = ir.VoidType() if void else targetctx.get_value_type(helper.restype)
+        entry = ir.Function(entry_mod, ir.FunctionType(ret, [targetctx.get_value_type(t)
+                                                             for t in argtypes]), name=symbol)
+        builder = ir.IRBuilder(entry.append_basic_block("entry"))
+        callee = ir.Function(entry_mod, targetctx.call_conv.get_function_type(
+            helper.restype, helper.argtypes), name=helper.mangled_name)
+        _, res = targetctx.call_conv.call_function(builder, callee, helper.restype,
+                                                   helper.argtypes, list(entry.args))
+        if void:
+            builder.ret_void()
+        else:
+            builder.ret(res)
+        mod.link_in(llvm.parse_assembly(str(entry_mod)))
 
 
 def ptx_isa():

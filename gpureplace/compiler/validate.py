@@ -8,6 +8,7 @@ naming the Python function and line instead.
 from __future__ import annotations
 
 from ..errors import CompileError
+from .runtime_helpers import SYMBOLS as _runtime_helper_symbols
 
 #: LLVM intrinsics the NVPTX back end selects (prefix match on the name up to the type suffix).
 _SELECTABLE = (
@@ -25,7 +26,7 @@ _SELECTABLE = (
     "llvm.experimental.constrained.",
 )
 #: External functions that the CUDA driver/ptxas provides.
-_EXTERNAL_OK = {"vprintf", "numba_attempt_nocopy_reshape"}    # the latter: reshape_helper.py
+_EXTERNAL_OK = {"vprintf"} | set(_runtime_helper_symbols)        # the latter: linked later
 
 _HINTS = {
     "llvm.pow": "use math.pow / ** on floats (libdevice __nv_pow)",

@@ -134,6 +134,13 @@ class HostMath:
             if isinstance(a, (complex, np.complexfloating)):
                 return type(a.real)(abs(a)) if isinstance(a, np.complexfloating) \
                     else _F64(abs(a))
+        if stub.name == "pow" and any(isinstance(a, (complex, np.complexfloating))
+                                      for a in args):
+            # complex power: the device's algorithm (CPython's), in the wider complex type
+            from ..compiler.runtime_helpers import _cpow
+            narrow = all(isinstance(a, (np.complex64, np.float32, np.float16)) for a in args)
+            r = _cpow(complex(args[0]), complex(args[1]))
+            return np.complex64(r) if narrow else np.complex128(r)
         fty = float_type(args, stub.name)
         ctype = _F32 if fty is _F16 else fty
         cargs = [ctype(a) for a in args]

@@ -95,6 +95,10 @@ def _make_template(stub):
                 return signature(args[0], args[0])
             if stub.name == "abs" and isinstance(args[0], types.Complex):
                 return signature(args[0].underlying_float, args[0])
+            if stub.name == "pow" and any(isinstance(a, types.Complex) for a in args):
+                # pow(z, w) / np.power: Numba's complex power (compiler/runtime_helpers.py)
+                import operator
+                return self.context.resolve_function_type(operator.pow, args, {})
             fty = _float_of(args)
             if fty is None:
                 return None
@@ -152,6 +156,9 @@ def _make_lowering(stub):
                 return x
             neg = builder.neg(x)
             return builder.select(builder.icmp_signed("<", x, x.type(0)), neg, x)
+        if stub.name == "pow" and isinstance(sig.return_type, types.Complex):
+            import operator
+            return context.get_function(operator.pow, sig)(builder, args)
         if stub.name == "abs" and isinstance(argty, types.Complex):
             # |z| = hypot(re, im): no overflow for large parts, as CPython and Numba compute it
             fty = argty.underlying_float
@@ -200,6 +207,8 @@ for _s in STUBS.values():
     if _s.name == "abs":
         lowering.lower(_s, types.Integer)(_impl)
         lowering.lower(_s, types.Complex)(_impl)
+    if _s.name == "pow":
+        lowering.lower(_s, types.Complex, types.Complex)(_impl)
 
 
 # ---------------------------------------------------------------------------------------------
