@@ -286,6 +286,11 @@ class GPUFunction:
                                                               line_info=s.options.lineinfo))
 
     @property
+    def signatures(self):
+        """The argument-type tuples compiled so far (numba-cuda's ``kernel.signatures``)."""
+        return list(self.overloads)
+
+    @property
     def overloads(self):
         """``{argument types: specialisation}`` of everything compiled so far (numba-cuda's
         ``kernel.overloads``)."""

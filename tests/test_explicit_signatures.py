@@ -336,3 +336,25 @@ def test_device_function_signatures_with_arrays_in_the_simulator(monkeypatch):
     with pytest.raises(CompileError, match=r"line \d+\): No matching definition for argument "
                                           r"type\(s\) \(array\(int32, 1d, C\), int64\)"):
         kernel[1, 8](np.arange(5, dtype=np.int32), y, z, n)
+
+
+def test_signatures_and_overloads_answer_numba_cudas_questions():
+    """``kernel.signatures`` and each overload's ``inspect_llvm`` / ``inspect_asm`` /
+    ``cooperative``, as numba-cuda code reads them."""
+    @cuda.jit(["void(float32[:], float32)", "void(float64[:], float64)"])
+    def fill(out, v):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = v
+
+    sigs = fill.signatures
+    assert len(sigs) == 2 and all(isinstance(s, tuple) for s in sigs)
+    first = fill.overloads[sigs[0]]
+    assert first.inspect_asm().startswith("//") and ".entry fill" in first.inspect_asm((9, 0))
+    assert "define" in first.inspect_llvm() and not first.cooperative
+
+    @cuda.jit("void(float32[:])")
+    def synced(x):
+        cuda.cg.this_grid().sync()
+        x[0] = 1
+    assert synced.overloads[synced.signatures[0]].cooperative

@@ -660,3 +660,53 @@ def test_nanosleep_on_the_gpu():
     assert int(out.max()) == 0
     sleepy_spin[2, 32](cp.zeros(1, cp.int32), out)
     assert int(out.min()) == 5
+
+
+# -- alignment= of shared and local arrays (numba-cuda's keyword) --------------------------------
+
+@cuda.jit
+def _aligned_arrays(addresses, n):
+    i = cuda.grid(1)
+    loc = cuda.local.array((2, 3), np.uint8, alignment=64)
+    sh = cuda.shared.array(50, np.uint64, alignment=256)
+    plain = cuda.shared.array(7, np.uint8)
+    loc[0, 0] = n
+    sh[i] = loc[0, 0]
+    plain[i % 7] = n
+    if i == 0:
+        addresses[0] = loc.ctypes.data
+        addresses[1] = sh.ctypes.data
+        addresses[2] = plain[0]
+
+
+def test_alignment_of_shared_and_local_arrays_reaches_the_ptx():
+    ptx = _aligned_arrays.compile("void(uint64[::1], uint8)").ptx
+    assemble(ptx)
+    assert re.search(r"\.local \.align 64 ", ptx)
+    assert re.search(r"\.shared \.align 256 \.b8 \w+\[400\]", ptx)
+    assert re.search(r"\.shared \.align 1 \.b8 \w+\[7\]", ptx)       # no request: natural
+
+
+@pytest.mark.gpu
+def test_aligned_arrays_sit_at_aligned_addresses():
+    import cupy as cp
+    addresses = cp.zeros(3, np.uint64)
+    _aligned_arrays[1, 32](addresses, np.uint8(5))
+    loc, sh, _ = (int(a) for a in cp.asnumpy(addresses))
+    assert loc % 64 == 0 and sh % 256 == 0
+
+
+def test_invalid_alignments_are_errors_at_the_line():
+    for bad, message in ((3, r"alignment=3\): Alignment must be a positive power of two"),
+                         (0, r"alignment=0\): Alignment must be a positive power of two"),
+                         ("16", r"alignment=\.\.\.\): alignment must be a constant integer "
+                                r".*got Literal\[str\]"),
+                         (1.5, r"alignment=\.\.\.\): alignment must be a constant integer "
+                               r".*got float64")):
+        for which in ("local", "shared"):
+            ns = {"cuda": cuda, "np": np, "bad": bad}
+            exec(f"def k(d):\n    x = cuda.{which}.array(4, np.uint8, alignment=bad)\n"
+                 f"    d[0] = x[0]\n", ns)
+            with pytest.raises(CompileError, match=rf"line 2\): cuda.{which}.array\(\.\.\., "
+                                                   + message):
+                cuda.jit(ns["k"]).compile("void(uint8[:])")

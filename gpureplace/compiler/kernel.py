@@ -50,6 +50,27 @@ class KernelSpecialization:
         loaded = launch.LoadedKernel(self, device.current_device())
         return loaded.max_cooperative_blocks(dims[0] * dims[1] * dims[2], dynsmemsize)
 
+    # numba-cuda's names on an overload (``kernel.overloads[argtypes]``)
+    def inspect_llvm(self):
+        """The optimised LLVM IR of the whole linked module."""
+        return self.llvm_ir
+
+    def inspect_asm(self, cc=None):
+        """The PTX (for the architecture it was compiled for)."""
+        return self.ptx
+
+    def inspect_sass(self):
+        """The SASS listing (ptxas and nvdisasm from NVIDIA's wheels; no GPU needed)."""
+        from ..tools import sass_of_ptx
+        return sass_of_ptx(self.ptx, self.options.arch, line_info=self.options.lineinfo)
+
+    @property
+    def cooperative(self):
+        """Whether the kernel syncs the grid (``cuda.cg.this_grid().sync()``): it is then
+        launched cooperatively."""
+        from .intrinsics.cg import BARRIER
+        return BARRIER in self.ptx
+
     def dependencies(self):
         """Global reads, overrides and callees of the whole call graph below this kernel."""
         from ..tracking.deps import describe

@@ -33,6 +33,28 @@ class _Dim3(_Dim3Like):
         return f"dim3({self.x}, {self.y}, {self.z})"
 
 
+def _check_alignment(alignment, what):
+    if alignment is None:
+        return
+    if isinstance(alignment, bool) or not isinstance(alignment, (int, np.integer)):
+        raise TypeError(f"{what}(..., alignment=...): alignment must be a constant integer (a "
+                        f"power of two), got {alignment!r}")
+    if alignment <= 0 or alignment & (alignment - 1):
+        raise ValueError(f"{what}(..., alignment={alignment}): Alignment must be a positive "
+                         f"power of two")
+
+
+def _aligned_zeros(dims, dt, alignment):
+    """Zeros of ``dims`` and ``dt`` whose address is a multiple of ``alignment`` (or of NumPy's
+    own alignment when None), as the device places the array."""
+    if not alignment:
+        return np.zeros(dims, dt)
+    nbytes = int(np.prod(dims, dtype=np.int64)) * dt.itemsize
+    raw = np.zeros(nbytes + alignment, np.uint8)
+    start = (-raw.ctypes.data) % alignment
+    return raw[start:start + nbytes].view(dt).reshape(dims)
+
+
 def _dtype_of(dtype, what):
     if getattr(dtype, "__name__", None) == "_INT":
         return np.dtype(np.int64)          # the simulator's ``int``
@@ -275,8 +297,9 @@ def language(launch):
     # -- memory -----------------------------------------------------------------------------------
     import sys
 
-    def shared_array(shape, dtype):
+    def shared_array(shape, dtype, alignment=None):
         dims = _shape_of(shape, "cuda.shared.array")
+        _check_alignment(alignment, "cuda.shared.array")
         dt = _dtype_of(dtype, "cuda.shared.array")
         block = tls.t.block
         if dims == (0,):
@@ -299,15 +322,18 @@ def language(launch):
                     if 0 in dims:
                         raise ValueError(f"cuda.shared.array: shape {dims} has a zero "
                                          f"dimension (only shape 0 means dynamic shared memory)")
-                    arr = block.shared[site] = SimArray(np.zeros(dims, dt), launch)
+                    arr = block.shared[site] = SimArray(_aligned_zeros(dims, dt, alignment),
+                                                        launch)
         return arr
 
-    def local_array(shape, dtype):
+    def local_array(shape, dtype, alignment=None):
         dims = _shape_of(shape, "cuda.local.array")
+        _check_alignment(alignment, "cuda.local.array")
         if 0 in dims:
             raise ValueError(f"cuda.local.array: shape {dims} has a zero dimension (a local "
                              f"array needs a positive size)")
-        return SimArray(np.zeros(dims, _dtype_of(dtype, "cuda.local.array")), launch)
+        return SimArray(_aligned_zeros(dims, _dtype_of(dtype, "cuda.local.array"), alignment),
+                        launch)
 
     consts = {}
 

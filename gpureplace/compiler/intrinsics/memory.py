@@ -36,7 +36,7 @@ from numba.core.typing.typeof import typeof_impl
 from numba.np import numpy_support
 from numba.np.arrayobj import make_array, populate_array
 
-from .stubs import Namespace, Stub, register_namespace
+from .stubs import IntrinsicArgumentError, Namespace, Stub, register_namespace
 
 __all__ = ["shared", "local", "const"]
 
@@ -134,15 +134,31 @@ def _element_type(fname, dtype):
     return nbtype
 
 
+def _alignment_of(fname, alignment):
+    """The ``alignment=`` of shared.array / local.array (numba-cuda's keyword): None, or a
+    power of two given as a constant int."""
+    if alignment is None or isinstance(alignment, (types.NoneType, types.Omitted)):
+        return None
+    if isinstance(alignment, types.IntegerLiteral):
+        value = alignment.literal_value
+        if value <= 0 or value & (value - 1):
+            raise IntrinsicArgumentError(f"{fname}(..., alignment={value}): Alignment must be "
+                                         f"a positive power of two")
+        return value
+    raise IntrinsicArgumentError(f"{fname}(..., alignment=...): alignment must be a constant "
+                                 f"integer (a power of two), got {alignment}")
+
+
 def _array_template(stub, fname, allow_dynamic):
     class _Template(CallableTemplate):
         key = stub
         prefer_literal = True     # shapes must be literals: try the literal types first
 
         def generic(self):
-            def typer(shape, dtype):
+            def typer(shape, dtype, alignment=None):
                 dims = _shape_of(fname, shape, allow_dynamic)
                 eltype = _element_type(fname, dtype)
+                _alignment_of(fname, alignment)
                 return types.Array(eltype, len(dims), "C")
             return typer
 
@@ -203,8 +219,13 @@ def _dims_of_sig(shape_type):
 # shared.array
 
 
-def _static_shared(context, builder, arytype, dims):
+def _requested_alignment(sig):
+    return _alignment_of("", sig.args[2]) if len(sig.args) > 2 else None
+
+
+def _static_shared(context, builder, arytype, dims, requested=None):
     lltype, itemsize, align = _element_layout(context, arytype.dtype)
+    align = max(align, requested or 0)
     count = 1
     for d in dims:
         count *= d
@@ -228,9 +249,10 @@ def dynamic_shared_storage(module):
     return gv
 
 
-def _dynamic_shared(context, builder, arytype):
+def _dynamic_shared(context, builder, arytype, requested=None):
     _, itemsize, _ = _element_layout(context, arytype.dtype)
     gv = dynamic_shared_storage(builder.module)
+    gv.align = max(gv.align, requested or 0)
     fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []),
                                         "llvm.nvvm.read.ptx.sreg.dynamic_smem_size")
     nbytes = builder.call(fn, [])
@@ -242,8 +264,8 @@ def _dynamic_shared(context, builder, arytype):
 def _lower_shared_array(context, builder, sig, args):
     dims = _dims_of_sig(sig.args[0])
     if dims == (0,):
-        return _dynamic_shared(context, builder, sig.return_type)
-    return _static_shared(context, builder, sig.return_type, dims)
+        return _dynamic_shared(context, builder, sig.return_type, _requested_alignment(sig))
+    return _static_shared(context, builder, sig.return_type, dims, _requested_alignment(sig))
 
 
 def _lower_local_array(context, builder, sig, args):
@@ -254,13 +276,15 @@ def _lower_local_array(context, builder, sig, args):
     for d in dims:
         count *= d
     storage = cgutils.alloca_once(builder, ir.ArrayType(lltype, count), name="local_array")
-    storage.align = max(align, storage.align or 0)
+    storage.align = max(align, storage.align or 0, _requested_alignment(sig) or 0)
     return _build_array(context, builder, arytype, storage, dims, itemsize)
 
 
 for _shape_ty in (types.IntegerLiteral, types.Tuple, types.UniTuple):
     lowering.lower(shared.array, _shape_ty, types.Any)(_lower_shared_array)
+    lowering.lower(shared.array, _shape_ty, types.Any, types.Any)(_lower_shared_array)
     lowering.lower(local.array, _shape_ty, types.Any)(_lower_local_array)
+    lowering.lower(local.array, _shape_ty, types.Any, types.Any)(_lower_local_array)
 del _shape_ty
 
 
