@@ -1,5 +1,7 @@
 """CUDA vector types (cuda.float32x4, cuda.int2, ...) as numba-cuda offers them."""
 
+import re
+
 import numpy as np
 import pytest
 from numba.core import types
@@ -128,9 +130,6 @@ def test_clear_errors_name_the_type_and_line():
     _compile_error("def k(r):\n    v = cuda.float2(1, 2)\n    v.x = 3.0\n",
                    r"line 3\): float32x2 values cannot be changed \(v.x = ...\): build a new "
                    r"one, such as cuda.float32x2\(new, v.y\)")
-    _compile_error("def k(r):\n    s = cuda.shared.array(4, cuda.float32x4)\n",
-                   r"line 2\): cuda.shared.array\(shape, dtype\): float32x4 is not an element "
-                   r"type of these arrays; make one of float32 with a last axis of 4")
     _compile_error("def k(r):\n    v = cuda.float2(r, 2)\n",
                    r"line 2\): cuda.float32x2\(\): takes float32 scalars and float32 vectors, "
                    r"got array")
@@ -242,3 +241,47 @@ def test_a_vector_array_of_a_cupy_array_is_checked_once_per_shape():
         cuda.as_vectors(ndarray((8,), np.float32, ptr=0x10004))
     assert arguments.value_key(cuda.as_vectors(ndarray((6,), np.float32, ptr=0x10004), 3))[1] \
         == (0x10004, 2)                                          # 12-byte vectors: 4-byte aligned
+
+
+@cuda.jit
+def _through_shared(x, out):
+    i = cuda.grid(1)
+    tile = cuda.shared.array(64, cuda.float32x4)
+    loc = cuda.local.array(2, cuda.float32x4)
+    tile[i] = x[i]
+    loc[0] = cuda.float32x4(1, 2, 3, 4)
+    loc[1] = tile[i]
+    cuda.syncthreads()
+    u = tile[63 - i]
+    w = loc[0]
+    out[i] = cuda.float32x4(u.x + w.x, u.y + w.y, u.z + w.z, u.w + loc[1].w)
+
+
+def _through_shared_expected(x):
+    rows = x.reshape(64, 4)
+    want = rows[::-1] + np.array([1, 2, 3, 0], np.float32)
+    want[:, 3] = rows[::-1, 3] + rows[:, 3]
+    return want.reshape(-1)
+
+
+def test_shared_and_local_arrays_of_vectors(monkeypatch):
+    v4 = types.Array(vector_types["float32x4"], 1, "C")
+    ptx = _through_shared.compile((v4, v4)).ptx
+    assemble(ptx)
+    assert "st.shared.v4." in ptx and "ld.shared.v4." in ptx       # aligned to 16 bytes
+    assert re.search(r"\.shared \.align 16 \.b8 \w+\[1024\]", ptx)
+    from gpureplace.config import settings
+    monkeypatch.setattr(settings, "backend", "simulator")
+    x = np.arange(256, dtype=np.float32)
+    out = np.zeros(256, np.float32)
+    _through_shared[1, 64](cuda.as_vectors(x), cuda.as_vectors(out))
+    assert (out == _through_shared_expected(x)).all()
+
+
+@pytest.mark.gpu
+def test_shared_and_local_arrays_of_vectors_on_the_gpu():
+    import cupy as cp
+    x = cp.arange(256, dtype=np.float32)
+    out = cp.zeros(256, np.float32)
+    _through_shared[1, 64](cuda.as_vectors(x), cuda.as_vectors(out))
+    assert (cp.asnumpy(out) == _through_shared_expected(cp.asnumpy(x))).all()

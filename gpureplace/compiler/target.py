@@ -212,6 +212,14 @@ class _Subroutine:
 _FLOAT_OPS = frozenset(("fadd", "fsub", "fmul", "fdiv", "frem", "fcmp"))
 
 
+def _vector_align(ty, align):
+    from .intrinsics.vectors import VectorType
+    if align is None and isinstance(ty, VectorType):
+        from ..runtime.arguments import vector_alignment
+        return vector_alignment(ty)
+    return align
+
+
 class GPUTargetContext(BaseContext):
     implement_powi_as_math_call = True
     strict_alignment = True
@@ -228,6 +236,15 @@ class GPUTargetContext(BaseContext):
     @enable_boundscheck.setter
     def enable_boundscheck(self, value):
         pass
+
+    # Array elements of a CUDA vector type (cuda.as_vectors arrays, shared and local arrays of
+    # vectors) sit at addresses aligned to the vector's size: say so on each load and store, so
+    # that LLVM moves a float32x4 with one 16-byte access wherever the array lives.
+    def pack_value(self, builder, ty, value, ptr, align=None):
+        return super().pack_value(builder, ty, value, ptr, _vector_align(ty, align))
+
+    def unpack_value(self, builder, ty, ptr, align=None):
+        return super().unpack_value(builder, ty, ptr, _vector_align(ty, align))
 
     @property
     def enable_debuginfo(self):

@@ -201,6 +201,7 @@ def _vector_constructor(vt):
             raise TypeError(f"cuda.{vt.name}(): needs {vt.count} element(s), got {len(values)}")
         return SimVector(vt, values)
     construct.__name__ = vt.name
+    construct.vector_type = vt                 # (also a dtype of shared and local arrays)
     return construct
 
 
@@ -300,17 +301,19 @@ def language(launch):
     def shared_array(shape, dtype, alignment=None):
         dims = _shape_of(shape, "cuda.shared.array")
         _check_alignment(alignment, "cuda.shared.array")
-        dt = _dtype_of(dtype, "cuda.shared.array")
+        vt = getattr(dtype, "vector_type", None)
+        dt = _dtype_of(dtype if vt is None else str(vt.element), "cuda.shared.array")
         block = tls.t.block
         if dims == (0,):
-            view = block.dynamic_views.get(dt)
+            key = dt if vt is None else vt
+            view = block.dynamic_views.get(key)
             if view is None:
                 with block.lock:
-                    view = block.dynamic_views.get(dt)
+                    view = block.dynamic_views.get(key)
                     if view is None:
                         n = len(block.dynamic) // dt.itemsize
                         arr = np.frombuffer(block.dynamic, dtype=dt, count=n)
-                        view = block.dynamic_views[dt] = SimArray(arr, launch)
+                        view = block.dynamic_views[key] = _wrap(arr, vt)
             return view
         f = sys._getframe(1)
         site = (f.f_code, f.f_lasti)
@@ -322,8 +325,8 @@ def language(launch):
                     if 0 in dims:
                         raise ValueError(f"cuda.shared.array: shape {dims} has a zero "
                                          f"dimension (only shape 0 means dynamic shared memory)")
-                    arr = block.shared[site] = SimArray(_aligned_zeros(dims, dt, alignment),
-                                                        launch)
+                    arr = block.shared[site] = _wrap(_aligned_zeros(
+                        dims if vt is None else dims + (vt.count,), dt, alignment), vt)
         return arr
 
     def local_array(shape, dtype, alignment=None):
@@ -332,8 +335,19 @@ def language(launch):
         if 0 in dims:
             raise ValueError(f"cuda.local.array: shape {dims} has a zero dimension (a local "
                              f"array needs a positive size)")
-        return SimArray(_aligned_zeros(dims, _dtype_of(dtype, "cuda.local.array"), alignment),
-                        launch)
+        vt = getattr(dtype, "vector_type", None)
+        dt = _dtype_of(dtype if vt is None else str(vt.element), "cuda.local.array")
+        return _wrap(_aligned_zeros(dims if vt is None else dims + (vt.count,), dt, alignment),
+                     vt)
+
+    def _wrap(arr, vt):
+        """A shared or local array as kernels see it: of scalars, or of vectors ``vt`` (the
+        NumPy array then has the vector's elements as its last axis)."""
+        if vt is None:
+            return SimArray(arr, launch)
+        if arr.ndim == 1:                                  # the dynamic shared memory
+            arr = arr[:len(arr) // vt.count * vt.count].reshape(-1, vt.count)
+        return SimVectorArray(arr, vt, launch)
 
     consts = {}
 

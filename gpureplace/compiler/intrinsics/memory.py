@@ -123,11 +123,9 @@ def _element_type(fname, dtype):
         raise TypingError(f"{fname}: {exc.msg if hasattr(exc, 'msg') else exc}") from None
     if not isinstance(nbtype, _DTYPE_KINDS):
         got = dtype if nbtype is None else nbtype
-        stub = getattr(getattr(dtype, "typing_key", None), "vector_type", None)
-        if stub is not None:
-            raise TypingError(f"{fname}(shape, dtype): {stub.name} is not an element type of "
-                              f"these arrays; make one of {stub.element} with a last axis of "
-                              f"{stub.count} and build the vector from its elements")
+        vector = getattr(getattr(dtype, "typing_key", None), "vector_type", None)
+        if vector is not None:
+            return vector                  # cuda.float32x4 and its kind: arrays of vectors
         raise TypingError(f"{fname}(shape, dtype): dtype must be a scalar type such as "
                           f"np.float32, numba.int32, np.dtype('float64') or 'float32' "
                           f"(or a record type), got {got}")
@@ -206,7 +204,13 @@ def _build_array(context, builder, arytype, data, shape, itemsize):
 
 def _element_layout(context, dtype):
     lltype = context.get_data_type(dtype)
-    return lltype, context.get_abi_sizeof(lltype), context.get_abi_alignment(lltype)
+    align = context.get_abi_alignment(lltype)
+    from .vectors import VectorType
+    if isinstance(dtype, VectorType):
+        # aligned to the vector's size, as CUDA C's float4: each element one wide access
+        from ...runtime.arguments import vector_alignment
+        align = max(align, vector_alignment(dtype))
+    return lltype, context.get_abi_sizeof(lltype), align
 
 
 def _dims_of_sig(shape_type):
