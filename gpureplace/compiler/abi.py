@@ -79,8 +79,7 @@ def rebuild(context, builder, ty, params):
         if isinstance(ty.dtype, VectorType) and isinstance(ptr, ir.Argument):
             # cuda.as_vectors(...): the launch checked the alignment; knowing it lets LLVM load
             # and store each vector with one wide access (ld.global.v4.f32 for float32x4)
-            from ..runtime.arguments import vector_alignment
-            ptr.attributes.align = vector_alignment(ty.dtype)
+            ptr.attributes.align = ty.dtype.alignment
         shape = [params.pop(0) for _ in range(ty.ndim)]
         dataty = context.get_data_type(ty.dtype)
         itemsize = context.get_abi_sizeof(dataty)

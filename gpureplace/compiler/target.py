@@ -214,10 +214,7 @@ _FLOAT_OPS = frozenset(("fadd", "fsub", "fmul", "fdiv", "frem", "fcmp"))
 
 def _vector_align(ty, align):
     from .intrinsics.vectors import VectorType
-    if align is None and isinstance(ty, VectorType):
-        from ..runtime.arguments import vector_alignment
-        return vector_alignment(ty)
-    return align
+    return ty.alignment if align is None and isinstance(ty, VectorType) else align
 
 
 class GPUTargetContext(BaseContext):

@@ -162,27 +162,13 @@ class VectorArray:
         if not isinstance(array, np.ndarray) or hasattr(array, "__cuda_array_interface__"):
             _vector_array_handler(self)             # checks layout, length and alignment now
 
-    @property
-    def alignment(self):
-        return vector_alignment(self.vector_type)
-
     def __repr__(self):
         return f"cuda.as_vectors({type(self.array).__name__}, {self.count})"
 
 
-def vector_alignment(vt):
-    """Bytes a vector array's address is aligned to (and the compiler assumes): its size when
-    that is a power of two, at most 16; else (3 elements) the element's."""
-    return _alignment(vt.element.bitwidth // 8, vt.count)
-
-
-def _alignment(itemsize, count):
-    size = itemsize * count
-    return min(size, 16) if size & (size - 1) == 0 else itemsize
-
-
-def vector_array_layout(shape, c_contiguous, itemsize, count, address, where="as_vectors"):
-    """Check a vector view of an array; returns the shape in vectors."""
+def vector_array_layout(shape, c_contiguous, vector_type, address, where="as_vectors"):
+    """Check a view of an array as ``vector_type`` values; returns the shape in vectors."""
+    count = vector_type.count
     if not shape:
         raise ArgumentError(f"{where}: a 0-d array has no axis to group into vectors")
     if not c_contiguous:
@@ -191,7 +177,7 @@ def vector_array_layout(shape, c_contiguous, itemsize, count, address, where="as
     if shape[-1] % count:
         raise ArgumentError(f"{where}: the last axis ({shape[-1]} elements) is not a multiple "
                             f"of {count}")
-    align = _alignment(itemsize, count)
+    align = vector_type.alignment
     if address % align:
         raise ArgumentError(f"{where}: the data address 0x{address:x} is not aligned to "
                             f"{align} bytes (a view that starts at another element?)")
@@ -208,8 +194,8 @@ def _vector_array_handler(v):
         raise ArgumentError(f"{where}: a must be a device array, got "
                             f"{type(v.array).__qualname__}")
     _, dt, ndim, layout = key
-    vshape = vector_array_layout(tuple(values[1:1 + ndim]), layout == "C", dt.itemsize,
-                                 v.count, values[0], where)
+    vshape = vector_array_layout(tuple(values[1:1 + ndim]), layout == "C", v.vector_type,
+                                 values[0], where)
     out = ("vectors", dt, v.count, ndim), (values[0], *vshape)
     if handler_of(v.array) is _cupy_handler:
         # a CuPy array's address, dtype and strides cannot change; its shape can (in place)

@@ -130,7 +130,6 @@ class _Args:
             return wrap_int(a, a.dtype), _type_from_key(a, where)
         return a, _type_from_key(a, where)
 
-
     def _vectors(self, v, where):
         """cuda.as_vectors(array, n): the array (converted as any array argument) grouped into
         vectors of its last axis, with the layout checks a GPU launch makes."""
@@ -142,7 +141,7 @@ class _Args:
         host = inner._a
         try:
             vshape = arguments.vector_array_layout(host.shape, host.flags.c_contiguous,
-                                                   host.itemsize, v.count, host.ctypes.data,
+                                                   v.vector_type, host.ctypes.data,
                                                    f"as_vectors(a, {v.count})")
         except LaunchError as exc:
             raise type(exc)(f"{where}: {exc}") from None

@@ -208,8 +208,7 @@ def _element_layout(context, dtype):
     from .vectors import VectorType
     if isinstance(dtype, VectorType):
         # aligned to the vector's size, as CUDA C's float4: each element one wide access
-        from ...runtime.arguments import vector_alignment
-        align = max(align, vector_alignment(dtype))
+        align = max(align, dtype.alignment)
     return lltype, context.get_abi_sizeof(lltype), align
 
 

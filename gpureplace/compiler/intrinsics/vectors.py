@@ -41,6 +41,15 @@ class VectorType(types.Type):
         self.fields = FIELDS[:count]
         super().__init__(name=f"{element}x{count}")
 
+    @property
+    def alignment(self):
+        """Bytes an array of these vectors is aligned to (what the launch checks and the
+        compiler assumes): the vector's size when that is a power of two, at most 16 (CUDA C's
+        float4 rule); else (3 elements) the element's."""
+        item = self.element.bitwidth // 8
+        size = item * self.count
+        return min(size, 16) if size & (size - 1) == 0 else item
+
     # numba-cuda's attribute names for the same things
     @property
     def base_type(self):
