@@ -63,6 +63,7 @@ def as_vectors(array, count=4):
     (at most 16 bytes)."""
     return _VectorArray(array, count)
 
+
 def _simulated():
     return settings.launch_backend() == "simulator"
 

@@ -280,10 +280,8 @@ class GPUFunction:
         sass}`` of all compiled so far: the PTX assembled by ptxas for the specialisation's
         architecture and listed by nvdisasm (from the ``nvidia-cuda-nvcc`` and
         ``nvidia-cuda-nvdisasm`` wheels; no GPU needed)."""
-        from .tools import sass_of_ptx
         self._require_kernel("inspect_sass")
-        return self._reflect(signature, lambda s: sass_of_ptx(s.ptx, s.options.arch,
-                                                              line_info=s.options.lineinfo))
+        return self._reflect(signature, lambda s: s.inspect_sass())
 
     @property
     def signatures(self):
@@ -487,9 +485,8 @@ class GPUFunction:
                     f"{type(a).__name__}({type(host).__name__}); cuda.{type(a).__name__}() takes "
                     f"a NumPy array")
             if simulated:                                # host memory is the device's
-                dev = host.copy() if a.copy_in else np.empty_like(host)
-                if a.copy_in and a.copy_out:
-                    dev = host
+                dev = host if a.copy_in and a.copy_out else \
+                    host.copy() if a.copy_in else np.empty_like(host)
             else:
                 cp = _device.cupy_module()
                 with _stream_of(config):

@@ -142,8 +142,15 @@ def device_ptx_c_abi(cf, name) -> str:
                                                                 types.Boolean)):
         raise CompileError(f"compile(abi='c'): {cf.pyfunc.__qualname__} returns {cf.restype}; "
                            f"the C ABI returns an integer, a float, a boolean or nothing")
+    return _finish(cf, _c_abi_entry(targetctx, cf, name), name)[1]
+
+
+def _c_abi_entry(targetctx, cf, name):
+    """IR text of a C-ABI function ``name`` (its arguments and return value as a C function
+    has them) that calls the compiled function ``cf`` through Numba's calling convention."""
     mod = targetctx.create_module(f"{name}.c_abi")
-    restype = ir.VoidType() if cf.restype == types.void else targetctx.get_value_type(cf.restype)
+    void = cf.restype == types.void
+    restype = ir.VoidType() if void else targetctx.get_value_type(cf.restype)
     fn = ir.Function(mod, ir.FunctionType(restype, [targetctx.get_value_type(t)
                                                     for t in cf.argtypes]), name=name)
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -151,11 +158,11 @@ def device_ptx_c_abi(cf, name) -> str:
                          name=cf.mangled_name)
     _, value = targetctx.call_conv.call_function(builder, callee, cf.restype, cf.argtypes,
                                                  list(fn.args))
-    if cf.restype == types.void:
+    if void:
         builder.ret_void()
     else:
         builder.ret(value)
-    return _finish(cf, str(mod), name)[1]
+    return str(mod)
 
 
 def _finish(cf, wrapper_ir, entry):
@@ -272,21 +279,7 @@ def _link_runtime_helpers(cf, mod):
             linked.add(each.mangled_name)
             for text in each.ir_texts():
                 mod.link_in(llvm.parse_assembly(text))
-        entry_mod = targetctx.create_module(f"{symbol}_entry")
-        void = helper.restype == types.none
-        ret = ir.VoidType() if void else targetctx.get_value_type(helper.restype)
-        entry = ir.Function(entry_mod, ir.FunctionType(ret, [targetctx.get_value_type(t)
-                                                             for t in argtypes]), name=symbol)
-        builder = ir.IRBuilder(entry.append_basic_block("entry"))
-        callee = ir.Function(entry_mod, targetctx.call_conv.get_function_type(
-            helper.restype, helper.argtypes), name=helper.mangled_name)
-        _, res = targetctx.call_conv.call_function(builder, callee, helper.restype,
-                                                   helper.argtypes, list(entry.args))
-        if void:
-            builder.ret_void()
-        else:
-            builder.ret(res)
-        mod.link_in(llvm.parse_assembly(str(entry_mod)))
+        mod.link_in(llvm.parse_assembly(_c_abi_entry(targetctx, helper, symbol)))
 
 
 def ptx_isa():

@@ -55,6 +55,18 @@ def _aligned_zeros(dims, dt, alignment):
     return raw[start:start + nbytes].view(dt).reshape(dims)
 
 
+def _element_of(dtype, what):
+    """(NumPy dtype of the storage, vector type or None) of a shared or local array's
+    ``dtype``: a vector type (``cuda.float32x4``) is stored as its elements."""
+    vt = getattr(dtype, "vector_type", None)
+    return _dtype_of(dtype if vt is None else str(vt.element), what), vt
+
+
+def _storage(dims, dt, vt, alignment):
+    """The zeroed NumPy storage of an array of ``dims``: a vector's elements on a last axis."""
+    return _aligned_zeros(dims if vt is None else dims + (vt.count,), dt, alignment)
+
+
 def _dtype_of(dtype, what):
     if getattr(dtype, "__name__", None) == "_INT":
         return np.dtype(np.int64)          # the simulator's ``int``
@@ -301,8 +313,7 @@ def language(launch):
     def shared_array(shape, dtype, alignment=None):
         dims = _shape_of(shape, "cuda.shared.array")
         _check_alignment(alignment, "cuda.shared.array")
-        vt = getattr(dtype, "vector_type", None)
-        dt = _dtype_of(dtype if vt is None else str(vt.element), "cuda.shared.array")
+        dt, vt = _element_of(dtype, "cuda.shared.array")
         block = tls.t.block
         if dims == (0,):
             key = dt if vt is None else vt
@@ -325,8 +336,7 @@ def language(launch):
                     if 0 in dims:
                         raise ValueError(f"cuda.shared.array: shape {dims} has a zero "
                                          f"dimension (only shape 0 means dynamic shared memory)")
-                    arr = block.shared[site] = _wrap(_aligned_zeros(
-                        dims if vt is None else dims + (vt.count,), dt, alignment), vt)
+                    arr = block.shared[site] = _wrap(_storage(dims, dt, vt, alignment), vt)
         return arr
 
     def local_array(shape, dtype, alignment=None):
@@ -335,10 +345,8 @@ def language(launch):
         if 0 in dims:
             raise ValueError(f"cuda.local.array: shape {dims} has a zero dimension (a local "
                              f"array needs a positive size)")
-        vt = getattr(dtype, "vector_type", None)
-        dt = _dtype_of(dtype if vt is None else str(vt.element), "cuda.local.array")
-        return _wrap(_aligned_zeros(dims if vt is None else dims + (vt.count,), dt, alignment),
-                     vt)
+        dt, vt = _element_of(dtype, "cuda.local.array")
+        return _wrap(_storage(dims, dt, vt, alignment), vt)
 
     def _wrap(arr, vt):
         """A shared or local array as kernels see it: of scalars, or of vectors ``vt`` (the
