@@ -2,12 +2,14 @@
 ``ipython_config.py`` / ``ipython_kernel_config.py`` as ``c.GPUReplace.fastmath = True``.
 
 Every option takes effect at once (traitlets observers write ``gpureplace.config.settings`` and
-the disk cache's settings).
+the disk cache's settings).  An option not configured keeps what the process already has: its
+default is read from those settings, so ``GPUREPLACE_CACHE=0`` or ``GPUREPLACE_BACKEND`` (and
+anything set before the extension loaded) stay in force when it loads or reloads.
 """
 
 from __future__ import annotations
 
-from traitlets import Bool, TraitError, Unicode, observe, validate
+from traitlets import Bool, TraitError, Unicode, default, observe, validate
 from traitlets.config import Configurable
 
 
@@ -29,6 +31,43 @@ class GPUReplace(Configurable):
                                    "or 'auto' (the GPU when there is one).").tag(config=True)
     check_redefinitions = Bool(True, help="After each cell, compare what compiled kernels "
                                           "depend on with the current bindings.").tag(config=True)
+
+    # Defaults: what the process has now (environment variables, earlier settings).
+    @default("arch")
+    def _arch_now(self):
+        from .. import config
+        return config.settings.arch or ""
+
+    @default("fastmath")
+    def _fastmath_now(self):
+        from .. import config
+        return bool(config.settings.fastmath)
+
+    @default("context")
+    def _context_now(self):
+        from .. import config
+        ctx = config.settings.default_context
+        return "default" if ctx is None else ctx.name
+
+    @default("verbose")
+    def _verbose_now(self):
+        from .. import config
+        return bool(config.settings.verbose)
+
+    @default("cache")
+    def _cache_now(self):
+        from ..tracking import cache
+        return bool(cache.enabled)
+
+    @default("cache_dir")
+    def _cache_dir_now(self):
+        from ..tracking import cache
+        return cache.explicit_directory() or ""
+
+    @default("backend")
+    def _backend_now(self):
+        from .. import config
+        return config.settings.backend
 
     @validate("arch")
     def _valid_arch(self, proposal):

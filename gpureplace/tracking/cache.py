@@ -27,6 +27,7 @@ import tempfile
 import threading
 
 from ..errors import GPUReplaceError
+from . import bindings
 from .fingerprint import fingerprint
 
 FORMAT = 4          # bumped whenever generated code changes for the same inputs
@@ -45,6 +46,11 @@ class CacheDirectoryError(GPUReplaceError, PermissionError):
 def set_directory(path):
     global _explicit_dir
     _explicit_dir = None if path is None else os.path.abspath(os.path.expanduser(str(path)))
+
+
+def explicit_directory():
+    """The directory set by ``set_directory`` (``%config GPUReplace.cache_dir``), or None."""
+    return _explicit_dir
 
 
 def directory():
@@ -202,6 +208,10 @@ def _validate(nodes, context, kernel_func):
     kernel = funcs[0]
     kernel.callees = funcs[1:]
     kernel.context_fp = context_fingerprint(context)
+    # Loaded code depends on these bindings exactly as compiled code does: the cell hook must
+    # watch them, or a helper redefined after a warm start would never move the world.
+    for each in funcs:
+        bindings.track_compiled(each)
     return kernel
 
 
