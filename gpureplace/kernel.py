@@ -8,11 +8,12 @@ import threading
 import time
 import weakref
 
-from numba.core import sigutils, types
+from numba.core import types
 
 from . import cudagraph as _graph
 from .compiler import driver
 from .compiler.kernel import compile_kernel, ptx_isa
+from .compiler.signature import normalize_signature
 from .config import settings
 from .dispatch.context import Context
 from .errors import CompileError, LaunchError
@@ -26,11 +27,10 @@ _compile_lock = threading.RLock()
 
 
 def _parse_signature(sig):
-    """Argument types from a numba-cuda style signature: string, tuple of types or Signature."""
-    if isinstance(sig, (list, tuple)) and all(isinstance(t, types.Type) for t in sig):
-        return tuple(sig), None
-    args, ret = sigutils.normalize_signature(sig)
-    return tuple(args), ret
+    """``(argument types, return type or None)`` from a numba-cuda style signature: a string
+    (parsed by compiler/signature.py, never evaluated: Numba's own reader runs it as Python), a
+    tuple or list of types, or a Signature."""
+    return normalize_signature(sig)
 
 
 class GPUFunction:

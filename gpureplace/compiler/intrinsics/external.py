@@ -18,9 +18,11 @@ from __future__ import annotations
 import os
 
 from llvmlite import ir
-from numba.core import cgutils, sigutils, types
+from numba.core import cgutils, types
 from numba.core.imputils import Registry as LoweringRegistry
 from numba.core.typing.templates import ConcreteTemplate, Registry
+
+from ..signature import normalize_signature
 
 typing = Registry()
 lowering = LoweringRegistry()
@@ -102,7 +104,7 @@ def declare_device(name, sig, link=None, use_cooperative=False, abi="numba"):
     if use_cooperative:
         raise ValueError("declare_device(use_cooperative=True): cooperative launches are not "
                          "supported")
-    args, ret = sigutils.normalize_signature(sig)
+    args, ret = normalize_signature(sig, f"declare_device({name!r})")
     if ret is None:
         raise TypeError(f"declare_device({name!r}): Return type must be provided for device "
                         f"declarations (write 'void(...)' for a function that returns nothing)")
