@@ -71,15 +71,19 @@ def parse_compile_latency(stdout):
 
 
 def parse_cell_hook(stdout):
-    rows = []
+    rows, array_rows = [], []
     for line in stdout.splitlines():
         m = re.match(r"\s*(\d+)\s+(\d+)\s+([0-9.]+)\s*$", line)
         if m:
             rows.append({"tracked": int(m.group(1)), "namespace": int(m.group(2)),
                          "ms_per_cell": float(m.group(3))})
+        m = re.match(r"\s*(\d+)\s+(\d+)\s+(\d+)\s+([0-9.]+)\s*$", line)
+        if m:
+            array_rows.append({"tracked": int(m.group(1)), "arrays": int(m.group(2)),
+                               "array_bytes": int(m.group(3)), "ms_per_cell": float(m.group(4))})
     if not rows:
         raise ValueError("no result rows in cell_hook.py's output")
-    return {"rows": rows}
+    return {"rows": rows, "array_rows": array_rows}
 
 
 # -- Markdown --------------------------------------------------------------------------------
@@ -146,6 +150,12 @@ def md_cell_hook(data):
     lines = ["| tracked bindings | namespace size | ms / cell |", "|---:|---:|---:|"]
     for r in data["rows"]:
         lines.append(f"| {r['tracked']} | {r['namespace']} | {r['ms_per_cell']:.3f} |")
+    if data.get("array_rows"):
+        lines += ["", "| tracked bindings | of which global arrays | bytes each | ms / cell |",
+                  "|---:|---:|---:|---:|"]
+        for r in data["array_rows"]:
+            lines.append(f"| {r['tracked']} | {r['arrays']} | {r['array_bytes']} | "
+                         f"{r['ms_per_cell']:.3f} |")
     return "\n".join(lines)
 
 

@@ -44,6 +44,17 @@ def expect(kernel, value, result=None):
         got = float(out.get()[0])
         assert got == result, f"{kernel.__name__} launched: {got}, expected {result}"
 
+def expect_data(kernel, index, value, result=None):
+    """``kernel`` reads a global array from device memory whose copy holds ``value`` at
+    ``index`` (and, on a GPU, launching it on [1.0] gives ``result``)."""
+    (_, data), = kernel.compile(SIG).device_arrays
+    assert data[index] == value, f"{kernel.__name__}: its array holds {data[index]} (stale data)"
+    if result is not None and gpureplace.settings.launch_backend() == "gpu":
+        import cupy
+        out = cupy.ones(1, dtype=np.float64)
+        kernel[1, 1](out)
+        assert float(out.get()[0]) == result
+
 def refused(kernel, *words):
     """Compiling ``kernel`` now fails with a CompileError mentioning ``words``."""
     try:
@@ -182,6 +193,34 @@ def k(out):
         COMPILED,
         "lib.OFFSET = 93.0",
         "expect(k, 93.0, 94.0)",
+    ],
+    "global_array_changed_in_place": [
+        """
+G = np.array([1.0, 2.5, 3.0])
+@cuda.jit
+def k(out):
+    out[0] = out[0] * G[1]
+""",
+        "expect(k, 2.5, 2.5)",
+        COMPILED,
+        "G[1] = 13.0",
+        "expect(k, 13.0, 13.0)",
+        "G = np.array([1.0, 17.0, 3.0])",
+        "expect(k, 17.0, 17.0)",
+    ],
+    "large_global_array_changed_in_place": [
+        """
+BIG = np.arange(100_000, dtype=np.float64)
+@cuda.jit
+def k(out):
+    out[0] = out[0] * BIG[3]
+""",
+        "expect_data(k, 3, 3.0, 3.0)",
+        COMPILED,
+        "BIG[3] = 21.0",
+        "expect_data(k, 3, 21.0, 21.0)",
+        "BIG = np.full(100_000, 23.0)",
+        "expect_data(k, 3, 23.0, 23.0)",
     ],
     "unrelated_redefinition_compiles_nothing": [
         """

@@ -143,6 +143,11 @@ class GPULowering(LoweringPass):
     def run_pass(self, state):
         targetctx = state.targetctx
         library = state.library
+        cf = _current_compiled()
+        if cf is not None and state.func_ir.func_id.func is cf.pyfunc:
+            # What the function reads, before lowering: a global array is lowered from the
+            # snapshot its record keeps (compiler/target.py), never from the live array.
+            cf.global_reads = collect_global_reads(state.func_ir)
         fndesc = funcdesc.PythonFunctionDescriptor.from_specialized_function(
             state.func_ir, state.typemap, state.return_type, state.calltypes,
             mangler=targetctx.mangler, inline=False, noalias=False,
@@ -383,7 +388,6 @@ def _run_front_end(cf, mask, key):
         cf.fndesc = state["fndesc"]
         cf.library = library
         cf.type_annotation = state.type_annotation
-        cf.global_reads = collect_global_reads(state.func_ir)
         cf.resolutions = frame.resolutions
         lines = {id(r.value): r.lineno for r in reversed(cf.global_reads)}
         for res in cf.resolutions:

@@ -18,6 +18,8 @@ from numba.core import types
 
 from ..errors import CompileError
 from . import abi, backend, driver
+from .records import resident_arrays
+from .target import ADDRSPACE_GLOBAL, RESIDENT_ALIGN
 from .validate import check_linked
 
 
@@ -34,6 +36,9 @@ class KernelSpecialization:
         self.compile_seconds = compile_seconds
         self.param_format = abi.struct_format(argtypes)
         self.uses_printf = "vprintf" in ptx
+        #: ``[(symbol, host copy)]``: the global arrays the code reads from device memory,
+        #: copied into the module's globals of those names when it loads (runtime/launch.py)
+        self.device_arrays = resident_arrays(compiled)
         self.world = -1                     # world age at which it was last known valid
         self.from_disk = False
 
@@ -95,7 +100,9 @@ def compile_kernel(pyfunc, argtypes, context, options) -> KernelSpecialization:
             function=pyfunc.__qualname__, filename=pyfunc.__code__.co_filename,
             lineno=_return_line(pyfunc), chain=(pyfunc.__qualname__,))
     name = plain_name(pyfunc)
-    mod, ptx = _finish(cf, _wrapper_module(cf, name), name)
+    arrays = resident_arrays(cf)
+    mod, ptx = _finish(cf, _wrapper_module(cf, name, arrays), name,
+                       keep={symbol for symbol, _ in arrays})
     ptx = entry_directives(ptx, name, options)
     return KernelSpecialization(cf, name, argtypes, ptx, str(mod), options,
                                 time.perf_counter() - t0)
@@ -165,13 +172,14 @@ def _c_abi_entry(targetctx, cf, name):
     return str(mod)
 
 
-def _finish(cf, wrapper_ir, entry):
-    """Link, internalize all but ``entry``, optimise, validate, emit: (module, PTX)."""
+def _finish(cf, wrapper_ir, entry, keep=()):
+    """Link, internalize all but ``entry`` (and the globals named in ``keep``), optimise,
+    validate, emit: (module, PTX)."""
     from ..runtime import device
     isa = backend.ptx_isa_for_arch(cf.options.arch, ptx_isa(),
                                    device.driver_version() is not None)
     mod = _link(cf, wrapper_ir)
-    backend.internalize_except(mod, {entry})
+    backend.internalize_except(mod, {entry, *keep})
     backend.optimize(mod, cf.options.arch, isa, cf.options.opt)
     check_linked(mod, cf)
     return mod, backend.emit_ptx(mod, cf.options.arch, isa)
@@ -186,7 +194,7 @@ def _return_line(pyfunc):
     return last
 
 
-def _wrapper_module(cf, name):
+def _wrapper_module(cf, name, device_arrays=()):
     _, targetctx = cf.context.compilers()
     mod = targetctx.create_module(f"{name}.wrapper")
     params = abi.llvm_param_types(cf.argtypes)
@@ -207,6 +215,14 @@ def _wrapper_module(cf, name):
         gv = ir.GlobalVariable(mod, ir.IntType(32), BARRIER, addrspace=1)
         gv.initializer = ir.Constant(ir.IntType(32), 0)
         gv.align = 4
+    for symbol, array in device_arrays:
+        # Global arrays read from device memory: defined here once (the functions that read
+        # one declare it), external so that LLVM assumes nothing of their contents, which the
+        # runtime copies in when the module loads; zero-initialised, so the PTX holds no data.
+        gv = ir.GlobalVariable(mod, ir.ArrayType(ir.IntType(8), array.nbytes), symbol,
+                               addrspace=ADDRSPACE_GLOBAL)
+        gv.initializer = ir.Constant(gv.value_type, None)
+        gv.align = RESIDENT_ALIGN
     return str(mod)
 
 

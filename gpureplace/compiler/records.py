@@ -2,7 +2,10 @@
 
 Each ``ir.Global`` / ``ir.FreeVar`` node is a name the function read from its module namespace or
 its closure; a ``getattr`` on a module global (``math.sin``, ``mylib.helper``) is recorded as that
-module attribute.  Redefinition tracking compares these against the current bindings.
+module attribute.  Redefinition tracking compares these against the current bindings; a read of
+an array (or of a tuple holding arrays) also keeps a copy of the contents it was compiled
+against (``snapshot``, tracking/contents.py), which is what the device gets and what an in-place
+change is detected against.
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ from dataclasses import dataclass, field
 
 from numba.core import ir
 
+from ..tracking import contents
 from ..tracking.fingerprint import fingerprint
+
+_TAKE = object()
 
 
 @dataclass(frozen=True)
@@ -24,6 +30,13 @@ class GlobalRead:
     lineno: int = 0
     owner: object = field(default=None, compare=False, hash=False, repr=False)  # module of "attr"
     fingerprint: str = field(default=None, compare=False)
+    #: The arrays in ``value``, copied when the record is made (None: it holds none).  Every way
+    #: a record comes into being (compile, relink, disk cache) takes it here, from the value.
+    snapshot: object = field(default=_TAKE, compare=False, hash=False, repr=False)
+
+    def __post_init__(self):
+        if self.snapshot is _TAKE:
+            object.__setattr__(self, "snapshot", contents.snapshot(self.value))
 
     @property
     def attr(self):
@@ -66,3 +79,43 @@ def collect_global_reads(func_ir):
                     if isinstance(attr, pytypes.ModuleType):
                         module_vars[inst.target.name] = attr
     return reads
+
+
+# ---------------------------------------------------------------------------------------------
+# Global arrays in device memory
+
+
+def find_array(reads, array):
+    """``(record, path, Copy)`` of the read in ``reads`` whose value holds ``array`` (the very
+    object), or None."""
+    for rec in reads:
+        if rec.snapshot is None:
+            continue
+        for path, part in contents.arrays_in(rec.value):
+            if part is array:
+                return rec, path, rec.snapshot.copy_at(path)
+    return None
+
+
+def resident_symbol(pyfunc, rec, path):
+    """The name of the device-memory global that holds the array at ``path`` of ``rec``'s
+    value: the same in every function (and process) that reads that binding, so a kernel and
+    its helpers share one copy, and a disk-cache entry finds it again."""
+    import hashlib
+    owner = pyfunc.__qualname__ if rec.kind == "freevar" else ""
+    text = f"{rec.kind}|{rec.namespace}|{owner}|{rec.name}|{path}"
+    return "__gpureplace_array_" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def resident_arrays(cf):
+    """``[(symbol, copied array)]`` of the global arrays that ``cf``'s call graph reads from
+    device memory (the larger ones, see ``contents.INLINE_ARRAY_BYTES``)."""
+    found = {}
+    for each in cf.closure():
+        for rec in each.global_reads:
+            if rec.snapshot is None:
+                continue
+            for path, part in rec.snapshot.parts:
+                if part.array is not None and contents.is_resident(part):
+                    found.setdefault(resident_symbol(each.pyfunc, rec, path), part.array)
+    return list(found.items())

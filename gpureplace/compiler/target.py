@@ -146,6 +146,23 @@ def _lowering_loc():
     return None
 
 
+#: Alignment of a global array kept in device memory (room for any vector access).
+RESIDENT_ALIGN = 16
+ADDRSPACE_GLOBAL = 1
+
+
+def _size(nbytes):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{nbytes} bytes"
+
+
+def _refuse(message):
+    from numba.core.errors import UnsupportedError
+    raise UnsupportedError(message, loc=_lowering_loc())
+
+
 class _GPUCodegen:
     """What Numba's lowering needs from a codegen: empty modules and libraries to put them in."""
 
@@ -365,6 +382,51 @@ class GPUTargetContext(BaseContext):
     def _no_heap(self, kind):
         from numba.core.errors import UnsupportedError
         raise UnsupportedError(unsupported_message(kind), loc=_lowering_loc())
+
+    # -- global arrays --------------------------------------------------------------------------
+    def make_constant_array(self, builder, typ, ary):
+        """A global array read by device code, built from the copy its read keeps
+        (tracking/contents.py), never from the live array: small ones are constants in the
+        code; larger ones are a global in device memory that the runtime fills from that copy
+        when the module loads (their size then costs the compiler nothing)."""
+        from ..tracking import contents
+        from . import driver
+        from .records import find_array, resident_symbol
+        cf = driver._current_compiled()
+        hit = find_array(cf.global_reads, ary) if cf is not None else None
+        if hit is None:
+            if contents.is_resident(ary):
+                _refuse(f"an array of {_size(ary.nbytes)} that is not a global or closure "
+                        f"variable (a default argument?) cannot be device data: pass it to the "
+                        f"kernel as an argument")
+            return super().make_constant_array(builder, typ, ary)   # an untracked constant
+        rec, path, part = hit
+        if part.array is None:
+            _refuse(f"the global array {rec.name!r} is {_size(part.nbytes)}; kernels read "
+                    f"global arrays up to {_size(contents.MAX_GLOBAL_ARRAY_BYTES)} (gpureplace "
+                    f"keeps a copy and compares it after each cell): pass it to the kernel as "
+                    f"an argument instead (e.g. cupy.asarray({rec.attr}))")
+        copy = part.array
+        if not contents.is_resident(copy):
+            return super().make_constant_array(builder, typ, copy)
+        symbol = resident_symbol(cf.pyfunc, rec, path)
+        mod = builder.module
+        gv = mod.globals.get(symbol)
+        if gv is None:
+            # A declaration: the kernel's wrapper module defines it (compiler/kernel.py).
+            gv = ir.GlobalVariable(mod, ir.ArrayType(ir.IntType(8), copy.nbytes), symbol,
+                                   addrspace=ADDRSPACE_GLOBAL)
+            gv.align = RESIDENT_ALIGN
+        cary = self.make_array(typ)(self, builder)
+        data = builder.bitcast(gv, ir.PointerType(ir.IntType(8), ADDRSPACE_GLOBAL))
+        data = builder.addrspacecast(data, ir.PointerType(ir.IntType(8)))
+        intp = self.get_value_type(types.intp)
+        self.populate_array(cary, data=builder.bitcast(data, cary.data.type),
+                            shape=[ir.Constant(intp, n) for n in copy.shape],
+                            strides=[ir.Constant(intp, n) for n in copy.strides],
+                            itemsize=ir.Constant(intp, copy.dtype.itemsize), parent=None,
+                            meminfo=None)
+        return cary._getvalue()
 
     def get_executable(self, library, fndesc, env):
         raise NotImplementedError("gpureplace functions are not executable on the host")

@@ -70,6 +70,27 @@ class _LineInfoModule:
             pass
 
 
+def fill_device_arrays(module, arrays):
+    """Copy each global array a kernel reads from device memory (``[(symbol, host copy)]``, see
+    compiler/target.py) into its module's global of that name: once per load, from the copy
+    the kernel's dependency records keep, which is what the cell hook compares."""
+    lib = device.libcuda()
+    if lib is None:
+        raise NoDeviceError("the CUDA driver library (libcuda.so.1) was not found")
+    ptr, size = ctypes.c_uint64(), ctypes.c_size_t()
+    for symbol, array in arrays:
+        rc = lib.cuModuleGetGlobal_v2(ctypes.byref(ptr), ctypes.byref(size),
+                                      ctypes.c_void_p(int(module)), symbol.encode())
+        if rc or size.value != array.nbytes:
+            raise LaunchError(f"internal error: the kernel's module has no global {symbol} of "
+                              f"{array.nbytes} bytes (driver error {rc}, size {size.value})")
+        rc = lib.cuMemcpyHtoD_v2(ptr, ctypes.c_void_p(array.ctypes.data),
+                                 ctypes.c_size_t(array.nbytes))
+        if rc:
+            raise LaunchError(f"copying a global array of {array.nbytes} bytes to the device "
+                              f"failed (driver error {rc})")
+
+
 class LoadedKernel:
     """A specialisation's PTX loaded on one device, with its parameter buffer."""
 
@@ -88,6 +109,10 @@ class LoadedKernel:
             else:
                 self.module.load(spec.ptx.encode())
                 self.function = self.module.get_function(spec.name)
+            if spec.device_arrays:
+                handle = self.module.handle if isinstance(self.module, _LineInfoModule) \
+                    else self.module.ptr
+                fill_device_arrays(handle, spec.device_arrays)
         self.spec = spec
         self.fn_ptr = self.function.ptr
         if carveout is not None:             # cuda.jit(shared_memory_carveout=...)

@@ -1,10 +1,12 @@
 """The bindings compiled code depends on, and the cheap check a cell hook runs after each cell.
 
 Every global a compiled function read is *tracked*: (namespace dict, name) -> (value seen,
-fingerprint).  ``check()`` looks only at tracked bindings -- cost proportional to what kernels
-depend on, not to the size of the namespace -- comparing identity first and the fingerprint only
-when the object differs.  Any real change moves the world, so the next launch of each kernel
-revalidates its own records (and recompiles exactly what changed).
+fingerprint, snapshot of the arrays in it); so is every closure cell it read.  ``check()`` looks
+only at tracked bindings -- cost proportional to what kernels depend on, not to the size of the
+namespace -- comparing identity first, the fingerprint only when the object differs, and the
+contents of arrays always (an array changes in place: ``G[1] = 7``; see tracking/contents.py).
+Any real change moves the world, so the next launch of each kernel revalidates its own records
+(and recompiles exactly what changed).
 """
 
 from __future__ import annotations
@@ -13,15 +15,18 @@ import builtins
 import threading
 
 from . import world
+from .contents import snapshot as take_snapshot
 from .fingerprint import fingerprint
 
 _MISSING = object()
 _lock = threading.Lock()
-_tracked = {}       # id(namespace dict) -> (namespace dict, {name: [value, fingerprint]})
+_tracked = {}       # id(namespace dict) -> (namespace dict, {name: [value, fingerprint, snapshot]})
+_cells = {}         # id(closure cell) -> (cell, function name, variable, [value, fp, snapshot])
 
 
 class Change(tuple):
-    """(namespace name, name, "redefined" | "deleted"), with the namespace dict as ``.namespace``."""
+    """(namespace name, name, "redefined" | "deleted" | "changed in place"), with the namespace
+    dict as ``.namespace`` (None for a closure variable)."""
 
     def __new__(cls, ns_name, name, how, namespace):
         self = super().__new__(cls, (ns_name, name, how))
@@ -29,27 +34,62 @@ class Change(tuple):
         return self
 
 
-def track(namespace, name, value, fp):
+def track(namespace, name, value, fp, snap=None):
     with _lock:
         entry = _tracked.get(id(namespace))
         if entry is None or entry[0] is not namespace:
             entry = _tracked[id(namespace)] = (namespace, {})
-        entry[1][name] = [value, fp]
+        entry[1][name] = [value, fp, snap]
+
+
+def _track_cell(pyfunc, rec):
+    code = pyfunc.__code__
+    try:
+        cell = pyfunc.__closure__[code.co_freevars.index(rec.name)]
+    except (ValueError, IndexError, TypeError):
+        return
+    with _lock:
+        _cells[id(cell)] = (cell, pyfunc.__qualname__, rec.name,
+                            [rec.value, rec.fingerprint, rec.snapshot])
 
 
 def track_compiled(cf):
-    """Track the globals and module attributes that compiled function ``cf`` read."""
+    """Track the globals, module attributes and closure variables that compiled function ``cf``
+    read."""
     for rec in cf.global_reads:
         if rec.kind == "global":
-            track(cf.pyfunc.__globals__, rec.name, rec.value, rec.fingerprint)
+            track(cf.pyfunc.__globals__, rec.name, rec.value, rec.fingerprint, rec.snapshot)
         elif rec.kind == "attr" and rec.owner is not None:
-            track(vars(rec.owner), rec.attr, rec.value, rec.fingerprint)
+            track(vars(rec.owner), rec.attr, rec.value, rec.fingerprint, rec.snapshot)
+        elif rec.kind == "freevar":
+            _track_cell(cf.pyfunc, rec)
+
+
+def _compare(entry, cur):
+    """None if ``cur`` means what ``entry`` saw; else how it changed.  Brings ``entry`` up to
+    date either way (a new object of the same meaning is remembered: fast next time)."""
+    value, fp, snap = entry
+    if cur is value:
+        if snap is None or snap.same_as(cur):
+            return None
+        entry[2] = take_snapshot(cur)
+        return "changed in place"
+    entry[0] = cur
+    if cur is _MISSING:
+        entry[1], entry[2] = None, None
+        return "deleted"
+    new_fp = fingerprint(cur)
+    same = new_fp is not None and new_fp == fp and (snap is None or snap.same_as(cur))
+    if not same:
+        entry[1], entry[2] = new_fp, take_snapshot(cur)
+        return "redefined"
+    return None
 
 
 def check():
     """Compare tracked bindings with their current values; move the world if any changed.
 
-    Returns the changed bindings as ``(namespace name, name, "redefined" | "deleted")``.
+    Returns the changed bindings as ``(namespace name, name, how)``.
     """
     changed = []
     bdict = vars(builtins)
@@ -59,14 +99,21 @@ def check():
                 cur = ns.get(name, _MISSING)
                 if cur is _MISSING:
                     cur = bdict.get(name, _MISSING)
-                if cur is entry[0]:
-                    continue
-                fp = None if cur is _MISSING else fingerprint(cur)
-                if cur is _MISSING or fp is None or fp != entry[1]:
-                    changed.append(Change(ns.get("__name__", "?"), name,
-                                          "deleted" if cur is _MISSING else "redefined", ns))
-                    entry[1] = fp
-                entry[0] = cur           # same meaning, new object: remember it (fast next time)
+                if cur is entry[0] and entry[2] is None:
+                    continue                       # the common case, kept cheap
+                how = _compare(entry, cur)
+                if how is not None:
+                    changed.append(Change(ns.get("__name__", "?"), name, how, ns))
+        for cell, owner, name, entry in _cells.values():
+            try:
+                cur = cell.cell_contents
+            except ValueError:
+                cur = _MISSING
+            if cur is entry[0] and entry[2] is None:
+                continue
+            how = _compare(entry, cur)
+            if how is not None:
+                changed.append(Change(f"closure of {owner}", name, how, None))
     if changed:
         world.bump()
     return changed
@@ -75,3 +122,4 @@ def check():
 def clear():
     with _lock:
         _tracked.clear()
+        _cells.clear()

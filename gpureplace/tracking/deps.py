@@ -2,7 +2,7 @@
 current bindings.
 
 A compiled function stays valid while every global it read still has the same fingerprint (or is
-the very same object), every callable it resolved through its context resolves to the same
+the very same object) and, for arrays, the contents it was compiled against, every callable it resolved through its context resolves to the same
 override (or still to none), and every device function it calls is itself valid.
 """
 
@@ -54,10 +54,13 @@ def current_value(cf, rec):
 def _read_changed(cf, rec):
     now = current_value(cf, rec)
     if now is rec.value:
-        return None
+        if rec.snapshot is None or rec.snapshot.same_as(now):
+            return None
+        return Stale(cf, f"{rec.name!r} (line {rec.lineno}) was changed in place", rec)
     if now is MISSING:
         return Stale(cf, f"{rec.name!r} (line {rec.lineno}) is no longer defined", rec, True)
-    if rec.fingerprint is None or fingerprint(now) != rec.fingerprint:
+    if rec.fingerprint is None or fingerprint(now) != rec.fingerprint or (
+            rec.snapshot is not None and not rec.snapshot.same_as(now)):
         return Stale(cf, f"{rec.name!r} (line {rec.lineno}) was redefined", rec)
     return None
 

@@ -3,7 +3,8 @@
 Compiled code depends on content, not identity: re-running an identical cell rebinds every name to
 new objects that mean the same thing, and must invalidate nothing.  So functions are fingerprinted
 by their code (bytecode, constants, names, nested code), defaults and closure contents; constants
-by type and value; modules by name; device intrinsics and host callables by qualified name.  Line
+by type and value (NumPy arrays by contents up to ``contents.INLINE_ARRAY_BYTES``, larger ones by
+dtype, shape and layout: their contents are tracked by snapshot); modules by name; device intrinsics and host callables by qualified name.  Line
 numbers are left out: moving code down a cell changes no generated instruction.
 
 ``fingerprint(value)`` returns a short hex string, or None when the value has no stable content (an
@@ -19,8 +20,7 @@ import types as pytypes
 
 import numpy as np
 
-#: Values larger than this (NumPy arrays) are compared by identity, not hashed.
-MAX_ARRAY_BYTES = 1 << 16
+from .contents import INLINE_ARRAY_BYTES
 
 
 class _Unstable(Exception):
@@ -69,10 +69,15 @@ def _feed(h, v, depth):
         _feed(h, v.value, depth + 1)
         return
     if isinstance(v, np.ndarray):
-        if v.nbytes > MAX_ARRAY_BYTES:
-            raise _Unstable
-        up(f"ndarray:{v.dtype.str}:{v.shape};".encode())
-        up(np.ascontiguousarray(v).tobytes())
+        layout = "C" if v.flags.c_contiguous else "F" if v.flags.f_contiguous else "A"
+        up(f"ndarray:{v.dtype.str}:{v.shape}:{layout};".encode())
+        if v.nbytes <= INLINE_ARRAY_BYTES:
+            up(v.tobytes())            # compiled into the code: part of what it means
+        else:
+            # Its contents live in device memory, copied there from the read's snapshot when
+            # the module loads: the code (and a disk-cache entry) holds for any contents, and
+            # an in-place change is found by comparing with that snapshot, not by hashing.
+            up(b"in device memory;")
         return
     if isinstance(v, (np.generic, np.dtype)):
         up(f"np:{type(v).__name__}:{v!r};".encode())
