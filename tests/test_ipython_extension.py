@@ -1,5 +1,7 @@
 """The IPython extension through a real InteractiveShell: magics, configuration, hooks, errors."""
 
+import re
+
 import pytest
 
 IPython = pytest.importorskip("IPython")
@@ -44,8 +46,14 @@ def test_load_and_unload_leave_nothing_behind():
     shell.run_line_magic("reload_ext", "gpureplace")
     from gpureplace.ipython import extension
     assert shell.events.callbacks["post_run_cell"].count(extension._post_run_cell) == 1
+    assert shell.events.callbacks["post_execute"].count(extension._post_execute) == 1
+    from gpureplace.ipython.magics import CudaCellTransformer
+    assert len([t for t in shell.input_transformers_cleanup
+                if isinstance(t, CudaCellTransformer)]) == 1
     shell.run_line_magic("unload_ext", "gpureplace")
     assert shell.events.callbacks["post_run_cell"] == hooks_before
+    assert extension._post_execute not in shell.events.callbacks["post_execute"]
+    assert not [t for t in shell.input_transformers_cleanup if isinstance(t, CudaCellTransformer)]
     assert not [c for c in shell.configurables if type(c).__module__.startswith("gpureplace")]
     assert len(shell.configurables) <= configurables_before + 1    # + IPython's ExtensionMagics
     for kind, name in (("cell", "cuda"), ("cell", "gpureplace"), ("line", "cuda_ptx"),
@@ -122,13 +130,15 @@ def test_config_changes_take_effect_immediately(ip):
 
 
 def test_compile_errors_show_the_cell_and_line_not_the_compiler(ip):
+    n = ip.execution_count
     cell(ip, "%%cuda\ndef bad(out):\n    x = 1\n    out[0] = undefined_thing + x\n")
     with capture_output() as cap:
         res = ip.run_cell("bad.compile('void(float64[:])')", store_history=True)
     err = res.error_in_exec
     assert isinstance(err, gpureplace.CompileError)
     shown = cap.stdout + cap.stderr
-    assert "undefined_thing" in shown and "Cell In[" in shown and "line 3" in shown
+    # line 4 of the cell as typed (line 1 is %%cuda), as IPython's own tracebacks count it
+    assert "undefined_thing" in shown and f"(Cell In[{n}], line 4)" in shown
     assert "numba" not in shown.lower() and "Traceback" not in shown
 
 
@@ -158,6 +168,13 @@ def test_cuda_magic_defers_to_an_existing_cuda_magic():
             shell.run_line_magic("load_ext", "gpureplace")
         assert shell.magics_manager.magics["cell"]["cuda"] is other
         assert "gpureplace" in shell.magics_manager.magics["cell"]
+        with capture_output():
+            res = shell.run_cell("%%cuda\nint main() { return 0; }\n")
+            assert res.result == "nvcc"
+            res = shell.run_cell("%%gpureplace\ndef alias_k(out):\n    out[0] = 1.0\n1 / 0\n")
+        assert isinstance(res.error_in_exec, ZeroDivisionError)
+        from gpureplace.kernel import GPUFunction
+        assert isinstance(shell.user_ns.pop("alias_k"), GPUFunction)
         shell.run_line_magic("unload_ext", "gpureplace")
         assert shell.magics_manager.magics["cell"]["cuda"] is other
     finally:
@@ -199,4 +216,213 @@ def test_cuda_cell_options(ip):
     assert ".entry shown" in text
     with capture_output():
         res = ip.run_cell("%%cuda --context no_such_context\ndef z(out):\n    pass\n")
-    assert isinstance(res.error_in_exec, KeyError) and "no_such_context" in str(res.error_in_exec)
+    assert isinstance(res.error_in_exec, IPython.core.error.UsageError)
+    assert "no_such_context" in str(res.error_in_exec) and "z" not in ip.user_ns
+
+
+# -- a %%cuda cell is the notebook's own cell: it fails like one and its code is named after it --
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def shown_run(ip, src):
+    """Run ``src`` as a cell; (result, what it showed without colours)."""
+    with capture_output() as cap:
+        res = ip.run_cell(src, store_history=True)
+    return res, ANSI.sub("", cap.stdout + cap.stderr)
+
+
+BODY_RAISES = ("def early(out):\n    out[0] = 1.0\n"
+               "raise ValueError('boom')\n"
+               "def late(out):\n    out[0] = 2.0\n")
+
+
+def test_a_failing_cuda_cell_fails_like_a_plain_cell(ip):
+    plain, plain_shown = shown_run(ip, BODY_RAISES)
+    n = ip.execution_count
+    res, shown = shown_run(ip, "%%cuda\n" + BODY_RAISES)
+    assert res.execution_count == n and ip.execution_count == n + 1
+    assert isinstance(plain.error_in_exec, ValueError)
+    assert isinstance(res.error_in_exec, ValueError) and res.error_before_exec is None
+    assert not res.success and not ip.last_execution_succeeded
+    # the user's code, once, with the line numbers of the cell as typed (line 1 is %%cuda)
+    assert shown.count("Traceback (most recent call last)") == 1
+    assert shown.count("ValueError: boom") == 1
+    assert f"Cell In[{n}], line 4" in shown and "----> 4 raise ValueError('boom')" in shown
+    assert "run_cell_magic" not in shown and "magics.py" not in shown
+    assert "interactiveshell" not in shown
+    assert plain_shown.count("File ") == shown.count("File ") == 0     # no frame but the cell's
+
+    plain, plain_shown = shown_run(ip, "x = 1\ndef f(:\n    pass\n")
+    n = ip.execution_count
+    res, shown = shown_run(ip, "%%cuda\nx = 1\ndef f(:\n    pass\n")
+    assert type(res.error_before_exec) is type(plain.error_before_exec) is SyntaxError
+    assert res.error_in_exec is None and plain.error_in_exec is None
+    assert f"Cell In[{n}], line 3" in shown and shown.count("SyntaxError") == 1
+    assert "Traceback" not in shown and "Traceback" not in plain_shown
+
+
+def test_a_cuda_cell_runs_its_hooks_and_history_once(ip):
+    seen = []
+
+    def pre(info):
+        seen.append(("pre", info.raw_cell))
+
+    def post(result):
+        seen.append(("post", result.info.raw_cell))
+    ip.events.register("pre_run_cell", pre)
+    ip.events.register("post_run_cell", post)
+    try:
+        n = ip.execution_count
+        src = "%%cuda\ndef once(out):\n    out[0] = 1.0\n"
+        cell(ip, src)
+        shown_run(ip, "%%cuda\n" + BODY_RAISES)
+    finally:
+        ip.events.unregister("pre_run_cell", pre)
+        ip.events.unregister("post_run_cell", post)
+    assert seen == [("pre", src), ("post", src), ("pre", "%%cuda\n" + BODY_RAISES),
+                    ("post", "%%cuda\n" + BODY_RAISES)]
+    assert ip.execution_count == n + 2
+    assert ip.history_manager.input_hist_raw[n].rstrip("\n") == src.rstrip("\n")
+
+
+def test_functions_defined_before_an_error_are_converted(ip):
+    from gpureplace.kernel import GPUFunction
+    cell(ip, "%%cuda\ndef kept(out):\n    out[0] = 7.0\n")
+    old_kept = ip.user_ns["kept"]
+    res, _ = shown_run(ip, "%%cuda\n" + BODY_RAISES)
+    assert isinstance(res.error_in_exec, ValueError)
+    ns = ip.user_ns
+    # what ran is defined and converted, as a plain cell's definitions before an error stay
+    assert isinstance(ns["early"], GPUFunction) and "late" not in ns
+    cell(ip, "import numpy as np\nout = np.zeros(1)\nearly[1, 1](out)")
+    assert ip.user_ns["out"][0] == 1.0
+    # a syntax error runs nothing: the namespace is as it was, kernels unchanged
+    before = dict(ns)
+    res, _ = shown_run(ip, "%%cuda\ndef kept(out):\n    out[0] = 8.0\ndef broken(:\n    pass\n")
+    assert isinstance(res.error_before_exec, SyntaxError)
+    assert ns["kept"] is old_kept and "broken" not in ns
+    assert {k for k in ns if not k.startswith("_")} == {k for k in before if not k.startswith("_")}
+    cell(ip, "kept[1, 1](out)")
+    assert ip.user_ns["out"][0] == 7.0
+
+
+def test_a_failing_cell_redefining_a_helper_invalidates_its_kernels(ip):
+    cell(ip, "%%cuda\ndef scale(v):\n    return 2.0 * v\ndef k(out):\n    out[0] = scale(out[0])\n")
+    cell(ip, f"first = k.compile('{SIG}')")
+    res, _ = shown_run(ip, "%%cuda\ndef scale(v):\n    return 3.0 * v\n1 / 0\n")
+    assert isinstance(res.error_in_exec, ZeroDivisionError)
+    cell(ip, f"second = k.compile('{SIG}')")
+    assert ip.user_ns["second"] is not ip.user_ns["first"]
+    assert "0d4008000000000000" in ip.user_ns["second"].ptx          # 3.0: the new scale
+
+
+def _compile_error(ip, src):
+    res, shown = shown_run(ip, src)
+    assert isinstance(res.error_in_exec, gpureplace.CompileError), shown
+    return str(res.error_in_exec)
+
+
+def test_errors_name_the_cell_the_code_was_typed_in(ip):
+    bad = "def bad(out):\n    x = 1\n    out[0] = undefined_thing + x\n"
+    n = ip.execution_count
+    cell(ip, "%%cuda\n" + bad)
+    cell(ip, "from gpureplace import cuda\n@cuda.jit\n" + bad.replace("bad", "bad_plain"))
+    assert f"in bad (Cell In[{n}], line 4)" in _compile_error(ip, f"bad.compile('{SIG}')")
+    assert f"in bad_plain (Cell In[{n + 1}], line 5)" in _compile_error(
+        ip, f"bad_plain.compile('{SIG}')")
+    # the same cell run twice: the second run's code is the one compiled
+    m = ip.execution_count
+    cell(ip, "%%cuda\n" + bad)
+    cell(ip, "%%cuda\n" + bad)
+    assert f"in bad (Cell In[{m + 1}], line 4)" in _compile_error(ip, f"bad.compile('{SIG}')")
+    # a stale dependency (deleted helper) names where the kernel reads it
+    k = ip.execution_count
+    cell(ip, "%%cuda\nFACTOR = 2.0\ndef helper(v):\n    return v * FACTOR\n"
+             "def uses(out):\n    out[0] = helper(out[0])\n")
+    cell(ip, f"uses.compile('{SIG}')")
+    cell(ip, "del helper")
+    err = _compile_error(ip, f"uses.compile('{SIG}')")
+    assert "'helper'" in err and "no longer defined" in err and f"(Cell In[{k}], line 6)" in err
+    # after %reload_ext
+    ip.run_line_magic("reload_ext", "gpureplace")
+    r = ip.execution_count
+    cell(ip, "%%cuda\n" + bad)
+    assert f"in bad (Cell In[{r}], line 4)" in _compile_error(ip, f"bad.compile('{SIG}')")
+    # a cell that follows a %%cuda cell keeps its own number
+    q = ip.execution_count
+    cell(ip, "%%cuda\ndef fine(out):\n    out[0] = 1.0\n")
+    cell(ip, "@cuda.jit\n" + bad.replace("bad", "bad_next"))
+    assert f"in bad_next (Cell In[{q + 1}], line 4)" in _compile_error(
+        ip, f"bad_next.compile('{SIG}')")
+
+
+def test_cuda_cell_keeps_ipython_syntax_and_terminal_behaviour(ip):
+    from gpureplace.kernel import GPUFunction
+    # the terminal waits for the blank line that ends a cell magic
+    assert ip.check_complete("%%cuda\ndef f(out):\n    out[0] = 1.0\n")[0] == "incomplete"
+    # IPython syntax in the body, and the value of the last line, as in any cell
+    with capture_output() as cap:
+        res = ip.run_cell("%%cuda\nnames = %who_ls\ndef g(out):\n    out[0] = 1.0\n40 + 2\n",
+                          store_history=True)
+    assert res.success and res.result == 42 and "42" in cap.stdout
+    assert isinstance(ip.user_ns["g"], GPUFunction)
+    # an empty body is IPython's usage error, as for any cell magic
+    res, shown = shown_run(ip, "%%cuda")
+    assert res.error_in_exec is not None and "cell body is empty" in shown
+    # called directly, the magic runs the body it is given; its errors propagate
+    cell(ip, "get_ipython().run_cell_magic('cuda', '', 'def direct(out):\\n    out[0] = 1.0\\n')")
+    assert isinstance(ip.user_ns["direct"], GPUFunction)
+    res, _ = shown_run(ip, "get_ipython().run_cell_magic('cuda', '', 'def d2(out):\\n"
+                           "    out[0] = 1.0\\nraise KeyError(5)\\n')")
+    assert isinstance(res.error_in_exec, KeyError) and isinstance(ip.user_ns["d2"], GPUFunction)
+
+
+def test_errors_in_gpureplace_hooks_are_warnings_and_keep_the_users_error(ip, monkeypatch):
+    import sys
+
+    from gpureplace.ipython import extension
+    from gpureplace.tracking import bindings
+
+    def broken():
+        raise RuntimeError("hook bug")
+    monkeypatch.setattr(bindings, "check", broken)
+    with pytest.warns(RuntimeWarning, match="redefinition check failed.*hook bug"):
+        res, shown = shown_run(ip, "ok = 1")
+    assert res.success and "Error in callback" not in shown
+    with pytest.warns(RuntimeWarning, match="hook bug"):
+        res, shown = shown_run(ip, "raise ValueError('mine')")
+    assert isinstance(res.error_in_exec, ValueError) and sys.last_value is res.error_in_exec
+    assert "hook bug" not in shown and "ValueError: mine" in shown
+    monkeypatch.undo()
+
+    magics = extension._state["magics_obj"]
+
+    def broken_convert(opened):
+        raise RuntimeError("convert bug")
+    monkeypatch.setattr(magics, "_convert", broken_convert)
+    with pytest.warns(RuntimeWarning, match="converting the %%cuda cell's functions.*"
+                                            "convert bug"):
+        res, shown = shown_run(ip, "%%cuda\ndef h(out):\n    out[0] = 1.0\nraise ValueError('x')\n")
+    assert isinstance(res.error_in_exec, ValueError) and sys.last_value is res.error_in_exec
+    assert not magics._open_cells
+    monkeypatch.undo()
+
+    # the device-output capture starts inside the user's launch: failing, it must not fail it
+    from gpureplace.runtime import launch
+
+    def broken_start():
+        raise OSError("no fd 1")
+    monkeypatch.setattr(extension._capture, "start", broken_start)
+    with pytest.warns(RuntimeWarning, match="cannot capture device output.*no fd 1"):
+        launch.note_printf()
+    launch.clear_printf_pending()
+
+
+def test_a_cuda_magic_registered_after_ours_gets_its_cells(ip):
+    def other(line, cell):
+        return "nvcc"
+    ip.magics_manager.register_function(other, magic_kind="cell", magic_name="cuda")
+    with capture_output():
+        res = ip.run_cell("%%cuda\nint main() { return 0; }\n")
+    assert res.result == "nvcc"

@@ -3,9 +3,12 @@ the notebook.
 
 Loading registers the ``GPUReplace`` configurable, the magics (``%%cuda`` -- or ``%%gpureplace``
 where another extension, such as nvcc4jupyter, already owns ``%%cuda`` -- and the reflection line
-magics) and a ``post_run_cell`` hook.  After each cell the hook compares the bindings compiled
-kernels depend on with their current values; any change moves the world, and each affected
-kernel recompiles at its next launch.  Unloading removes all of it.
+magics), an input transformer that runs a ``%%cuda`` cell's body as the cell's own code, and
+two cell hooks.  ``post_execute`` converts the functions a ``%%cuda`` cell defined (also when
+it failed part-way); ``post_run_cell`` compares the bindings compiled kernels depend on with
+their current values: any change moves the world, and each affected kernel recompiles at its
+next launch.  An error inside these hooks is a warning: it never fails the user's cell nor
+replaces the user's error.  Unloading removes all of it.
 """
 
 from __future__ import annotations
@@ -78,9 +81,17 @@ class FdCapture:
         except (AttributeError, ValueError):
             pass
         self._flush_c()
-        self._file = tempfile.TemporaryFile()
-        self._saved = os.dup(1)
-        os.dup2(self._file.fileno(), 1)
+        file = tempfile.TemporaryFile()
+        saved = None
+        try:
+            saved = os.dup(1)
+            os.dup2(file.fileno(), 1)
+        except BaseException:
+            if saved is not None:
+                os.close(saved)
+            file.close()
+            raise
+        self._file, self._saved = file, saved
 
     def stop(self):
         """Restore fd 1; return what was written meanwhile."""
@@ -99,6 +110,15 @@ class FdCapture:
 
 
 _capture = FdCapture()
+
+
+def _start_capture():
+    """The printf listener: called inside the user's launch, so it must not fail it."""
+    try:
+        _capture.start()
+    except Exception as exc:         # device output then goes to fd 1 as is
+        warnings.warn(f"gpureplace: cannot capture device output for this cell: "
+                      f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
 
 
 def _flush_device_output():
@@ -121,9 +141,35 @@ def _flush_device_output():
             sys.stdout.flush()
 
 
+def _warn_hook_failure(what, exc):
+    """An error in gpureplace's own cell hooks is shown as a warning: it must neither fail the
+    user's cell nor replace the user's error as the cell's last traceback."""
+    warnings.warn(f"gpureplace: {what} failed after this cell: {type(exc).__name__}: {exc}",
+                  RuntimeWarning, stacklevel=2)
+
+
+def _post_execute():
+    """When a cell ends (ran, failed part-way, or silent): the %%cuda cell's functions become
+    gpureplace functions, before the redefinition check sees them."""
+    magics = _state.get("magics_obj")
+    if magics is None:
+        return
+    try:
+        errors = magics.finish_cells()
+    except Exception as exc:         # see _warn_hook_failure
+        errors = [exc]
+    for exc in errors:
+        _warn_hook_failure("converting the %%cuda cell's functions", exc)
+
+
 def _post_run_cell(result=None):
-    if _state.get("inside_cuda_cell"):
-        return      # the %%cuda magic's own run of the cell body: the outer cell's hook decides
+    try:
+        _check_after_cell()
+    except Exception as exc:         # see _warn_hook_failure
+        _warn_hook_failure("the redefinition check", exc)
+
+
+def _check_after_cell():
     config = _state.get("config")
     _flush_device_output()
     if config is not None and not config.check_redefinitions:
@@ -140,13 +186,14 @@ def _post_run_cell(result=None):
 def _location(filename, lineno):
     """``Cell In[3], line 5`` for code typed in a cell; ``file, line N`` otherwise."""
     ip = _state.get("shell")
+    count = None
     if ip is not None:
         try:
             count = ip.compile._filename_map.get(filename)
-        except AttributeError:
+        except Exception:            # formatting an error must not fail
             count = None
-        if count is not None:
-            return f"Cell In[{count}], line {lineno}"
+    if count is not None:
+        return f"Cell In[{count}], line {lineno}"
     return f"{filename}, line {lineno}"
 
 
@@ -174,21 +221,30 @@ def load_ipython_extension(ip):
         for name, method in table.items():
             ip.magics_manager.register_function(getattr(m, method), magic_kind=kind,
                                                 magic_name=name)
+    transformer = magics_module.CudaCellTransformer(
+        m, [name for name, method in names["cell"].items() if method == "cuda"])
+    ip.input_transformers_cleanup.append(transformer)
+    ip.events.register("post_execute", _post_execute)
     ip.events.register("post_run_cell", _post_run_cell)
     errors.location_formatter = _location
     from ..runtime import launch
-    launch.set_printf_listener(_capture.start)
-    _state.update(shell=ip, config=config, magics=names, magics_obj=m)
+    launch.set_printf_listener(_start_capture)
+    _state.update(shell=ip, config=config, magics=names, magics_obj=m, transformer=transformer)
 
 
 def unload_ipython_extension(ip):
     if _state.get("shell") is not ip:
         return
     from .. import errors
-    try:
-        ip.events.unregister("post_run_cell", _post_run_cell)
-    except ValueError:
-        pass
+    for event, hook in (("post_execute", _post_execute), ("post_run_cell", _post_run_cell)):
+        try:
+            ip.events.unregister(event, hook)
+        except ValueError:
+            pass
+    transformer = _state.get("transformer")
+    cleanup = ip.input_transformers_cleanup
+    if transformer in cleanup:
+        cleanup.remove(transformer)
     for kind, table in _state.get("magics", {}).items():
         for name in table:
             ip.magics_manager.magics[kind].pop(name, None)

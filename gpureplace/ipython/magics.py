@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import ast
 import math
+import re
 import shlex
+import sys
 import types as pytypes
 
 import numpy as np
+from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
@@ -17,8 +21,90 @@ def _show(text, language):
     display(Code(text, language=language))
 
 
+class CudaCellTransformer:
+    """Turns a ``%%cuda`` cell into the cell's own Python code, preceded by one call that opens
+    it: the first line ``%%cuda ARGS`` becomes ``get_ipython().run_cell_magic('cuda', ARGS,
+    None)`` and the body's lines stay where they are.
+
+    IPython's own cell-magic transformer would hand the body to the magic as a string, to be
+    run inside the cell that calls it.  Run this way instead, the body is the cell: a syntax
+    error fails the cell before anything runs, an exception fails it and stops Run All, the
+    traceback shows the lines as typed (line 1 is ``%%cuda``), functions defined in it are
+    named after this cell (``Cell In[n]``), and history and the cell hooks see one cell.  The
+    functions are converted when the cell ends (``GPUReplaceMagics.finish_cells``).
+
+    Registered among IPython's ``input_transformers_cleanup``, which run before the cell-magic
+    transformer.
+    """
+
+    # Not applied when IPython only asks whether the input is complete: the terminal still
+    # waits for the blank line that ends a cell magic.
+    has_side_effects = True
+
+    def __init__(self, magics, names):
+        self.magics = magics
+        self.names = tuple(names)      # the cell-magic names that are gpureplace's %%cuda
+
+    def __call__(self, lines):
+        try:
+            return self._transform(lines)
+        except Exception:              # never break every cell's input over one of ours
+            return lines
+
+    def _transform(self, lines):
+        if not lines or not lines[0].startswith("%%") or re.match(r"%%\w+\?", lines[0]):
+            return lines
+        name, _, args = lines[0][2:].rstrip().partition(" ")
+        if name not in self.names or not "".join(lines[1:]).strip():
+            return lines               # an empty body: IPython's usage error, as for any magic
+        if self.magics.shell.magics_manager.magics["cell"].get(name) != self.magics.cuda:
+            return lines               # someone else's %%cuda registered after ours
+        return [f"get_ipython().run_cell_magic({name!r}, {args!r}, None)\n"] + lines[1:]
+
+
+def _show_first_line_as_typed(shell):
+    """Tracebacks through the cell show its lines from ``linecache``, where IPython stored the
+    transformed code: put back ``%%cuda ARGS`` as line 1 of the cell running this call."""
+    import linecache
+    frame = sys._getframe(1)
+    for _ in range(8):
+        frame = frame.f_back
+        if frame is None:
+            return
+        filename = frame.f_code.co_filename
+        if filename in getattr(shell.compile, "_filename_map", ()):
+            break
+    else:
+        return
+    entry = linecache.cache.get(filename)
+    if frame.f_lineno != 1 or not entry or len(entry) != 4 or not entry[2]:
+        return
+    try:
+        call = ast.parse(entry[2][0]).body[0].value
+        name, args = (ast.literal_eval(a) for a in call.args[:2])
+    except (SyntaxError, ValueError, AttributeError, IndexError, TypeError):
+        return
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "run_cell_magic"):
+        return
+    entry[2][0] = f"%%{name} {args}".rstrip() + "\n"
+
+
+class _OpenCell:
+    """A ``%%cuda`` cell whose body is running: what it converts when it ends."""
+
+    def __init__(self, args, context, before, result):
+        self.args = args
+        self.context = context
+        self.before = before           # the namespace when the body began (name -> object)
+        self.result = result           # the running cell's ExecutionResult (None: unknown)
+
+
 @magics_class
 class GPUReplaceMagics(Magics):
+
+    def __init__(self, shell=None, **kwargs):
+        super().__init__(shell=shell, **kwargs)
+        self._open_cells = []
 
     # -- %%cuda ---------------------------------------------------------------------------------
     @magic_arguments()
@@ -32,34 +118,83 @@ class GPUReplaceMagics(Magics):
     def cuda(self, line, cell):
         """Run the cell as Python; every top-level function it defines becomes a gpureplace
         function: a kernel (``f[blocks, threads](...)``) and a device function for other kernels.
-        ``cuda``, ``math`` and ``np`` are available in the cell."""
+        ``cuda``, ``math`` and ``np`` are available in the cell.
+
+        The cell runs as the notebook's own cell: an error fails it (and stops Run All), and
+        the functions it defined before the error are converted all the same."""
+        if cell is None:
+            # CudaCellTransformer's call: the cell's own code follows this line, and
+            # finish_cells converts its functions when the cell ends.
+            _show_first_line_as_typed(self.shell)
+            self._open_cells.append(self._open(line))
+            return None
+        opened = self._open(line)
+        # Called with the body as a string (get_ipython().run_cell_magic("cuda", line, body)).
+        try:
+            self._run_body(cell)
+        finally:
+            self._convert(opened)
+        return None
+
+    def _open(self, line):
         from .. import cuda as cuda_ns
         from ..dispatch.context import Context
-        from ..kernel import GPUFunction
         args = parse_argstring(self.cuda, line)
-        context = Context.named(args.context) if args.context else None
+        try:
+            context = Context.named(args.context) if args.context else None
+        except KeyError as exc:        # a usage error: no traceback through the magic
+            raise UsageError(f"%%cuda --context: {exc.args[0]}") from None
         if args.arch:
             from ..compiler.backend import arch_number
-            arch_number(args.arch)
+            try:
+                arch_number(args.arch)
+            except ValueError as exc:
+                raise UsageError(f"%%cuda --arch: {exc}") from None
         ns = self.shell.user_ns
         for name, value in (("cuda", cuda_ns), ("math", math), ("np", np)):
             ns.setdefault(name, value)
-        before = {k: id(v) for k, v in ns.items()}
-        from . import extension
-        extension._state["inside_cuda_cell"] = True
-        try:
-            result = self.shell.run_cell(cell, store_history=False, silent=False)
-        finally:
-            extension._state.pop("inside_cuda_cell", None)
-        if result.error_before_exec or result.error_in_exec:
-            return None
+        result = getattr(self.shell.displayhook, "exec_result", None)
+        return _OpenCell(args, context, dict(ns), result)
+
+    def _run_body(self, body):
+        """Run ``body`` in the user's namespace, registered (for tracebacks and error locations)
+        under the cell running now; exceptions propagate to the caller."""
+        shell = self.shell
+        running = getattr(shell.displayhook, "exec_result", None)
+        number = running.execution_count if running is not None else shell.execution_count
+        source = shell.transform_cell(body)
+        name = shell.compile.cache(source, number, raw_code=body)
+        code = shell.compile(shell.transform_ast(shell.compile.ast_parse(source, filename=name)),
+                             name, "exec")
+        exec(code, shell.user_global_ns, shell.user_ns)
+
+    def finish_cells(self):
+        """Convert the functions of the ``%%cuda`` cell that just ended, whether it succeeded or
+        failed part-way (called from the ``post_execute`` event).  Returns the errors met."""
+        done = self.shell.last_execution_result
+        errors = []
+        for opened in list(self._open_cells):
+            if opened.result is None or opened.result is done:
+                self._open_cells.remove(opened)
+                try:
+                    self._convert(opened)
+                except Exception as exc:       # reported by the caller (a warning)
+                    errors.append(exc)
+        return errors
+
+    def _convert(self, opened):
+        """Every top-level function the cell (re)defined becomes a GPUFunction."""
+        from ..kernel import GPUFunction
+        args = opened.args
+        ns = self.shell.user_ns
+        own_globals = self.shell.user_global_ns
         defined = []
         for name, value in list(ns.items()):
-            if not isinstance(value, pytypes.FunctionType) or before.get(name) == id(value):
+            if not isinstance(value, pytypes.FunctionType) or opened.before.get(name) is value:
                 continue
-            if value.__qualname__ != name:
-                continue          # nested or aliased: only functions the cell defines at top level
-            ns[name] = GPUFunction(value, context=context, fastmath=args.fastmath,
+            if value.__qualname__ != name or value.__globals__ is not own_globals:
+                continue      # nested, aliased or imported: only functions the cell defines
+            ns[name] = GPUFunction(value, context=opened.context, fastmath=args.fastmath,
                                    arch=args.arch)
             defined.append(name)
         if args.verbose and defined:
@@ -71,7 +206,6 @@ class GPUReplaceMagics(Magics):
             for name in defined:
                 ns[name].on_compile = (lambda spec, what=what:
                                        _show(_REFLECTORS[what](spec), _LANGUAGE[what]))
-        return None
 
     # -- reflection -----------------------------------------------------------------------------
     def _kernel_and_sig(self, line):
