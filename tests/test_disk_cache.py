@@ -1,5 +1,8 @@
-"""The disk cache across processes: hits, never stale, corruption detected, private directory."""
+"""The disk cache across processes: hits, never stale, corruption detected, private directory.
 
+Damaged entries and directories, clear(), info() and the cost at scale: test_cache_robustness.py."""
+
+import glob
 import json
 import os
 import stat
@@ -122,15 +125,19 @@ def test_corrupted_entry_is_detected_removed_and_recompiled(tmp_path):
     cache_dir = tmp_path / "cache"
     write_module(tmp_path, "2.0")
     run_process(tmp_path, cache_dir)
-    ptx_files = [p for p in os.listdir(cache_dir) if p.endswith(".ptx")]
+    ptx_files = glob.glob(str(cache_dir / "kernels" / "*" / "*.ptx"))
     assert len(ptx_files) == 1
-    path = cache_dir / ptx_files[0]
-    path.write_bytes(path.read_bytes()[:-40])           # truncated
+    path = ptx_files[0]
+    with open(path, "rb") as fh:
+        data = fh.read()
+    with open(path, "wb") as fh:
+        fh.write(data[:-40])                            # truncated
     again = run_process(tmp_path, cache_dir)
     assert not again["from_disk"] and again["stats"]["kernel_compiles"] == 1
     assert run_process(tmp_path, cache_dir)["from_disk"]  # rewritten, good again
-    meta = [p for p in os.listdir(cache_dir) if p.endswith(".json")][0]
-    (cache_dir / meta).write_text("{not json")
+    meta = glob.glob(str(cache_dir / "kernels" / "*" / "*.json"))[0]
+    with open(meta, "w") as fh:
+        fh.write("{not json")
     assert not run_process(tmp_path, cache_dir)["from_disk"]
 
 
@@ -138,22 +145,28 @@ def test_entries_are_json_and_ptx_never_pickles(tmp_path):
     cache_dir = tmp_path / "cache"
     write_module(tmp_path, "2.0")
     run_process(tmp_path, cache_dir)
-    names = os.listdir(cache_dir)
+    assert {"CACHEDIR.TAG", "usage", "kernels"} <= set(os.listdir(cache_dir)) <= {
+        "CACHEDIR.TAG", "usage", "kernels", "libdevice"}
+    (key,) = os.listdir(cache_dir / "kernels")
+    names = os.listdir(cache_dir / "kernels" / key)
     assert {os.path.splitext(n)[1] for n in names} == {".ptx", ".json"}
-    meta = json.loads((cache_dir / [n for n in names if n.endswith(".json")][0]).read_text())
+    meta = json.loads((cache_dir / "kernels" / key / [n for n in names
+                                                      if n.endswith(".json")][0]).read_text())
     assert meta["nodes"][0]["function"] == ["cachemod", "kern"]
     assert stat.S_IMODE(os.stat(cache_dir).st_mode) == 0o700
 
 
 def test_directory_writable_by_others_is_refused(tmp_path):
+    """Refused with a warning (never read nor written), not with an error out of a compile."""
     bad = tmp_path / "shared"
     bad.mkdir()
     os.chmod(bad, 0o777)
     old = cache._explicit_dir
     cache.set_directory(bad)
     try:
-        with pytest.raises(cache.CacheDirectoryError, match="other users can write"):
-            cache._ensure_dir()
+        with pytest.warns(UserWarning, match="other users can write"):
+            assert cache._ensure_dir() is None
+        assert os.listdir(bad) == []
     finally:
         cache.set_directory(old)
 
@@ -164,16 +177,19 @@ def test_clear_and_size_cap(tmp_path):
     try:
         d = cache._ensure_dir()
         for i in range(5):
-            with open(os.path.join(d, f"k{i}.ptx"), "wb") as fh:
+            folder = os.path.join(d, "kernels", f"{i:040x}")
+            os.makedirs(folder)
+            with open(os.path.join(folder, f"{i:012x}.ptx"), "wb") as fh:
                 fh.write(b"x" * 1000)
-            with open(os.path.join(d, f"k{i}.json"), "wb") as fh:
+            with open(os.path.join(folder, f"{i:012x}.json"), "wb") as fh:
                 fh.write(b"{}")
-            os.utime(os.path.join(d, f"k{i}.json"), (i, i))
-        cache.max_bytes = 3 * 1002
-        cache._evict()
-        left = sorted(n for n in os.listdir(d) if n.endswith(".json"))
-        assert left == ["k2.json", "k3.json", "k4.json"]      # least recently used went first
-        assert cache.clear() == 3 and os.listdir(d) == []
+            os.utime(os.path.join(folder, f"{i:012x}.json"), (i, i))
+        cache.max_bytes = int(4 * 1002 / cache.LOW_WATER)
+        cache._scan(d)                                         # 5 entries: over the low water
+        left = sorted(os.listdir(os.path.join(d, "kernels")))
+        assert left == [f"{i:040x}" for i in (1, 2, 3, 4)]     # least recently used went first
+        assert cache.info()["entries"] == 4
+        assert cache.clear() == 4 and os.listdir(os.path.join(d, "kernels")) == []
     finally:
         cache.set_directory(old_dir)
         cache.max_bytes = old_cap
@@ -234,12 +250,12 @@ def test_pruned_libdevice_is_kept_on_disk_and_rebuilt_when_corrupt(tmp_path):
         names, reflect = {"__nv_expf"}, {"__CUDA_FTZ": 0}
         libdevice._pruned.clear()
         data = libdevice.pruned_bitcode(names, reflect)
-        files = [f for f in os.listdir(tmp_path / "ld")
-                 if f.startswith("libdevice-") and f.endswith(".bc")]
+        files = [f for f in os.listdir(tmp_path / "ld" / "libdevice")
+                 if f.startswith("pruned-") and f.endswith(".bc")]
         assert len(files) == 1
         libdevice._pruned.clear()
         assert libdevice.pruned_bitcode(names, reflect) == data          # read back from disk
-        path = tmp_path / "ld" / files[0]
+        path = tmp_path / "ld" / "libdevice" / files[0]
         path.write_bytes(path.read_bytes()[:100])                       # truncated
         libdevice._pruned.clear()
         again = libdevice.pruned_bitcode(names, reflect)
@@ -258,9 +274,10 @@ def test_libdevice_text_is_read_back_without_parsing_the_bitcode(tmp_path, monke
     try:
         libdevice._index = libdevice._table = None
         first = libdevice._text_index()
-        texts = [f for f in os.listdir(tmp_path / "ld") if f.endswith(".ll")]
-        assert len(texts) == 1 and texts[0].startswith("libdevice-text-")
-        path = tmp_path / "ld" / texts[0]
+        ld = tmp_path / "ld" / "libdevice"
+        texts = [f for f in os.listdir(ld) if f.endswith(".ll")]
+        assert len(texts) == 1 and texts[0].startswith("text-")
+        path = ld / texts[0]
         assert path.stat().st_size > 1_000_000                  # the whole of libdevice
 
         def no_parse():
@@ -280,16 +297,16 @@ def test_libdevice_text_is_read_back_without_parsing_the_bitcode(tmp_path, monke
         assert path.stat().st_size > 1_000_000
 
         for n in range(4):                                       # texts of other files are pruned
-            (tmp_path / "ld" / f"libdevice-text-{n:040x}.ll").write_text("old")
-            os.utime(tmp_path / "ld" / f"libdevice-text-{n:040x}.ll", (n, n))
+            (ld / f"text-{n:040x}.ll").write_text("old")
+            os.utime(ld / f"text-{n:040x}.ll", (n, n))
         path.unlink()
         libdevice._index = libdevice._table = None
         libdevice._text_index()
-        left = sorted(f for f in os.listdir(tmp_path / "ld") if f.endswith(".ll"))
+        left = sorted(f for f in os.listdir(ld) if f.endswith(".ll"))
         assert len(left) == 3 and texts[0] in left
-        assert f"libdevice-text-{3:040x}.ll" in left                   # the newest others stay
+        assert f"text-{3:040x}.ll" in left                             # the newest others stay
         cache.clear()
-        assert not [f for f in os.listdir(tmp_path / "ld") if f.endswith(".ll")]
+        assert not [f for f in os.listdir(ld) if f.endswith(".ll")]
     finally:
         cache.set_directory(old[0])
         libdevice._index, libdevice._table = old[1], old[2]

@@ -9,6 +9,7 @@ those functions and what they call (everything internal, so the optimiser can dr
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import re
 import sys
@@ -240,7 +241,7 @@ def _ir_text():
     return text
 
 
-_TEXT_PREFIX, _TEXT_SUFFIX, _TEXTS_KEPT = "libdevice-text-", ".ll", 3
+_TEXT_PREFIX, _TEXT_SUFFIX, _TEXTS_KEPT = "text-", ".ll", 3
 
 
 def _text_path():
@@ -346,26 +347,25 @@ def tune_trig(text):
 def _disk_path(key):
     names, reflect = key
     from .backend import CODEGEN_REVISION
-    return _cache_file("libdevice-", (sorted(names), reflect, CODEGEN_REVISION), ".bc")
+    return _cache_file("pruned-", (sorted(names), reflect, CODEGEN_REVISION), ".bc")
+
+
+def _identity():
+    """(path, size, mtime_ns) of the libdevice file in use."""
+    path = find_libdevice()
+    st = os.stat(path)
+    return path, st.st_size, st.st_mtime_ns
 
 
 def _cache_file(prefix, key, suffix):
     """Path in the disk cache of a file derived from this libdevice by this LLVM and ``key``;
-    None when the disk cache is off or cannot be made."""
-    import hashlib
-
+    None when the disk cache is off or its directory cannot be used (that warns once)."""
     from ..tracking import cache
     if not cache.enabled:
         return None
-    path = find_libdevice()
-    st = os.stat(path)
-    text = repr((path, st.st_size, st.st_mtime_ns, llvm.llvm_version_info) + tuple(key))
+    text = repr(_identity() + (llvm.llvm_version_info,) + tuple(key))
     digest = hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
-    try:
-        directory = cache._ensure_dir()
-    except OSError:
-        return None
-    return os.path.join(directory, f"{prefix}{digest}{suffix}")
+    return cache.libdevice_path(f"{prefix}{digest}{suffix}")
 
 
 def _from_disk(key):
@@ -380,17 +380,16 @@ def _to_disk(key, data):
 
 
 def _read_checked(path):
-    """The bytes ``_write_checked`` stored at ``path``; None when absent or corrupted."""
-    import hashlib
-    try:
-        with open(path, "rb") as fh:
-            blob = fh.read()
-    except OSError:
+    """The bytes ``_write_checked`` stored at ``path``; None when absent or damaged (then removed,
+    to be built again)."""
+    from ..tracking import cache
+    blob = cache.read_file(path)
+    if blob is None:
         return None
     digest, data = blob[:20], blob[20:]
     if hashlib.blake2b(data, digest_size=20).digest() != digest:
         try:
-            os.unlink(path)          # corrupted: rebuild it
+            os.unlink(path)
         except OSError:
             pass
         return None
@@ -398,10 +397,5 @@ def _read_checked(path):
 
 
 def _write_checked(path, data):
-    import hashlib
-
     from ..tracking import cache
-    try:
-        cache._atomic_write(path, hashlib.blake2b(data, digest_size=20).digest() + data)
-    except OSError:
-        pass
+    cache.write_file(path, hashlib.blake2b(data, digest_size=20).digest() + data)

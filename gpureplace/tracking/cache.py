@@ -1,19 +1,58 @@
-"""The disk cache: compiled kernels survive interpreter restarts, and are never served stale.
+"""The disk cache: compiled kernels survive interpreter restarts, are never served stale, and
+never cost the user anything -- a damaged entry is a miss, an unusable directory a warning.
 
-Layout: one directory per user (``$GPUREPLACE_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpureplace``,
-else ``~/.cache/gpureplace``), created 0700; one refused if others can write to it.  Each entry is
-``<key>.ptx`` plus ``<key>.json`` (metadata, never pickles), written atomically (temp file +
-rename), with a checksum of the PTX.
+Where: ``$GPUREPLACE_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpureplace``, else ``~/.cache/gpureplace``;
+created 0700.  ``GPUREPLACE_CACHE=0`` (or ``gpureplace.cache.enabled = False``) turns it off.
+
+Layout (``FORMAT`` 5)::
+
+    CACHEDIR.TAG                  the marker: gpureplace made (or adopted) this directory
+    usage                         the running size total: its length in bytes is the KiB stored
+    kernels/<key>/<variant>.ptx   one compiled kernel: its PTX ...
+    kernels/<key>/<variant>.json  ... and its metadata (JSON, never pickles)
+    libdevice/pruned-<hash>.bc    libdevice cut down to the functions some kernels call
+    libdevice/text-<hash>.ll      libdevice's IR text (compiler/libdevice.py)
+    .tmp-XXXXXXXX                 a file being written (temp file + rename), in any of the folders
 
 The *key* hashes what is known before compiling: the kernel's own code (fingerprint), argument
 types, options, the context stack (names, fast-math flags and every override's fingerprint), PTX
 ISA and the versions of gpureplace, Numba and llvmlite.  The *metadata* lists every function of
 the call graph with the fingerprints of all the globals it read; an entry is used only when each of
 them still has that fingerprint in this process.  So a callee redefined in a new process -- same
-kernel source, different helper -- misses the cache instead of receiving the old binary.
+kernel source, different helper -- misses the cache instead of receiving the old binary.  A key
+has one *variant* per call graph seen (a hash of that list), so a kernel whose callee alternates
+between two definitions keeps both.
 
-A size cap evicts least-recently-used entries; ``clear()`` empties the cache; ``GPUREPLACE_CACHE=0``
-(or ``gpureplace.cache.enabled = False``) turns it off.
+What the user can count on:
+
+- A damaged entry is a miss, never an error.  The JSON carries a digest over its own canonical
+  content, which includes the PTX's digest and length: a flipped byte in either file, a truncated
+  file, bad JSON or a PTX and a JSON from different writes fail the check, the entry is removed and
+  the kernel compiled again.  Fields are type-checked too before anything reads them.
+- A directory that cannot be used -- it cannot be created (read-only parent, no home directory),
+  it is a file, it holds another program's CACHEDIR.TAG, or it is refused as insecure (others can
+  write to it, or another user owns it: code planted there would run on the GPU) -- costs one
+  ``UserWarning`` naming it, the reason and what to do; the process then runs without the disk
+  cache.  An insecure directory is never read or written.
+- ``clear()`` deletes only what gpureplace provably wrote: nothing at all in a directory without
+  gpureplace's CACHEDIR.TAG, and there only files whose names are exactly the ones above, or the
+  flat names of FORMAT <= 4 (``<40 hex>[-<12 hex>].json|.ptx``,
+  ``libdevice-[text-]<40 hex>.bc|.ll``).  A ``settings.json`` or ``notes.ptx`` beside them stays.
+  Marking a directory (the first time gpureplace uses it) removes those FORMAT <= 4 files.
+- Loading and storing cost the same with 16 entries or 16,000: a load lists only its key's folder,
+  a store appends to ``usage``.  Every store appends one byte per KiB it wrote (``O_APPEND``: writes
+  of processes sharing the cache never lose one another's bytes), so the total is one ``fstat``.
+  When it passes ``max_bytes`` one process (``flock`` on the directory) scans the whole directory:
+  it deletes temp files and half entries older than ``STALE_SECONDS`` (left by a crash) and files of
+  older formats, evicts least-recently-used entries and libdevice files until the total is at
+  ``LOW_WATER`` of the cap, and sets ``usage`` (sparse) to the measured total plus what was
+  appended meanwhile.  So a scan comes at most once per quarter of the cap stored, and its cost
+  is spread over those stores.
+  Measured with bench/disk_cache_scale.py (16,000 entries of 13 KB, 188 MiB, under the 256 MiB
+  cap; a CPU shared with other jobs): when load and store listed the whole directory, a warm load
+  took 25 ms and a store 182 ms (0.26 and 1.2 ms with 100 entries); now 0.31 and 0.43 ms (0.29 and
+  0.78 with 100).  The scan of those 16,000 entries takes 0.6 s, once per 64 MiB stored (about
+  5,000 such stores: 0.12 ms each).
 """
 
 from __future__ import annotations
@@ -21,26 +60,48 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 import sys
 import tempfile
 import threading
+import time
+import warnings
 
-from ..errors import GPUReplaceError
 from . import bindings
 from .fingerprint import fingerprint
 
-FORMAT = 4          # bumped whenever generated code changes for the same inputs
+FORMAT = 5          # bumped whenever generated code or the layout changes for the same inputs
 enabled = os.environ.get("GPUREPLACE_CACHE", "1").lower() not in ("0", "false", "no", "off")
 #: Size cap in bytes (LRU eviction beyond it).
 max_bytes = int(os.environ.get("GPUREPLACE_CACHE_MAX_BYTES", 256 << 20))
+#: A scan evicts down to this fraction of ``max_bytes``, so the next one is a quarter-cap away.
+LOW_WATER = 0.75
+#: A temp file or half an entry older than this was left by a process that died while writing.
+STALE_SECONDS = 600
+
+MARKER = "CACHEDIR.TAG"
+USAGE = "usage"
+KERNELS = "kernels"
+LIBDEVICE = "libdevice"
+_MARKER_ID = "# gpureplace disk cache"
+_MARKER_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
+                f"{_MARKER_ID}: gpureplace.cache.clear() empties it.\n"
+                "# A cache directory tag (https://bford.info/cachedir/): backup tools may skip "
+                "this directory.\n")
+
+# Exactly the names gpureplace writes; nothing else is ever deleted.
+_KEY = re.compile(r"[0-9a-f]{40}\Z")
+_ENTRY_FILE = re.compile(r"([0-9a-f]{12})\.(json|ptx)\Z")
+_LIBDEVICE_FILE = re.compile(r"(?:pruned|text)-[0-9a-f]{40}\.(?:bc|ll)\Z")
+_TEMP = re.compile(r"\.tmp-[a-z0-9_]{8}\Z")                    # tempfile.mkstemp(prefix=".tmp-")
+_OLD_FILE = re.compile(r"(?:[0-9a-f]{40}(?:-[0-9a-f]{12})?\.(?:json|ptx)"
+                       r"|libdevice-(?:text-)?[0-9a-f]{40}\.(?:bc|ll))\Z")    # FORMAT <= 4
+
 _explicit_dir = None
 _lock = threading.Lock()
-_checked_dirs = set()
-
-
-class CacheDirectoryError(GPUReplaceError, PermissionError):
-    pass
+_usable = set()       # directories checked (and marked) by this process
+_problems = {}        # directory -> why it cannot be used (warned once)
 
 
 def set_directory(path):
@@ -59,26 +120,90 @@ def directory():
     env = os.environ.get("GPUREPLACE_CACHE_DIR")
     if env:
         return os.path.abspath(os.path.expanduser(env))
+    # Without HOME (and no passwd entry, as in some containers) "~" stays "~": the path is then
+    # relative, and _prepare refuses it rather than litter the working directory.
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "gpureplace")
 
 
 def _ensure_dir():
+    """The cache directory, created, checked and marked; None when it cannot be used (the
+    first time, with a warning that says why and what to do)."""
     path = directory()
-    if path in _checked_dirs:
+    if path in _usable:
         return path
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    st = os.stat(path)
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise CacheDirectoryError(
-            f"gpureplace refuses the cache directory {path}: other users can write to it "
-            f"(mode {stat.S_IMODE(st.st_mode):o}); run `chmod 700 {path}` or set "
-            f"GPUREPLACE_CACHE_DIR to a private directory")
-    if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        raise CacheDirectoryError(f"gpureplace refuses the cache directory {path}: it belongs "
-                                  f"to another user")
-    _checked_dirs.add(path)
+    reason = _prepare(path)
+    if reason is not None:
+        if path not in _problems:
+            warnings.warn(
+                f"gpureplace is not using the disk cache directory {path}: {reason}. Kernels "
+                f"still compile, but are not kept for the next process. Set GPUREPLACE_CACHE_DIR "
+                f"to a private directory you can write to, or GPUREPLACE_CACHE=0 to turn the disk "
+                f"cache off.", UserWarning, stacklevel=2)
+        _problems[path] = reason
+        return None
+    _problems.pop(path, None)
+    _usable.add(path)
     return path
+
+
+def _prepare(path):
+    """Create ``path`` (0700) and check it; why it cannot be used, or None."""
+    if not os.path.isabs(path):
+        return "it is not an absolute path (no home directory: HOME is unset)"
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    except FileExistsError:
+        return "it is a file, not a directory"
+    except OSError as exc:
+        return f"it cannot be created ({exc.strerror or exc})"
+    return _insecure(path) or _adopt(path)
+
+
+def _insecure(path):
+    """Why ``path`` must not be trusted, or None."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror or exc})"
+    if not stat.S_ISDIR(st.st_mode):
+        return "it is a file, not a directory"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return (f"other users can write to it (mode {stat.S_IMODE(st.st_mode):o}) and could "
+                f"plant code in it; `chmod 700 {path}` makes it private")
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"it belongs to another user (uid {st.st_uid})"
+    return None
+
+
+def _marker(path):
+    """True if ``path`` has gpureplace's marker, False if none, or a reason it is not ours."""
+    try:
+        with open(os.path.join(path, MARKER), "rb") as fh:
+            text = fh.read(4096)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        return f"its {MARKER} cannot be read ({exc.strerror or exc})"
+    return True if _MARKER_ID.encode() in text else \
+        f"it holds another program's {MARKER} (it is that program's cache)"
+
+
+def _adopt(path):
+    """Mark ``path`` as gpureplace's (the only directory ``clear()`` empties); why not, or None."""
+    mark = _marker(path)
+    if mark is True:
+        return None
+    if mark is not False:
+        return mark
+    try:
+        _atomic_write(os.path.join(path, MARKER), _MARKER_TEXT.encode())
+    except OSError as exc:
+        return f"it cannot be written ({exc.strerror or exc})"
+    # A directory that an older gpureplace (before markers) filled: its files go now, and the
+    # running total starts from what is there.
+    _scan(path)
+    return None
 
 
 def _versions():
@@ -149,8 +274,32 @@ def describe_for_disk(cf):
                 return None
             owner = rec.owner.__name__ if rec.owner is not None else None
             reads.append([rec.kind, rec.name, owner, rec.fingerprint, rec.lineno])
-        nodes.append({"function": ref, "code": fingerprint(each.pyfunc), "reads": reads})
+        code = fingerprint(each.pyfunc)
+        if code is None:
+            return None
+        nodes.append({"function": ref, "code": code, "reads": reads})
     return nodes
+
+
+def _nodes_well_formed(nodes):
+    """Whether ``nodes`` (read from disk) has the shape ``describe_for_disk`` gives, checked
+    before ``_validate`` reads it: a field added there is checked here too."""
+    if not isinstance(nodes, list) or not nodes:
+        return False
+    for node in nodes:
+        if not (isinstance(node, dict) and isinstance(node.get("code"), str)
+                and _strings(node.get("function"), 2) and isinstance(node.get("reads"), list)):
+            return False
+        for read in node["reads"]:
+            if not (isinstance(read, list) and len(read) == 5 and _strings(read[:2], 2)
+                    and (read[2] is None or isinstance(read[2], str))
+                    and isinstance(read[3], str) and (read[4] is None or isinstance(read[4], int))):
+                return False
+    return True
+
+
+def _strings(value, n):
+    return isinstance(value, list) and len(value) == n and all(isinstance(v, str) for v in value)
 
 
 def _find_function(ref):
@@ -215,28 +364,44 @@ def _validate(nodes, context, kernel_func):
     return kernel
 
 
+
 # ---------------------------------------------------------------------------------------------
 # Store and load
 
 
-def _paths(key):
-    d = _ensure_dir()
-    return os.path.join(d, key + ".ptx"), os.path.join(d, key + ".json")
+def _digest(data: bytes):
+    return hashlib.blake2b(data, digest_size=20).hexdigest()
 
 
-def _atomic_write(path, data: bytes):
-    d = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
+def _canonical(meta):
+    return json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _seal(meta):
+    """The JSON text of ``meta`` with a ``digest`` over its canonical content."""
+    return json.dumps(dict(meta, digest=_digest(_canonical(meta))), sort_keys=True).encode()
+
+
+def _unseal(raw: bytes):
+    """The metadata ``_seal`` wrote, or None if ``raw`` is not exactly that."""
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        meta = json.loads(raw)
+    except (ValueError, RecursionError):         # (a UnicodeDecodeError is a ValueError)
+        return None
+    if not isinstance(meta, dict):
+        return None
+    digest = meta.pop("digest", None)
+    if not isinstance(digest, str) or digest != _digest(_canonical(meta)):
+        return None
+    return meta
+
+
+def _well_formed(meta, ptx):
+    """Whether sealed ``meta`` describes ``ptx`` with the fields and types ``load`` reads."""
+    return (meta.get("format") == FORMAT and isinstance(meta.get("name"), str)
+            and isinstance(meta.get("llvm_ir", ""), str)
+            and meta.get("ptx_bytes") == len(ptx) and meta.get("ptx_sha") == _digest(ptx)
+            and _nodes_well_formed(meta.get("nodes")))
 
 
 def store(key, spec):
@@ -248,58 +413,82 @@ def store(key, spec):
         return False
     ptx = spec.ptx.encode()
     meta = {"format": FORMAT, "name": spec.name, "param_format": spec.param_format,
-            "nodes": nodes, "ptx_sha": hashlib.blake2b(ptx, digest_size=20).hexdigest(),
-            "ptx_bytes": len(ptx), "llvm_ir": spec.llvm_ir}
+            "nodes": nodes, "ptx_sha": _digest(ptx), "ptx_bytes": len(ptx), "llvm_ir": spec.llvm_ir}
     # One entry per variant of the call graph: a kernel whose callee alternates between two
     # definitions keeps both, instead of each overwriting the other.
     variant = hashlib.blake2b(json.dumps(nodes, sort_keys=True).encode(), digest_size=6).hexdigest()
-    try:
-        ptx_path, meta_path = _paths(f"{key}-{variant}")
-        with _lock:
-            _atomic_write(ptx_path, ptx)
-            _atomic_write(meta_path, json.dumps(meta).encode())
-        _evict()
-    except CacheDirectoryError:
-        raise
-    except OSError:
-        return False
-    return True
+    sealed = _seal(meta)
+    for _ in range(2):
+        d = _ensure_dir()
+        if d is None:
+            return False
+        folder = os.path.join(d, KERNELS, key)
+        try:
+            _make_folders(d, KERNELS, key)
+            with _lock:
+                # PTX first: a JSON (what load looks for) is never seen before its PTX.
+                _atomic_write(os.path.join(folder, variant + ".ptx"), ptx)
+                _atomic_write(os.path.join(folder, variant + ".json"), sealed)
+        except FileNotFoundError:
+            _usable.discard(d)      # removed under us (by hand, or a scan took an empty folder)
+            continue                # make it (and mark it) again, once
+        except OSError:
+            return False            # full disk, read-only: the kernel is compiled all the same
+        account(d, len(ptx) + len(sealed))
+        return True
+    return False
 
 
 def load(key, py_func, argtypes, options, context):
-    """A KernelSpecialization from disk, or None (missing, stale for this process, or corrupt)."""
+    """A KernelSpecialization from disk, or None (missing, stale for this process, or damaged:
+    then removed).  Reads only the folder of ``key``."""
     if not enabled or key is None:
         return None
-    try:
-        d = _ensure_dir()
-        names = [n[:-5] for n in os.listdir(d) if n.startswith(key + "-") and n.endswith(".json")]
-    except FileNotFoundError:
+    d = _ensure_dir()
+    if d is None:
         return None
-    for entry in names:
-        spec = _load_entry(entry, py_func, argtypes, options, context)
-        if spec is not None:
-            return spec
+    folder = os.path.join(d, KERNELS, key)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return None
+    for name in names:
+        m = _ENTRY_FILE.match(name)
+        if m and m.group(2) == "json":
+            spec = _load_entry(folder, m.group(1), py_func, argtypes, options, context)
+            if spec is not None:
+                return spec
     return None
 
 
-def _load_entry(key, py_func, argtypes, options, context):
-    ptx_path, meta_path = _paths(key)
+def _load_entry(folder, variant, py_func, argtypes, options, context):
+    meta_path = os.path.join(folder, variant + ".json")
     try:
         with open(meta_path, "rb") as fh:
-            meta = json.loads(fh.read())
-        with open(ptx_path, "rb") as fh:
-            ptx = fh.read()
+            raw = fh.read()
     except FileNotFoundError:
+        return None                 # evicted since the listing
+    except OSError:
+        _remove_entry(folder, variant)
         return None
-    except (OSError, ValueError):
-        _remove(key)
+    try:
+        with open(os.path.join(folder, variant + ".ptx"), "rb") as fh:
+            ptx = fh.read()
+    except OSError:                 # half an entry (its PTX is written first, removed last)
+        _remove_entry(folder, variant)
         return None
-    if (not isinstance(meta, dict) or meta.get("format") != FORMAT
-            or meta.get("ptx_bytes") != len(ptx)
-            or meta.get("ptx_sha") != hashlib.blake2b(ptx, digest_size=20).hexdigest()):
-        _remove(key)          # truncated or corrupted: drop it, the caller recompiles
+    meta = _unseal(raw)
+    if meta is None or not _well_formed(meta, ptx):
+        _remove_entry(folder, variant)      # damaged, or half of another write: compile again
         return None
-    root = _validate(meta["nodes"], context, py_func)
+    try:
+        root = _validate(meta["nodes"], context, py_func)
+        text = ptx.decode()
+    except Exception:
+        # Unreachable for a sealed, well-formed entry; a field added to the metadata without a
+        # check in _nodes_well_formed would land here, and must cost a compile, not the user.
+        _remove_entry(folder, variant)
+        return None
     if root is None:
         return None           # a dependency differs in this process: compile afresh
     try:
@@ -307,63 +496,305 @@ def _load_entry(key, py_func, argtypes, options, context):
     except OSError:
         pass
     from ..compiler.kernel import KernelSpecialization
-    spec = KernelSpecialization(root, meta["name"], argtypes, ptx.decode(), meta.get("llvm_ir", ""),
+    spec = KernelSpecialization(root, meta["name"], argtypes, text, meta.get("llvm_ir", ""),
                                 options, 0.0)
     spec.from_disk = True
     return spec
 
 
-def _remove(key):
-    for path in _paths(key):
+def _remove_entry(folder, variant):
+    for suffix in (".json", ".ptx"):        # the JSON first: without it nothing reads the PTX
+        _unlink(os.path.join(folder, variant + suffix))
+
+
+# ---------------------------------------------------------------------------------------------
+# Files of the cache directory
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+        return True
+    except OSError:
+        return False
+
+
+def _make_folders(d, *parts):
+    """Make ``d/parts...`` (0700) below the cache directory ``d``, which must exist: if it went
+    away, FileNotFoundError, rather than a new unmarked directory."""
+    path = d
+    for part in parts:
+        path = os.path.join(path, part)
         try:
-            os.unlink(path)
-        except OSError:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
             pass
+    return path
 
 
-def _evict():
-    d = directory()
-    entries = []
-    total = 0
-    for name in os.listdir(d):
-        if not name.endswith(".json"):
-            continue
-        key = name[:-5]
+def _atomic_write(path, data: bytes):
+    d = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        _unlink(tmp)
+        raise
+
+
+def libdevice_path(name):
+    """Where the libdevice file ``name`` (``pruned-<40 hex>.bc``, ``text-<40 hex>.ll``) is kept
+    in the cache; None when the cache is off or its directory cannot be used."""
+    if not enabled:
+        return None
+    d = _ensure_dir()
+    if d is None:
+        return None
+    try:
+        return os.path.join(_make_folders(d, LIBDEVICE), name)
+    except OSError:
+        return None
+
+
+def write_file(path, data: bytes):
+    """Write ``data`` to ``path`` in the cache (from ``libdevice_path``) atomically and count it
+    against the cap; False when it cannot be written."""
+    try:
+        _atomic_write(path, data)
+    except OSError:
+        return False
+    account(os.path.dirname(os.path.dirname(path)), len(data))
+    return True
+
+
+def read_file(path):
+    """The bytes at ``path`` in the cache (marked as used, for LRU eviction), or None."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    try:
+        os.utime(path)
+    except OSError:
+        pass
+    return data
+
+
+def account(d, nbytes):
+    """Add ``nbytes`` to the running total of the cache directory ``d``; scan it when the total
+    passes the cap."""
+    try:
+        fd = os.open(os.path.join(d, USAGE), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            st_m = os.stat(os.path.join(d, name))
-            size = st_m.st_size + os.stat(os.path.join(d, key + ".ptx")).st_size
+            os.write(fd, bytes(-(-nbytes // 1024)))
+            total = os.fstat(fd).st_size * 1024
+        finally:
+            os.close(fd)
+    except OSError:
+        return
+    if total > max_bytes:
+        _scan(d)
+
+
+def _listing(path):
+    try:
+        with os.scandir(path) as it:
+            return list(it)
+    except OSError:
+        return []
+
+
+def _lstat(entry):
+    try:
+        return entry.stat(follow_symlinks=False)
+    except OSError:                 # removed since the listing
+        return None
+
+
+def _walk(d):
+    """What gpureplace wrote in ``d``: (kind, paths, bytes, mtime) with kind "entry" (paths: its
+    JSON and PTX), "half" (one of them alone), "temp", "old" (FORMAT <= 4), "libdevice" and
+    "folder" (a key's folder, paths: it).  Only names exactly like those gpureplace writes, and
+    never through a symbolic link to a folder."""
+    for entry in _listing(d):
+        if _TEMP.match(entry.name) or _OLD_FILE.match(entry.name):
+            st = _lstat(entry)
+            if st is not None and not stat.S_ISDIR(st.st_mode):
+                kind = "temp" if entry.name.startswith(".") else "old"
+                yield kind, [entry.path], st.st_size, st.st_mtime
+    for entry in _listing(os.path.join(d, LIBDEVICE)):
+        if _LIBDEVICE_FILE.match(entry.name) or _TEMP.match(entry.name):
+            st = _lstat(entry)
+            if st is not None and not stat.S_ISDIR(st.st_mode):
+                kind = "temp" if entry.name.startswith(".") else "libdevice"
+                yield kind, [entry.path], st.st_size, st.st_mtime
+    for folder in _listing(os.path.join(d, KERNELS)):
+        try:
+            if not _KEY.match(folder.name) or not folder.is_dir(follow_symlinks=False):
+                continue
         except OSError:
             continue
-        entries.append((st_m.st_mtime, key, size))
-        total += size
-    entries.sort()
-    while total > max_bytes and entries:
-        _, key, size = entries.pop(0)
-        _remove(key)
-        total -= size
+        halves = {}
+        for entry in _listing(folder.path):
+            m = _ENTRY_FILE.match(entry.name)
+            if m is None and not _TEMP.match(entry.name):
+                continue
+            st = _lstat(entry)
+            if st is None or stat.S_ISDIR(st.st_mode):
+                continue
+            if m is None:
+                yield "temp", [entry.path], st.st_size, st.st_mtime
+            else:
+                halves.setdefault(m.group(1), {})[m.group(2)] = (entry.path, st)
+        for files in halves.values():
+            if len(files) == 2:
+                (json_path, js), (ptx_path, ps) = files["json"], files["ptx"]
+                yield "entry", [json_path, ptx_path], js.st_size + ps.st_size, js.st_mtime
+            else:
+                (path, st), = files.values()
+                yield "half", [path], st.st_size, st.st_mtime
+        yield "folder", [folder.path], 0, 0
+
+
+def _scan(d):
+    """Walk the whole directory once (see the module's docstring): remove leftovers, evict down to
+    ``LOW_WATER`` of the cap if over it, and restart the running total from what is left."""
+    lock = _lock_directory(d)
+    if lock is False:
+        return                       # another process is scanning
+    try:
+        now = time.time()
+        counted = _usage_kib(d)      # what stores had added when the walk began
+        total, evictable, folders = 0, [], []
+        for kind, paths, nbytes, mtime in _walk(d):
+            if kind == "folder":
+                folders.append(paths[0])
+            elif kind == "old" or (kind in ("temp", "half") and now - mtime > STALE_SECONDS):
+                for path in paths:
+                    _unlink(path)
+            else:
+                total += nbytes      # a young temp file or half entry: a write in progress
+                if kind in ("entry", "libdevice"):
+                    evictable.append((mtime, nbytes, paths))
+        if total > max_bytes * LOW_WATER:
+            evictable.sort(key=lambda item: item[0])
+            for _, nbytes, paths in evictable:
+                if total <= max_bytes * LOW_WATER:
+                    break
+                for path in paths:
+                    _unlink(path)
+                total -= nbytes
+        for folder in folders:
+            try:
+                os.rmdir(folder)     # only empty ones go
+            except OSError:
+                pass
+        _set_usage(d, total, counted)
+    finally:
+        if lock is not None:
+            os.close(lock)
+
+
+def _lock_directory(d):
+    """A file descriptor holding an exclusive lock on ``d``; False if another process holds it;
+    None where there are no such locks (two scans at once only evict a little more)."""
+    try:
+        import fcntl
+        fd = os.open(d, os.O_RDONLY)
+    except (ImportError, OSError):
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return False
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _usage_kib(d):
+    try:
+        return os.stat(os.path.join(d, USAGE)).st_size
+    except OSError:
+        return 0
+
+
+def _set_usage(d, total, counted=None):
+    """Make ``usage`` say ``total`` bytes (a sparse file of that many KiB), plus what other
+    processes appended since it said ``counted`` KiB: their stores during a scan are not lost
+    (those the walk saw are counted twice, which only brings the next scan sooner)."""
+    try:
+        fd = os.open(os.path.join(d, USAGE), os.O_WRONLY | os.O_CREAT, 0o600)
+    except OSError:
+        return
+    try:
+        since = 0 if counted is None else max(os.fstat(fd).st_size - counted, 0)
+        os.ftruncate(fd, -(-total // 1024) + since)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def clear():
-    """Delete every entry of the disk cache."""
+    """Delete every entry of the disk cache, and the libdevice files kept there; returns the
+    number of kernels removed.  Only files gpureplace provably wrote go: nothing in a directory
+    without its marker (that is said in a warning), there only the names it writes."""
     d = directory()
     if not os.path.isdir(d):
         return 0
-    n = 0
-    for name in os.listdir(d):
-        if name.endswith((".ptx", ".json", ".bc", ".ll")) or name.startswith(".tmp-"):
-            try:
-                os.unlink(os.path.join(d, name))
-                n += name.endswith(".json")
-            except OSError:
-                pass
+    reason = _insecure(d)
+    if reason is None:
+        mark = _marker(d)
+        if mark is True:
+            return _clear(d)
+        if mark is False:
+            if not _listing(d):
+                return 0             # nothing to delete, nothing to say
+            reason = (f"it has no {MARKER} written by gpureplace, so its files may not be "
+                      f"gpureplace's")
+        else:
+            reason = mark
+    warnings.warn(f"gpureplace.cache.clear() deleted nothing in {d}: {reason}. Delete the "
+                  f"files by hand if they are gpureplace's, or point GPUREPLACE_CACHE_DIR at "
+                  f"the cache directory meant.", UserWarning, stacklevel=2)
+    return 0
+
+
+def _clear(d):
+    n, folders = 0, []
+    for kind, paths, _, _ in _walk(d):
+        if kind == "folder":
+            folders.append(paths[0])
+            continue
+        removed = [_unlink(path) for path in paths]
+        n += kind == "entry" and removed[0]
+    for folder in folders:
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
+    _set_usage(d, 0)
     return n
 
 
 def info():
+    """``{"directory", "entries", "bytes", "enabled", "problem"}`` of the disk cache: kernels and
+    bytes of what gpureplace wrote there; ``problem``: why the directory is not used, or None."""
     d = directory()
-    if not os.path.isdir(d):
-        return {"directory": d, "entries": 0, "bytes": 0, "enabled": enabled}
-    names = os.listdir(d)
-    size = sum(os.path.getsize(os.path.join(d, n)) for n in names if not n.startswith(".tmp-"))
-    return {"directory": d, "entries": sum(n.endswith(".json") for n in names), "bytes": size,
-            "enabled": enabled}
+    entries = size = 0
+    problem = _problems.get(d)
+    if os.path.lexists(d):
+        mark = _insecure(d) or _marker(d)
+        problem = mark if isinstance(mark, str) else None
+    if problem is None:
+        for kind, _, nbytes, _ in _walk(d):
+            entries += kind == "entry"
+            size += nbytes
+    return {"directory": d, "entries": entries, "bytes": size, "enabled": enabled,
+            "problem": problem}
