@@ -1,10 +1,12 @@
 """The disk cache never costs the user anything: a damaged entry is a miss, an unusable directory a
 warning, clear() deletes only what gpureplace wrote, info() survives a changing directory, loading
-and storing do not slow down with the number of entries."""
+and storing do not slow down with the number of entries, and a bad libdevice is an error that says
+what to do (never a dead interpreter)."""
 
 import glob
 import json
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -506,6 +508,124 @@ def test_concurrent_processes_share_a_small_cache(tmp_path):
         assert 0 < info["bytes"] <= 200_000 * 1.2 and info["problem"] is None, info
     finally:
         cache.set_directory(old)
+
+
+# ---------------------------------------------------------------------------------------------
+# A bad libdevice: an error that says what to do, never a dead interpreter
+
+
+LIBDEVICE_PROGRAM = textwrap.dedent("""
+    import math, sys
+    from gpureplace import cuda
+    from gpureplace.errors import LibdeviceNotFound
+    @cuda.jit
+    def kern(out):
+        out[0] = math.sin(out[0])
+    try:
+        kern.compile("void(float64[:])")
+    except LibdeviceNotFound as exc:
+        print("ERROR", type(exc).__name__, exc)
+    else:
+        print("COMPILED")
+""")
+
+
+def real_libdevice():
+    from gpureplace.compiler.libdevice import find_libdevice
+    with open(find_libdevice(), "rb") as fh:
+        return fh.read()
+
+
+def run_with_libdevice(tmp_path, data, cache_on=False):
+    path = tmp_path / "libdevice.10.bc"
+    path.write_bytes(data)
+    env = dict(os.environ, GPUREPLACE_LIBDEVICE=str(path), GPUREPLACE_CACHE_DIR=str(tmp_path / "c"),
+               GPUREPLACE_CACHE="1" if cache_on else "0",
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", LIBDEVICE_PROGRAM], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert proc.returncode == 0, f"the interpreter died ({proc.returncode}): {proc.stderr[-2000:]}"
+    return proc.stdout.strip().splitlines()[-1], str(path)
+
+
+def truncated_unaligned():
+    data = real_libdevice()
+    return data[:len(data) // 2 + 1]
+
+
+def damaged_header():
+    # Eight bytes of the identification block overwritten: LLVM (as llvmlite ships it) aborts on
+    # this with a failed assertion when it reads NVIDIA's 13.5 release so damaged.
+    data = bytearray(real_libdevice())
+    data[226:234] = bytes([126, 138, 130, 149, 37, 230, 155, 238])
+    return bytes(data)
+
+
+BAD_LIBDEVICE = {
+    "empty": (lambda: b"", "it is empty"),
+    "random bytes": (lambda: random.Random(0).randbytes(100_000), "not LLVM bitcode"),
+    "a text file": (lambda: b"hello, this is not libdevice\n" * 5000, "it is a text file"),
+    "LLVM IR text": (lambda: b"; ModuleID = 'x'\ntarget triple = \"nvptx64\"\n", "IR text"),
+    "too small": (lambda: b"BC\xc0\xde" + bytes(60), "too small"),
+    "truncated, not whole words": (truncated_unaligned, "truncated"),
+    "truncated to whole words": (lambda: real_libdevice()[:len(real_libdevice()) // 8 * 4],
+                                 "LLVM cannot read it"),
+    "a wrapper promising more": (lambda: b"\xde\xc0\x17\x0b" + bytes(4) + (20).to_bytes(4, "little")
+                                 + (10 ** 6).to_bytes(4, "little") + bytes(100_000), "truncated"),
+    "damaged inside": (damaged_header, "LLVM"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_LIBDEVICE))
+def test_a_bad_libdevice_is_an_error_naming_the_file(tmp_path, kind):
+    make, reason = BAD_LIBDEVICE[kind]
+    line, path = run_with_libdevice(tmp_path, make())
+    assert line.startswith("ERROR LibdeviceInvalid"), line
+    assert path in line and reason in line and "GPUREPLACE_LIBDEVICE" in line
+
+
+def test_an_explicit_libdevice_that_is_missing_is_an_error(tmp_path):
+    env = dict(os.environ, GPUREPLACE_LIBDEVICE=str(tmp_path / "nope.bc"), GPUREPLACE_CACHE="0",
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", LIBDEVICE_PROGRAM], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "ERROR LibdeviceNotFound" in proc.stdout and "nope.bc" in proc.stdout
+
+
+def test_a_good_copy_no_hash_vouches_for_compiles(tmp_path):
+    """A libdevice no hash vouches for is parsed first in a child process, whose IR text is kept
+    in the disk cache (where later processes read it, and know that the file parsed)."""
+    line, _ = run_with_libdevice(tmp_path, real_libdevice(), cache_on=True)
+    assert line == "COMPILED"
+    assert glob.glob(str(tmp_path / "c" / "libdevice" / "text-*.ll"))
+    for folder in glob.glob(str(tmp_path / "c" / "kernels" / "*")):
+        for name in os.listdir(folder):
+            os.unlink(os.path.join(folder, name))
+    assert run_with_libdevice(tmp_path, real_libdevice(), cache_on=True)[0] == "COMPILED"
+
+
+def test_the_default_libdevice_needs_no_child_process(monkeypatch):
+    """The wheel's file is vouched for by its hash: the cold path starts no process."""
+    from gpureplace.compiler import libdevice
+    if os.environ.get("GPUREPLACE_LIBDEVICE") or libdevice.explicit_path:
+        pytest.skip("an explicit libdevice is set")
+
+    def no_child(*args, **kwargs):
+        raise AssertionError("a child process was started for the default libdevice")
+    monkeypatch.setattr(libdevice.subprocess, "run", no_child)
+    monkeypatch.setattr(libdevice, "_trusted", set())
+    where, path, ident, data = libdevice._read_libdevice()
+    assert libdevice._known_good(path, ident, data)
+
+
+def test_bitcode_checks_accept_the_real_file():
+    from gpureplace.compiler.libdevice import bitcode_problem
+    data = real_libdevice()
+    assert bitcode_problem(data) is None
+    wrapped = (b"\xde\xc0\x17\x0b" + bytes(4) + (20).to_bytes(4, "little")
+               + len(data).to_bytes(4, "little") + bytes(4) + data)
+    assert bitcode_problem(wrapped) is None
 
 
 def test_damaged_libdevice_files_in_the_cache_are_misses(cache_dir):
