@@ -44,6 +44,10 @@ def wrap_int(value, dtype):
 _I64, _U64 = np.dtype(np.int64), np.dtype(np.uint64)
 _DEVICE_INT_TYPES = {}
 
+#: the types of values that already compute as the device does (device integers, NumPy floats
+#: and complex numbers): ``operators`` lets these through untouched
+DEVICE_VALUE_TYPES = {np.float16, np.float32, np.float64, np.complex64, np.complex128}
+
 
 def _device_int_type(dtype):
     """A subclass of ``dtype``'s NumPy scalar type that computes as Numba types integers.
@@ -73,8 +77,13 @@ def _device_int_type(dtype):
         def compute(a, b, unsigned):
             if zero_div and b == 0:
                 return result(0, unsigned)            # no exception on the device
-            if name == "pow" and b < 0:          # 1 / a**-b in integers
-                return result(1 if a == 1 else (-1 if b % 2 else 1) if a == -1 else 0, unsigned)
+            if name == "pow":
+                if b < 0:                        # Numba's int_power: 1 / a**-b in integers,
+                    if a == 0:                   # and 0 ** -n the numpy error model's INT_MIN
+                        return result(-(1 << 63), unsigned)
+                    return result(1 if a == 1 else (-1 if b % 2 else 1) if a == -1 else 0,
+                                  unsigned)
+                return result(pow(a, b, 1 << 64), unsigned)     # wrapped at each step
             return result(op(a, b), unsigned)
 
         def forward(self, other):
@@ -123,6 +132,7 @@ def _device_int_type(dtype):
     ns["__repr__"] = lambda self: repr(base(self))
     cls = _DEVICE_INT_TYPES[dtype] = type(base.__name__, (base,), ns)
     cls.__module__ = __name__
+    DEVICE_VALUE_TYPES.add(cls)
     return cls
 
 

@@ -128,7 +128,9 @@ class HostMath:
             a = args[0]
             if isinstance(a, (bool, np.bool_)):
                 return wrap_int(int(a), np.dtype(np.int64))
-            if isinstance(a, (int, np.integer)):
+            if type(a) is int:
+                return wrap_int(abs(a), np.dtype(np.int64))
+            if isinstance(a, np.integer):
                 return abs(a) if not isinstance(a, np.signedinteger) else \
                     wrap_int(abs(int(a)), a.dtype)
             if isinstance(a, (complex, np.complexfloating)):

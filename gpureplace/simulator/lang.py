@@ -181,9 +181,9 @@ class SimVectorArray:
         return tuple(out)
 
     def _fail(self, idx, what):
-        from .arrays import current_location
+        from .arrays import _show, current_location
         name, filename, line = current_location()
-        raise IndexError(f"{what}: index {idx} of a {self.vector_type.name} array of shape "
+        raise IndexError(f"{what}: index {_show(idx)} of a {self.vector_type.name} array of shape "
                          f"{self.shape}, in {name} at {filename}:{line}, {self._launch.where()}")
 
     def __getitem__(self, idx):
@@ -224,22 +224,35 @@ def language(launch):
     out = {}
 
     # -- indexing ---------------------------------------------------------------------------------
+    # Indices are device integers, as typed: threadIdx / blockIdx / blockDim / gridDim, laneid
+    # and warpsize int32, grid / gridsize int64 (a Python int would not wrap, and would be
+    # "weak" next to a float32)
+    i32 = type(wrap_int(0, _I32))
+    i64 = type(wrap_int(0, np.dtype(np.int64)))
+    tids = {}                                   # index tuple -> its device int32 values
+
+    def dev3(t):
+        hit = tids.get(t)
+        if hit is None:
+            hit = tids[t] = tuple(i32(v) for v in t)
+        return hit
+
     class ThreadIdx(_Dim3Like):
         __slots__ = ()
-        x = property(lambda self: tls.t.tid[0])
-        y = property(lambda self: tls.t.tid[1])
-        z = property(lambda self: tls.t.tid[2])
+        x = property(lambda self: dev3(tls.t.tid)[0])
+        y = property(lambda self: dev3(tls.t.tid)[1])
+        z = property(lambda self: dev3(tls.t.tid)[2])
 
     class BlockIdx(_Dim3Like):
         __slots__ = ()
-        x = property(lambda self: tls.t.bid[0])
-        y = property(lambda self: tls.t.bid[1])
-        z = property(lambda self: tls.t.bid[2])
+        x = property(lambda self: dev3(tls.t.bid)[0])
+        y = property(lambda self: dev3(tls.t.bid)[1])
+        z = property(lambda self: dev3(tls.t.bid)[2])
 
     out[id(indexing.threadIdx)] = ThreadIdx()
     out[id(indexing.blockIdx)] = BlockIdx()
-    out[id(indexing.blockDim)] = _Dim3(bdim)
-    out[id(indexing.gridDim)] = _Dim3(gdim)
+    out[id(indexing.blockDim)] = _Dim3(dev3(bdim))
+    out[id(indexing.gridDim)] = _Dim3(dev3(gdim))
     bx, by, bz = bdim
     gx, gy, gz = gdim
 
@@ -247,27 +260,28 @@ def language(launch):
         t = tls.t
         tid, bid = t.tid, t.bid
         if ndim == 1:
-            return bid[0] * bx + tid[0]
+            return i64(bid[0] * bx + tid[0])
         if ndim == 2:
-            return (bid[0] * bx + tid[0], bid[1] * by + tid[1])
+            return (i64(bid[0] * bx + tid[0]), i64(bid[1] * by + tid[1]))
         if ndim == 3:
-            return (bid[0] * bx + tid[0], bid[1] * by + tid[1], bid[2] * bz + tid[2])
+            return (i64(bid[0] * bx + tid[0]), i64(bid[1] * by + tid[1]),
+                    i64(bid[2] * bz + tid[2]))
         raise ValueError(f"cuda.grid(ndim): ndim must be 1, 2 or 3, got {ndim!r}")
 
     def gridsize(ndim):
         if ndim == 1:
-            return bx * gx
+            return i64(bx * gx)
         if ndim == 2:
-            return (bx * gx, by * gy)
+            return (i64(bx * gx), i64(by * gy))
         if ndim == 3:
-            return (bx * gx, by * gy, bz * gz)
+            return (i64(bx * gx), i64(by * gy), i64(bz * gz))
         raise ValueError(f"cuda.gridsize(ndim): ndim must be 1, 2 or 3, got {ndim!r}")
 
     out[id(indexing.grid)] = grid
     out[id(indexing.gridsize)] = gridsize
-    out[id(indexing.warpsize)] = 32
+    out[id(indexing.warpsize)] = i32(32)
     # laneid is read per thread: the resolver asks ``launch.dynamic`` for it at each read
-    launch.dynamic[id(indexing.laneid)] = lambda: tls.t.lane
+    launch.dynamic[id(indexing.laneid)] = lambda: i32(tls.t.lane)
 
     # -- barriers and fences ----------------------------------------------------------------------
     def syncthreads():

@@ -28,7 +28,7 @@ from ..compiler.intrinsics import stubs as _stubs
 from ..compiler.intrinsics.devicemath import MathStub
 from ..compiler.intrinsics.libdevice_calls import LibdeviceStub
 from ..dispatch.context import host_key
-from . import hostmath, lang
+from . import hostmath, lang, operators
 from .arrays import DeviceCaster, SimArray, wrap_int
 
 _BUILTINS = vars(builtins)
@@ -99,6 +99,7 @@ class SimGlobals(dict):
                   "__builtins__"):
             if k in real:
                 dict.__setitem__(self, k, real[k])
+        dict.__setitem__(self, operators.NAME, operators)
 
     def __missing__(self, name):
         raw = self._real.get(name, _MISSING)
@@ -266,10 +267,18 @@ class Resolver:
             return self.global_array(raw)
         if isinstance(raw, (_stubs.Stub, _stubs.Namespace, _stubs.Dim3Stub)):
             raise NotImplementedError(f"the simulator has no meaning for {raw!r}")
+        if type(raw) in (int, float, complex, tuple):
+            return _device_const(raw)          # a global constant, typed as Numba freezes it
         if raw is print:
             return self.launch.device_print
         if raw is round:
             return _device_round
+        if raw is range:
+            return _device_range
+        if raw is max:
+            return _device_max
+        if raw is min:
+            return _device_min
         if raw is float:
             return _FLOAT
         if raw is int:
@@ -320,7 +329,7 @@ class Resolver:
         closure = None
         if pyfunc.__closure__:
             closure = tuple(pytypes.CellType() for _ in pyfunc.__closure__)
-        fn = pytypes.FunctionType(device_code(pyfunc.__code__),
+        fn = pytypes.FunctionType(device_code(operators.rewrite(pyfunc)),
                                   SimGlobals(pyfunc.__globals__, self, mask or {}),
                                   pyfunc.__name__, pyfunc.__defaults__, closure)
         fn.__kwdefaults__ = pyfunc.__kwdefaults__
@@ -463,12 +472,89 @@ def _cast_result(value, declared):
     return value
 
 
+class _DeviceRange:
+    """``range`` in device code: its values are int32 when every argument is an int32, else
+    int64 (Numba's range_state32 / range_state64), not Python ints."""
+
+    __slots__ = ("_r", "_cls")
+
+    def __init__(self, *args):
+        self._r = range(*(int(a) for a in args))
+        i32 = all(isinstance(a, np.int32) for a in args)
+        self._cls = type(wrap_int(0, np.dtype(np.int32 if i32 else np.int64)))
+
+    def __iter__(self):
+        cls = self._cls
+        for v in self._r:
+            yield cls(v)
+
+    def __reversed__(self):
+        cls = self._cls
+        for v in reversed(self._r):
+            yield cls(v)
+
+    def __len__(self):
+        return len(self._r)
+
+    def __getitem__(self, i):
+        return self._cls(self._r[int(i)])
+
+    def __contains__(self, v):
+        return v in self._r
+
+    start = property(lambda self: self._cls(self._r.start))
+    stop = property(lambda self: self._cls(self._r.stop))
+    step = property(lambda self: self._cls(self._r.step))
+
+    def __repr__(self):
+        return repr(self._r)
+
+
+_device_range = _DeviceRange
+_unifier = []
+
+
+def _unified(values):
+    """The Numba type that values of these types unify to (Numba's unify_types)."""
+    if not _unifier:
+        from numba.core.typing import Context
+        _unifier.append(Context())
+    tys = [nbtypes.unliteral(numba_type_of(v)) for v in values]
+    return _unifier[0].unify_types(*tys)
+
+
+def _minmax(builtin):
+    def device(*args, **kwargs):
+        result = builtin(*args, **kwargs)
+        if kwargs or len(args) < 2:
+            return result                    # of an iterable: one type already
+        first = type(args[0])
+        if all(type(a) is first for a in args):
+            return result
+        # Numba converts every argument to their unified type (max(int32, float32) is a
+        # float64, max(True, int32) an int32); Python returns the winning argument as it is
+        ty = _unified(args)
+        if isinstance(ty, (nbtypes.Integer, nbtypes.Float, nbtypes.Boolean)):
+            from .runner import scalar_as
+            return scalar_as(result, ty)
+        return result
+    device.__name__ = builtin.__name__
+    return device
+
+
+_device_max = _minmax(builtins.max)
+_device_min = _minmax(builtins.min)
+
+
 def _device_round(x, ndigits=None):
     """``round`` as it is computed on the device: half to even; with ``ndigits`` on a float,
     Numba's scaled rounding in float64 (a float32 rounded as a float64 and converted back once,
     as numba-cuda does), which leaves x unchanged where the scaling overflows (NumPy would give
     inf or nan)."""
     import math
+    if ndigits is None and isinstance(x, (float, np.floating)):
+        # an int64 (half to even); NaN and infinities, undefined on the device, give 0
+        return wrap_int(builtins.round(x) if math.isfinite(x) else 0, np.dtype(np.int64))
     if ndigits is None or not isinstance(x, (float, np.floating)):
         return builtins.round(x) if ndigits is None else builtins.round(x, ndigits)
     if isinstance(x, np.float32):
