@@ -282,6 +282,16 @@ def test_libdevice_files_follow_the_same_rule(tmp_path):
         getattr(cache, "_problems", {}).pop(str(bad), None)
 
 
+def test_a_directory_removed_while_the_process_runs_is_made_again(cache_dir):
+    import shutil
+    body = make_kernel()
+    compile_fresh(body)
+    shutil.rmtree(cache_dir)                           # rm -rf by hand, the notebook still open
+    assert not compile_fresh(body).from_disk
+    assert (cache_dir / "CACHEDIR.TAG").exists() and os.stat(cache_dir).st_mode & 0o777 == 0o700
+    assert compile_fresh(body).from_disk
+
+
 # ---------------------------------------------------------------------------------------------
 # clear() and info()
 
