@@ -49,13 +49,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-B, I32, I64, F32, F64 = "b", "i32", "i64", "f32", "f64"
-TYPES = (B, I32, I64, F32, F64)
-INTS = (I32, I64)
+B, I32, I64, U32, U64, F32, F64 = "b", "i32", "i64", "u32", "u64", "f32", "f64"
+TYPES = (B, I32, I64, U32, U64, F32, F64)
+SIGNED = (I32, I64)
+UNSIGNED = (U32, U64)
+INTS = SIGNED + UNSIGNED
 FLOATS = (F32, F64)
-NP_TYPE = {B: np.bool_, I32: np.int32, I64: np.int64, F32: np.float32, F64: np.float64}
+NP_TYPE = {B: np.bool_, I32: np.int32, I64: np.int64, U32: np.uint32, U64: np.uint64,
+           F32: np.float32, F64: np.float64}
 DTYPE = {t: np.dtype(v) for t, v in NP_TYPE.items()}
-KCAST = {B: "bool", I32: "np.int32", I64: "np.int64", F32: "np.float32", F64: "np.float64"}
+KCAST = {B: "bool", I32: "np.int32", I64: "np.int64", U32: "np.uint32", U64: "np.uint64",
+         F32: "np.float32", F64: "np.float64"}
+BITS = {I32: 32, I64: 64, U32: 32, U64: 64}
 
 BLOCK = 32            # threads per block (one warp)
 GRID = 2              # blocks
@@ -72,13 +77,18 @@ TINY = {F32: 2.0 ** -149, F64: 2.0 ** -1074}
 # table against gpureplace's typing context)
 
 def intlike(t):
-    return t in (B, I32, I64)
+    return t == B or t in INTS
+
+
+def int_result(a, b):
+    """Integer arithmetic is 64-bit: unsigned when both operands are, else signed."""
+    return U64 if a in UNSIGNED and b in UNSIGNED else I64
 
 
 def arith_type(a, b):
     """``a + b`` (also ``- * // % **`` apart from the exceptions their callers handle)."""
     if intlike(a) and intlike(b):
-        return I64
+        return int_result(a, b)
     if F64 in (a, b):
         return F64
     other = b if a == F32 else a
@@ -89,6 +99,19 @@ def truediv_type(a, b):
     return F64 if intlike(a) and intlike(b) else arith_type(a, b)
 
 
+def shift_type(a):
+    return U64 if a in UNSIGNED else I64
+
+
+def unary_type(op, a):
+    """``-a`` and ``~a`` (computed in a's own width, then widened)."""
+    if a == B:
+        return B if op == "~" else I64
+    if a in INTS:
+        return U64 if a in UNSIGNED else I64
+    return a
+
+
 def unify(a, b):
     """The type of a variable or expression that may be either (Numba's unify_types)."""
     if a == b:
@@ -96,6 +119,10 @@ def unify(a, b):
     if B in (a, b):
         return b if a == B else a
     if intlike(a) and intlike(b):
+        if a in UNSIGNED and b in UNSIGNED:
+            return U64
+        if U64 in (a, b):
+            return F64                         # uint64 with a signed integer: float64
         return I64
     if a == F32 and b == F32:
         return F32
@@ -103,9 +130,13 @@ def unify(a, b):
 
 
 def cmp_type(a, b):
-    """The type both sides of a comparison are converted to."""
+    """The type both sides of a comparison are converted to ("exact": the integer values)."""
     if intlike(a) and intlike(b):
-        return B if a == b == B else I64          # an exact comparison of the integer values
+        if a == b == B:
+            return B
+        if U64 in (a, b) and (a in SIGNED or b in SIGNED):
+            return F64                         # uint64 against a signed integer: in float64
+        return "exact"
     if F64 in (a, b):
         return F64
     other = b if a == F32 else a
@@ -125,7 +156,7 @@ def math_type(ts):
 def pow_type(a, b):
     """``a ** b`` with an integer (not bool) exponent or a float one."""
     if intlike(a) and intlike(b):
-        return I64
+        return int_result(a, b)
     if a in FLOATS and intlike(b):
         return a
     return arith_type(a, b)
@@ -142,6 +173,15 @@ def w32(v):
 def w64(v):
     v &= 0xFFFFFFFFFFFFFFFF
     return v - (1 << 64) if v >> 63 else v
+
+
+def wrap(v, t):
+    """The integer ``v`` reduced to type ``t`` (two's complement; unsigned types modulo 2**n)."""
+    if t == I64:
+        return w64(v)
+    if t == I32:
+        return w32(v)
+    return v & ((1 << BITS[t]) - 1)
 
 
 def int_to_f32(n):
@@ -167,6 +207,15 @@ class R:
 
     w32 = staticmethod(w32)
     w64 = staticmethod(w64)
+    wrap = staticmethod(wrap)
+
+    @staticmethod
+    def idiv(op, a, b, t):
+        """Integer // or % (the divisor is never 0 or -1): with a signed result both operands
+        are first converted to int64 (a uint64 of 2**63 or more becomes negative), as Numba
+        casts them to the result type; then Python's floor division."""
+        a, b = wrap(int(a), t), wrap(int(b), t)
+        return wrap(a // b if op == "//" else a % b, t)
 
     @staticmethod
     def cvt(v, src, dst):
@@ -177,11 +226,11 @@ class R:
         if dst in INTS:
             if src in FLOATS:
                 f = float(v)
-                if not (-2.0 ** 63 < f < 2.0 ** 63) or (dst == I32 and not -2.0 ** 31 < f < 2.0 ** 31):
+                low, high = FloatToInt.LIMITS[dst]
+                if not low < f < high:
                     raise UndefinedBehaviour(f"{f!r} converted to {dst}")
                 v = int(f)                          # truncation toward zero
-            v = int(v)
-            return w32(v) if dst == I32 else w64(v)
+            return wrap(int(v), dst)
         if dst == F32:
             if src in FLOATS:
                 return np.float32(v)                 # rounded to nearest (C's cast)
@@ -196,30 +245,30 @@ class R:
     def neg(v, t):
         if t == B:
             return -int(v)
-        if t == I32:
-            return w32(-v)                           # negated in int32, then widened to int64
-        if t == I64:
-            return w64(-v)
+        if t in INTS:
+            return wrap(-v, t)                       # negated in its own width, then widened
         return -v
 
     @staticmethod
     def inv(v, t):
         if t == B:
             return not v                             # ~ of a bool is "not" (NumPy's rule)
-        return ~v
+        return wrap(~v, t)
 
     @staticmethod
-    def ipow(a, n, static):
-        """int ** int as Numba computes it (numbers.int_power_impl / static_power_impl)."""
+    def ipow(a, n, static, t):
+        """int ** int as Numba computes it (numbers.int_power_impl / static_power_impl) in the
+        result type t (the base converted to it first)."""
+        a, n = wrap(int(a), t), int(n)
         if n >= 0:
-            return w64(pow(a, n, 1 << 64))
+            return wrap(pow(a, n, 1 << 64), t)
         if static:                                   # a ** |n| first, then "inverted"
-            r = w64(pow(a, -n, 1 << 64))
+            r = wrap(pow(a, -n, 1 << 64), t)
             if r == 0:
-                return I64_MIN                       # 0 ** negative: the numpy error model
+                return wrap(I64_MIN, t)              # 0 ** negative: the numpy error model
             return r if r in (1, -1) else 0
         if a == 0:
-            return I64_MIN
+            return wrap(I64_MIN, t)
         if a not in (1, -1):
             return 0
         return a ** (-n)
@@ -332,6 +381,12 @@ class MathFn:
     ulps64: int = 0
 
 
+def _c_pow(x, y):
+    """C's pow through NumPy's array loop (its scalar power takes sqrt for an exponent of 0.5:
+    NaN for -inf, -0.0 for -0.0, where pow gives +inf and +0.0)."""
+    return np.power(np.array([x]), np.array([y]))[0]
+
+
 def _via_f64(fn):
     return lambda x: type(x)(fn(float(x)))
 
@@ -373,7 +428,7 @@ MATH = {
     "erfc": MathFn(1, ("math.erfc",), _via_f64(math.erfc), ulps32=4, ulps64=5),
     "atan2": MathFn(2, ("math.atan2", "np.arctan2"), np.arctan2, ulps32=3, ulps64=2),
     "hypot": MathFn(2, ("math.hypot", "np.hypot"), np.hypot, ulps32=3, ulps64=2),
-    "pow": MathFn(2, ("math.pow", "np.power"), np.power, ulps32=4, ulps64=2),
+    "pow": MathFn(2, ("math.pow", "np.power"), _c_pow, ulps32=4, ulps64=2),
 }
 
 
@@ -423,8 +478,8 @@ class Lit(Expr):
             return repr(v)
         if t == I64:
             return _paren(v) if v < 0 else str(v)
-        if t == I32:
-            return f"np.int32({v})"
+        if t in (I32, U32, U64):
+            return f"{KCAST[t]}({v})"
         f = float(v)
         if math.isnan(f):
             text = "math.nan"
@@ -438,7 +493,7 @@ class Lit(Expr):
 
     def r(self):
         v, t = self.value, self.ty
-        if t in (B, I32, I64):
+        if t == B or t in INTS:
             return repr(v)
         return f"np.{'float32' if t == F32 else 'float64'}(float.fromhex('{float(v).hex()}'))"
 
@@ -528,9 +583,9 @@ class Bin(Expr):
         if op == "/":
             self.ty = truediv_type(ta, tb)
         elif op in ("&", "|", "^"):
-            self.ty = B if ta == tb == B else I64
+            self.ty = B if ta == tb == B else int_result(ta, tb)
         elif op in ("<<", ">>"):
-            self.ty = I64
+            self.ty = shift_type(ta)
         elif op == "**":
             self.ty = pow_type(ta, tb)
         else:
@@ -547,17 +602,20 @@ class Bin(Expr):
         if op in ("&", "|", "^"):
             if t == B:
                 return f"({a.r()} {op} {b.r()})"
-            return f"R.w64(int({a.r()}) {op} int({b.r()}))"
+            return f"R.wrap(int({a.r()}) {op} int({b.r()}), {t!r})"
         if op in ("<<", ">>"):
-            return f"R.w64(int({a.r()}) {op} int({b.r()}))"
+            # the value is shifted as the result type (an unsigned one: logically)
+            return f"R.wrap(R.wrap(int({a.r()}), {t!r}) {op} int({b.r()}), {t!r})"
         if op == "**":
-            if t == I64:
-                return f"R.ipow(int({a.r()}), int({b.r()}), {self.static_pow})"
+            if t in INTS:
+                return f"R.ipow({a.r()}, {b.r()}, {self.static_pow}, {t!r})"
             if intlike(b.ty):
                 return f"R.fpow_int({_cvt_r(a, t)}, int({b.r()}), {t!r})"
             return f"R.math('pow', {t!r}, {_cvt_r(a, t)}, {_cvt_r(b, t)})"
-        if t == I64:
-            return f"R.w64(int({a.r()}) {op} int({b.r()}))"
+        if t in INTS and op in ("//", "%"):
+            return f"R.idiv({op!r}, {a.r()}, {b.r()}, {t!r})"
+        if t in INTS:
+            return f"R.wrap(int({a.r()}) {op} int({b.r()}), {t!r})"
         x, y = _cvt_r(a, t), _cvt_r(b, t)
         if op in ("//", "%"):
             return f"R.fdivmod({x}, {y}, {t!r})[{0 if op == '//' else 1}]"
@@ -572,12 +630,10 @@ class Un(Expr):
         t = a.ty
         if op == "not":
             self.ty = B
-        elif op == "~":
-            self.ty = B if t == B else I64
-        else:                                       # "-"
-            self.ty = I64 if intlike(t) else t
+        else:                                       # "-", "~"
+            self.ty = unary_type(op, t)
             self.tolerance = a.tolerance
-            self.mulish = a.mulish
+            self.mulish = a.mulish and self.ty in FLOATS
 
     def k(self):
         if self.op == "not":
@@ -603,7 +659,7 @@ class Cmp(Expr):
 
     def r(self):
         ct = cmp_type(self.a.ty, self.b.ty)
-        if ct == I64:
+        if ct == "exact":
             return f"(int({self.a.r()}) {self.op} int({self.b.r()}))"
         return f"bool({_cvt_r(self.a, ct)} {self.op} {_cvt_r(self.b, ct)})"
 
@@ -643,22 +699,24 @@ class FloatToInt(Expr):
     (undefined on the device) give 0: ``(np.int32(x) if -2147483648.0 < x < 2147483648.0 else
     np.int32(0))``.  ``how``: cast (np.int32 / np.int64), int, floor, ceil, trunc, round."""
 
+    #: the open interval whose values truncate into each integer type
+    LIMITS = {I32: (-2147483648.0, 2147483648.0), I64: (-9223372036854775808.0,
+                                                        9223372036854775808.0),
+              U32: (-1.0, 4294967296.0), U64: (-1.0, 18446744073709551616.0)}
+
     def __init__(self, how, ty, a):
-        assert a.ty in FLOATS
+        assert a.ty in FLOATS and (how == "cast" or ty == I64)
         self.how, self.ty, self.a = how, ty, a
         self.size = 2 * a.size + 3
 
-    def _limit(self):
-        return "2147483648.0" if self.ty == I32 else "9223372036854775808.0"
-
     def k(self):
         x = self.a.k()
-        lim = self._limit()
+        low, high = self.LIMITS[self.ty]
         inner = {"cast": f"{KCAST[self.ty]}({x})", "int": f"int({x})",
                  "floor": f"math.floor({x})", "ceil": f"math.ceil({x})",
                  "trunc": f"math.trunc({x})", "round": f"round({x})"}[self.how]
-        zero = "np.int32(0)" if self.ty == I32 else "0"
-        return f"({inner} if -{lim} < {x} < {lim} else {zero})"
+        zero = "0" if self.ty == I64 else f"{KCAST[self.ty]}(0)"
+        return f"({inner} if {low!r} < {x} < {high!r} else {zero})"
 
     def r(self):
         x = self.a.r()
@@ -666,8 +724,8 @@ class FloatToInt(Expr):
         inner = {"cast": f"R.cvt({x}, {self.a.ty!r}, {self.ty!r})", "int": f"int({x})",
                  "floor": f"int(np.floor({x}))", "ceil": f"int(np.ceil({x}))",
                  "trunc": f"int(np.trunc({x}))", "round": f"int(np.rint({x}))"}[self.how]
-        lim = self._limit()
-        return f"({inner} if -{lim} < {f} < {lim} else 0)"
+        low, high = self.LIMITS[self.ty]
+        return f"({inner} if {low!r} < {f} < {high!r} else 0)"
 
 
 class Math(Expr):
@@ -717,10 +775,8 @@ class Abs(Expr):
         t = self.a.ty
         if t == B:
             return f"int({self.a.r()})"
-        if t == I32:
-            return f"R.w32(abs({self.a.r()}))"
-        if t == I64:
-            return f"R.w64(abs({self.a.r()}))"
+        if t in INTS:
+            return f"R.wrap(abs({self.a.r()}), {t!r})"       # abs(INT_MIN) is INT_MIN
         return f"np.fabs({self.a.r()})"
 
 
@@ -729,7 +785,7 @@ class Call(Expr):
         self.helper, self.args = helper, args
         self.ty = helper.ret
         self.size = sum(a.size for a in args) + 1
-        self.mulish = helper.mulish
+        self.mulish = helper.mulish and self.ty in FLOATS
 
     def k(self):
         return f"{self.helper.name}({', '.join(a.k() for a in self.args)})"
@@ -955,9 +1011,8 @@ class Program:
     out_slots: dict                # ty -> number of slots
     tolerances: dict               # (ty, slot) -> relative tolerance of what is stored there
 
-    KERNEL_PARAMS = ("in_b", "in_i32", "in_i64", "in_f32", "in_f64", "s_i", "s_f", "s_f32",
-                     "out_b", "out_i32", "out_i64", "out_f32", "out_f64",
-                     "acc_i32", "acc_i64", "acc_f32", "acc_f64")
+    KERNEL_PARAMS = tuple(f"in_{t}" for t in TYPES) + ("s_i", "s_f", "s_f32") + \
+        tuple(f"out_{t}" for t in TYPES) + ("acc_i32", "acc_i64", "acc_f32", "acc_f64")
 
     @property
     def kernel_source(self):
@@ -1012,7 +1067,7 @@ def _sentinel(t, shape):
     if t == B:
         return np.zeros(shape, np.bool_)
     if t in INTS:
-        return np.full(shape, -0x5A5A5A5A, DTYPE[t])
+        return np.full(shape, 0x5A5A5A5A, DTYPE[t])
     return np.full(shape, -1234.5, DTYPE[t])
 
 
@@ -1038,6 +1093,9 @@ _SPECIAL_INTS = {
           1 << 24, (1 << 24) + 1],
     I64: [0, 1, -1, 2, 5, -7, 63, 64, 1000, -1000, I64_MIN, I64_MAX, I64_MIN + 1, 1 << 32,
           (1 << 53) + 1, -(1 << 53) - 1, I32_MIN, I32_MAX, (1 << 62) + 12345, 1 << 24],
+    U32: [0, 1, 2, 3, 7, 255, 65535, 1 << 31, (1 << 31) + 1, (1 << 32) - 1, (1 << 24) + 1],
+    U64: [0, 1, 2, 9, 1 << 31, (1 << 32) - 1, 1 << 63, (1 << 63) + 1, (1 << 63) - 1,
+          (1 << 64) - 1, (1 << 53) + 1, (1 << 64) - 1024],
 }
 _SPECIAL_FLOATS = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, 3.0, 0.1, -2.5, 1.5, 100.0, 1e-3,
                    1e10, -1e10, 1e30, -3e38, 1e-40, 5e-324, 1e300, 16777217.0, 2.0 ** 53 + 2.0,
@@ -1053,7 +1111,7 @@ def _inputs(rng, t, shape):
         special = np.array(_SPECIAL_INTS[t], dtype=DTYPE[t])
         info = np.iinfo(DTYPE[t])
         full = rng.integers(info.min, info.max, n, dtype=DTYPE[t], endpoint=True)
-        small = rng.integers(-50, 50, n).astype(DTYPE[t])
+        small = rng.integers(-50 if t in SIGNED else 0, 50, n).astype(DTYPE[t])
         pick = rng.random(n)
         vals = np.where(pick < 0.45, small, np.where(pick < 0.75, full,
                         special[rng.integers(0, len(special), n)]))
@@ -1198,7 +1256,8 @@ class Gen:
         if t == B:
             return Lit(self.chance(0.5), B)
         if t in INTS:
-            pool = _SPECIAL_INTS[t] if self.chance(0.3) else list(range(-9, 10))
+            small = list(range(-9, 10)) if t in SIGNED else list(range(0, 12))
+            pool = _SPECIAL_INTS[t] if self.chance(0.3) else small
             return Lit(self.pick(pool), t)
         if self.chance(0.15):
             return Lit(self.pick([math.inf, -math.inf, math.nan, -0.0, 1e-40, 3.4e38]), t)
@@ -1240,9 +1299,13 @@ class Gen:
             B: [self.e_cmp, self.e_cmp, self.e_boolop, self.e_not, self.e_mathbool, self.e_select,
                 self.e_bitbool, self.e_cvt, self.e_call, self.e_minmax],
             I32: [self.e_cvt, self.e_f2i, self.e_abs, self.e_select, self.e_call, self.e_minmax],
+            U32: [self.e_cvt, self.e_f2i, self.e_abs, self.e_select, self.e_call, self.e_minmax],
             I64: [self.e_intbin, self.e_intbin, self.e_intbin, self.e_shift, self.e_neg,
                   self.e_neg, self.e_ipow, self.e_f2i, self.e_f2i, self.e_abs, self.e_minmax,
                   self.e_select, self.e_call, self.e_cvt, self.e_intdiv],
+            U64: [self.e_intbin, self.e_intbin, self.e_intbin, self.e_shift, self.e_neg,
+                  self.e_ipow, self.e_f2i, self.e_abs, self.e_minmax, self.e_select,
+                  self.e_call, self.e_cvt, self.e_intdiv],
             F32: [self.e_fbin, self.e_fbin, self.e_fbin, self.e_math, self.e_math, self.e_neg,
                   self.e_abs, self.e_select, self.e_minmax, self.e_cvt, self.e_fpow, self.e_call,
                   self.e_fdiv],
@@ -1294,7 +1357,7 @@ class Gen:
     def e_mathbool(self, scope, t, d, ax, mx):
         name = self.pick(["isnan", "isinf", "isfinite"])
         return Math(name, self.pick(MATH[name].spellings),
-                    [self.expr(scope, self.pick(FLOATS + (I64,)), d)])
+                    [self.expr(scope, self.pick(FLOATS + (I64, U64)), d)])
 
     def e_select(self, scope, t, d, ax, mx):
         return Select(self.expr(scope, B, d), self.expr(scope, t, d, ax, mx),
@@ -1302,9 +1365,9 @@ class Gen:
 
     def e_cvt(self, scope, t, d, ax, mx):
         if t == B:
-            return Cvt(B, self.expr(scope, self.pick((I32, I64, F32, F64)), d))
+            return Cvt(B, self.expr(scope, self.pick(INTS + FLOATS), d))
         if t in INTS:
-            return Cvt(t, self.expr(scope, self.pick((B, I32, I64)), d))
+            return Cvt(t, self.expr(scope, self.pick((B,) + INTS), d))
         src = self.pick(TYPES)
         # float -> float keeps an approximation (within the bound, widened by a rounding)
         sub_ax = ax and src in FLOATS
@@ -1319,7 +1382,7 @@ class Gen:
             x = self.atom(scope, self.pick(FLOATS))
             if x.tolerance:
                 return None
-        how = "cast" if t == I32 else self.pick(["cast", "int", "floor", "ceil", "trunc",
+        how = "cast" if t != I64 else self.pick(["cast", "int", "floor", "ceil", "trunc",
                                                   "round"])
         return FloatToInt(how, t, x)
 
@@ -1344,7 +1407,10 @@ class Gen:
 
     def e_neg(self, scope, t, d, ax, mx):
         if t == I64:
-            return Un("-", self.expr(scope, self.pick((B, I32, I64)), d))
+            op = self.pick("-~")
+            return Un(op, self.expr(scope, self.pick((B, I32, I64) if op == "-" else SIGNED), d))
+        if t == U64:
+            return Un(self.pick("-~"), self.expr(scope, self.pick(UNSIGNED), d))
         return Un("-", self.expr(scope, t, d, ax, mx))
 
     def _pair(self, op, t):
@@ -1358,13 +1424,25 @@ class Gen:
                     pairs.append((a, b))
         return self.pick(pairs)
 
+    def _int_pair(self, t, bitwise=False):
+        """Integer (or bool) operand types whose arithmetic has type t (I64 or U64)."""
+        pairs = [(a, b) for a in (B,) + INTS for b in (B,) + INTS
+                 if int_result(a, b) == t and not (bitwise and a == b == B)]
+        return self.pick(pairs)
+
     def e_intbin(self, scope, t, d, ax, mx):
         op = self.pick(["+", "-", "*", "&", "|", "^", "+", "-", "*"])
-        ta, tb = self._pair(op, I64) if op in "+-*" else (self.pick((B, I32, I64)),
-                                                          self.pick((I32, I64)))
+        ta, tb = self._int_pair(t, op in "&|^")
         return Bin(op, self.expr(scope, ta, d), self.expr(scope, tb, d))
 
-    def divisor(self, scope, d):
+    def divisor(self, scope, d, t=I64):
+        """A divisor that is never 0 or -1, of a type whose division by it has type t: with a
+        signed result, (e & 7) + 1 or a literal; with an unsigned one, all unsigned."""
+        if t == U64:
+            if self.chance(0.4):
+                return Lit(self.pick([2, 3, 7, 10, 1 << 20, 1 << 40, 1 << 63]), U64)
+            return Bin("+", Bin("&", self.expr(scope, self.pick(UNSIGNED), d), Lit(7, U64)),
+                       Lit(1, U64))
         if self.chance(0.4):
             return Lit(self.pick([2, 3, 5, 7, 10, -2, -3, -7, 1 << 20, 1 << 40]), I64)
         # (e & 7) + 1: from 1 to 8, whatever e is
@@ -1372,16 +1450,21 @@ class Gen:
 
     def e_intdiv(self, scope, t, d, ax, mx):
         op = self.pick(["//", "%"])
-        return Bin(op, self.expr(scope, self.pick((B, I32, I64)), d), self.divisor(scope, d))
+        a = self.expr(scope, self.pick(UNSIGNED if t == U64 else (B,) + INTS), d)
+        return Bin(op, a, self.divisor(scope, d, t))
 
     def e_shift(self, scope, t, d, ax, mx):
         op = self.pick(["<<", ">>"])
         count = Bin("&", self.expr(scope, self.pick(INTS), d), Lit(self.pick([7, 31, 63]), I64))
         if self.chance(0.3):
             count = Lit(self.rng.randrange(64), I64)
-        return Bin(op, self.expr(scope, self.pick(INTS), d), count)
+        left = self.pick(UNSIGNED if t == U64 else SIGNED)
+        return Bin(op, self.expr(scope, left, d), count)
 
     def e_ipow(self, scope, t, d, ax, mx):
+        if t == U64:                 # unsigned ** unsigned (a literal exponent is an int64)
+            e = Bin("&", self.expr(scope, self.pick(UNSIGNED), d), Lit(7, U64))
+            return Bin("**", self.expr(scope, self.pick(UNSIGNED), d), e)
         base = self.expr(scope, self.pick(INTS), d)
         if self.chance(0.6):
             return Bin("**", base, Lit(self.pick([0, 1, 2, 3, 4, 5, -1, -2]), I64),
@@ -1402,8 +1485,8 @@ class Gen:
         return Bin(op, a, b)
 
     def e_truediv(self, scope, t, d, ax, mx):
-        return Bin("/", self.expr(scope, self.pick((B, I32, I64)), d),
-                   self.expr(scope, self.pick((B, I32, I64)), d))
+        return Bin("/", self.expr(scope, self.pick((B,) + INTS), d),
+                   self.expr(scope, self.pick((B,) + INTS), d))
 
     def e_fdiv(self, scope, t, d, ax, mx):
         """float // and %: in gpu mode not generated (see KNOWN_COMPILER_BUGS)."""
@@ -1494,13 +1577,14 @@ class Gen:
         v = self.assign_target(scope)
         if v is None or v.approx:
             return self.s_assign(scope)
-        if v.ty == I64:
+        if v.ty in (I64, U64):
             op = self.pick(["+", "-", "*", "&", "|", "^", "//", "%", "<<", ">>"])
             if op in ("//", "%"):
-                return AugAssign(v, op, self.divisor(scope, 2))
+                return AugAssign(v, op, self.divisor(scope, 2, v.ty))
             if op in ("<<", ">>"):
                 return AugAssign(v, op, Bin("&", self.expr(scope, I64, 1), Lit(63, I64)))
-            return AugAssign(v, op, self.expr(scope, self.pick((B, I32, I64)), 2))
+            src = UNSIGNED if v.ty == U64 else (B, I32, I64)
+            return AugAssign(v, op, self.expr(scope, self.pick(src), 2))
         if v.ty == B:
             return AugAssign(v, self.pick(["&", "|", "^"]), self.expr(scope, B, 2))
         if v.ty in FLOATS:
@@ -1566,7 +1650,7 @@ class Gen:
         t = self.pick((I32, I64, I32, I64, F32, F64))
         if t in INTS:
             op = self.pick(["add", "sub", "max", "min", "and_", "or_", "xor"])
-            e = self.expr(scope, self.pick((t, I64, B)), 2)
+            e = self.expr(scope, self.pick((t, I64, B, U32, U64)), 2)
         else:
             op = self.pick(["add", "max", "min"])
             if op == "add":
@@ -1581,7 +1665,7 @@ class Gen:
         return AtomicOp(op, t, self.pick(slots), e)
 
     def s_exchange(self, scope):
-        t = self.pick((I32, I64, F32, F64))
+        t = self.pick((I32, I64, U32, U64, F32, F64))
         index = len(self.shared)
         self.shared.append((index, t))
         v = Name(self.fresh("x"), t, mulish=self.gpu)

@@ -77,6 +77,10 @@ def _device_int_type(dtype):
         def compute(a, b, unsigned):
             if zero_div and b == 0:
                 return result(0, unsigned)            # no exception on the device
+            if not unsigned and (zero_div or name == "pow"):
+                # a signed result: Numba converts both operands to int64 first, so a uint64
+                # of 2**63 or more divides as a negative number
+                a, b = int(wrap_int(a, _I64)), int(wrap_int(b, _I64))
             if name == "pow":
                 if b < 0:                        # Numba's int_power: 1 / a**-b in integers,
                     if a == 0:                   # and 0 ** -n the numpy error model's INT_MIN
@@ -125,6 +129,23 @@ def _device_int_type(dtype):
     for name, op in (("lshift", operator.lshift), ("rshift", operator.rshift)):
         ns[f"__{name}__"], ns[f"__r{name}__"] = shift(
             op, lambda other: isinstance(other, np.unsignedinteger))
+    if dtype == _U64 or dtype.kind == "i":
+        # uint64 against a signed integer compares in float64 (Numba's typing: there is no
+        # integer type for both); NumPy would compare the exact values
+        def compare(name):
+            parent = getattr(base, f"__{name}__")
+            mixed = ((lambda o: isinstance(o, np.signedinteger) or type(o) is int)
+                     if dtype == _U64 else (lambda o: isinstance(o, np.uint64)))
+            op = getattr(operator, name)
+
+            def apply(self, other):
+                if mixed(other):
+                    return op(float(self), float(other))
+                return parent(self, other)
+            return apply
+        for name in ("eq", "ne", "lt", "le", "gt", "ge"):
+            ns[f"__{name}__"] = compare(name)
+        ns["__hash__"] = base.__hash__
     ns["__neg__"] = lambda self: result(int(wrap_int(-int(self), dtype)), unsigned_self)
     ns["__pos__"] = lambda self: result(int(self), unsigned_self)
     ns["__invert__"] = lambda self: result(int(wrap_int(~int(self), dtype)), unsigned_self)

@@ -46,6 +46,14 @@ def float_type(args, what):
     return _F64
 
 
+def _pow(x, y):
+    """C's pow (libdevice's): NumPy's scalar power takes sqrt for an exponent of 0.5, which
+    gives NaN for -inf (pow: +inf) and -0.0 for -0.0 (pow: +0.0); its array loop does not."""
+    if y == 0.5:
+        return np.power(np.array([x]), np.array([y]))[0]
+    return np.power(x, y)
+
+
 def _round_half_away(x):
     return np.copysign(np.floor(np.abs(x) + x.dtype.type(0.5)), x)
 
@@ -87,8 +95,8 @@ BASE = {
     "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "exp": np.exp,
     "exp2": np.exp2, "exp10": lambda x: np.power(x.dtype.type(10), x), "expm1": np.expm1,
     "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sqrt": np.sqrt,
-    "cbrt": np.cbrt, "rsqrt": lambda x: x.dtype.type(1) / np.sqrt(x), "pow": np.power,
-    "powi": lambda x, n: np.power(x, x.dtype.type(n)),
+    "cbrt": np.cbrt, "rsqrt": lambda x: x.dtype.type(1) / np.sqrt(x), "pow": _pow,
+    "powi": lambda x, n: _pow(x, x.dtype.type(n)),
     "hypot": np.hypot, "fmod": np.fmod, "copysign": np.copysign, "fabs": np.fabs,
     "abs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint,
     "nearbyint": np.rint, "round": _round_half_away, "fmin": np.fmin, "fmax": np.fmax,
