@@ -61,6 +61,11 @@ class CompileError(GPUReplaceError):
         return [f"{type(self).__name__}: {self._message()}"]
 
 
+class UnknownArchitecture(CompileError, ValueError):
+    """An architecture the compiler does not know (``sm_200``, ``sm_9``): a compile error, and a
+    ``ValueError`` like the other malformed ``cc`` / ``arch`` values."""
+
+
 class LaunchError(GPUReplaceError, ValueError):
     """A launch was refused before anything ran (bad configuration or arguments)."""
 

@@ -94,9 +94,9 @@ LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
 
 #: Part of the disk caches' keys: raised whenever a change alters the code generated for the same
 #: source, options and versions (2: libdevice.tune_trig; 3: round(float32, n) in float64; 4: fast
-#: math flushes denormals in every function and uses tanh.approx.f32), so that no process is
-#: served code that an older gpureplace compiled.
-CODEGEN_REVISION = 4
+#: math flushes denormals in every function and uses tanh.approx.f32; 5: local arrays zeroed by a
+#: loop, opt=True is O3), so that no process is served code that an older gpureplace compiled.
+CODEGEN_REVISION = 5
 
 
 @functools.lru_cache(maxsize=None)
@@ -148,16 +148,39 @@ ARCH_MIN_PTX = {50: 40, 52: 41, 53: 42, 60: 50, 61: 50, 62: 50, 70: 60, 72: 61, 
                 86: 71, 87: 74, 89: 78, 90: 78, 100: 86, 101: 86, 103: 88, 110: 90, 120: 87,
                 121: 88}
 
+#: Architecture-specific (``a``) and family (``f``) targets: only these exist, each from a PTX ISA
+#: of its own (newer than its base architecture's: sm_100f needs 8.8 where sm_100 needs 8.6).  LLVM
+#: aborts the process below it, and takes any other suffix as an unknown processor (it warns on
+#: stderr and writes a ``.target`` that ptxas and the driver refuse).
+ARCH_VARIANT_MIN_PTX = {"sm_90a": 80, "sm_100a": 86, "sm_101a": 86, "sm_103a": 88, "sm_110a": 90,
+                        "sm_120a": 87, "sm_121a": 88, "sm_100f": 88, "sm_101f": 88,
+                        "sm_103f": 88, "sm_110f": 90, "sm_120f": 88, "sm_121f": 88}
+
+
+def arch_min_ptx(arch: str) -> int:
+    """The oldest PTX ISA that can target ``arch``; a CompileError for an architecture unknown
+    here (LLVM would abort the process, or write a target nothing can load)."""
+    number = arch_number(arch)
+    if arch[-1] in "af":
+        need = ARCH_VARIANT_MIN_PTX.get(arch)
+        if need is None:
+            variants = ", ".join(ARCH_VARIANT_MIN_PTX)
+            raise CompileError(f"unknown GPU architecture {arch!r}: the architecture-specific "
+                               f"and family targets are {variants}; or give the plain "
+                               f"sm_{number}")
+        return need
+    need = ARCH_MIN_PTX.get(number)
+    if need is None:
+        known = ", ".join(f"sm_{n}" for n in sorted(ARCH_MIN_PTX))
+        raise CompileError(f"unknown GPU architecture {arch!r}: known are {known}")
+    return need
+
 
 def ptx_isa_for_arch(arch: str, driver_isa: int, have_driver: bool) -> int:
     """The PTX ISA to emit for ``arch``: the driver's (``driver_isa``), or, without a driver,
     the arch's minimum when that is newer than the default; a clear error when the driver is too
     old for the arch or the arch is unknown (LLVM would abort the process)."""
-    number = arch_number(arch)
-    need = ARCH_MIN_PTX.get(number)
-    if need is None:
-        known = ", ".join(f"sm_{n}" for n in sorted(ARCH_MIN_PTX))
-        raise CompileError(f"unknown GPU architecture {arch!r}: known are {known}")
+    need = arch_min_ptx(arch)
     if driver_isa >= need:
         return driver_isa
     if need > LLVM_MAX_PTX:
@@ -170,11 +193,50 @@ def ptx_isa_for_arch(arch: str, driver_isa: int, have_driver: bool) -> int:
     return need
 
 
+def compile_ptx_isa(arch: str) -> int:
+    """The PTX ISA a compile for ``arch`` emits in this process (what the installed driver
+    accepts; PTX 8.0, or the arch's minimum, without one): what intrinsics that need a newer ISA
+    check against while they are lowered (``intrinsics/requirements.py``)."""
+    from ..runtime import device
+    version = device.driver_version()
+    return ptx_isa_for_arch(arch, ptx_isa_for_driver(version), version is not None)
+
+
 def arch_number(arch: str) -> int:
     m = re.fullmatch(r"sm_(\d+)[af]?", arch)
     if not m:
         raise ValueError(f"arch must look like 'sm_90', got {arch!r}")
     return int(m.group(1))
+
+
+# ---------------------------------------------------------------------------------------------
+# What one thread, block and module can hold.  The CUDA C++ Programming Guide's "Technical
+# Specifications per Compute Capability": 512 KiB of local memory per thread and 64 KiB of
+# constant memory on every architecture; 48 KiB of static shared memory per block (ptxas refuses
+# more: "uses too much shared data (..., 0xc000 max)"), more only as dynamic shared memory after
+# the kernel opts in, up to a maximum of each architecture.
+
+#: Local memory of one thread (``cuda.local.array``), in bytes.
+LOCAL_BYTES_PER_THREAD = 512 * 1024
+#: Static shared memory of one block (``cuda.shared.array`` with a constant shape), in bytes.
+STATIC_SHARED_BYTES = 48 * 1024
+#: Constant memory of one module (``cuda.const.array_like``, print()'s format strings), in bytes.
+CONST_BYTES = 64 * 1024
+#: Shared memory one block can have after opting in (dynamic shared memory), in KiB, by
+#: architecture (the Programming Guide's "maximum amount of shared memory per thread block").
+SHARED_OPT_IN_KIB = {50: 48, 52: 48, 53: 48, 60: 48, 61: 48, 62: 48, 70: 96, 72: 96, 75: 64,
+                     80: 163, 86: 99, 87: 163, 89: 99, 90: 227, 100: 227, 101: 227, 103: 227,
+                     110: 227, 120: 99, 121: 99}
+
+
+def shared_opt_in_bytes(arch: str) -> int | None:
+    """The most shared memory a block of a kernel compiled for ``arch`` can have (None when the
+    architecture is unknown)."""
+    try:
+        kib = SHARED_OPT_IN_KIB.get(arch_number(arch))
+    except ValueError:
+        return None
+    return None if kib is None else kib * 1024
 
 
 @functools.lru_cache(maxsize=None)
@@ -198,8 +260,19 @@ def pass_builder(level: int, arch: str = DEFAULT_ARCH, ptx: int = 80):
     return llvm.create_pass_builder(tm, pto)
 
 
+def optimization_level(opt) -> int:
+    """``cuda.jit(opt=...)`` as an LLVM level: numba-cuda's True / False (3 / 0) or 0 to 3; a
+    CompileError for anything else (llvmlite would raise from deep inside the pass builder)."""
+    if opt is True or opt is False:
+        return 3 if opt else 0
+    if isinstance(opt, int) and 0 <= opt <= 3:
+        return opt
+    raise CompileError(f"cuda.jit(opt={opt!r}): opt must be an optimisation level from 0 to 3, "
+                       f"or True (3) / False (0)")
+
+
 def optimize(mod, arch: str, ptx: int, level: int = 3):
-    pb = pass_builder(level, arch, ptx)
+    pb = pass_builder(optimization_level(level), arch, ptx)
     mpm = pb.getModulePassManager()
     mpm.run(mod, pb)
 

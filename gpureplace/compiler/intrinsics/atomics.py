@@ -14,6 +14,7 @@ from numba.core import cgutils, types
 from numba.core.imputils import Registry as LoweringRegistry
 from numba.core.typing.templates import AbstractTemplate, Registry, signature
 
+from . import usage
 from .stubs import IntrinsicArgumentError, Namespace, Stub, register_namespace
 
 __all__ = ["atomic"]
@@ -269,11 +270,20 @@ def _apply(builder, fname, dtype, ptr, val):
     raise AssertionError(fname)
 
 
+def _note_cas(context, fname):
+    """A compare-and-swap: PTX has none for local memory, where LLVM leaves it when the array is
+    a cuda.local.array (atomicrmw there it turns into plain loads and stores); the linked kernel
+    is checked for one (validate.check_linked), which then names this line."""
+    usage.note(context, usage.CAS, f"cuda.atomic.{fname}()")
+
+
 def _make_rmw_lowering(fname):
     def lower_atomic(context, builder, sig, args):
         aryty, idxty, _ = sig.args
         ary, idx, val = args
         ptr = element_pointer(context, builder, aryty, ary, idxty, idx)
+        if fname in ("max", "min", "nanmax", "nanmin") and isinstance(aryty.dtype, types.Float):
+            _note_cas(context, fname)
         return _apply(builder, fname, aryty.dtype, ptr, val)
     return lower_atomic
 
@@ -287,6 +297,7 @@ def _lower_cas(context, builder, sig, args):
     aryty, idxty, _, _ = sig.args
     ary, idx, old, val = args
     ptr = element_pointer(context, builder, aryty, ary, idxty, idx)
+    _note_cas(context, "cas")
     return atomic_cas(builder, ptr, old, val)
 
 
@@ -296,4 +307,5 @@ def _lower_compare_and_swap(context, builder, sig, args):
     ary, old, val = args
     zero = context.get_constant(types.intp, 0)
     ptr = element_pointer(context, builder, aryty, ary, types.intp, zero)
+    _note_cas(context, "compare_and_swap")
     return atomic_cas(builder, ptr, old, val)

@@ -17,6 +17,7 @@ from numba.core import cgutils, types
 from numba.core.imputils import Registry as LoweringRegistry
 from numba.core.typing.templates import AbstractTemplate, Registry, signature
 
+from .requirements import arch_at_least, ptx_at_least
 from .stubs import Stub
 
 typing = Registry()
@@ -125,14 +126,6 @@ def _fastmath(context):
     return bool(getattr(context, "fastmath", False))
 
 
-def _arch_at_least(number):
-    """Whether the function being lowered targets sm_``number`` or newer."""
-    from .. import driver
-    from ..backend import DEFAULT_ARCH, arch_number
-    cf = driver._current_compiled()
-    return arch_number(cf.options.arch if cf is not None else DEFAULT_ARCH) >= number
-
-
 def _sqrt(builder, x, fty, fastmath):
     # Not libdevice's __nv_sqrtf: it picks sqrt.rn or sqrt.approx with
     # __nvvm_reflect("__CUDA_PREC_SQRT"), which LLVM's NVVMReflect pass does not know (folds to
@@ -173,9 +166,11 @@ def _make_lowering(stub):
         if argty == types.float16:     # half: compute in float32, round the result back
             args = [builder.fpext(a, ir.FloatType()) for a in args]
         sym = stub.symbol(fty, fastmath)
-        if stub.name == "tanh" and fastmath and fty == types.float32 and _arch_at_least(75):
-            # the hardware's tanh.approx.f32 (sm_75 on), as numba-cuda's fast math uses it.  In
-            # assembly: LLVM rewrites its intrinsic to llvm.tanh, which it selects only with afn.
+        if stub.name == "tanh" and fastmath and fty == types.float32 and arch_at_least(75) \
+                and ptx_at_least(70):
+            # the hardware's tanh.approx.f32 (sm_75 on, PTX ISA 7.0 on; else libdevice's), as
+            # numba-cuda's fast math uses it.  In assembly: LLVM rewrites its intrinsic to
+            # llvm.tanh, which it selects only with afn.
             res = builder.asm(ir.FunctionType(ir.FloatType(), [ir.FloatType()]),
                               "tanh.approx.f32 $0, $1;", "=f,f", args, side_effect=False)
             return builder.fptrunc(res, ir.HalfType()) if argty == types.float16 else res

@@ -25,7 +25,7 @@ import itertools
 
 import numpy as np
 from llvmlite import ir
-from numba.core import cgutils, ir as nir, types
+from numba.core import cgutils, debuginfo, ir as nir, types
 from numba.core.datamodel import models, register_default
 from numba.core.errors import TypingError
 from numba.core.imputils import Registry as LoweringRegistry
@@ -36,6 +36,8 @@ from numba.core.typing.typeof import typeof_impl
 from numba.np import numpy_support
 from numba.np.arrayobj import make_array, populate_array
 
+from . import usage
+from .requirements import compile_target
 from .stubs import IntrinsicArgumentError, Namespace, Stub, register_namespace
 
 __all__ = ["shared", "local", "const"]
@@ -114,6 +116,9 @@ def _shape_of(fname, shape, allow_dynamic):
 
 _DTYPE_KINDS = (types.Number, types.Boolean, types.Record, types.NPDatetime, types.NPTimedelta)
 
+#: The largest alignment LLVM takes (2**32 bytes).
+MAX_ALIGNMENT = 1 << 32
+
 
 def _element_type(fname, dtype):
     """The Numba element type of ``dtype`` (np.float32, numba.float32, np.dtype(..), 'float32')."""
@@ -142,6 +147,10 @@ def _alignment_of(fname, alignment):
         if value <= 0 or value & (value - 1):
             raise IntrinsicArgumentError(f"{fname}(..., alignment={value}): Alignment must be "
                                          f"a positive power of two")
+        if value > MAX_ALIGNMENT:
+            # LLVM refuses the IR ("huge alignments are not supported yet")
+            raise IntrinsicArgumentError(f"{fname}(..., alignment={value}): the alignment can "
+                                         f"be at most {MAX_ALIGNMENT} (2**32) bytes")
         return value
     raise IntrinsicArgumentError(f"{fname}(..., alignment=...): alignment must be a constant "
                                  f"integer (a power of two), got {alignment}")
@@ -157,11 +166,88 @@ def _array_template(stub, fname, allow_dynamic):
                 dims = _shape_of(fname, shape, allow_dynamic)
                 eltype = _element_type(fname, dtype)
                 _alignment_of(fname, alignment)
+                if dims != (0,):
+                    _check_size(fname, dims, eltype)
                 return types.Array(eltype, len(dims), "C")
             return typer
 
     _Template.__name__ = f"_{fname.replace('.', '_')}_template"
     return _Template
+
+
+# ---------------------------------------------------------------------------------------------
+# What fits: refused at the call's line, before any IR is built.  LLVM spends minutes and
+# gigabytes on a local array of 10**7 elements and never finishes 10**9, a shape whose size
+# overflows int64 makes IR that does not parse, and one that merely does not fit compiles to
+# PTX that ptxas and the driver refuse.
+
+
+def itemsize_of(eltype):
+    """Bytes of one element of an array of ``eltype`` (its size in the array's data)."""
+    from .vectors import VectorType
+    if isinstance(eltype, VectorType):
+        return eltype.element.bitwidth // 8 * eltype.count
+    return numpy_support.as_dtype(eltype).itemsize
+
+
+def format_bytes(n):
+    """``n`` bytes in words: "512 KiB", "38.1 MiB", "100 bytes"."""
+    if n < 1024:
+        return f"{n:,} bytes"
+    value, unit = float(n), "bytes"
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        value /= 1024
+        if value < 1024:
+            break
+    if value == int(value):
+        return f"{int(value):,} {unit}"
+    text = f"{value:,.1f}"
+    # 512.0 KiB for 524,292 bytes would read as the limit itself
+    return f"{n:,} bytes" if text.endswith(".0") else f"{text} {unit}"
+
+
+def _describe(fname, dims, eltype, nbytes):
+    count = 1
+    for d in dims:
+        count *= d
+    what = f"{count:,} {eltype}" if len(dims) == 1 else \
+        f"shape {dims} ({count:,} {eltype})"
+    return f"{fname} of {what}, {format_bytes(nbytes)},"
+
+
+def _check_size(fname, dims, eltype):
+    from ..backend import LOCAL_BYTES_PER_THREAD, STATIC_SHARED_BYTES
+    nbytes = itemsize_of(eltype)
+    for d in dims:
+        nbytes *= d
+    if fname == "cuda.local.array":
+        if nbytes > LOCAL_BYTES_PER_THREAD:
+            raise TypingError(
+                f"{_describe(fname, dims, eltype, nbytes)} is more than a thread's "
+                f"{format_bytes(LOCAL_BYTES_PER_THREAD)} of local memory; use a global array "
+                f"(pass one as an argument), or cuda.shared.array for data shared by a block")
+        return
+    if nbytes > STATIC_SHARED_BYTES:
+        raise TypingError(f"{_describe(fname, dims, eltype, nbytes)} is more than the "
+                          f"{format_bytes(STATIC_SHARED_BYTES)} of static shared memory a block "
+                          f"can have; " + more_shared_advice(
+                              nbytes, compile_target()[0],
+                              f"declare cuda.shared.array(0, {eltype}) instead"))
+
+
+def more_shared_advice(nbytes, arch, declare):
+    """What to do with ``nbytes`` of shared data, over the static limit, on ``arch``;
+    ``declare``: how to declare the dynamic shared array (one array, or several: their sum)."""
+    from ..backend import shared_opt_in_bytes
+    most = shared_opt_in_bytes(arch)
+    if most is not None and nbytes <= most:
+        return (f"a block on {arch} can have up to {format_bytes(most)} as dynamic shared "
+                f"memory: {declare} and give the size in bytes as the launch's fourth value "
+                f"(kernel[blocks, threads, stream, nbytes])")
+    limit = f"not even the {format_bytes(most)} of shared memory a block on {arch} can " \
+            f"have holds it" if most is not None else "it is more than any GPU's block can have"
+    return (f"{limit}: keep the data in a global array (pass one as an argument) and work on "
+            f"tiles of it in shared memory")
 
 
 typing.register_global(shared.array, types.Function(
@@ -238,6 +324,9 @@ def _static_shared(context, builder, arytype, dims, requested=None):
     gv.linkage = "internal"
     gv.initializer = ir.Constant(storage, ir.Undefined)   # shared memory has no initializer
     gv.align = align
+    # the block's total is checked once the kernel is linked (validate.check_linked)
+    usage.note(context, usage.SHARED, _what("cuda.shared.array", dims, arytype.dtype),
+               count * itemsize, gv.name)
     return _build_array(context, builder, arytype, gv, dims, itemsize)
 
 
@@ -271,6 +360,11 @@ def _lower_shared_array(context, builder, sig, args):
     return _static_shared(context, builder, sig.return_type, dims, _requested_alignment(sig))
 
 
+def _what(fname, dims, dtype):
+    """How an error about the sum of arrays names this one."""
+    return f"{fname}({dims[0] if len(dims) == 1 else dims}, {dtype})"
+
+
 def _lower_local_array(context, builder, sig, args):
     arytype = sig.return_type
     dims = _dims_of_sig(sig.args[0])
@@ -278,9 +372,67 @@ def _lower_local_array(context, builder, sig, args):
     count = 1
     for d in dims:
         count *= d
-    storage = cgutils.alloca_once(builder, ir.ArrayType(lltype, count), name="local_array")
-    storage.align = max(align, storage.align or 0, _requested_alignment(sig) or 0)
+    align = max(align, _requested_alignment(sig) or 0)
+    storage = _zeroed_alloca(builder, ir.ArrayType(lltype, count), count * itemsize, align)
+    # the thread's total (device functions included) is checked after lowering
+    # (validate.check_compiled)
+    usage.note(context, usage.LOCAL, _what("cuda.local.array", dims, arytype.dtype),
+               count * itemsize)
     return _build_array(context, builder, arytype, storage, dims, itemsize)
+
+
+#: Up to this many bytes a memset is written as stores where it is (NVPTX's own limit, beyond
+#: which its back end turns a memset into a loop of one-byte stores).
+_INLINE_ZERO_BYTES = 128
+
+
+def _zeroed_alloca(builder, lltype, nbytes, align):
+    """Storage for a local array in the function's entry block, zeroed there: local arrays start
+    at zero, as numba-cuda's do (Numba's ``cgutils.alloca_once`` zeroes what it allocates).
+
+    Not alloca_once itself: it stores a zero aggregate, which LLVM splits into one store per
+    element (minutes of compile time and gigabytes of memory for 10**5 elements).  Small arrays
+    get a memset (stores in place, or registers after SROA); larger ones a loop of the widest
+    stores the alignment allows, in a helper that LLVM inlines."""
+    with debuginfo.suspend_emission(builder), builder.goto_entry_block():
+        storage = builder.alloca(lltype, name="local_array")
+        storage.align = align
+        if nbytes <= _INLINE_ZERO_BYTES:
+            cgutils.memset(builder, storage, ir.Constant(ir.IntType(64), nbytes), 0)
+        else:
+            width = next(w for w in (8, 4, 2, 1) if align % w == 0 and nbytes % w == 0)
+            ity = ir.IntType(width * 8)
+            builder.call(_zero_loop(builder.module, ity),
+                         [builder.bitcast(storage, ity.as_pointer()),
+                          ir.Constant(ir.IntType(64), nbytes // width)])
+    return storage
+
+
+def _zero_loop(module, ity):
+    """``void zero(iN* p, i64 n)``: n stores of a zero ``ity`` from p on."""
+    name = f"__gpureplace_zero_local_i{ity.width}"
+    fn = module.globals.get(name)
+    if fn is not None:
+        return fn
+    i64 = ir.IntType(64)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ity.as_pointer(), i64]), name)
+    fn.linkage = "linkonce_odr"          # every module that zeroes defines it; linking keeps one
+    fn.attributes.add("alwaysinline")
+    fn.attributes.add("nounwind")
+    ptr, count = fn.args
+    entry, loop, done = (fn.append_basic_block(n) for n in ("entry", "loop", "done"))
+    b = ir.IRBuilder(entry)
+    b.branch(loop)
+    b.position_at_end(loop)
+    i = b.phi(i64)
+    i.add_incoming(i64(0), entry)
+    b.store(ity(0), b.gep(ptr, [i]), align=ity.width // 8)
+    nxt = b.add(i, i64(1), flags=("nuw", "nsw"))
+    i.add_incoming(nxt, loop)
+    b.cbranch(b.icmp_unsigned("<", nxt, count), loop, done)
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
 
 
 for _shape_ty in (types.IntegerLiteral, types.Tuple, types.UniTuple):
@@ -352,6 +504,13 @@ class _ConstArrayLikeTemplate(CallableTemplate):
             if a.ndim == 0:
                 raise TypingError("cuda.const.array_like(arr): arr must have at least one "
                                   "dimension")
+            from ..backend import CONST_BYTES
+            if a.nbytes > CONST_BYTES:
+                raise TypingError(
+                    f"cuda.const.array_like(arr) of {a.size:,} {a.dtype}, "
+                    f"{format_bytes(a.nbytes)}, is more than the {format_bytes(CONST_BYTES)} "
+                    f"of constant memory a kernel's module can have; pass the array as a "
+                    f"kernel argument instead")
             return signature(types.Array(eltype, a.ndim, "C", readonly=True), ndarray, _frozen)
         return typer
 
@@ -375,6 +534,8 @@ def _lower_const_array_like(context, builder, sig, args):
         gv.global_constant = True
         gv.initializer = init
         gv.align = max(align, 4)
+    usage.note(context, usage.CONST, f"cuda.const.array_like of {a.size:,} {a.dtype}", a.nbytes,
+               name)
     return _build_array(context, builder, arytype, gv, a.shape, itemsize)
 
 

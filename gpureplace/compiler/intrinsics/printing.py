@@ -22,6 +22,7 @@ from numba.core import cgutils, types
 from numba.core.imputils import Registry as LoweringRegistry
 from numba.core.typing.templates import Registry
 
+from . import usage
 from .stubs import IntrinsicArgumentError
 
 __all__ = []
@@ -40,7 +41,7 @@ def string_constant(builder, text):
     """A generic pointer to a NUL-terminated constant copy of ``text`` (one per module)."""
     mod = builder.module
     data = text.encode("utf-8") + b"\x00"
-    name = "__gpureplace_str_" + hashlib.sha1(data).hexdigest()[:16]
+    name = string_symbol(text)
     try:
         gv = mod.get_global(name)
     except KeyError:
@@ -50,6 +51,11 @@ def string_constant(builder, text):
         gv.global_constant = True
         gv.initializer = init
     return builder.addrspacecast(gv, _GENERIC_PTR)
+
+
+def string_symbol(text):
+    """The name of the constant holding ``text`` (one per distinct text)."""
+    return "__gpureplace_str_" + hashlib.sha1(text.encode("utf-8") + b"\x00").hexdigest()[:16]
 
 
 def declare_vprintf(module):
@@ -123,7 +129,12 @@ def lower_print(context, builder, sig, args):
         raise IntrinsicArgumentError(
             f"print() in device code can print at most {MAX_VALUES} values (CUDA's printf "
             f"limit), got {len(values)}; split it into several print() calls")
-    fmt = string_constant(builder, " ".join(pieces) + "\n")
+    text = " ".join(pieces) + "\n"
+    fmt = string_constant(builder, text)
+    # format strings live in constant memory, whose 64 KiB a module's constant arrays share
+    # (validate.check_linked adds them up)
+    usage.note(context, usage.CONST, "a print() format string", len(text.encode("utf-8")) + 1,
+               string_symbol(text))
     if values:
         packed = cgutils.make_anonymous_struct(builder, values)
         argptr = cgutils.alloca_once_value(builder, packed)

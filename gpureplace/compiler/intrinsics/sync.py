@@ -14,6 +14,7 @@ from numba.core.errors import TypingError
 from numba.core.imputils import Registry as LoweringRegistry
 from numba.core.typing.templates import CallableTemplate, ConcreteTemplate, Registry, signature
 
+from .requirements import require
 from .stubs import Stub
 
 __all__ = ["syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or", "syncwarp",
@@ -203,6 +204,9 @@ typing.register_global(nanosleep, types.Function(_NanosleepTemplate))
 
 @lowering.lower(nanosleep, types.uint32)
 def _lower_nanosleep(context, builder, sig, args):
+    # inline PTX that ptxas (and the driver, at load) refuses below sm_70 or before PTX ISA 6.3
+    require("cuda.nanosleep()", sm=70, ptx=63,
+            instead="below sm_70, leave the call out (spin without the back-off)")
     fn = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [_I32]), "nanosleep.u32 $0;", "r",
                       side_effect=True)
     builder.call(fn, [args[0]])

@@ -15,6 +15,7 @@ from numba.core import cgutils, types
 from numba.core.imputils import Registry as LoweringRegistry
 from numba.core.typing.templates import AbstractTemplate, Registry, signature
 
+from .requirements import require
 from .stubs import IntrinsicArgumentError, Stub
 
 __all__ = ["shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync", "ballot_sync",
@@ -222,8 +223,15 @@ def _match_operand(builder, vty, value):
     return value, width
 
 
+#: What a user of a GPU without ``match.sync`` (below sm_70) can write instead.
+_MATCH_INSTEAD = ("below sm_70, find the lanes holding the same value with a loop of "
+                  "cuda.shfl_sync over the lanes of the mask")
+
+
 @lowering.lower(match_any_sync, types.uint32, types.Any)
 def _lower_match_any(context, builder, sig, args):
+    # match.sync is sm_70+: LLVM aborts the process on an older target ("Cannot select")
+    require("cuda.match_any_sync()", sm=70, instead=_MATCH_INSTEAD)
     mask, value = args
     value, width = _match_operand(builder, sig.args[1], value)
     fn = _intrinsic(builder, f"llvm.nvvm.match.any.sync.i{width}", _I32, [_I32, ir.IntType(width)])
@@ -232,6 +240,7 @@ def _lower_match_any(context, builder, sig, args):
 
 @lowering.lower(match_all_sync, types.uint32, types.Any)
 def _lower_match_all(context, builder, sig, args):
+    require("cuda.match_all_sync()", sm=70, instead=_MATCH_INSTEAD)
     mask, value = args
     value, width = _match_operand(builder, sig.args[1], value)
     fn = _intrinsic(builder, f"llvm.nvvm.match.all.sync.i{width}p",
@@ -243,6 +252,8 @@ def _lower_match_all(context, builder, sig, args):
 
 @lowering.lower(activemask)
 def _lower_activemask(context, builder, sig, args):
+    # activemask.b32 came with PTX ISA 6.2 (CUDA 10.1); ptxas refuses it in older PTX
+    require("cuda.activemask()", ptx=62)
     # An inline-asm read with side effects: the active set can change between two reads, so
     # LLVM must neither merge nor hoist them (the intrinsic is not marked that way everywhere).
     asm = ir.InlineAsm(ir.FunctionType(_I32, []), "activemask.b32 $0;", "=r", side_effect=True)
