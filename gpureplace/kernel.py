@@ -14,7 +14,7 @@ from . import cudagraph as _graph
 from .compiler import driver
 from .compiler.kernel import compile_kernel, ptx_isa
 from .compiler.signature import normalize_signature
-from .config import settings
+from .config import normalize_arch, settings
 from .dispatch.context import Context
 from .errors import CompileError, LaunchError
 from .runtime import arguments, launch
@@ -43,6 +43,7 @@ class GPUFunction:
             raise TypeError(f"cuda.jit needs a Python function, got {py_func!r}")
         if context is not None and not isinstance(context, Context):
             raise TypeError(f"context= must be a gpureplace Context, got {context!r}")
+        _check_definition(py_func, device)
         functools.update_wrapper(self, py_func)
         self.py_func = py_func
         self.device = bool(device)
@@ -50,7 +51,7 @@ class GPUFunction:
         self._fastmath = bool(fastmath)
         self._opt = opt
         self._lineinfo = lineinfo
-        self._arch = arch
+        self._arch = normalize_arch(arch, "arch") if arch is not None else None
         from .compiler.intrinsics.external import _link_files
         self._link = _link_files(link, f"cuda.jit(link=...) of {py_func.__qualname__}")
         self._max_registers = _check_max_registers(max_registers)
@@ -140,7 +141,11 @@ class GPUFunction:
 
     # -- compiling --------------------------------------------------------------------------------
     def compile(self, sig, arch=None):
-        """Compile for ``sig`` without launching (no GPU needed); returns the specialisation."""
+        """Compile for ``sig`` without launching (no GPU needed); returns the specialisation.
+        ``arch``: an ``sm_XX`` string or a ``(major, minor)`` tuple (default: the configured
+        one, else the current GPU's)."""
+        if arch is not None:
+            arch = normalize_arch(arch, f"{self.__qualname__}.compile(arch=...)")
         argtypes, _ = _parse_signature(sig)
         return self._specialize(argtypes, self.options(arch))
 
@@ -537,6 +542,17 @@ class GPUFunction:
     def _resolve(self, args):
         """(type keys, flat parameter values, LoadedKernel) for ``args`` on the current device:
         checks the arguments, compiles or revalidates, loads."""
+        if not _device.available():
+            # said first: advice about the arguments would send the user the wrong way
+            import numpy as np
+            from .errors import NoDeviceError
+            names = list(self._pysig.parameters)
+            host = [f"{i} ({names[i]!r})" for i, a in enumerate(args)
+                    if type(a) is np.ndarray and i < len(names)]
+            then = (f"; on a GPU, pass device arrays: argument{'s' * (len(host) > 1)} "
+                    f"{', '.join(host)} {'are host NumPy arrays' if len(host) > 1 else 'is a host NumPy array'}"
+                    f" (cupy.asarray(a), or cuda.to_device(a))") if host else ""
+            raise NoDeviceError(f"{self.__qualname__}: {_device.no_device_message()}{then}")
         if len(args) != self._nparams:
             self._argument_count_error(args)
         keys, values, per_arg = [], [], []
@@ -574,14 +590,35 @@ class GPUFunction:
         names = list(self._pysig.parameters)
         if len(args) < len(names):
             missing = ", ".join(repr(n) for n in names[len(args):])
+            params = list(self._pysig.parameters.values())[len(args):]
+            defaults = "" if all(p.default is p.empty for p in params) else \
+                " (a launch passes every parameter: default values are not used)"
             raise LaunchError(f"{self.__qualname__}() is missing argument(s) {missing}: it takes "
-                              f"{len(names)} ({', '.join(names)}), {len(args)} given")
+                              f"{len(names)} ({', '.join(names)}), {len(args)} given{defaults}")
         raise LaunchError(f"{self.__qualname__}() takes {len(names)} argument(s) "
                           f"({', '.join(names)}) but {len(args)} were given")
 
     def __repr__(self):
         kind = "device function" if self.device else "kernel"
         return f"<gpureplace {kind} {self.__qualname__} context={self.context.name!r}>"
+
+
+def _check_definition(py_func, device):
+    """Refuse, where ``cuda.jit`` is applied, a function that can never be a kernel (or device
+    function): an ``async def``, a generator kernel, parameters a launch or call cannot fill."""
+    from .compiler import constructs
+    role = "a device function" if device else "a kernel"
+    why = constructs.async_reason(py_func, role)
+    if why is None and not device and inspect.isgeneratorfunction(py_func):
+        why = (f"{py_func.__qualname__} is a generator (its body has yield), which a kernel "
+               f"cannot be: a kernel returns nothing, so write its results into an array "
+               f"argument (a generator helper that a kernel iterates works: for v in gen(n))")
+    if why is None:
+        why = constructs.signature_reason(py_func, role)
+    if why is not None:
+        code = py_func.__code__
+        raise CompileError(why, function=py_func.__qualname__, filename=code.co_filename,
+                           lineno=code.co_firstlineno, chain=(py_func.__qualname__,))
 
 
 _definitions = {}
@@ -846,7 +883,13 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
     ``boundscheck=True`` is refused as numba-cuda refuses it (the simulator checks bounds), and
     so are argument ``extensions``."""
     if unknown:
-        raise TypeError(f"cuda.jit() got unsupported option(s): {', '.join(sorted(unknown))}")
+        hint = ""
+        if "arch" in unknown or "cc" in unknown:
+            hint = ("; choose the architecture with kernel.compile(sig, arch='sm_90'), "
+                    "cuda.compile_ptx(..., cc=(9, 0)), or gpureplace.config.settings.arch / "
+                    "%config GPUReplace.arch (default: the current GPU's)")
+        raise TypeError(f"cuda.jit() got unsupported option(s): {', '.join(sorted(unknown))}"
+                        f"{hint}")
     if boundscheck:
         raise NotImplementedError("cuda.jit(boundscheck=True): compiled kernels do not check "
                                   "array bounds (nor do numba-cuda's); run the kernel in the "
@@ -900,7 +943,7 @@ def compile_ptx(pyfunc, sig, device=False, fastmath=False, cc=None, opt=True, co
     if abi == "c" and not device:
         raise ValueError("compile_ptx: abi='c' is for device functions (device=True); kernels "
                          "are entry points, whatever the ABI")
-    arch = f"sm_{cc[0]}{cc[1]}" if isinstance(cc, tuple) else cc
+    arch = normalize_arch(cc, "compile_ptx(cc=...)") if cc is not None else None
     fn = pyfunc if isinstance(pyfunc, GPUFunction) else GPUFunction(
         pyfunc, device=device, context=context, fastmath=fastmath, opt=3 if opt else 0,
         lineinfo=lineinfo or bool(debug), arch=arch, launch_bounds=launch_bounds)

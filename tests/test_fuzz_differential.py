@@ -378,6 +378,33 @@ def test_sim_unsigned_mixed_with_signed_is_numbas():
     assert outb[0, 0]
 
 
+@cuda.jit
+def _joined_types(x, b, out):
+    t = cuda.grid(1)
+    if b[t]:
+        z = np.int32(-2147483648)
+    else:
+        z = 5                                # z is an int64 after the if (int32 and int64 unify)
+    out[t, 0] = -z                           # so -z is 2147483648, not int32's -2147483648
+    y = x[t] if b[t] else np.float64(0.5)    # float32 and float64 unify to float64
+    out[t, 1] = y * x[t]                     # a float64 product, not a float32 one
+
+
+@pytest.mark.xfail(strict=True, reason="simulator limitation: a variable (or conditional "
+                                       "expression) whose branches give it different types "
+                                       "keeps the type of the branch taken; the compiled code "
+                                       "has their unified type (kernelgen converts explicitly "
+                                       "at every assignment, so it does not generate this)")
+def test_sim_variables_take_their_unified_type_after_a_join():
+    x = np.array([0.1, 0.3], np.float32)
+    b = np.array([True, False])
+    out = np.zeros((2, 2))
+    simulator.run(_joined_types, 1, 2, x, b, out)
+    x64 = x.astype(np.float64)
+    np.testing.assert_array_equal(out[:, 0], [2147483648.0, -5.0])
+    np.testing.assert_array_equal(out[:, 1], [x64[0] * x64[0], 0.5 * x64[1]])
+
+
 # A compiler bug (not fixed here: gpureplace/compiler is not this test's to change).  Python's
 # float % (and //, through Numba's divmod) lowers to LLVM's frem, which NVPTX expands to
 # x - trunc(x / y) * y: the quotient is rounded, so the result is wrong once x / y is large

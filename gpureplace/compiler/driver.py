@@ -9,6 +9,7 @@ Kernels add a wrapper and go through the back end in ``compiler.kernel``.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 import threading
@@ -26,7 +27,7 @@ from numba.core.typed_passes import (AnnotateTypes, IRLegalization,
 from ..errors import CompileError
 from ..tracking import bindings, deps
 from ..tracking.stats import counters
-from . import resolve
+from . import constructs, resolve
 from .fold_shapes import FoldArrayShapes
 from ..tracking.fingerprint import fingerprint
 from .records import GlobalRead, collect_global_reads
@@ -219,8 +220,78 @@ def cache_key(pyfunc, context, mask, argtypes, options, restype=None):
 
 def compile_device(pyfunc, context, mask, argtypes, options, restype=None) -> CompiledFunction:
     """Compile ``pyfunc`` for ``argtypes`` in ``context`` (cached); ``restype``: the return type
-    a signature given to cuda.jit declares (the value returned is converted to it)."""
+    a signature given to cuda.jit declares (the value returned is converted to it).
+
+    Numba's front end recurses into each device function a function calls, some twenty Python
+    frames a level, so a chain of helpers 50 deep would exhaust Python's default recursion
+    limit.  The outermost compile that has work to do therefore raises the limit, on the
+    caller's own thread, for as long as it runs (the limit protects the C stack, and a level
+    takes under 3 KB of it: ``MAX_DEPTH`` levels fit easily in a thread's default 8 MB).  A
+    thread of its own would deadlock a compile made while its module is being imported (Numba
+    imports the function's module), so there is none.  Nesting deeper than ``MAX_DEPTH`` is
+    refused with the chain that got there; a RecursionError all the same becomes a CompileError."""
     key = cache_key(pyfunc, context, mask, argtypes, options, restype)
+    if getattr(_deep, "active", False):
+        return _compile_device(pyfunc, context, mask, argtypes, options, restype, key)
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None and deps.check(hit) is None:
+            return hit
+    _deep.active = True
+    with _deep_lock:
+        if _deep_users[0] == 0:
+            _deep_users[1] = sys.getrecursionlimit()
+            sys.setrecursionlimit(max(_deep_users[1], _DEEP_RECURSION_LIMIT))
+        _deep_users[0] += 1
+    try:
+        return _compile_device(pyfunc, context, mask, argtypes, options, restype, key)
+    except RecursionError:
+        raise _recursion_error(pyfunc) from None
+    finally:
+        _deep.active = False
+        with _deep_lock:
+            _deep_users[0] -= 1
+            if _deep_users[0] == 0:
+                sys.setrecursionlimit(_deep_users[1])
+
+
+#: How deeply device functions may call one another (kernel -> h0 -> h1 -> ...).  Measured on
+#: CPython 3.11: some 21 Python frames and under 3 KB of C stack a level, so 500 levels need
+#: about 1.5 MB of a thread's stack.
+MAX_DEPTH = 500
+_DEEP_RECURSION_LIMIT = 30 * MAX_DEPTH + 5_000
+_deep = threading.local()              # .active: an outermost compile runs on this thread
+_deep_lock = threading.Lock()
+_deep_users = [0, 0]                   # outermost compiles running now, the limit before them
+
+
+def _recursion_error(pyfunc):
+    """What a RecursionError in the front end (not a chain of calls, which MAX_DEPTH bounds:
+    an expression or statement nested beyond what the compiler can follow) becomes."""
+    return CompileError(
+        f"{_qualname(pyfunc)} is nested too deeply for the compiler (Python's recursion limit, "
+        f"raised to {_DEEP_RECURSION_LIMIT}, was reached): split deeply nested expressions or "
+        f"calls into separate statements or functions", function=_qualname(pyfunc),
+        filename=_filename(pyfunc), lineno=_firstline(pyfunc), chain=(_qualname(pyfunc),))
+
+
+def _too_deep(pyfunc):
+    """The error for a call that would nest device functions deeper than MAX_DEPTH."""
+    funcs = [f.pyfunc for f in resolve.frames()] + [pyfunc]
+    names = [_qualname(f) for f in funcs]
+    shown = names if len(names) <= 8 else \
+        names[:4] + [f"... ({len(names) - 7} more)"] + names[-3:]
+    caller = funcs[-2]
+    exc = CompileError(
+        f"device functions nest more than {MAX_DEPTH} calls deep ({' -> '.join(shown)}), more "
+        f"than the compiler follows: call fewer helpers inside one another (inline some, or "
+        f"write a recursion as a loop)", function=_qualname(caller), filename=_filename(caller),
+        lineno=_line_referring_to(caller, pyfunc.__name__), chain=())
+    exc.complete = True           # the callers on the way out add nothing to the chain
+    return exc
+
+
+def _compile_device(pyfunc, context, mask, argtypes, options, restype, key):
     with _lock:
         hit = _cache.get(key)
         if hit is not None:
@@ -244,6 +315,8 @@ def compile_device(pyfunc, context, mask, argtypes, options, restype=None) -> Co
                     function=_qualname(caller), filename=_filename(caller),
                     lineno=_line_referring_to(caller, pyfunc.__name__),
                     chain=(_qualname(pyfunc),))
+        if len(resolve.frames()) >= MAX_DEPTH:
+            raise _too_deep(pyfunc)
         cf = CompiledFunction(pyfunc, context, argtypes, options)
         cf.declared_restype = restype
         cf.mask = dict(mask or {})
@@ -362,6 +435,7 @@ def _refuse_fstrings(pyfunc):
 
 def _run_front_end(cf, mask, key):
     from .validate import check_compiled
+    constructs.refuse(cf.pyfunc, _qualname(cf.pyfunc), _filename(cf.pyfunc))
     _refuse_fstrings(cf.pyfunc)
     typingctx, targetctx = cf.context.compilers()
     frame = resolve.Frame(cf.pyfunc, cf.context, mask, cf.options, key)
@@ -377,7 +451,11 @@ def _run_front_end(cf, mask, key):
                                         cf.declared_restype, _flags(cf.options), {})
                 pipeline.compile_extra(cf.pyfunc)
         except CompileError as exc:
-            exc.chain = (_qualname(cf.pyfunc),) + tuple(exc.chain or (exc.function,))
+            if getattr(exc, "at_caller", False):
+                exc.at_caller = False
+                exc.chain = (_qualname(cf.pyfunc),)
+            elif not getattr(exc, "complete", False):
+                exc.chain = (_qualname(cf.pyfunc),) + tuple(exc.chain or (exc.function,))
             raise exc from None
         except (nb_errors.NumbaError, nb_errors.UnsupportedBytecodeError, NotImplementedError,
                 TypeError, ValueError, AttributeError, KeyError, IndexError,
@@ -521,16 +599,223 @@ def _convert_error(pyfunc, exc):
                       f"Context.override({module}.{name}, ...))")
         else:
             reason = f"module {module!r} has no attribute {name!r}"
-    if isinstance(exc, AttributeError) and "set_try_status" in str(exc):
-        reason = ("try/except is not supported in device code: a GPU thread cannot raise or "
-                  "catch exceptions (check the condition with an if instead)")
     if "UndefinedType" in reason:
         missing = _undefined_globals(pyfunc, lineno)
         if missing:
             reason = (f"name {missing[0]!r} is not defined (it is neither a global of "
                       f"{pyfunc.__module__} nor a builtin)")
+    reason, lineno = _construct_reason(pyfunc, exc, reason, lineno)
     return CompileError(reason, function=_qualname(pyfunc), filename=filename, lineno=lineno,
                         chain=(_qualname(pyfunc),), detail=str(exc))
+
+
+#: Python operations Numba's front end refuses by opcode, in the user's words.
+_OPCODES = {
+    "STORE_GLOBAL": "assigning a global variable is not supported in device code: a GPU thread "
+                    "cannot change Python's globals; write the value into an array argument",
+    "DELETE_GLOBAL": constructs.DEL_REASON,
+    "IMPORT_NAME": constructs.IMPORT_REASON,
+    "IMPORT_FROM": constructs.IMPORT_REASON,
+    "GET_YIELD_FROM_ITER": "yield from is not supported in device code; write the loop out "
+                           "(for v in it: yield v)",
+}
+
+#: Host builtins that build a container device code cannot hold: (what it builds, the kind).
+_CONTAINER_BUILTINS = {"list": ("a list", "lists"), "dict": ("a dict", "dicts"),
+                       "set": ("a set", "sets"), "frozenset": ("a set", "sets"),
+                       "sorted": ("a list", "lists"), "bytearray": ("a byte array", "byte arrays"),
+                       "bytes": ("a byte string", "strings"), "str": ("a string", "strings"),
+                       "repr": ("a string", "strings"), "format": ("a string", "strings"),
+                       "ascii": ("a string", "strings")}
+
+
+#: Packages whose Python functions are library code when device code reaches them (Numba's
+#: implementations of builtins, IPython's replacement of open); so is the standard library.
+_LIBRARY_PACKAGES = frozenset({"numba", "IPython", "ipykernel", "llvmlite", "numpy"})
+
+
+@functools.lru_cache(maxsize=None)
+def _stdlib_dirs():
+    import sysconfig
+    paths = sysconfig.get_paths()
+    return tuple(p for p in {paths.get("stdlib"), paths.get("platstdlib")} if p)
+
+
+def is_library(pyfunc):
+    """Whether ``pyfunc`` is a library's code rather than the user's (see _LIBRARY_PACKAGES)."""
+    if _package(pyfunc) in _LIBRARY_PACKAGES:
+        return True
+    filename = _filename(pyfunc)
+    return filename.startswith(_stdlib_dirs()) and "-packages" not in filename
+
+
+def _package(pyfunc):
+    """The top-level package that defines ``pyfunc`` (its globals' ``__name__``: a wrapper's
+    ``__module__`` may name another, as IPython's open says it is io's)."""
+    globs = getattr(pyfunc, "__globals__", None) or {}
+    return (globs.get("__name__") or getattr(pyfunc, "__module__", None) or "").split(".", 1)[0]
+
+
+def library_call_error(caller, callee, exc, loc):
+    """The CompileError for a call from the user's ``caller`` into library code ``callee``
+    that failed to compile (``exc``), at the caller's line: a library function other than
+    Numba's implementations of builtins is host code; for those, what failed inside is said,
+    prefixed with the builtin the line calls."""
+    import builtins
+    line = loc.line if loc is not None and getattr(loc, "filename", None) == _filename(caller) \
+        else _line_referring_to(caller, callee.__name__)
+    name = None
+    for ins, at in instructions_with_lines(caller):
+        if at == line and ins.opname in ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR",
+                                         "LOAD_METHOD"):
+            value = caller.__globals__.get(ins.argval, getattr(builtins, ins.argval, None))
+            if value is callee or ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and \
+                    ins.argval == callee.__name__:
+                name = ins.argval
+                break
+    if _package(callee) == "numba":
+        reason = exc.reason
+        host = _host_callable_at(caller, line)
+        if host is not None and host[0] in _CONTAINER_BUILTINS:
+            reason = _host_callable_reason(host)
+        elif host is not None and not reason.startswith(f"{host[0]}()"):
+            reason = f"{host[0]}(): {reason}"
+    else:
+        reason = host_function_reason(name or callee.__name__, callee)
+    new = CompileError(reason, function=_qualname(caller), filename=_filename(caller),
+                       lineno=line, chain=(), detail=exc.detail or str(exc))
+    new.at_caller = True          # the caller's own line: its compile starts the chain anew
+    return new
+
+
+def _construct_reason(pyfunc, exc, reason, lineno):
+    """``(reason, line)`` in the user's terms for Numba's messages about Python constructs and
+    host functions that device code cannot use (the message and line as they were otherwise).
+    Most constructs are refused before the front end (compiler/constructs.py); this covers the
+    functions whose source cannot be read, and what depends on types."""
+    text = str(exc)
+    if isinstance(exc, AttributeError) and "return_dynamic_user_exc" in text:
+        return _dynamic_raise_reason(pyfunc, lineno), lineno
+    if "set_try_status" in text or "Exception matching is limited" in text or \
+            "Exception object cannot be stored" in text:
+        return constructs.try_reason(), _line_of_op(pyfunc, lineno, ("NOP",), before=True)
+    if "Unsupported context manager" in text or "construct is not supported" in text and \
+            "with (context manager)" in text:
+        return constructs.WITH_REASON, _line_of_op(pyfunc, lineno, (
+            "BEFORE_WITH", "SETUP_WITH", "BEFORE_ASYNC_WITH", "SETUP_ASYNC_WITH"))
+    if "yield in a closure" in text:
+        return constructs.GENEXP_REASON, lineno
+    if "Multiple argument raise" in text:
+        return constructs.RAISE_FROM_REASON, lineno
+    if "Illegal IR, del found" in text:
+        return constructs.DEL_REASON, lineno
+    m = re.search(r"unsupported opcode \((\w+)\) found(?:\. Raised from .*? \((\d+)\))?", text)
+    if m:
+        line = int(m.group(2)) if m.group(2) else lineno
+        why = _OPCODES.get(m.group(1))
+        return (why or f"the Python operation {m.group(1)} is not supported in device code"), line
+    m = re.search(r"Unknown attribute '(\w+)' of type (list|reflected list|set|dict)\b", reason)
+    if m or re.search(r"of type range_iter\w*", reason) and "'add'" in reason:
+        kind = {"set": "sets", "dict": "dicts"}.get(m.group(2) if m else "set", "lists")
+        return _container_reason(kind), lineno
+    if "does not support keyword arguments" in text and "print" in text:
+        return ("print() in device code takes no keyword arguments (sep=, end=, file= and flush= "
+                "are the host's): it prints its arguments separated by spaces, one line per "
+                "call, to the terminal's standard output; drop the keywords"), lineno
+    m = re.search(r"Cannot determine Numba type of <class '(\w+)'>", reason)
+    if m:
+        host = _host_callable_at(pyfunc, lineno)
+        if host is not None:
+            return _host_callable_reason(host), lineno
+    m = re.search(r"Type of variable '\$[^']*' cannot be determined", reason)
+    if m:
+        return ("the type of an intermediate value on this line cannot be determined (the front "
+                "end cannot follow this expression); split it into simpler statements"
+                + (", e.g. assign the := expression's value on a line of its own before the "
+                   "condition" if _has_walrus(pyfunc, lineno) else "")), lineno
+    if "unhashable type: 'dict'" in text:
+        return ("a call with **keyword arguments is not supported in device code; pass the "
+                "arguments by name, one by one"), lineno
+    return reason, lineno
+
+
+def _container_reason(kind):
+    from .target import unsupported_message
+    return unsupported_message(kind) + \
+        (", filled in a loop" if kind in ("lists", "sets", "dicts") else "")
+
+
+def _dynamic_raise_reason(pyfunc, lineno):
+    """A raise (or assert message) whose arguments are not constants: Numba's GPU calling
+    convention keeps only constant exception arguments, as numba-cuda's does."""
+    asserts = any(ins.opname == "LOAD_ASSERTION_ERROR" and line == lineno
+                  for ins, line in instructions_with_lines(pyfunc))
+    if asserts:
+        return ("assert with a message that is not a constant is not supported in device code: "
+                "give it a constant message (assert x > 0, \"x must be positive\") or none; a "
+                "failed assert stops the GPU thread and is not reported, as in numba-cuda without "
+                "debug=True")
+    return ("raise with exception arguments that are not constants is not supported in device "
+            "code: pass constants only (raise ValueError(\"index out of range\")); a raised "
+            "exception stops the GPU thread and is not reported, as in numba-cuda without "
+            "debug=True, so write values you need to see into an array argument")
+
+
+def _line_of_op(pyfunc, lineno, opnames, before=False):
+    """The line of the first instruction named in ``opnames`` (with ``before``: the last one at
+    or before ``lineno``), or ``lineno``."""
+    lines = [line for ins, line in instructions_with_lines(pyfunc) if ins.opname in opnames]
+    if before:
+        lines = [line for line in lines if line <= lineno]
+        return lines[-1] if lines else lineno
+    return lines[0] if lines else lineno
+
+
+def _has_walrus(pyfunc, lineno):
+    tree = constructs._tree_of(pyfunc.__code__)
+    if tree is None:
+        return False
+    import ast
+    node, offset = tree
+    return any(isinstance(n, ast.NamedExpr) and n.lineno + offset == lineno
+               for n in ast.walk(node))
+
+
+def _host_callable_at(pyfunc, lineno):
+    """(name, value) of a builtin function or class read on ``lineno`` that Numba cannot
+    type, or None."""
+    import builtins
+    import types as pytypes
+    for ins, line in instructions_with_lines(pyfunc):
+        if line != lineno or ins.opname not in ("LOAD_GLOBAL", "LOAD_NAME"):
+            continue
+        name = ins.argval
+        value = pyfunc.__globals__.get(name, getattr(builtins, name, None))
+        if isinstance(value, (pytypes.BuiltinFunctionType, type)) or \
+                getattr(builtins, name, None) is value is not None:
+            return name, value
+    return None
+
+
+def _host_callable_reason(host):
+    name, value = host
+    import builtins
+    builds = _CONTAINER_BUILTINS.get(name)
+    if builds is not None and value is getattr(builtins, name, None):
+        return f"{name}() builds {builds[0]}: " + _container_reason(builds[1])
+    return host_function_reason(name, value)
+
+
+def host_function_reason(name, value=None):
+    """Why ``name`` (a host function: a builtin such as open or input, or a library's Python
+    function) cannot be called in device code."""
+    import builtins
+    if hasattr(builtins, name) or value is None:
+        what = "a Python builtin"
+    else:
+        what = f"from {_package(value) or 'the host'}"
+    return (f"{name}() is a host function ({what}) with no device implementation: kernels and "
+            f"device functions cannot call it; do this on the host, before or after the launch")
 
 
 def _undefined_globals(pyfunc, lineno):
@@ -554,10 +839,12 @@ def _line_referring_to(pyfunc, name):
 
 
 def instructions_with_lines(pyfunc):
-    """(bytecode instruction, source line) pairs of ``pyfunc`` (works on Python 3.10 too)."""
+    """(bytecode instruction, source line) pairs of ``pyfunc`` or of a code object (works on
+    Python 3.10 too)."""
     import dis
-    line = pyfunc.__code__.co_firstlineno
-    for ins in dis.get_instructions(pyfunc):
+    code = getattr(pyfunc, "__code__", pyfunc)
+    line = code.co_firstlineno
+    for ins in dis.get_instructions(code):
         pos = getattr(ins, "positions", None)
         if pos is not None and pos.lineno is not None:
             line = pos.lineno

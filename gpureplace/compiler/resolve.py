@@ -248,16 +248,29 @@ class DeviceFunctionType(types.Callable, types.Opaque):
                               lambda i, p, vs: types.StarArgTuple(vs))
 
     def get_call_type(self, context, args, kws):
-        from . import driver
+        from . import constructs, driver
+        from .intrinsics.stubs import IntrinsicArgumentError
+        why = constructs.signature_reason(self.pyfunc, "a device function")
+        if why is not None:
+            raise IntrinsicArgumentError(why)
         try:
             folded = tuple(self.fold(args, kws))
         except nb_errors.TypingError as exc:
             raise self._argument_error(args, kws, exc) from None
         if self.declared:
             folded = self._declared_types(folded)
-        cf = driver.compile_device(self.pyfunc, self.dispatch_context, self.mask, folded,
-                                   self.options, self.declared_returns.get(folded))
         frame = current_frame()
+        loc = nb_errors.loc_info.get("loc")       # the statement of the caller being typed
+        try:
+            cf = driver.compile_device(self.pyfunc, self.dispatch_context, self.mask, folded,
+                                       self.options, self.declared_returns.get(folded))
+        except driver.CompileError as exc:
+            if frame is None or frame.pyfunc is None or driver.is_library(frame.pyfunc) or \
+                    not driver.is_library(self.pyfunc):
+                raise
+            # Numba's implementation of a builtin, IPython's open, a standard-library function:
+            # what failed inside is said at the user's call, not in the library's file.
+            raise driver.library_call_error(frame.pyfunc, self.pyfunc, exc, loc) from None
         if frame is not None and cf not in frame.callees:
             frame.callees.append(cf)
         self._impls[folded] = cf

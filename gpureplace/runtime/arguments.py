@@ -209,6 +209,9 @@ def _hint_handler(hint):
 
 
 def _numpy_array_handler(a):
+    from . import device
+    if not device.available():
+        raise ArgumentError(f"is a host NumPy array, and {device.no_device_message()}")
     raise ArgumentError("is a host NumPy array; kernels read device memory: pass "
                         "cupy.asarray(a) (or a torch CUDA tensor) and copy the result back")
 

@@ -5,13 +5,17 @@ from __future__ import annotations
 import functools
 
 
+_why_not = {}       # what failed on the way to a GPU: "cupy", "devices" -> the exception
+
+
 @functools.lru_cache(maxsize=None)
 def cupy_module():
     """CuPy, or None when it is not installed or cannot load its CUDA libraries."""
     try:
         import cupy
         return cupy
-    except Exception:       # ImportError, or CUDA libraries missing
+    except Exception as exc:       # ImportError, or CUDA libraries missing
+        _why_not["cupy"] = exc
         return None
 
 
@@ -32,8 +36,32 @@ def device_count() -> int:
         return 0
     try:
         return cp.cuda.runtime.getDeviceCount()
-    except Exception:       # no driver, no device
+    except Exception as exc:       # no driver, no device
+        _why_not["devices"] = exc
         return 0
+
+
+def unavailable_reason() -> str:
+    """Why no GPU can be used, in words ("" when one can): no CuPy, no driver, no device."""
+    if available():
+        return ""
+    if cupy_module() is None:
+        exc = _why_not.get("cupy")
+        if isinstance(exc, ImportError) and getattr(exc, "name", None) == "cupy":
+            return "CuPy is not installed (pip install cupy-cuda12x, or cupy-cuda13x)"
+        return f"CuPy could not load its CUDA libraries ({exc})"
+    if libcuda() is None:
+        return "no NVIDIA driver was found (libcuda.so.1 cannot be loaded)"
+    exc = _why_not.get("devices")
+    return "the NVIDIA driver reports no CUDA GPU" + (f" ({exc})" if exc else "")
+
+
+def no_device_message(what="kernels cannot be launched") -> str:
+    """The whole story when a GPU is needed and there is none: why, and how to run anyway."""
+    return (f"no CUDA GPU was found ({unavailable_reason()}), so {what} on the GPU backend: "
+            f"run them in the CPU simulator instead (GPUREPLACE_BACKEND=simulator, or "
+            f"gpureplace.config.settings.backend = 'simulator' or 'auto'); kernels can still be "
+            f"compiled and inspected without a GPU (kernel.compile(sig), inspect_ptx)")
 
 
 def available() -> bool:

@@ -161,7 +161,7 @@ def to_dtype_value(value, dtype):
     """``value`` converted as a store into an array of ``dtype`` converts it on the device."""
     kind = dtype.kind
     if kind in "iu":
-        if isinstance(value, (int, np.integer)):
+        if isinstance(value, (int, np.integer, np.bool_)):
             return wrap_int(value, dtype)
         if isinstance(value, (float, np.floating)):
             f = float(value)

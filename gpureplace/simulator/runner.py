@@ -9,6 +9,7 @@ from a snapshot and the launch runs again with threads.
 
 from __future__ import annotations
 
+import dis
 import os
 import sys
 import threading
@@ -43,6 +44,37 @@ class Launch:
         self.atomic_lock = threading.Lock()
         self.dynamic = {}              # id(stub) -> reader of a per-thread value (laneid)
         self.grid_barrier = None       # a blocks.GridBarrier in grid mode
+        self.raised = []               # (exception, thread, file, line) of raise statements
+
+    def thread_raised(self, exc):
+        """Whether ``exc`` comes from a raise (or assert) statement of the kernel's code; if
+        so it is noted, and the thread simply stops, as on the GPU: a compiled kernel ignores
+        the exception (numba-cuda reports one only with debug=True)."""
+        at = _raise_statement(exc)
+        if at is None:
+            return False
+        t = getattr(self.tls, "t", None)
+        order = (tuple(reversed(t.bid)), t.linear) if t is not None else ()
+        with self.atomic_lock:
+            self.raised.append((order, exc, self.where(), *at))
+        return True
+
+    def warn_raised(self, py_func):
+        """One warning after a launch in which threads raised, naming the raise of the first
+        thread (in block, then thread order: threaded runs finish in any order)."""
+        if not self.raised:
+            return
+        import warnings
+        _, exc, where, filename, line = min(self.raised, key=lambda r: r[0])
+        n = len(self.raised)
+        what = f"{type(exc).__name__}({', '.join(map(repr, exc.args))})"
+        warnings.warn_explicit(
+            f"{self.name}: {n} thread{'s' * (n > 1)} raised {what} and stopped there (the first: "
+            f"{where}); on the GPU a raised exception stops its thread just so, unreported "
+            f"(numba-cuda reports it only with debug=True): to see it there, test the condition "
+            f"with an if and write a flag into an array argument",
+            KernelRaisedWarning, filename, line, module=py_func.__module__ or filename,
+            registry=py_func.__globals__.setdefault("__warningregistry__", {}))
 
     def where(self):
         t = getattr(self.tls, "t", None)
@@ -58,6 +90,33 @@ class Launch:
             out.write(text)
             if flush:
                 out.flush()
+
+
+class KernelRaisedWarning(RuntimeWarning):
+    """Threads of a simulated kernel executed a raise (or failed an assert) and stopped."""
+
+
+_RAISE_OPS = frozenset(dis.opmap[name] for name in ("RAISE_VARARGS", "RERAISE")
+                       if name in dis.opmap)
+
+
+def _raise_statement(exc):
+    """(file, line) of the raise or assert statement in the kernel's code (not the
+    simulator's) that raised ``exc``, or None for any other error."""
+    tb = exc.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    if code.co_filename.startswith(_PACKAGE_DIR) or not 0 <= tb.tb_lasti < len(code.co_code):
+        return None
+    if code.co_code[tb.tb_lasti] not in _RAISE_OPS:
+        return None
+    return code.co_filename, tb.tb_lineno
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -216,6 +275,7 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
                 np.copyto(a, saved)
             _run_threaded(sim, kernel, values)
         del snapshot
+    sim.warn_raised(gpufunction.py_func)
     for original, host, how in conv.copy_back:
         if how == "record":
             for name in host.dtype.names:
@@ -266,7 +326,13 @@ def _run_sequential(sim, kernel, values):
                 blk = Block(bid, sim.block, sim.shared_bytes, threaded=False)
                 for tid, linear in threads:
                     tls.t = ThreadState(tid, bid, linear, blk)
-                    kernel(*values)
+                    try:
+                        kernel(*values)
+                    except NeedThreads:
+                        raise
+                    except Exception as exc:
+                        if not sim.thread_raised(exc):
+                            raise
         except NeedThreads:
             raise
         except Exception as exc:
@@ -286,6 +352,11 @@ def _run_thread(sim, kernel, values, ts, errors):
                 kernel(*values)
     except _Abort:
         pass
+    except Exception as exc:                      # noqa: BLE001 (re-raised by the launcher)
+        if not sim.thread_raised(exc):            # a raise statement: the thread just ends
+            _annotate(exc, sim)
+            errors.append(exc)
+            blk.abort(exc, ts)
     except BaseException as exc:                  # noqa: BLE001 (re-raised by the launcher)
         _annotate(exc, sim)
         errors.append(exc)

@@ -1,0 +1,272 @@
+"""Python statements and expressions that device code cannot run, refused before the front end.
+
+Numba meets these deep in its pipeline and says so in its own terms ("Unknown attribute 'append'
+of type list(undefined)", "Raised from None" at the ``def``); here each is named, at its line, with
+what to write instead.  The function's source is read when it can be (exact constructs and lines);
+without it (code built by ``exec``), its bytecode says most of the same.  Only what never compiles
+is refused: a construct that might work is left to the front end.
+"""
+
+from __future__ import annotations
+
+import ast
+import dis
+import functools
+import inspect
+import textwrap
+
+from ..errors import CompileError
+
+_HEAP = "it would need the heap, which device code does not have"
+_LOCAL_ARRAY = ("fill a cuda.local.array(n, dtype) (or an array argument) in a for loop, or use "
+                "a tuple of fixed length")
+
+_COMPREHENSIONS = {
+    ast.ListComp: "a list comprehension",
+    ast.SetComp: "a set comprehension",
+    ast.DictComp: "a dict comprehension",
+}
+
+TRY_REASON = ("a GPU thread cannot catch exceptions; test the condition with an if before the "
+              "operation instead (e.g. if d != 0: q = n / d)")
+WITH_REASON = ("the with statement is not supported in device code: a context manager runs host "
+               "code on entry and exit; write its setup and cleanup as plain statements, or put "
+               "the with block around the launch on the host")
+GENEXP_REASON = ("generator expressions are not supported in device code; write the loop out "
+                 "(s = 0, then for i in range(n): s += x[i])")
+DEL_REASON = ("del is not supported in device code; a local variable needs no freeing: stop "
+              "using it, or assign it a new value")
+IMPORT_REASON = ("import is not supported inside device code; import the module at the top of "
+                 "the file, outside the function (device code can use a module bound as a "
+                 "global, e.g. math.sqrt)")
+RAISE_FROM_REASON = ("raise ... from ... is not supported in device code; write raise "
+                     "ValueError(\"...\") without from (a raised exception stops the GPU thread)")
+
+
+def comprehension_reason(what):
+    return f"{what} is not supported in device code ({_HEAP}); {_LOCAL_ARRAY}"
+
+
+def global_reason(name):
+    return (f"assigning the global {name!r} is not supported in device code: a GPU thread "
+            f"cannot change Python's globals; write the value into an array argument instead")
+
+
+def try_reason(kind="try/except"):
+    if kind == "try/finally":
+        return ("try/finally is not supported in device code (a GPU thread raises no exceptions "
+                "to clean up after); write the finally block's statements after the try block's")
+    return f"{kind} is not supported in device code: {TRY_REASON}"
+
+
+def _try_kind(node):
+    star = "*" if type(node).__name__ == "TryStar" else ""
+    if not node.handlers:
+        return "try/finally"
+    return f"try/except{star}" + ("/finally" if node.finalbody else "")
+
+
+class _Finder(ast.NodeVisitor):
+    """The first construct device code cannot run, as (line, reason); lines are the source's."""
+
+    def __init__(self):
+        self.found = []
+
+    def add(self, node, reason):
+        self.found.append((node.lineno, reason))
+
+    def visit_Try(self, node):
+        self.add(node, try_reason(_try_kind(node)))
+        self.generic_visit(node)
+
+    visit_TryStar = visit_Try
+
+    def visit_With(self, node):
+        self.add(node, WITH_REASON)
+        self.generic_visit(node)
+
+    def visit_AsyncWith(self, node):
+        self.add(node, "async with is not supported in device code (device functions cannot be "
+                       "async); write its setup and cleanup as plain statements")
+        self.generic_visit(node)
+
+    def visit_comprehension_node(self, node):
+        self.add(node, comprehension_reason(_COMPREHENSIONS[type(node)]))
+        self.generic_visit(node)
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_comprehension_node
+
+    def visit_GeneratorExp(self, node):
+        self.add(node, GENEXP_REASON)
+        self.generic_visit(node)
+
+    def visit_Delete(self, node):
+        self.add(node, DEL_REASON)
+        self.generic_visit(node)
+
+    def visit_Import(self, node):
+        self.add(node, IMPORT_REASON)
+
+    visit_ImportFrom = visit_Import
+
+    def visit_Raise(self, node):
+        if node.cause is not None:
+            self.add(node, RAISE_FROM_REASON)
+        self.generic_visit(node)
+
+
+@functools.lru_cache(maxsize=2048)
+def _tree_of(code):
+    """(AST of the function whose code is ``code``, line offset), or None without source."""
+    try:
+        lines, start = inspect.getsourcelines(code)
+    except (OSError, TypeError, IndexError):
+        return None
+    try:
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            # the source found must be this function's (a lambda shares its line with others)
+            if getattr(node, "name", "<lambda>") == code.co_name:
+                return node, start - 1
+    return None
+
+
+def _global_stores(code):
+    """(line, reason) of each assignment to (or del of) a global, nested functions included."""
+    from .driver import instructions_with_lines
+    found = [(line, global_reason(ins.argval)) for ins, line in instructions_with_lines(code)
+             if ins.opname in ("STORE_GLOBAL", "DELETE_GLOBAL")]
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            found += _global_stores(const)
+    return found
+
+
+def find(pyfunc):
+    """(line, reason) of the first construct in ``pyfunc`` that device code cannot run, or
+    None.  Nested functions (closures, lambdas) count as part of it."""
+    found = _find_in_code(pyfunc.__code__)
+    return min(found) if found else None
+
+
+@functools.lru_cache(maxsize=2048)
+def _find_in_code(code):
+    tree = _tree_of(code)
+    if tree is None:
+        return tuple(_find_in_bytecode(code))
+    node, offset = tree
+    finder = _Finder()
+    for stmt in (node.body if isinstance(node.body, list) else [node.body]):
+        finder.visit(stmt)
+    return tuple([(line + offset, reason) for line, reason in finder.found] +
+                 _global_stores(code))
+
+
+def _find_in_bytecode(code):
+    """What the bytecode shows, where there is no source: with, comprehensions, generator
+    expressions, del, import, raise from, assignment to a global, try (at the first line it
+    guards)."""
+    from .driver import instructions_with_lines
+    found = []
+    instructions = list(instructions_with_lines(code))
+    lines = {ins.offset: line for ins, line in instructions}
+    handled = False          # a with or comprehension explains an exception table
+    for ins, line in instructions:
+        op = ins.opname
+        if op in ("SETUP_WITH", "BEFORE_WITH", "SETUP_ASYNC_WITH", "BEFORE_ASYNC_WITH"):
+            found.append((line, WITH_REASON))
+            handled = True
+        elif op in ("LIST_APPEND", "SET_ADD", "MAP_ADD"):
+            what = {"LIST_APPEND": "a list", "SET_ADD": "a set", "MAP_ADD": "a dict"}[op]
+            found.append((line, comprehension_reason(f"{what} comprehension")))
+            handled = True
+        elif op.startswith("DELETE_") and op != "DELETE_GLOBAL":
+            found.append((line, DEL_REASON))
+        elif op == "IMPORT_NAME":
+            found.append((line, IMPORT_REASON))
+        elif op == "RAISE_VARARGS" and ins.arg == 2:
+            found.append((line, RAISE_FROM_REASON))
+        elif op in ("STORE_GLOBAL", "DELETE_GLOBAL"):
+            found.append((line, global_reason(ins.argval)))
+        elif op == "SETUP_FINALLY":                     # 3.10
+            found.append((line, try_reason("try")))
+    if not handled:
+        starts = _exception_table_starts(code)
+        if starts:
+            found.append((lines.get(starts[0], code.co_firstlineno), try_reason("try")))
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            if const.co_name == "<genexpr>":
+                found.append((const.co_firstlineno, GENEXP_REASON))
+            elif const.co_name in ("<listcomp>", "<setcomp>", "<dictcomp>"):
+                what = f"a {const.co_name[1:-5]} comprehension"
+                found.append((const.co_firstlineno, comprehension_reason(what)))
+            else:
+                found += _find_in_bytecode(const)
+    return found
+
+
+def _exception_table_starts(code):
+    """Offsets where try blocks begin (3.11+: the code's exception table), first first."""
+    table = getattr(code, "co_exceptiontable", b"")
+    if not table:
+        return []
+    try:
+        entries = dis._parse_exception_table(code)
+    except Exception:       # a Python whose table dis reads differently
+        return []
+    return sorted(e.start for e in entries)
+
+
+def async_reason(pyfunc, role):
+    """Why an ``async def`` (or async generator) cannot be ``role`` ("a kernel", "a device
+    function"), or None for a plain function."""
+    flags = pyfunc.__code__.co_flags
+    if flags & inspect.CO_ASYNC_GENERATOR:
+        what = "an async generator (async def with yield)"
+    elif flags & (inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE):
+        what = "an async def function"
+    else:
+        return None
+    return (f"{pyfunc.__qualname__} is {what}, which cannot be {role}: GPU code has no event "
+            f"loop and nothing awaits it; define it with a plain def")
+
+
+def signature_reason(pyfunc, role):
+    """Why ``pyfunc``'s parameters do not suit ``role`` ("a kernel", "a device function"), or
+    None: keyword-only parameters and ``**kwargs`` never do (Numba folds calls positionally),
+    nor does ``*args`` in a kernel (a launch passes each argument as a parameter)."""
+    params = list(inspect.signature(pyfunc).parameters.values())
+    name = pyfunc.__qualname__
+    for p in params:
+        if p.kind is p.VAR_KEYWORD:
+            return (f"{name} takes **{p.name}, which {role} cannot: name each parameter it "
+                    f"needs (def {pyfunc.__name__}(..., scale=1.0))")
+        if p.kind is p.VAR_POSITIONAL and role == "a kernel":
+            return (f"{name} takes *{p.name}, which a kernel cannot (a launch passes each "
+                    f"argument as a parameter of its own): name the parameters")
+    kwonly = [p.name for p in params if p.kind is p.KEYWORD_ONLY]
+    if kwonly:
+        plain = ", ".join(p.name if p.default is p.empty else f"{p.name}={p.default!r}"
+                          for p in params if p.kind is not p.VAR_POSITIONAL)
+        by_name = " (callers may still pass them by name)" if role != "a kernel" else ""
+        return (f"{name} has keyword-only parameters ({', '.join(kwonly)}), which {role} "
+                f"cannot have: make them ordinary parameters, def {pyfunc.__name__}({plain})"
+                f"{by_name}")
+    return None
+
+
+def refuse(pyfunc, qualname, filename):
+    """Raise a CompileError naming the first construct of ``pyfunc`` device code cannot run."""
+    why = async_reason(pyfunc, "a device function")
+    if why is not None:
+        raise CompileError(why, function=qualname, filename=filename,
+                           lineno=pyfunc.__code__.co_firstlineno, chain=(qualname,))
+    hit = find(pyfunc)
+    if hit is not None:
+        line, reason = hit
+        raise CompileError(reason, function=qualname, filename=filename, lineno=line,
+                           chain=(qualname,))
