@@ -222,3 +222,53 @@ def test_global_arrays_on_the_gpu_follow_in_place_changes():
     m.BIG = np.ones(1_000_000)                            # rebound, same shape
     gpureplace.refresh()
     np.testing.assert_array_equal(run(), expected())
+
+
+def _within_a_cell(m, out_of, run):
+    """A change in place is seen at the next check (end of cell, refresh()), on either backend:
+    a launch in between still reads the copy the kernel was compiled against."""
+    assert out_of(run()) == [2.5, 40.0]
+    m.SMALL[1] = 7.25
+    m.BIG[3] = -1.0
+    assert out_of(run()) == [2.5, 40.0]          # same cell: the compiled copy, as on the GPU
+    gpureplace.refresh()
+    assert out_of(run()) == [7.25, -1.0]
+
+
+GLOBALS_SRC = """
+    import numpy as np
+    from gpureplace import cuda
+    SMALL = np.array([1.5, 2.5, 3.5])
+    BIG = np.arange(20_000, dtype=np.float64) * 10.0      # over INLINE_ARRAY_BYTES: device memory
+    @cuda.jit
+    def k(out):
+        out[0] = SMALL[1]
+        out[1] = BIG[4] if BIG[3] > 0 else BIG[3]
+"""
+
+
+def test_the_simulator_reads_global_arrays_as_the_gpu_does(monkeypatch):
+    from gpureplace.config import settings
+    monkeypatch.setattr(settings, "backend", "simulator")
+    m = module("garr_sim", GLOBALS_SRC)
+    assert contents.is_resident(m.BIG)
+
+    def run():
+        out = np.zeros(2)
+        m.k[1, 1](out)
+        return out
+
+    _within_a_cell(m, lambda out: out.tolist(), run)
+
+
+@pytest.mark.gpu
+def test_global_arrays_within_a_cell_on_the_gpu():
+    import cupy as cp
+    m = module("garr_gpu_cell", GLOBALS_SRC)
+
+    def run():
+        out = cp.zeros(2)
+        m.k[1, 1](out)
+        return out
+
+    _within_a_cell(m, lambda out: cp.asnumpy(out).tolist(), run)

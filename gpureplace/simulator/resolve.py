@@ -85,6 +85,26 @@ def _mask_key(mask):
                          (v.uid if v else None)) for k, v in mask.items()))
 
 
+def frozen_arrays(spec):
+    """``{id(array): (array, copy)}`` of the global arrays a compiled kernel's call graph read,
+    each with the private copy its code was built from (tracking/contents.py)."""
+    from ..tracking import contents
+    out = {}
+    compiled = getattr(spec, "compiled", None)
+    if compiled is None:
+        return out
+    for cf in compiled.closure():
+        for rec in cf.global_reads:
+            snap = getattr(rec, "snapshot", None)
+            if snap is None:
+                continue
+            for path, live in contents.arrays_in(rec.value):
+                copy = snap.copy_at(path)
+                if copy is not None and copy.array is not None:
+                    out.setdefault(id(live), (live, copy.array))
+    return out
+
+
 class SimGlobals(dict):
     """A function's globals as the simulated device sees them (resolved on first read)."""
 
@@ -199,9 +219,10 @@ class TypedChoice:
 class Resolver:
     """Name resolution for one launch in one Context."""
 
-    def __init__(self, context, launch):
+    def __init__(self, context, launch, frozen=None):
         self.context = context
         self.launch = launch
+        self.frozen = frozen or {}    # id(live global ndarray) -> (it, the copy compiled code read)
         self.lang = lang.language(launch)
         self.functions = {}           # (python function, mask key) -> simulated function
         self.modules = {}             # (id(module), mask key) -> ModuleProxy
@@ -310,7 +331,11 @@ class Resolver:
     def global_array(self, arr):
         hit = self.arrays.get(id(arr))
         if hit is None or hit[0] is not arr:
-            hit = self.arrays[id(arr)] = (arr, SimArray(arr, self.launch, writable=False))
+            # The copy the kernel was compiled against, as the GPU reads it (a change in place
+            # is seen at the end of the cell, or at refresh(), on both backends alike).
+            frozen = self.frozen.get(id(arr))
+            data = frozen[1] if frozen is not None and frozen[0] is arr else arr
+            hit = self.arrays[id(arr)] = (arr, SimArray(data, self.launch, writable=False))
         return hit[1]
 
     def module(self, mod, mask):

@@ -23,7 +23,7 @@ from ..runtime.launch import normalize_dims
 from .arrays import SimArray, allocation_around, current_location, wrap_int
 from .blocks import Block, GridBarrier, NeedThreads, ThreadState, _Abort
 from .lang import device_format
-from .resolve import Resolver
+from .resolve import Resolver, frozen_arrays
 
 #: Type-check and compile each kernel (to PTX) before simulating it, as a GPU launch would.
 compile_kernels = os.environ.get("GPUREPLACE_SIM_COMPILE", "1").lower() not in ("0", "false",
@@ -255,10 +255,11 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
         conv.add(a, f"{gpufunction.__qualname__}: argument {i} ({names[i]!r})")
     if gpufunction._explicit:
         _match_explicit(gpufunction, conv)
+    spec = None
     if compile_kernels if compile is None else compile:
-        gpufunction.compile(tuple(conv.types))
+        spec = gpufunction.compile(tuple(conv.types))
 
-    resolver = Resolver(gpufunction.context, sim)
+    resolver = Resolver(gpufunction.context, sim, frozen_arrays(spec))
     kernel = resolver.function(gpufunction.py_func, {})
     threaded = resolver.needs_threads(kernel)
     values = conv.values
