@@ -156,6 +156,17 @@ def test_reflection_and_cache_magics(ip):
     assert "define ptx_kernel void @k" in (cap.stdout + "".join(str(o.data) for o in cap.outputs))
 
 
+def test_cache_stats_says_why_an_unusable_directory_is_not_used(ip, tmp_path, monkeypatch):
+    from gpureplace.tracking import cache
+    not_a_dir = tmp_path / "a-file"
+    not_a_dir.write_text("mine")
+    monkeypatch.setattr(cache, "_explicit_dir", str(not_a_dir))
+    cap = cell(ip, "%cuda_cache stats")
+    assert f"disk cache: not used: {not_a_dir}: " in cap.stdout, cap.stdout
+    assert "kernel_compiles" in cap.stdout
+    assert not_a_dir.read_text() == "mine"
+
+
 def test_cuda_magic_defers_to_an_existing_cuda_magic():
     from IPython.core.interactiveshell import InteractiveShell
     shell = InteractiveShell.instance()

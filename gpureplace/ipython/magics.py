@@ -278,8 +278,11 @@ class GPUReplaceMagics(Magics):
             info = cache.info()
             stats = gpureplace.stats()
             print(", ".join(f"{k} {v}" for k, v in stats.items()))
-            print(f"disk cache: {info['entries']} kernel(s), {info['bytes']} bytes in "
-                  f"{info['directory']} ({'on' if info['enabled'] else 'off'})")
+            if info["problem"]:
+                print(f"disk cache: not used: {info['directory']}: {info['problem']}")
+            else:
+                print(f"disk cache: {info['entries']} kernel(s), {info['bytes']} bytes in "
+                      f"{info['directory']} ({'on' if info['enabled'] else 'off'})")
         else:
             print("usage: %cuda_cache [stats|clear]")
 
