@@ -1489,11 +1489,13 @@ class Gen:
                    self.expr(scope, self.pick((B,) + INTS), d))
 
     def e_fdiv(self, scope, t, d, ax, mx):
-        """float // and %: in gpu mode not generated (see KNOWN_COMPILER_BUGS)."""
+        """float // and %: exact on the device (libdevice's fmod; the quotient is x - mod
+        divided by y, so, as for + and -, neither operand may be mulish in gpu mode)."""
         if self.gpu and "float-mod" in KNOWN_COMPILER_BUGS:
             return None
         ta, tb = self._pair("+", t)
-        return Bin(self.pick(["//", "%"]), self.expr(scope, ta, d), self.expr(scope, tb, d))
+        return Bin(self.pick(["//", "%"]), self.expr(scope, ta, d, False, False),
+                   self.expr(scope, tb, d, False, False))
 
     def e_fpow(self, scope, t, d, ax, mx):
         if not mx:
@@ -1751,7 +1753,7 @@ class Gen:
 #: Device behaviours known to differ from Python's and reported as compiler bugs (each has a
 #: strict xfail reproducer in tests/test_fuzz_differential.py); gpu mode leaves them out so that
 #: the fuzzer keeps finding new ones.  Remove an entry once its bug is fixed.
-KNOWN_COMPILER_BUGS = {"float-mod"}
+KNOWN_COMPILER_BUGS = set()        # "float-mod" (LLVM frem) was fixed: backend.exact_remainders
 
 
 def generate(seed, mode="cpu", size=1.0):

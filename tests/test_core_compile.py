@@ -274,3 +274,31 @@ def test_lineinfo_puts_source_lines_in_the_ptx_and_the_sass():
     if find_tool("nvdisasm") is not None and find_tool("ptxas") is not None:
         sass = cuda.jit(lineinfo=True)(_lineinfo_body).inspect_sass("void(float32[:])")
         assert re.search(rf"line {first + 3}\b", sass)
+
+
+def _remainders(x, y, out):
+    out[0] = x[0] % y[0]
+    out[1] = x[0] // y[0]
+    out[2] = math.fmod(x[0], y[0])
+
+
+@pytest.mark.parametrize("fastmath", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float_remainders_call_libdevice_fmod_never_frem(fastmath, dtype, ptxas_check):
+    """NVPTX expands LLVM's frem to x - trunc(x / y) * y, inexact once x / y is large."""
+    from numba.core import types
+
+    from gpureplace import cuda
+    from gpureplace.compiler.backend import exact_remainders
+    ty = getattr(types, dtype)[::1]
+    spec = cuda.jit(_remainders, fastmath=fastmath).compile((ty, ty, ty))
+    assert " frem " not in spec.llvm_ir
+    ptxas_check(spec.ptx)
+    text = ('  %".5" = frem fast float %".1", 0x4008000000000000, !dbg !7\n'
+            '  %x = frem double %a, %"b.2"\n')
+    out = exact_remainders(text)
+    assert '%".5" = call float @__nv_fmodf(float %".1", float 0x4008000000000000), !dbg !7' \
+        in out
+    assert '%x = call double @__nv_fmod(double %a, double %"b.2")' in out
+    assert out.count("declare float @__nv_fmodf(float, float)") == 1
+    assert out.count("declare double @__nv_fmod(double, double)") == 1

@@ -405,10 +405,10 @@ def test_sim_variables_take_their_unified_type_after_a_join():
     np.testing.assert_array_equal(out[:, 1], [x64[0] * x64[0], 0.5 * x64[1]])
 
 
-# A compiler bug (not fixed here: gpureplace/compiler is not this test's to change).  Python's
-# float % (and //, through Numba's divmod) lowers to LLVM's frem, which NVPTX expands to
-# x - trunc(x / y) * y: the quotient is rounded, so the result is wrong once x / y is large
-# (1e10 % 3.0 gives 256.0 on the device instead of 1.0).  math.fmod (libdevice's fmodf) is exact.
+# Python's float % (and //, through Numba's divmod) lowers to LLVM's frem, which NVPTX expands
+# to x - trunc(x / y) * y: the quotient is rounded, so the result was wrong once x / y is large
+# (1e10 % 3.0 gave 256.0 on the device instead of 1.0).  The compiler now calls libdevice's exact
+# fmod instead (backend.exact_remainders), as CUDA C's fmodf is.
 
 @cuda.jit
 def _float_modulo(x, y, out):
@@ -416,22 +416,27 @@ def _float_modulo(x, y, out):
     out[1] = x[0] // y[0]
 
 
-@pytest.mark.xfail(strict=True, reason="compiler bug: float % and // lower to LLVM frem, which "
-                                       "NVPTX expands inexactly (x - trunc(x/y)*y); they should "
-                                       "call libdevice's exact fmod")
-def test_float_modulo_lowers_to_an_exact_remainder():
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float_modulo_lowers_to_an_exact_remainder(dtype, ptxas_check):
     from numba.core import types
-    spec = _float_modulo.compile((types.float32[::1],) * 3)
+    spec = _float_modulo.compile((getattr(types, dtype)[::1],) * 3)
     assert " frem " not in spec.llvm_ir
+    ptxas_check(spec.ptx)
 
 
 @pytest.mark.gpu
-def test_float_modulo_is_exact_on_the_device(request):
-    if has_gpu():                      # (the simulator, under GPUREPLACE_TEST_SIMULATOR, is right)
-        request.applymarker(pytest.mark.xfail(
-            strict=True, reason="compiler bug: see test_float_modulo_lowers_to_an_exact_remainder"))
+def test_float_modulo_is_exact_on_the_device():
     import cupy as cp
     x, y = cp.asarray(np.array([1e10], np.float32)), cp.asarray(np.array([3.0], np.float32))
     out = cp.zeros(2, np.float32)
     _float_modulo[1, 1](x, y, out)
     np.testing.assert_array_equal(cp.asnumpy(out), np.array([1.0, 3333333333.0], np.float32))
+    # Python's signs: the remainder takes the divisor's, and -0.0 where it is zero
+    xs = np.array([-7.5, 7.5, -7.5, 6.0, -6.0, 1e300], np.float64)
+    ys = np.array([2.0, -2.0, -2.0, -3.0, 3.0, 7.0], np.float64)
+    for a, b in zip(xs, ys):
+        got = cp.zeros(2)
+        _float_modulo[1, 1](cp.asarray([a]), cp.asarray([b]), got)
+        want = np.array([a % b, a // b])
+        np.testing.assert_array_equal(cp.asnumpy(got), want)
+        assert np.signbit(cp.asnumpy(got)[0]) == np.signbit(want[0]), (a, b)

@@ -315,6 +315,34 @@ def flush_denormals(text):
             f'\nattributes {ref} = {{ "denormal-fp-math-f32"="preserve-sign,preserve-sign" }}\n')
 
 
+_FREM = re.compile(r'^(\s*%(?:"[^"\n]*"|[-\w.$]+) = )frem'
+                   r" (?:(?:fast|nnan|ninf|nsz|arcp|contract|afn|reassoc) )*"
+                   r"(float|double) ([^,\n]+), ([^,\n]+?)(, !.*)?$", re.M)
+_FMOD = {"float": "__nv_fmodf", "double": "__nv_fmod"}
+
+
+def exact_remainders(text):
+    """IR ``text`` with each ``frem`` of a float or double (Python's float ``%`` and ``//``, and
+    ``math.remainder``'s helpers, as Numba lowers them) a call to libdevice's ``fmod``: NVPTX
+    expands ``frem`` to ``x - trunc(x / y) * y``, whose rounded quotient makes ``1e10 % 3.0``
+    256.0 instead of 1.0; ``fmod`` is exact, as CUDA C's ``fmodf`` is."""
+    if " frem " not in text:
+        return text
+    used = set()
+
+    def call(m):
+        used.add(m.group(2))
+        return (f"{m.group(1)}call {m.group(2)} @{_FMOD[m.group(2)]}({m.group(2)} {m.group(3)}, "
+                f"{m.group(2)} {m.group(4)}){m.group(5) or ''}")
+
+    text = _FREM.sub(call, text)
+    for ty in sorted(used):
+        name = _FMOD[ty]
+        if not re.search(rf'^(declare|define)\b[^\n]*@"?{name}"?\(', text, re.M):
+            text += f"\ndeclare {ty} @{name}({ty}, {ty})\n"
+    return text
+
+
 def link_libdevice(mod, names, arch=DEFAULT_ARCH, fastmath=False):
     """Link the pruned libdevice holding ``names`` (and their dependencies) into ``mod``."""
     if not names:

@@ -79,7 +79,8 @@ class CompiledFunction:
     def ir_texts(self):
         """LLVM IR text of each lowered module (computed once; linking parses fresh copies)."""
         if self._ir_texts is None:
-            self._ir_texts = [str(m) for m in self.library.modules]
+            from .backend import exact_remainders
+            self._ir_texts = [exact_remainders(str(m)) for m in self.library.modules]
         return self._ir_texts
 
     @property
