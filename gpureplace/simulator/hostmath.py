@@ -47,11 +47,11 @@ def float_type(args, what):
 
 
 def _pow(x, y):
-    """C's pow (libdevice's): NumPy's scalar power takes sqrt for an exponent of 0.5, which
-    gives NaN for -inf (pow: +inf) and -0.0 for -0.0 (pow: +0.0); its array loop does not."""
-    if y == 0.5:
-        return np.power(np.array([x]), np.array([y]))[0]
-    return np.power(x, y)
+    """C's pow (libdevice's), always through NumPy's array loop: its scalar power takes sqrt
+    for an exponent of 0.5, which gives NaN for -inf (pow: +inf) and -0.0 for -0.0 (pow: +0.0),
+    and for float32 it may round differently from the loop (one ulp, depending on the NumPy
+    build), so ``x ** y``, ``math.pow`` and ``np.power`` would not agree with one another."""
+    return np.power(np.array([x]), np.array([y]))[0]
 
 
 def _round_half_away(x):
