@@ -30,7 +30,7 @@ what the device does (each documented where it is avoided):
 * ``atomic.max``/``min`` of NaN (accumulated values are guarded), float atomic additions whose
   result depends on the order (only small integers are added to float accumulators).
 
-In ``mode="gpu"`` (the GPU against the simulator) two more device differences are kept in check:
+In ``mode="gpu"`` (the GPU against the simulator) three more device differences are kept in check:
 
 * libdevice's transcendental functions are not correctly rounded: their results ("approximate"
   values) only flow through negation, ``abs`` and float conversions into stores, which are then
@@ -38,7 +38,9 @@ In ``mode="gpu"`` (the GPU against the simulator) two more device differences ar
   ulp errors plus NumPy's own, see ``MATH``);
 * LLVM contracts ``a * b + c`` into one FMA (as CUDA C does by default): a float product never
   reaches a float ``+`` / ``-`` (statically: products, variables that may hold one, and what
-  passes one through are "mulish").
+  passes one through are "mulish");
+* a NaN's sign bit (x86 makes ``0 * inf`` a negative NaN, the GPU a positive one): ``copysign``
+  never copies the sign of a NaN (its second argument is ``1`` where it would be NaN).
 """
 
 from __future__ import annotations
@@ -1531,6 +1533,11 @@ class Gen:
             ts = [t] * fn.nargs
         args = [self.expr(scope, a, d, False, name not in ("fabs", "copysign") or mx)
                 for a in ts]
+        if self.gpu and name == "copysign" and args[1].ty in FLOATS:
+            # A NaN's sign bit differs: x86 makes 0 * inf a negative NaN, the GPU a positive
+            # one, so the sign copied from a NaN is not compared (the argument is 1 instead).
+            y = args[1]
+            args[1] = Select(Math("isnan", "math.isnan", [y]), Lit(1.0, y.ty), y)
         return Math(name, self.pick(fn.spellings), args)
 
     # -- statements -------------------------------------------------------------------------------

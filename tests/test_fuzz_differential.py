@@ -158,8 +158,9 @@ def test_fuzz_simulator_agrees_with_numpy_reference():
           f"NumPy reference (seeds {FIRST_SEED}..{FIRST_SEED + n - 1}, {kg.NTHREADS} threads "
           f"each): {len(failures)} failed, {time.perf_counter() - start:.1f} s")
     if failures:
-        pytest.fail(f"{len(failures)} of {n} kernels failed; the first:\n{failures[0]}",
-                    pytrace=False)
+        heads = "\n".join(f.splitlines()[0] for f in failures)
+        pytest.fail(f"{len(failures)} of {n} kernels failed:\n{heads}\nthe first:\n"
+                    f"{failures[0]}", pytrace=False)
 
 
 @pytest.mark.gpu
@@ -191,8 +192,9 @@ def test_fuzz_gpu_agrees_with_simulator():
           f"{FIRST_SEED}..{FIRST_SEED + n - 1}, {kg.NTHREADS} threads each): {len(failures)} "
           f"failed, {time.perf_counter() - start:.1f} s")
     if failures:
-        pytest.fail(f"{len(failures)} of {n} kernels failed; the first:\n{failures[0]}",
-                    pytrace=False)
+        heads = "\n".join(f.splitlines()[0] for f in failures)
+        pytest.fail(f"{len(failures)} of {n} kernels failed:\n{heads}\nthe first:\n"
+                    f"{failures[0]}", pytrace=False)
 
 
 # ---------------------------------------------------------------------------------------------
