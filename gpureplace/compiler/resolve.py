@@ -18,6 +18,8 @@ from numba.core import types
 from numba.core.typing import signature
 from numba.core.typing.templates import fold_arguments
 
+from ..tracking.names import qualified_name
+
 _tls = threading.local()
 
 
@@ -136,8 +138,8 @@ class OverrideChoiceType(types.Callable, types.Opaque):
             frame.options
         self._ident = ident
         self._chosen = {}
-        from ..dispatch.context import _name_of
-        super().__init__(name=f"overridden({_name_of(host)}, context={frame.context.name})")
+        super().__init__(
+            name=f"overridden({qualified_name(host)}, context={frame.context.name})")
 
     @property
     def key(self):
@@ -295,12 +297,12 @@ class DeviceFunctionType(types.Callable, types.Opaque):
         return tuple(sig)
 
     def _argument_error(self, args, kws, exc):
-        from ..dispatch.context import _name_of
         from .intrinsics.stubs import IntrinsicArgumentError
         shown = ", ".join([str(a) for a in args] + [f"{k}={v}" for k, v in kws.items()])
-        what = (f"{_name_of(self.pyfunc)}, the override of {_name_of(self.origin.host)} in "
-                f"context {self.origin.context.name!r},") if self.origin is not None else \
-            _name_of(self.pyfunc)
+        what = (f"{qualified_name(self.pyfunc)}, the override of "
+                f"{qualified_name(self.origin.host)} in context {self.origin.context.name!r},"
+                ) if self.origin is not None else \
+            qualified_name(self.pyfunc)
         return IntrinsicArgumentError(f"{what} cannot be called with ({shown}): its signature is "
                                       f"{self.pyfunc.__name__}{self.pysig}")
 

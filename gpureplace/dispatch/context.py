@@ -16,6 +16,8 @@ import itertools
 import threading
 import weakref
 
+from ..tracking.names import qualified_name
+
 _MISSING = object()
 _lock = threading.RLock()
 _ids = itertools.count()
@@ -44,18 +46,8 @@ class Override:
         self.serial = next(_ids)
 
     def __repr__(self):
-        return (f"<Override {_name_of(self.host)} -> {_name_of(self.impl)} "
+        return (f"<Override {qualified_name(self.host)} -> {qualified_name(self.impl)} "
                 f"in context {self.context.name!r}>")
-
-
-def _name_of(obj):
-    mod = getattr(obj, "__module__", None) or ""
-    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or repr(obj)
-    if isinstance(obj, type(inspect)):  # a module
-        return obj.__name__
-    if mod.startswith("gpureplace.") and "." in name:
-        return name                     # intrinsic stubs: "cuda.grid", "libdevice.sinf"
-    return f"{mod}.{name}" if mod and mod != "builtins" else name
 
 
 class Context:
@@ -120,10 +112,10 @@ class Context:
 
         def register(fn):
             if not callable(fn):
-                raise TypeError(f"override({_name_of(host)}): the replacement {fn!r} is not callable")
+                raise TypeError(f"override({qualified_name(host)}): the replacement {fn!r} is not callable")
             _check_signatures(host, fn, argtypes)
             if fn is host:
-                raise ValueError(f"override({_name_of(host)}): a function cannot override itself")
+                raise ValueError(f"override({qualified_name(host)}): a function cannot override itself")
             ovr = Override(host, fn, self, argtypes)
             with _lock:
                 if argtypes is None:
@@ -231,7 +223,7 @@ def _normalize_types(host, types):
                 continue
             out.append(numpy_support.from_dtype(np.dtype(t)))
         except (TypeError, NotImplementedError):
-            raise TypeError(f"override({_name_of(host)}, types=...): {t!r} is not a type "
+            raise TypeError(f"override({qualified_name(host)}, types=...): {t!r} is not a type "
                             f"(use numba types such as float32, NumPy types or their names)") \
                 from None
     return tuple(out)
@@ -271,8 +263,8 @@ def _check_signatures(host, impl, argtypes):
     if need[1] < have[0] or need[0] > have[1]:      # no call of the host could fit
         def fmt(r):
             return str(r[0]) if r[0] == r[1] else f"{r[0]} to {'any' if r[1] == float('inf') else r[1]}"
-        raise TypeError(f"override({_name_of(host)}): {_name_of(target)} takes {fmt(have)} "
-                        f"positional argument(s), but calls of {_name_of(host)} pass {fmt(need)}")
+        raise TypeError(f"override({qualified_name(host)}): {qualified_name(target)} takes {fmt(have)} "
+                        f"positional argument(s), but calls of {qualified_name(host)} pass {fmt(need)}")
 
 
 #: The built-in table (math, NumPy ufuncs, builtins -> libdevice / NVVM); filled by compiler.devicemath.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .context import _name_of
+from ..tracking.names import qualified_name
 
 
 def _implementation(impl, fastmath):
@@ -18,8 +18,8 @@ def _implementation(impl, fastmath):
         return f"intrinsic {impl.__qualname__}"
     py_func = getattr(impl, "py_func", impl)
     if hasattr(py_func, "__code__"):
-        return f"device function {_name_of(py_func)}"
-    return _name_of(impl)
+        return f"device function {qualified_name(py_func)}"
+    return qualified_name(impl)
 
 
 def _is_language_builtin(host):
@@ -49,7 +49,7 @@ def dispatch_report(cf):
             if not res.candidates and _is_language_builtin(res.host):
                 continue          # operators and builtins with no override: Numba's own meaning
             row = {"function": each.pyfunc.__qualname__, "line": res.line,
-                   "callable": _name_of(res.host)}
+                   "callable": qualified_name(res.host)}
             if not res.candidates:
                 row["layer"] = "(none)"
                 row["implementation"] = _implementation(res.host, fastmath)

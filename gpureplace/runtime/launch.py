@@ -209,7 +209,7 @@ def require_device():
                             "launched")
 
 
-def current_stream(device_id=-1):
+def current_stream(device_id=-1):  # noqa: F811 (rebinds itself to CuPy's on first use)
     """CuPy's current stream on ``device_id`` (default: the current device); this function
     replaces itself with CuPy's on first use."""
     global current_stream

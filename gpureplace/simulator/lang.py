@@ -322,8 +322,6 @@ def language(launch):
         out[id(stub)] = fn
 
     # -- memory -----------------------------------------------------------------------------------
-    import sys
-
     def shared_array(shape, dtype, alignment=None):
         dims = _shape_of(shape, "cuda.shared.array")
         _check_alignment(alignment, "cuda.shared.array")

@@ -70,6 +70,7 @@ import warnings
 
 from . import bindings
 from .fingerprint import fingerprint
+from .names import qualified_name
 
 FORMAT = 6          # bumped whenever generated code or the layout changes for the same inputs
 enabled = os.environ.get("GPUREPLACE_CACHE", "1").lower() not in ("0", "false", "no", "off")
@@ -232,8 +233,7 @@ def context_fingerprint(context):
 
 
 def _qual(obj):
-    from ..dispatch.context import _name_of
-    return _name_of(obj)
+    return qualified_name(obj)
 
 
 def kernel_key(py_func, argtypes, options, context, ptx_isa):

@@ -13,6 +13,7 @@ import builtins
 from ..errors import CompileError
 from . import world
 from .fingerprint import fingerprint
+from .names import qualified_name
 
 MISSING = object()
 
@@ -134,5 +135,4 @@ def describe(cf):
 
 
 def _name(obj):
-    from ..dispatch.context import _name_of
-    return _name_of(obj)
+    return qualified_name(obj)
