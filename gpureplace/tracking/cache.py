@@ -4,7 +4,7 @@ never cost the user anything -- a damaged entry is a miss, an unusable directory
 Where: ``$GPUREPLACE_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpureplace``, else ``~/.cache/gpureplace``;
 created 0700.  ``GPUREPLACE_CACHE=0`` (or ``gpureplace.cache.enabled = False``) turns it off.
 
-Layout (since ``FORMAT`` 5)::
+Layout (``FORMAT`` 5)::
 
     CACHEDIR.TAG                  the marker: gpureplace made (or adopted) this directory
     usage                         the running size total: its length in bytes is the KiB stored
@@ -72,7 +72,7 @@ from . import bindings
 from .fingerprint import fingerprint
 from .names import qualified_name
 
-FORMAT = 6          # bumped whenever generated code or the layout changes for the same inputs
+FORMAT = 5          # bumped whenever the layout changes (generated code: CODEGEN_REVISION)
 enabled = os.environ.get("GPUREPLACE_CACHE", "1").lower() not in ("0", "false", "no", "off")
 #: Size cap in bytes (LRU eviction beyond it).
 max_bytes = int(os.environ.get("GPUREPLACE_CACHE_MAX_BYTES", 256 << 20))
