@@ -543,16 +543,8 @@ class GPUFunction:
         """(type keys, flat parameter values, LoadedKernel) for ``args`` on the current device:
         checks the arguments, compiles or revalidates, loads."""
         if not _device.available():
-            # said first: advice about the arguments would send the user the wrong way
-            import numpy as np
-            from .errors import NoDeviceError
-            names = list(self._pysig.parameters)
-            host = [f"{i} ({names[i]!r})" for i, a in enumerate(args)
-                    if type(a) is np.ndarray and i < len(names)]
-            then = (f"; on a GPU, pass device arrays: argument{'s' * (len(host) > 1)} "
-                    f"{', '.join(host)} {'are host NumPy arrays' if len(host) > 1 else 'is a host NumPy array'}"
-                    f" (cupy.asarray(a), or cuda.to_device(a))") if host else ""
-            raise NoDeviceError(f"{self.__qualname__}: {_device.no_device_message()}{then}")
+            # said before the arguments are checked: advice about them would mislead
+            launch.require_device(self.__qualname__, self._host_array_advice(args))
         if len(args) != self._nparams:
             self._argument_count_error(args)
         keys, values, per_arg = [], [], []
@@ -567,7 +559,6 @@ class GPUFunction:
             per_arg.append(v)
         if self._explicit:
             keys, values = self._explicit_match(keys, per_arg)
-        launch.require_device()
         dev = _device.current_device()
         launch.ensure_context(dev)
         cache_key = (tuple(keys), dev)
@@ -575,6 +566,19 @@ class GPUFunction:
         if entry is None or entry.spec.world != world.age:
             entry = self._prepare(keys, dev, cache_key, entry)
         return keys, values, entry
+
+    def _host_array_advice(self, args):
+        """What to pass on a GPU instead of the host NumPy arrays among ``args`` ("" if none)."""
+        import numpy as np
+        names = list(self._pysig.parameters)
+        host = [f"{i} ({names[i]!r})" for i, a in enumerate(args)
+                if type(a) is np.ndarray and i < len(names)]
+        if not host:
+            return ""
+        many = len(host) > 1
+        return (f"; on a GPU, pass device arrays: argument{'s' if many else ''} "
+                f"{', '.join(host)} {'are host NumPy arrays' if many else 'is a host NumPy array'}"
+                f" (cupy.asarray(a), or cuda.to_device(a))")
 
     def _prepare(self, keys, dev, cache_key, entry):
         """The loaded kernel for these argument keys on ``dev``: compiled, revalidated or rebuilt."""

@@ -202,11 +202,11 @@ def param_offsets(fmt):
             for k in range(len(letters))], letters
 
 
-def require_device():
+def require_device(what="", then=""):
+    """Raise NoDeviceError unless a GPU can be used: why there is none, and how to run anyway
+    (device.no_device_message); ``what`` (who needs the GPU) is said before it, ``then`` after."""
     if not device.available():
-        raise NoDeviceError("no CUDA GPU was found (or CuPy is not installed): kernels can be "
-                            "compiled and inspected (kernel.compile(sig), inspect_ptx) but not "
-                            "launched")
+        raise NoDeviceError(f"{what}: " * bool(what) + device.no_device_message() + then)
 
 
 def current_stream(device_id=-1):  # noqa: F811 (rebinds itself to CuPy's on first use)
