@@ -87,11 +87,15 @@ def normalize_arch(value, what, known=True):
 
 
 def _known(arch, what, check):
-    from .compiler.backend import ARCH_MIN_PTX, arch_number
-    if check and arch_number(arch) not in ARCH_MIN_PTX:
-        names = ", ".join(f"sm_{n}" for n in sorted(ARCH_MIN_PTX))
-        from .errors import UnknownArchitecture
-        raise UnknownArchitecture(f"{what}: unknown GPU architecture {arch!r}; known are {names}")
+    """``arch``, once the compiler knows it (``backend.arch_min_ptx`` decides, with the list of
+    those it knows in its message) when ``check``."""
+    if check:
+        from .compiler.backend import arch_min_ptx
+        from .errors import CompileError, UnknownArchitecture
+        try:
+            arch_min_ptx(arch)
+        except CompileError as exc:
+            raise UnknownArchitecture(f"{what}: {exc.reason}") from None
     return arch
 
 
