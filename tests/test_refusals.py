@@ -32,6 +32,15 @@ def _refused(func, sig=SIG):
     return err
 
 
+def _refused_at(func, marker, words):
+    """The refusal of ``func``: at the line holding ``marker``, its reason holding ``words``."""
+    err = _refused(func)
+    _assert_at(err, func, marker)
+    for word in words:
+        assert word in err.reason
+    return err
+
+
 def _assert_at(err, func, marker):
     assert err.filename == func.__code__.co_filename, str(err)
     assert err.lineno == _line_of(func, marker), str(err)
@@ -97,10 +106,7 @@ def raise_from_none(x):
     (raise_from_none, "raise ValueError", ("raise ... from", "without from")),
 ])
 def test_raise_forms_that_cannot_compile_are_named_at_their_line(func, marker, words):
-    err = _refused(func)
-    _assert_at(err, func, marker)
-    for word in words:
-        assert word in err.reason
+    _refused_at(func, marker, words)
 
 
 def raise_negative(v):
@@ -221,11 +227,8 @@ def str_builtin(x):
     (str_builtin, "str(x[0])", ("str() builds a string",)),
 ])
 def test_heap_containers_say_what_to_use_instead(func, marker, words):
-    err = _refused(func)
-    _assert_at(err, func, marker)
+    err = _refused_at(func, marker, words)
     assert err.chain == (func.__qualname__,)
-    for word in words:
-        assert word in err.reason
 
 
 # =============================================================================================
@@ -307,10 +310,7 @@ def calls_a_helper_with_try(x):
     (try_except_else_finally, "try:", ("try/except/finally",)),
 ])
 def test_with_and_try_are_named_at_their_line(func, marker, words):
-    err = _refused(func)
-    _assert_at(err, func, marker)
-    for word in words:
-        assert word in err.reason
+    _refused_at(func, marker, words)
 
 
 def test_try_in_a_helper_is_named_in_the_helper():
@@ -446,10 +446,7 @@ def prints_without_newline(x):
     (prints_without_newline, "print(", ("no keyword arguments",)),
 ])
 def test_host_functions_are_named(func, marker, words):
-    err = _refused(func)
-    _assert_at(err, func, marker)
-    for word in words:
-        assert word in err.reason
+    _refused_at(func, marker, words)
 
 
 def test_open_in_an_ipython_cell_names_the_cell_not_ipython():
@@ -669,10 +666,7 @@ def walrus_in_condition(x):
     (walrus_in_condition, "if (n :=", ("split it into simpler statements", ":=")),
 ])
 def test_other_constructs_are_named_at_their_line(func, marker, words):
-    err = _refused(func)
-    _assert_at(err, func, marker)
-    for word in words:
-        assert word in err.reason
+    _refused_at(func, marker, words)
 
 
 def test_kernel_parameters_a_launch_cannot_fill_are_refused_where_defined():

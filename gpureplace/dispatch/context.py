@@ -112,10 +112,12 @@ class Context:
 
         def register(fn):
             if not callable(fn):
-                raise TypeError(f"override({qualified_name(host)}): the replacement {fn!r} is not callable")
+                raise TypeError(f"override({qualified_name(host)}): the replacement {fn!r} is not "
+                                f"callable")
             _check_signatures(host, fn, argtypes)
             if fn is host:
-                raise ValueError(f"override({qualified_name(host)}): a function cannot override itself")
+                raise ValueError(f"override({qualified_name(host)}): a function cannot override "
+                                 f"itself")
             ovr = Override(host, fn, self, argtypes)
             with _lock:
                 if argtypes is None:
@@ -263,8 +265,9 @@ def _check_signatures(host, impl, argtypes):
     if need[1] < have[0] or need[0] > have[1]:      # no call of the host could fit
         def fmt(r):
             return str(r[0]) if r[0] == r[1] else f"{r[0]} to {'any' if r[1] == float('inf') else r[1]}"
-        raise TypeError(f"override({qualified_name(host)}): {qualified_name(target)} takes {fmt(have)} "
-                        f"positional argument(s), but calls of {qualified_name(host)} pass {fmt(need)}")
+        raise TypeError(f"override({qualified_name(host)}): {qualified_name(target)} takes "
+                        f"{fmt(have)} positional argument(s), but calls of {qualified_name(host)} "
+                        f"pass {fmt(need)}")
 
 
 #: The built-in table (math, NumPy ufuncs, builtins -> libdevice / NVVM); filled by compiler.devicemath.

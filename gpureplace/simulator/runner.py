@@ -44,7 +44,7 @@ class Launch:
         self.atomic_lock = threading.Lock()
         self.dynamic = {}              # id(stub) -> reader of a per-thread value (laneid)
         self.grid_barrier = None       # a blocks.GridBarrier in grid mode
-        self.raised = []               # (exception, thread, file, line) of raise statements
+        self.raised = []               # (thread order, exception, where, file, line) of raises
 
     def thread_raised(self, exc):
         """Whether ``exc`` comes from a raise (or assert) statement of the kernel's code; if

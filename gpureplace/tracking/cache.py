@@ -224,16 +224,14 @@ def context_fingerprint(context):
         h.update(f"{layer.name}|{layer.fastmath}|{sorted(layer.options.items())!r};".encode())
         if layer.parent is None:
             continue       # the built-in table is part of the gpureplace version
-        for ovr in sorted(layer.overrides(), key=lambda o: (repr(_qual(o.host)), repr(o.types))):
+        by_host = sorted(layer.overrides(),
+                         key=lambda o: (repr(qualified_name(o.host)), repr(o.types)))
+        for ovr in by_host:
             fp = fingerprint(ovr.impl)
             if fp is None:
                 return None
-            h.update(f"{_qual(ovr.host)}->{fp}|{ovr.types!r};".encode())
+            h.update(f"{qualified_name(ovr.host)}->{fp}|{ovr.types!r};".encode())
     return h.hexdigest()
-
-
-def _qual(obj):
-    return qualified_name(obj)
 
 
 def kernel_key(py_func, argtypes, options, context, ptx_isa):

@@ -86,7 +86,7 @@ def check(cf, age=None, _seen=None):
             return Stale(cf, f"the overrides of context {cf.context.name!r} changed")
     for res in cf.resolutions:
         if resolution_changed(cf, res):
-            return Stale(cf, f"the override of {_name(res.host)} in context "
+            return Stale(cf, f"the override of {qualified_name(res.host)} in context "
                              f"{cf.context.name!r} changed")
     for callee in cf.callees:
         stale = check(callee, age, seen)
@@ -129,10 +129,7 @@ def describe(cf):
                              "changed": stale is not None,
                              "deleted": stale is not None and stale.deleted})
         for host, ovr in each.overrides_used:
-            overrides.append({"function": each.qualname, "host": _name(host),
-                              "context": ovr.context.name, "impl": _name(ovr.impl)})
+            overrides.append({"function": each.qualname, "host": qualified_name(host),
+                              "context": ovr.context.name,
+                              "impl": qualified_name(ovr.impl)})
     return {"functions": functions, "globals": globals_, "overrides": overrides}
-
-
-def _name(obj):
-    return qualified_name(obj)
