@@ -9,15 +9,14 @@ device functions are simulated in turn, modules become proxies whose attributes 
 way, and ``gpureplace.cuda`` stubs become their simulated meaning.  Resolved names are cached in
 the namespace for the rest of the launch (CPython's ``LOAD_GLOBAL`` honours dict subclasses).
 
-The code rewrite gives Python's number literals the types Numba gives them: ``2`` is an int64 and
-``1.5`` a float64 (so ``x32 * 1.5`` is float64, as on the device, not float32 as NumPy 2's weak
-Python floats would make it).
+Which functions are re-created, and the number literals of their code typed as Numba types them,
+are in ``devicecode``; Python's builtins as device code computes them in ``pybuiltins``; the Numba
+types of simulated values (typed overrides, declared signatures) in ``valuetypes``.
 """
 
 from __future__ import annotations
 
 import builtins
-import sysconfig
 import types as pytypes
 
 import numpy as np
@@ -29,53 +28,14 @@ from ..compiler.intrinsics.devicemath import MathStub
 from ..compiler.intrinsics.libdevice_calls import LibdeviceStub
 from ..dispatch.context import host_key
 from . import hostmath, lang, operators
-from .arrays import DeviceCaster, SimArray, wrap_int
+from .arrays import DeviceCaster, SimArray
+from .devicecode import device_code, device_const, is_library
+from .pybuiltins import device_builtin
+from .valuetypes import declared_call, numba_type_of
 
 _BUILTINS = vars(builtins)
 _MISSING = object()
 _NOT_CACHEABLE = object()
-
-#: Modules whose functions run as they are (not re-created): libraries, debuggers, the stdlib.
-_LIBRARY_PACKAGES = frozenset(["numpy", "numba", "llvmlite", "cupy", "torch", "IPython", "ipdb",
-                               "pdb", "bdb", "pytest", "_pytest", "scipy", "gpureplace",
-                               "pydevd", "debugpy", "logging", "traceback", "warnings"])
-_STDLIB = tuple(p for p in {sysconfig.get_paths().get("stdlib"),
-                            sysconfig.get_paths().get("platstdlib")} if p)
-
-_code_cache = {}
-
-
-def _is_library(fn):
-    mod = (getattr(fn, "__module__", None) or "").split(".", 1)[0]
-    if mod in _LIBRARY_PACKAGES:
-        return True
-    filename = fn.__code__.co_filename
-    return filename.startswith(_STDLIB) and "site-packages" not in filename
-
-
-def _device_const(c):
-    if type(c) is int:
-        if -(1 << 63) <= c < (1 << 63):
-            return wrap_int(c, np.dtype(np.int64))
-        return c
-    if type(c) is float:
-        return np.float64(c)
-    if type(c) is complex:
-        return np.complex128(c)
-    if type(c) is tuple:
-        return tuple(_device_const(x) for x in c)
-    if isinstance(c, pytypes.CodeType):
-        return device_code(c)
-    return c
-
-
-def device_code(code):
-    """``code`` with number constants typed as Numba types them (cached)."""
-    hit = _code_cache.get(code)
-    if hit is None:
-        hit = _code_cache[code] = code.replace(
-            co_consts=tuple(_device_const(c) for c in code.co_consts))
-    return hit
 
 
 def _mask_key(mask):
@@ -163,33 +123,6 @@ class ModuleProxy:
         return f"<simulated module {self._sim_module.__name__}>"
 
 
-def numba_type_of(value):
-    """The Numba type the device would give a simulated value (for typed overrides)."""
-    if isinstance(value, (bool, np.bool_)):
-        return nbtypes.boolean
-    if isinstance(value, np.generic):
-        return numpy_support.from_dtype(value.dtype)
-    if isinstance(value, int):
-        return nbtypes.int64
-    if isinstance(value, float):
-        return nbtypes.float64
-    if isinstance(value, complex):
-        return nbtypes.complex128
-    from numba import typeof
-    if isinstance(value, SimArray):
-        ty = typeof(value._a)
-        return ty if value._writable else ty.copy(readonly=True)
-    from .lang import SimVector
-    from .runner import RawPointer
-    if isinstance(value, SimVector):
-        return value.vector_type
-    if isinstance(value, RawPointer):
-        return nbtypes.CPointer(numpy_support.from_dtype(value.dtype))
-    if type(value) is tuple:
-        return nbtypes.BaseTuple.from_types([numba_type_of(v) for v in value])
-    return typeof(value)
-
-
 class TypedChoice:
     """A callable with typed overrides: chosen per call from the arguments' types."""
 
@@ -274,13 +207,13 @@ class Resolver:
         if isinstance(raw, LibdeviceStub):
             return self._host(raw, hostmath.HostLibdevice)
         if isinstance(raw, pytypes.FunctionType):
-            if _is_library(raw):
+            if is_library(raw):
                 return raw
             return self.function(raw, mask)
         from ..kernel import GPUFunction
         if isinstance(raw, GPUFunction):
             fn = self.function(raw.py_func, mask)
-            return _declared_call(raw, fn) if raw._explicit else fn
+            return declared_call(raw, fn) if raw._explicit else fn
         py_func = getattr(raw, "py_func", None)
         if isinstance(py_func, pytypes.FunctionType) and hasattr(raw, "targetoptions"):
             return self.function(py_func, mask)          # a Numba CPU dispatcher
@@ -289,23 +222,12 @@ class Resolver:
         if isinstance(raw, (_stubs.Stub, _stubs.Namespace, _stubs.Dim3Stub)):
             raise NotImplementedError(f"the simulator has no meaning for {raw!r}")
         if type(raw) in (int, float, complex, tuple):
-            return _device_const(raw)          # a global constant, typed as Numba freezes it
+            return device_const(raw)          # a global constant, typed as Numba freezes it
         if raw is print:
             return self.launch.device_print
-        if raw is round:
-            return _device_round
-        if raw is range:
-            return _device_range
-        if raw is max:
-            return _device_max
-        if raw is min:
-            return _device_min
-        if raw is float:
-            return _FLOAT
-        if raw is int:
-            return _INT
-        if raw is complex:
-            return np.complex128
+        builtin = device_builtin(raw)
+        if builtin is not None:
+            return builtin
         if isinstance(raw, nbtypes.Integer) or (isinstance(raw, type) and
                                                 issubclass(raw, np.integer)):
             return self._caster(raw)
@@ -436,174 +358,9 @@ class Resolver:
         return False
 
 
-def _FLOAT(value=0.0):
-    """``float(x)`` in device code: a float16 or float32 keeps its type (as Numba and
-    numba-cuda type it), anything else is a float64."""
-    if isinstance(value, (np.float16, np.float32)):
-        return value
-    return np.float64(value)
-
-
-def _INT(value=0, base=_MISSING):
-    """``int(x)`` in device code: an int64."""
-    if base is not _MISSING:
-        return wrap_int(int(value, base), np.dtype(np.int64))
-    if isinstance(value, (float, np.floating)):
-        value = int(value)
-    return wrap_int(value, np.dtype(np.int64))
-
-
 def _code_names(code, out):
     out.update(code.co_names)
     out.update(code.co_freevars)
     for c in code.co_consts:
         if isinstance(c, pytypes.CodeType):
             _code_names(c, out)
-
-
-def _declared_call(gpufunction, fn):
-    """``fn`` (a simulated device function given signatures in cuda.jit) converting its
-    arguments to the declared signature they fit best, as the compiled call does."""
-    from ..runtime.arguments import best_signature
-    from .runner import _convert_to
-
-    def call(*args):
-        types_ = [numba_type_of(a) for a in args]
-        sig = best_signature(gpufunction._explicit, types_, gpufunction.__qualname__,
-                             float_to_int=True, first_of_ties=True)
-        if sig is None:
-            raise TypeError(f"No matching definition for argument type(s) "
-                            f"({', '.join(map(str, types_))}) of {gpufunction.__qualname__}")
-        converted = []
-        for a, t, d in zip(args, types_, sig):
-            if isinstance(d, nbtypes.Integer) and isinstance(t, nbtypes.Float):
-                a, t = int(a), nbtypes.int64          # float -> int truncates, as on the device
-            c = _convert_to(a, t, d)
-            converted.append(a if c is None else c)
-        result = fn(*converted)
-        declared = gpufunction._explicit_returns.get(tuple(sig))
-        return result if declared is None else _cast_result(result, declared)
-    call.__sim_wrapped__ = fn                # what the scans for synchronising calls look into
-    return call
-
-
-def _cast_result(value, declared):
-    """``value`` returned as the ``declared`` return type, as the compiled return converts it."""
-    from .runner import scalar_as
-    if isinstance(declared, nbtypes.BaseTuple) and isinstance(value, tuple):
-        return tuple(_cast_result(v, d) for v, d in zip(value, declared.types))
-    if isinstance(declared, (nbtypes.Integer, nbtypes.Float, nbtypes.Boolean, nbtypes.Complex)):
-        return scalar_as(value, declared)
-    return value
-
-
-class _DeviceRange:
-    """``range`` in device code: its values are int32 when every argument is an int32, else
-    int64 (Numba's range_state32 / range_state64), not Python ints."""
-
-    __slots__ = ("_r", "_cls")
-
-    def __init__(self, *args):
-        self._r = range(*(int(a) for a in args))
-        i32 = all(isinstance(a, np.int32) for a in args)
-        self._cls = type(wrap_int(0, np.dtype(np.int32 if i32 else np.int64)))
-
-    def __iter__(self):
-        cls = self._cls
-        for v in self._r:
-            yield cls(v)
-
-    def __reversed__(self):
-        cls = self._cls
-        for v in reversed(self._r):
-            yield cls(v)
-
-    def __len__(self):
-        return len(self._r)
-
-    def __getitem__(self, i):
-        return self._cls(self._r[int(i)])
-
-    def __contains__(self, v):
-        return v in self._r
-
-    start = property(lambda self: self._cls(self._r.start))
-    stop = property(lambda self: self._cls(self._r.stop))
-    step = property(lambda self: self._cls(self._r.step))
-
-    def __repr__(self):
-        return repr(self._r)
-
-
-_device_range = _DeviceRange
-_unifier = []
-
-
-def _unified(values):
-    """The Numba type that values of these types unify to (Numba's unify_types)."""
-    if not _unifier:
-        from numba.core.typing import Context
-        _unifier.append(Context())
-    tys = [nbtypes.unliteral(numba_type_of(v)) for v in values]
-    return _unifier[0].unify_types(*tys)
-
-
-def _minmax(builtin):
-    def device(*args, **kwargs):
-        result = builtin(*args, **kwargs)
-        if kwargs or len(args) < 2:
-            return result                    # of an iterable: one type already
-        first = type(args[0])
-        if all(type(a) is first for a in args):
-            return result
-        # Numba converts every argument to their unified type (max(int32, float32) is a
-        # float64, max(True, int32) an int32); Python returns the winning argument as it is
-        ty = _unified(args)
-        if isinstance(ty, (nbtypes.Integer, nbtypes.Float, nbtypes.Boolean)):
-            from .runner import scalar_as
-            return scalar_as(result, ty)
-        return result
-    device.__name__ = builtin.__name__
-    return device
-
-
-_device_max = _minmax(builtins.max)
-_device_min = _minmax(builtins.min)
-
-
-def _device_round(x, ndigits=None):
-    """``round`` as it is computed on the device: half to even; with ``ndigits`` on a float,
-    Numba's scaled rounding in float64 (a float32 rounded as a float64 and converted back once,
-    as numba-cuda does), which leaves x unchanged where the scaling overflows (NumPy would give
-    inf or nan)."""
-    import math
-    if ndigits is None and isinstance(x, (float, np.floating)):
-        # an int64 (half to even); NaN and infinities, undefined on the device, give 0
-        return wrap_int(builtins.round(x) if math.isfinite(x) else 0, np.dtype(np.int64))
-    if ndigits is None or not isinstance(x, (float, np.floating)):
-        return builtins.round(x) if ndigits is None else builtins.round(x, ndigits)
-    if isinstance(x, np.float32):
-        return np.float32(_device_round(np.float64(x), ndigits))
-    fty = type(x) if isinstance(x, np.floating) else np.float64
-    ndigits = int(ndigits)
-
-    def rnd(v):                    # llvm.round in the argument's type: half away from zero
-        v = fty(v)
-        return fty(math.copysign(math.floor(abs(float(v)) + 0.5), float(v)))
-    xf = float(x)
-    if math.isinf(xf) or math.isnan(xf):
-        return x
-    with np.errstate(all="ignore"):
-        if ndigits >= 0:
-            pow1, pow2 = (10.0 ** (ndigits - 22), 1e22) if ndigits > 22 else (10.0 ** ndigits, 1.0)
-            y = (xf * pow1) * pow2
-            if math.isinf(y):
-                return x
-        else:
-            pow1 = 10.0 ** (-ndigits)
-            y = xf / pow1
-        z = float(rnd(y))
-        if abs(float(fty(y)) - z) == 0.5:
-            z = 2.0 * float(rnd(float(fty(y)) / 2.0))
-        z = (z / pow2) / pow1 if ndigits >= 0 else z * pow1
-    return fty(z)

@@ -1,0 +1,153 @@
+"""Python's builtins as device code computes them: ``float``, ``int``, ``range``, ``max``, ``min``
+and ``round`` give the types and values Numba gives them on the device."""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+from numba.core import types as nbtypes
+
+from .arrays import wrap_int
+from .valuetypes import unified
+
+_MISSING = object()
+
+
+def device_builtin(raw):
+    """The device meaning of the builtin ``raw`` (``round``, ``range``, ``max``, ``min``,
+    ``float``, ``int``, ``complex``), or None for any other value."""
+    if raw is round:
+        return _device_round
+    if raw is range:
+        return _device_range
+    if raw is max:
+        return _device_max
+    if raw is min:
+        return _device_min
+    if raw is float:
+        return _FLOAT
+    if raw is int:
+        return _INT
+    if raw is complex:
+        return np.complex128
+    return None
+
+
+def _FLOAT(value=0.0):
+    """``float(x)`` in device code: a float16 or float32 keeps its type (as Numba and
+    numba-cuda type it), anything else is a float64."""
+    if isinstance(value, (np.float16, np.float32)):
+        return value
+    return np.float64(value)
+
+
+def _INT(value=0, base=_MISSING):
+    """``int(x)`` in device code: an int64."""
+    if base is not _MISSING:
+        return wrap_int(int(value, base), np.dtype(np.int64))
+    if isinstance(value, (float, np.floating)):
+        value = int(value)
+    return wrap_int(value, np.dtype(np.int64))
+
+
+class _DeviceRange:
+    """``range`` in device code: its values are int32 when every argument is an int32, else
+    int64 (Numba's range_state32 / range_state64), not Python ints."""
+
+    __slots__ = ("_r", "_cls")
+
+    def __init__(self, *args):
+        self._r = range(*(int(a) for a in args))
+        i32 = all(isinstance(a, np.int32) for a in args)
+        self._cls = type(wrap_int(0, np.dtype(np.int32 if i32 else np.int64)))
+
+    def __iter__(self):
+        cls = self._cls
+        for v in self._r:
+            yield cls(v)
+
+    def __reversed__(self):
+        cls = self._cls
+        for v in reversed(self._r):
+            yield cls(v)
+
+    def __len__(self):
+        return len(self._r)
+
+    def __getitem__(self, i):
+        return self._cls(self._r[int(i)])
+
+    def __contains__(self, v):
+        return v in self._r
+
+    start = property(lambda self: self._cls(self._r.start))
+    stop = property(lambda self: self._cls(self._r.stop))
+    step = property(lambda self: self._cls(self._r.step))
+
+    def __repr__(self):
+        return repr(self._r)
+
+
+_device_range = _DeviceRange
+
+
+def _minmax(builtin):
+    def device(*args, **kwargs):
+        result = builtin(*args, **kwargs)
+        if kwargs or len(args) < 2:
+            return result                    # of an iterable: one type already
+        first = type(args[0])
+        if all(type(a) is first for a in args):
+            return result
+        # Numba converts every argument to their unified type (max(int32, float32) is a
+        # float64, max(True, int32) an int32); Python returns the winning argument as it is
+        ty = unified(args)
+        if isinstance(ty, (nbtypes.Integer, nbtypes.Float, nbtypes.Boolean)):
+            from .runner import scalar_as
+            return scalar_as(result, ty)
+        return result
+    device.__name__ = builtin.__name__
+    return device
+
+
+_device_max = _minmax(builtins.max)
+_device_min = _minmax(builtins.min)
+
+
+def _device_round(x, ndigits=None):
+    """``round`` as it is computed on the device: half to even; with ``ndigits`` on a float,
+    Numba's scaled rounding in float64 (a float32 rounded as a float64 and converted back once,
+    as numba-cuda does), which leaves x unchanged where the scaling overflows (NumPy would give
+    inf or nan)."""
+    import math
+    if ndigits is None and isinstance(x, (float, np.floating)):
+        # an int64 (half to even); NaN and infinities, undefined on the device, give 0
+        return wrap_int(builtins.round(x) if math.isfinite(x) else 0, np.dtype(np.int64))
+    if ndigits is None or not isinstance(x, (float, np.floating)):
+        return builtins.round(x) if ndigits is None else builtins.round(x, ndigits)
+    if isinstance(x, np.float32):
+        return np.float32(_device_round(np.float64(x), ndigits))
+    fty = type(x) if isinstance(x, np.floating) else np.float64
+    ndigits = int(ndigits)
+
+    def rnd(v):                    # llvm.round in the argument's type: half away from zero
+        v = fty(v)
+        return fty(math.copysign(math.floor(abs(float(v)) + 0.5), float(v)))
+    xf = float(x)
+    if math.isinf(xf) or math.isnan(xf):
+        return x
+    with np.errstate(all="ignore"):
+        if ndigits >= 0:
+            pow1, pow2 = (10.0 ** (ndigits - 22), 1e22) if ndigits > 22 else (10.0 ** ndigits, 1.0)
+            y = (xf * pow1) * pow2
+            if math.isinf(y):
+                return x
+        else:
+            pow1 = 10.0 ** (-ndigits)
+            y = xf / pow1
+        z = float(rnd(y))
+        if abs(float(fty(y)) - z) == 0.5:
+            z = 2.0 * float(rnd(float(fty(y)) / 2.0))
+        z = (z / pow2) / pow1 if ndigits >= 0 else z * pow1
+    return fty(z)
