@@ -25,7 +25,7 @@ from codegen_kernels import CUDA_C_FAST_OPTIONS, CUDA_C_OPTIONS, compile_plan, c
 
 
 def _find_ptxas():
-    from gpureplace.tools import find_tool
+    from gpureplace.compiler.toolchain import find_tool
     return find_tool("ptxas")
 
 

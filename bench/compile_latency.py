@@ -194,8 +194,8 @@ def warm_start():
     assert head in GPUREPLACE
     code = GPUREPLACE.replace(
         head, "import math\nimport gpureplace\nfrom gpureplace import cuda\n"
-        "from gpureplace.runtime import device\n"
-        "if device.available():\n    import cupy\n    cupy.zeros(1)\n"
+        "from gpureplace import probe\n"
+        "if probe.available():\n    import cupy\n    cupy.zeros(1)\n"
         "t0 = time.perf_counter()")
     best = _warm_start("gpureplace", code, "GPUREPLACE_CACHE_DIR", field=-3)
     if best is None:

@@ -16,8 +16,8 @@ import time
 
 from numba import types
 
-from gpureplace.config import settings
-from gpureplace.tracking import cache
+from gpureplace.dispatch.context import current_default
+from gpureplace.compiler import diskcache, kernel_cache
 
 
 def kern(out):
@@ -25,7 +25,7 @@ def kern(out):
 
 
 class FakeCompiled:
-    """What ``cache.store`` reads of a compiled call graph: one function, no globals."""
+    """What ``kernel_cache.store`` reads of a compiled call graph: one function, no globals."""
 
     def __init__(self):
         self.pyfunc = kern
@@ -49,28 +49,28 @@ def key(i, prefix="k"):
 
 def measure(n, loads=200, stores=50):
     d = tempfile.mkdtemp(prefix="gpureplace-scale-")
-    cache.set_directory(d)
+    diskcache.set_directory(d)
     try:
         spec = FakeSpec()
         for i in range(n):
-            cache.store(key(i), spec)
-        argtypes, ctx = (types.float64[:],), settings.context()
-        assert cache.load(key(0), kern, argtypes, {}, ctx) is not None
+            kernel_cache.store(key(i), spec)
+        argtypes, ctx = (types.float64[:],), current_default()
+        assert kernel_cache.load(key(0), kern, argtypes, {}, ctx) is not None
         t = time.perf_counter()
         for i in range(loads):
-            assert cache.load(key(i * 7919 % n), kern, argtypes, {}, ctx) is not None
+            assert kernel_cache.load(key(i * 7919 % n), kern, argtypes, {}, ctx) is not None
         load_ms = (time.perf_counter() - t) / loads * 1e3
         t = time.perf_counter()
         for i in range(stores):
-            cache.store(key(i, "new"), spec)
+            kernel_cache.store(key(i, "new"), spec)
         store_ms = (time.perf_counter() - t) / stores * 1e3
         t = time.perf_counter()
-        cache._scan(d)
+        diskcache._scan(d)
         scan_ms = (time.perf_counter() - t) * 1e3
-        info = cache.info()
+        info = diskcache.info()
         return load_ms, store_ms, scan_ms, info["bytes"]
     finally:
-        cache.set_directory(None)
+        diskcache.set_directory(None)
         shutil.rmtree(d, ignore_errors=True)
 
 

@@ -12,9 +12,9 @@ t1 = time.perf_counter()
 import math  # noqa: E402
 
 from gpureplace import cuda  # noqa: E402
-from gpureplace.runtime import device  # noqa: E402
+from gpureplace import probe  # noqa: E402
 t2 = time.perf_counter()
-has_gpu = device.available()
+has_gpu = probe.available()
 if has_gpu:
     import cupy
     x = cupy.zeros(1024, dtype=cupy.float32)

@@ -4,7 +4,7 @@
     gpureplace.graph(fn, *args) / with gpureplace.capture() as g: ...   (CUDA graphs)
 """
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401
 
 # CUDA start-up and the libdevice parse run in a background thread while Numba is imported below.
 from .runtime import warmup as _warmup  # noqa: E402
@@ -12,12 +12,22 @@ _warmup.start()
 
 from .dispatch import (Context, builtin_context, default_context, fastmath_context,  # noqa: F401,E402
                        override)
-from .dispatch import builtin as _builtin  # noqa: F401,E402  (fills the built-in table)
+from .compiler import builtins as _builtins  # noqa: F401,E402  (fills the built-in table)
 from .errors import CompileError, GPUReplaceError, LaunchError  # noqa: F401,E402
 from . import cuda, libdevice  # noqa: F401,E402
-from .tracking import cache  # noqa: F401,E402
-from .cudagraph import Graph, GraphCaptureError, GraphStaleError, capture, graph  # noqa: F401,E402
+from .compiler import diskcache as cache  # noqa: F401,E402  (gpureplace.cache)
+from .jit.graphs import Graph, GraphCaptureError, GraphStaleError, capture, graph  # noqa: F401,E402
 from .config import settings  # noqa: F401,E402
+from .jit import backends as _backends  # noqa: E402
+
+
+def _load_simulator():
+    import importlib
+    return importlib.import_module(".simulator", __name__)
+
+
+# The simulator backend, above the layers that launch and allocate: imported on first use.
+_backends.set_simulator(_load_simulator)
 
 
 def refresh():

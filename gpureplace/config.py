@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import sys
 
+from .arch import normalize_arch
+
 _BACKENDS = ("auto", "gpu", "simulator")
 
 
@@ -41,62 +43,13 @@ class Settings:
                              f"{backend!r} (GPUREPLACE_BACKEND or settings.backend)")
         if backend != "auto":
             return backend
-        from .runtime import device
-        if device.available():
+        from . import probe
+        if probe.available():
             return "gpu"
         if not self._noticed:
             self._noticed = True
             print("gpureplace: no CUDA GPU found; kernels run in the CPU simulator "
                   "(GPUREPLACE_BACKEND=gpu to refuse instead)", file=sys.stderr)
         return "simulator"
-
-    def context(self):
-        from .dispatch.context import default_context
-        return self.default_context or default_context
-
-
-def normalize_arch(value, what, known=True):
-    """``"sm_XX"`` from an architecture given as numba-cuda's ``(major, minor)`` tuple of ints or
-    as an ``sm_XX`` string (checked by ``compiler.backend.arch_number``, as ``%config
-    GPUReplace.arch`` is); anything else is refused with the accepted forms.  ``what`` names the
-    option in the message (``"compile_ptx(cc=...)"``); ``known``: also refuse an architecture the
-    compiler does not know (else that is said when a compile asks for it)."""
-    forms = "a (major, minor) tuple of ints such as (9, 0), or a string such as 'sm_90'"
-    if isinstance(value, tuple):
-        if len(value) == 2 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                                   for v in value):
-            return _known(f"sm_{value[0]}{value[1]}", what, known)
-        hint = ""
-        if 1 <= len(value) <= 3 and all(isinstance(v, int) for v in value):
-            hint = f" (did you mean {(value + (0,))[:2]!r}?)"
-        raise ValueError(f"{what} must be {forms}; got {value!r}{hint}")
-    if isinstance(value, str):
-        from .compiler.backend import arch_number
-        try:
-            arch_number(value)
-        except ValueError:
-            pass
-        else:
-            return _known(value, what, known)
-    hint = ""
-    digits = str(value).strip().lower().removeprefix("compute_").removeprefix("sm")
-    if (isinstance(value, int) and not isinstance(value, bool)) or \
-            (isinstance(value, str) and digits.isdigit()):
-        hint = f" (did you mean 'sm_{digits}'?)"
-    raise ValueError(f"{what} must be {forms}; got {value!r}{hint}")
-
-
-def _known(arch, what, check):
-    """``arch``, once the compiler knows it (``backend.arch_min_ptx`` decides, with the list of
-    those it knows in its message) when ``check``."""
-    if check:
-        from .compiler.backend import arch_min_ptx
-        from .errors import CompileError, UnknownArchitecture
-        try:
-            arch_min_ptx(arch)
-        except CompileError as exc:
-            raise UnknownArchitecture(f"{what}: {exc.reason}") from None
-    return arch
-
 
 settings = Settings()

@@ -11,9 +11,9 @@
 
 from . import libdevice  # noqa: F401  (cuda.libdevice.X, as in numba-cuda)
 from .compiler.intrinsics import registry as _registry
-from .kernel import (compile_for_current_device, compile_ptx,  # noqa: F401
-                     compile_ptx_for_current_device, jit)
-from .kernel import cuda_compile as compile  # noqa: F401,A004  (numba-cuda's cuda.compile)
+from .jit import (compile_for_current_device, compile_ptx,  # noqa: F401
+                  compile_ptx_for_current_device, jit)
+from .jit import cuda_compile as compile  # noqa: F401,A004  (numba-cuda's cuda.compile)
 
 for _mod in _registry.language_modules():
     for _name in getattr(_mod, "__all__", ()):
@@ -23,8 +23,8 @@ del _mod, _name
 
 def is_available():
     """True when a CUDA GPU (and CuPy) can be used."""
-    from .runtime import device
-    return device.available()
+    from . import probe
+    return probe.available()
 from .hostapi import *  # noqa: F401,F403,E402  (numba-cuda host API: to_device, streams, events, devices)
 from . import cuda_random as random  # noqa: E402,F401  (cuda.random, "gpureplace.cuda.random": numba.cuda.random)
 from .cuda_reduce import Reduce, reduce  # noqa: E402,F401  (numba-cuda's cuda.reduce)

@@ -19,17 +19,22 @@ from __future__ import annotations
 import numpy as np
 
 from . import hostapi
+from .compiler.intrinsics.indexing import blockIdx, grid, gridDim, threadIdx
+from .compiler.intrinsics.memory import shared
+from .compiler.intrinsics.sync import syncthreads
+from .jit import jit
+from .jit.backends import simulated
 
 _TPB = 256
 _MAX_BLOCKS = 1024
 
 _KERNELS = '''
 def reduce_blocks(arr, n, out):
-    vals = cuda.shared.array(TPB, arr.dtype)
-    full = cuda.shared.array(TPB, int8)
-    tid = cuda.threadIdx.x
-    i = cuda.blockIdx.x * TPB + tid
-    step = TPB * cuda.gridDim.x
+    vals = shared.array(TPB, arr.dtype)
+    full = shared.array(TPB, int8)
+    tid = threadIdx.x
+    i = blockIdx.x * TPB + tid
+    step = TPB * gridDim.x
     have = 0
     if i < n:
         acc = arr[i]
@@ -40,7 +45,7 @@ def reduce_blocks(arr, n, out):
             i += step
         vals[tid] = acc
     full[tid] = have
-    cuda.syncthreads()
+    syncthreads()
     s = TPB // 2
     while s > 0:
         if tid < s and full[tid + s]:
@@ -49,14 +54,14 @@ def reduce_blocks(arr, n, out):
             else:
                 vals[tid] = vals[tid + s]
                 full[tid] = 1
-        cuda.syncthreads()
+        syncthreads()
         s //= 2
     if tid == 0:
-        out[cuda.blockIdx.x] = vals[0]
+        out[blockIdx.x] = vals[0]
 
 
 def fold_init(partial, n, res, init):
-    if cuda.grid(1) == 0:
+    if grid(1) == 0:
         if n > 0:
             res[0] = op(init, partial[0])
         else:
@@ -72,12 +77,13 @@ class Reduce:
         if not callable(functor):
             raise TypeError(f"cuda.reduce needs a binary function, got {functor!r}")
         self._functor = functor
-        from . import cuda
-        env = {"cuda": cuda, "op": functor, "TPB": _TPB, "int8": np.int8}
+        env = {"shared": shared, "threadIdx": threadIdx, "blockIdx": blockIdx,
+               "gridDim": gridDim, "grid": grid, "syncthreads": syncthreads,
+               "op": functor, "TPB": _TPB, "int8": np.int8}
         name = getattr(functor, "__name__", "op")
         exec(compile(_KERNELS, f"<cuda.reduce({name})>", "exec"), env)
-        self._reduce_blocks = cuda.jit(env["reduce_blocks"])
-        self._fold_init = cuda.jit(env["fold_init"])
+        self._reduce_blocks = jit(env["reduce_blocks"])
+        self._fold_init = jit(env["fold_init"])
 
     def __call__(self, arr, size=None, res=None, init=0, stream=0):
         """Combine the first ``size`` elements of ``arr`` (all by default) and ``init``.
@@ -87,10 +93,10 @@ class Reduce:
         """
         if getattr(arr, "ndim", 1) != 1:
             raise ValueError(f"cuda.reduce works on 1-D arrays, got shape {arr.shape}")
-        if not (hostapi.is_cuda_array(arr) or hostapi._simulated()) or isinstance(
+        if not (hostapi.is_cuda_array(arr) or simulated()) or isinstance(
                 arr, (list, tuple)):
             arr = hostapi.to_device(np.asarray(arr), stream=stream)
-        elif hostapi._simulated() and not isinstance(arr, np.ndarray):
+        elif simulated() and not isinstance(arr, np.ndarray):
             arr = np.asarray(arr)
         n = arr.shape[0] if size is None else int(size)
         if not 0 <= n <= arr.shape[0]:
@@ -101,7 +107,7 @@ class Reduce:
             raise ValueError(f"cuda.reduce: res must be a device array of at least one {dtype} "
                              f"element, got {res!r}")
         # (the simulator runs each block's threads in turn: a few blocks stride over the rest)
-        cap = 4 if hostapi._simulated() else _MAX_BLOCKS
+        cap = 4 if simulated() else _MAX_BLOCKS
         blocks = max(1, min((n + _TPB - 1) // _TPB, cap))
         partial = hostapi.device_array(blocks, dtype, stream=stream)
         if n:

@@ -70,6 +70,10 @@ class LaunchError(GPUReplaceError, ValueError):
     """A launch was refused before anything ran (bad configuration or arguments)."""
 
 
+class SignatureError(LaunchError, TypeError):
+    """Arguments that fit none of a kernel's declared signatures, or two equally."""
+
+
 class LibdeviceNotFound(GPUReplaceError, FileNotFoundError):
     """No libdevice bitcode could be found."""
 

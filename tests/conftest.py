@@ -47,8 +47,8 @@ os.environ.setdefault("GPUREPLACE_CACHE_DIR", tempfile.mkdtemp(prefix="gpureplac
 
 
 def has_gpu():
-    from gpureplace.runtime import device
-    return device.available()
+    from gpureplace import probe
+    return probe.available()
 
 
 def pytest_collection_modifyitems(config, items):

@@ -31,7 +31,7 @@ import pytest
 from conftest import SIMULATE, assemble
 from gpureplace import cuda
 from gpureplace.errors import CompileError
-from gpureplace.runtime import device
+from gpureplace import probe
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -144,7 +144,7 @@ def test_the_default_arch_of_an_old_gpu_is_checked_too(tmp_path):
         tmp_path, [("on_gpu", body, "cuda.jit(fn).compile('void(int32[::1])')"),
                    ("for_gpu", body, "cuda.compile_ptx_for_current_device(fn, "
                                      "'void(int32[::1])')")],
-        setup="from gpureplace.runtime import device; device.default_arch = lambda: 'sm_61'")
+        setup="from gpureplace import probe; probe.default_arch = lambda: 'sm_61'")
     assert "compiled for sm_61" in results["on_gpu"]
     assert "compiled for sm_61" in results["for_gpu"]
 
@@ -152,7 +152,7 @@ def test_the_default_arch_of_an_old_gpu_is_checked_too(tmp_path):
 def _with_driver(monkeypatch, version, isa=None):
     """Pretend the installed driver is CUDA ``version`` (that gives PTX ISA ``isa``)."""
     from gpureplace.compiler import backend
-    monkeypatch.setattr(device, "driver_version", lambda: version)
+    monkeypatch.setattr(probe, "driver_version", lambda: version)
     if isa is not None:
         monkeypatch.setattr(backend, "ptx_isa_for_driver", lambda v: isa)
 
@@ -208,7 +208,7 @@ def test_architecture_variants_get_their_own_ptx_isa_and_unknown_ones_an_error(t
                                 ("plain_120f", "sm_120f", "8.8")):
         assert results[name] == "OK"
         ptx = (tmp_path / f"{name}.ptx").read_text()
-        if device.driver_version() is None:         # else the driver's (newer) ISA
+        if probe.driver_version() is None:         # else the driver's (newer) ISA
             assert f".version {version}" in ptx
         assert f".target {arch}" in ptx
         assemble(ptx, arch)

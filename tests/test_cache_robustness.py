@@ -16,7 +16,7 @@ import warnings
 import pytest
 
 from gpureplace import cuda
-from gpureplace.tracking import cache
+from gpureplace.compiler import diskcache, kernel_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -24,14 +24,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.fixture
 def cache_dir(tmp_path):
     """A fresh cache directory for this test (and the process's settings put back after it)."""
-    problems = getattr(cache, "_problems", {})       # directories already warned about
-    old = cache._explicit_dir, cache.max_bytes, set(problems)
-    cache.set_directory(tmp_path / "cache")
+    problems = getattr(diskcache, "_problems", {})       # directories already warned about
+    old = diskcache._explicit_dir, diskcache.max_bytes, set(problems)
+    diskcache.set_directory(tmp_path / "cache")
     try:
         yield tmp_path / "cache"
     finally:
-        cache.set_directory(old[0])
-        cache.max_bytes = old[1]
+        diskcache.set_directory(old[0])
+        diskcache.max_bytes = old[1]
         for path in set(problems) - old[2]:
             del problems[path]
 
@@ -70,7 +70,7 @@ def reseal(change):
         meta = json.loads(data)
         del meta["digest"]
         change(meta)
-        return cache._seal(meta)
+        return kernel_cache._seal(meta)
     return apply
 
 
@@ -118,7 +118,7 @@ def test_a_sealed_entry_that_validation_cannot_read_is_a_miss(cache_dir, monkeyp
 
     def broken(nodes, context, kernel_func):
         raise KeyError("reads")
-    monkeypatch.setattr(cache, "_validate", broken)
+    monkeypatch.setattr(kernel_cache, "_validate", broken)
     assert not compile_fresh(body).from_disk
     monkeypatch.undo()
     assert compile_fresh(body).from_disk
@@ -168,9 +168,9 @@ def compile_with_warnings(body):
 
 def check_unusable(path, reason, set_directory=True):
     """Compiling works, warns once naming the directory, the reason and what to do; no cache."""
-    old = cache._explicit_dir
+    old = diskcache._explicit_dir
     if set_directory:
-        cache.set_directory(path)
+        diskcache.set_directory(path)
     try:
         body = make_kernel()
         spec, caught = compile_with_warnings(body)
@@ -181,8 +181,8 @@ def check_unusable(path, reason, set_directory=True):
         spec, caught = compile_with_warnings(body)       # once per directory, and still no cache
         assert not spec.from_disk and caught == []
     finally:
-        cache.set_directory(old)
-        getattr(cache, "_problems", {}).pop(str(path), None)
+        diskcache.set_directory(old)
+        getattr(diskcache, "_problems", {}).pop(str(path), None)
 
 
 def test_a_path_that_is_a_file(tmp_path):
@@ -226,10 +226,10 @@ def test_no_home_directory(monkeypatch):
     monkeypatch.delenv("HOME", raising=False)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.delenv("GPUREPLACE_CACHE_DIR", raising=False)
-    monkeypatch.setattr(cache.os.path, "expanduser", lambda p: p)   # no passwd entry either
-    assert cache.directory() == os.path.join("~", ".cache", "gpureplace")
+    monkeypatch.setattr(diskcache.os.path, "expanduser", lambda p: p)   # no passwd entry either
+    assert diskcache.directory() == os.path.join("~", ".cache", "gpureplace")
     existed = os.path.exists("~")
-    check_unusable(cache.directory(), "no home directory", set_directory=False)
+    check_unusable(diskcache.directory(), "no home directory", set_directory=False)
     assert existed or not os.path.exists("~")            # no "~" in the working directory
 
 
@@ -260,12 +260,12 @@ def test_an_unwritable_home_in_a_new_process(tmp_path):
 def test_libdevice_files_follow_the_same_rule(tmp_path):
     import math
 
-    from gpureplace.compiler import libdevice
+    from gpureplace.compiler import libdevice_bitcode as libdevice
     bad = tmp_path / "shared"
     bad.mkdir()
     os.chmod(bad, 0o777)
-    old = cache._explicit_dir
-    cache.set_directory(bad)
+    old = diskcache._explicit_dir
+    diskcache.set_directory(bad)
     try:
         def body(out):
             out[0] = math.exp(out[0]) + math.cos(out[1])
@@ -278,8 +278,8 @@ def test_libdevice_files_follow_the_same_rule(tmp_path):
             assert libdevice._text_path() is None
         assert os.listdir(bad) == []
     finally:
-        cache.set_directory(old)
-        getattr(cache, "_problems", {}).pop(str(bad), None)
+        diskcache.set_directory(old)
+        getattr(diskcache, "_problems", {}).pop(str(bad), None)
 
 
 def test_a_directory_removed_while_the_process_runs_is_made_again(cache_dir):
@@ -317,15 +317,15 @@ def test_clear_deletes_only_what_gpureplace_wrote(cache_dir):
     (cache_dir / "libdevice").mkdir(exist_ok=True)
     (cache_dir / "libdevice" / "pruned-notes.bc").write_text("the user's")
     (cache_dir / ".tmp-abcd1234").write_text("ours: a temp file")
-    assert cache.info()["entries"] == 1
-    assert cache.clear() == 1
+    assert diskcache.info()["entries"] == 1
+    assert diskcache.clear() == 1
     for name in USER_FILES:
         assert (cache_dir / name).read_text() == "the user's"
     assert (cache_dir / "kernels" / key / "README.json").exists()
     assert (cache_dir / "kernels" / "mine" / ("0" * 12 + ".json")).exists()
     assert (cache_dir / "libdevice" / "pruned-notes.bc").exists()
     assert not (cache_dir / ".tmp-abcd1234").exists()
-    assert cache.info()["entries"] == 0 and not compile_fresh(body).from_disk
+    assert diskcache.info()["entries"] == 0 and not compile_fresh(body).from_disk
 
 
 def test_clear_empties_nothing_without_the_marker(cache_dir):
@@ -333,14 +333,14 @@ def test_clear_empties_nothing_without_the_marker(cache_dir):
     old_format = "1" * 40 + "-" + "2" * 12 + ".json"      # looks like ours, but who knows
     (cache_dir / old_format).write_text("{}")
     with pytest.warns(UserWarning, match="deleted nothing.*no CACHEDIR.TAG"):
-        assert cache.clear() == 0
+        assert diskcache.clear() == 0
     assert sorted(os.listdir(cache_dir)) == sorted(USER_FILES + [old_format])
     empty = cache_dir / "empty"
     empty.mkdir()
-    cache.set_directory(empty)
+    diskcache.set_directory(empty)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert cache.clear() == 0                          # nothing there: nothing to say
+        assert diskcache.clear() == 0                          # nothing there: nothing to say
 
 
 def test_clear_of_an_insecure_directory_deletes_nothing(cache_dir):
@@ -348,7 +348,7 @@ def test_clear_of_an_insecure_directory_deletes_nothing(cache_dir):
     os.chmod(cache_dir, 0o777)
     try:
         with pytest.warns(UserWarning, match="deleted nothing.*other users can write"):
-            assert cache.clear() == 0
+            assert diskcache.clear() == 0
         assert glob.glob(str(cache_dir / "kernels" / "*" / "*.json"))
     finally:
         os.chmod(cache_dir, 0o700)
@@ -375,7 +375,7 @@ def test_info_survives_a_dangling_symlink_and_a_file_removed_meanwhile(cache_dir
     folder = os.path.dirname(json_path)
     os.symlink(os.path.join(folder, "gone"), os.path.join(folder, "f" * 12 + ".json"))
     os.symlink(os.path.join(folder, "gone"), cache_dir / "settings.json")
-    before = cache.info()
+    before = diskcache.info()
     assert before["entries"] == 1 and before["problem"] is None
 
     real_scandir = os.scandir
@@ -393,8 +393,8 @@ def test_info_survives_a_dangling_symlink_and_a_file_removed_meanwhile(cache_dir
 
         def __exit__(self, *exc):
             return False
-    monkeypatch.setattr(cache.os, "scandir", Listing)
-    info = cache.info()
+    monkeypatch.setattr(diskcache.os, "scandir", Listing)
+    info = diskcache.info()
     assert info["entries"] == 0 and info["bytes"] >= 0
 
 
@@ -413,8 +413,8 @@ def fake_entry(d, i, size=4000, age=0.0):
 
 
 def test_leftovers_are_cleaned_and_counted_by_the_scan(cache_dir):
-    d = cache._ensure_dir()
-    stale = time.time() - cache.STALE_SECONDS - 60
+    d = diskcache.ensure_dir()
+    stale = time.time() - diskcache.STALE_SECONDS - 60
     old_entry = fake_entry(cache_dir, 1)
     young = fake_entry(cache_dir, 2)
     os.unlink(young / f"{2:012x}.json")                     # half an entry, being written
@@ -425,7 +425,7 @@ def test_leftovers_are_cleaned_and_counted_by_the_scan(cache_dir):
         (folder / ".tmp-old12345").write_bytes(b"t" * 100)
         os.utime(folder / ".tmp-old12345", (stale, stale))
         (folder / ".tmp-new12345").write_bytes(b"t" * 100)
-    cache._scan(d)
+    diskcache._scan(d)
     assert not (cache_dir / ".tmp-old12345").exists() and not (old_entry / ".tmp-old12345").exists()
     assert (cache_dir / ".tmp-new12345").exists() and (young / f"{2:012x}.ptx").exists()
     assert not orphan.exists()                               # its folder went with it
@@ -434,17 +434,17 @@ def test_leftovers_are_cleaned_and_counted_by_the_scan(cache_dir):
 
 
 def test_libdevice_files_count_and_are_evicted_least_recently_used(cache_dir):
-    d = cache._ensure_dir()
-    path = cache.libdevice_path("text-" + "a" * 40 + ".ll")
-    assert cache.write_file(path, b"L" * 100_000)
+    d = diskcache.ensure_dir()
+    path = diskcache.libdevice_path("text-" + "a" * 40 + ".ll")
+    assert diskcache.write_file(path, b"L" * 100_000)
     os.utime(path, (1, 1))
     for i in range(10):
         fake_entry(cache_dir, i, size=10_000, age=100 - i)
-    assert cache.info()["bytes"] >= 200_000
-    cache.max_bytes = 150_000
-    cache._scan(d)
+    assert diskcache.info()["bytes"] >= 200_000
+    diskcache.max_bytes = 150_000
+    diskcache._scan(d)
     assert not os.path.exists(path)                         # the oldest use went first
-    assert cache.info()["bytes"] <= 150_000 * cache.LOW_WATER
+    assert diskcache.info()["bytes"] <= 150_000 * diskcache.LOW_WATER
 
 
 def test_stores_scan_once_per_quarter_of_the_cap(cache_dir, monkeypatch):
@@ -453,19 +453,19 @@ def test_stores_scan_once_per_quarter_of_the_cap(cache_dir, monkeypatch):
     body = make_kernel()
     spec = compile_fresh(body)
     scans = []
-    real_scan = cache._scan
-    monkeypatch.setattr(cache, "_scan", lambda d: (scans.append(d), real_scan(d)))
-    cache.clear()
-    cache.store("f" * 40, spec)
-    entry = cache.info()["bytes"]
-    cache.max_bytes = 40 * entry
+    real_scan = diskcache._scan
+    monkeypatch.setattr(diskcache, "_scan", lambda d: (scans.append(d), real_scan(d)))
+    diskcache.clear()
+    kernel_cache.store("f" * 40, spec)
+    entry = diskcache.info()["bytes"]
+    diskcache.max_bytes = 40 * entry
     for i in range(200):
-        cache.store(f"{i:040x}", spec)
+        kernel_cache.store(f"{i:040x}", spec)
     # after a scan the total is within an entry of LOW_WATER; it must pass the cap again
-    quarter = cache.max_bytes * (1 - cache.LOW_WATER)
-    assert (200 * entry - cache.max_bytes) / (quarter + 1024 + entry) <= len(scans)
+    quarter = diskcache.max_bytes * (1 - diskcache.LOW_WATER)
+    assert (200 * entry - diskcache.max_bytes) / (quarter + 1024 + entry) <= len(scans)
     assert len(scans) <= 200 * (entry + 1024) / quarter + 2
-    assert cache.info()["bytes"] <= cache.max_bytes
+    assert diskcache.info()["bytes"] <= diskcache.max_bytes
 
 
 def test_load_and_store_list_only_the_keys_folder(cache_dir, monkeypatch):
@@ -476,12 +476,12 @@ def test_load_and_store_list_only_the_keys_folder(cache_dir, monkeypatch):
         fake_entry(cache_dir, i + 10)
     listed = []
     real_listdir, real_scandir = os.listdir, os.scandir
-    monkeypatch.setattr(cache.os, "listdir", lambda p=".": (listed.append(str(p)),
+    monkeypatch.setattr(diskcache.os, "listdir", lambda p=".": (listed.append(str(p)),
                                                             real_listdir(p))[1])
-    monkeypatch.setattr(cache.os, "scandir", lambda p=".": (listed.append(str(p)),
+    monkeypatch.setattr(diskcache.os, "scandir", lambda p=".": (listed.append(str(p)),
                                                             real_scandir(p))[1])
     assert compile_fresh(body).from_disk
-    cache.store("f" * 40, spec)
+    kernel_cache.store("f" * 40, spec)
     kernels = str(cache_dir / "kernels")
     assert listed and all(os.path.dirname(p) == kernels for p in listed), listed
 
@@ -492,14 +492,14 @@ def test_concurrent_processes_share_a_small_cache(tmp_path):
     program = textwrap.dedent("""
         import os, sys
         from gpureplace import cuda
-        from gpureplace.tracking import cache
-        cache.max_bytes = 200_000
+        from gpureplace.compiler import diskcache, kernel_cache
+        diskcache.max_bytes = 200_000
         def kern(out):
             out[0] = 1.0
         spec = cuda.jit(kern).compile("void(float64[:])")
         for i in range(60):
-            cache.store("%s%038x" % (sys.argv[1], i), spec)
-            cache.load("%s%038x" % (sys.argv[1], i // 2), kern, spec.argtypes, spec.options,
+            kernel_cache.store("%s%038x" % (sys.argv[1], i), spec)
+            kernel_cache.load("%s%038x" % (sys.argv[1], i // 2), kern, spec.argtypes, spec.options,
                        spec.context)
         print("done")
     """)
@@ -511,13 +511,13 @@ def test_concurrent_processes_share_a_small_cache(tmp_path):
     for proc in procs:
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0 and out.strip() == "done", err
-    old = cache._explicit_dir
-    cache.set_directory(tmp_path / "c")
+    old = diskcache._explicit_dir
+    diskcache.set_directory(tmp_path / "c")
     try:
-        info = cache.info()
+        info = diskcache.info()
         assert 0 < info["bytes"] <= 200_000 * 1.2 and info["problem"] is None, info
     finally:
-        cache.set_directory(old)
+        diskcache.set_directory(old)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -541,7 +541,7 @@ LIBDEVICE_PROGRAM = textwrap.dedent("""
 
 
 def real_libdevice():
-    from gpureplace.compiler.libdevice import find_libdevice
+    from gpureplace.compiler.libdevice_bitcode import find_libdevice
     with open(find_libdevice(), "rb") as fh:
         return fh.read()
 
@@ -617,7 +617,7 @@ def test_a_good_copy_no_hash_vouches_for_compiles(tmp_path):
 
 def test_the_default_libdevice_needs_no_child_process(monkeypatch):
     """The wheel's file is vouched for by its hash: the cold path starts no process."""
-    from gpureplace.compiler import libdevice
+    from gpureplace.compiler import libdevice_bitcode as libdevice
     if os.environ.get("GPUREPLACE_LIBDEVICE") or libdevice.explicit_path:
         pytest.skip("an explicit libdevice is set")
 
@@ -630,7 +630,7 @@ def test_the_default_libdevice_needs_no_child_process(monkeypatch):
 
 
 def test_bitcode_checks_accept_the_real_file():
-    from gpureplace.compiler.libdevice import bitcode_problem
+    from gpureplace.compiler.libdevice_bitcode import bitcode_problem
     data = real_libdevice()
     assert bitcode_problem(data) is None
     wrapped = (b"\xde\xc0\x17\x0b" + bytes(4) + (20).to_bytes(4, "little")
@@ -639,7 +639,7 @@ def test_bitcode_checks_accept_the_real_file():
 
 
 def test_damaged_libdevice_files_in_the_cache_are_misses(cache_dir):
-    from gpureplace.compiler import libdevice
+    from gpureplace.compiler import libdevice_bitcode as libdevice
 
     def defined(bitcode):          # (two prunings' bitcode may differ in bytes, not in content)
         module = libdevice.llvm.parse_bitcode(bitcode)

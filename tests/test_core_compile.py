@@ -41,7 +41,8 @@ def test_libdevice_is_linked_and_internalized():
 def test_pruning_falls_back_to_llvm_when_the_text_does_not_parse(monkeypatch):
     import llvmlite.binding as llvm
 
-    from gpureplace.compiler import backend, libdevice
+    from gpureplace.compiler import backend
+    from gpureplace.compiler import libdevice_bitcode as libdevice
     backend.initialize_llvm()
     monkeypatch.setattr(libdevice._TextIndex, "module_text", lambda self, wanted: "garbage")
     mod = llvm.parse_bitcode(libdevice._prune(frozenset({"__nv_cosf"}),
@@ -50,7 +51,7 @@ def test_pruning_falls_back_to_llvm_when_the_text_does_not_parse(monkeypatch):
 
 
 def test_libdevice_signatures_read_from_its_text_match_llvms():
-    from gpureplace.compiler import libdevice
+    from gpureplace.compiler import libdevice_bitcode as libdevice
     table = libdevice.function_table()
     expected = {}
     for fn in libdevice._load().functions:
@@ -68,7 +69,8 @@ def test_pruned_libdevice_holds_exactly_what_the_kernel_reaches():
     internal."""
     import llvmlite.binding as llvm
 
-    from gpureplace.compiler import backend, libdevice
+    from gpureplace.compiler import backend
+    from gpureplace.compiler import libdevice_bitcode as libdevice
     backend.initialize_llvm()
     reflect = backend.reflect_values("sm_90", False)
     mod = llvm.parse_bitcode(libdevice._prune(frozenset({"__nv_sin", "__nv_expf"}), reflect))
@@ -90,7 +92,7 @@ def test_pruned_libdevice_holds_exactly_what_the_kernel_reaches():
 def test_inspect_sass_lists_the_machine_code_without_a_gpu():
     """ptxas and nvdisasm from the test extra's wheels (nvidia-cuda-nvcc, nvidia-cuda-nvdisasm);
     without nvdisasm the error says which package to install."""
-    from gpureplace.tools import find_tool
+    from gpureplace.compiler.toolchain import find_tool
     saxpy.compile(SIG)
     if find_tool("nvdisasm") is None:
         with pytest.raises(RuntimeError, match="pip install nvidia-cuda-nvdisasm"):
@@ -218,23 +220,23 @@ def test_new_architectures_get_the_ptx_isa_they_need_and_unknown_ones_an_error(m
 
     from conftest import assemble
     from gpureplace import CompileError, cuda
-    from gpureplace.runtime import device
+    from gpureplace import probe
 
     def f(x, n):
         x[0] = n
 
     # (LLVM aborts the whole process on a PTX ISA older than the architecture needs)
-    monkeypatch.setattr(device, "driver_version", lambda: None)       # no driver to ask
+    monkeypatch.setattr(probe, "driver_version", lambda: None)       # no driver to ask
     for cc, version in (((10, 0), "8.6"), ((12, 0), "8.7"), ((8, 0), "8.0")):
         ptx, _ = cuda.compile_ptx(f, (int32[:], int32), cc=cc)
         assert re.search(r"\.version (\S+)", ptx).group(1) == version
         assemble(ptx, arch=f"sm_{cc[0]}{cc[1]}")
     with pytest.raises(CompileError, match="unknown GPU architecture 'sm_200'"):
         cuda.compile_ptx(f, (int32[:], int32), cc=(20, 0))
-    monkeypatch.setattr(device, "driver_version", lambda: 13000)      # a CUDA 13.0 driver
+    monkeypatch.setattr(probe, "driver_version", lambda: 13000)      # a CUDA 13.0 driver
     ptx, _ = cuda.compile_ptx(f, (int32[:], int32), cc=(10, 0))
     assert re.search(r"\.version (\S+)", ptx).group(1) == "9.0"
-    monkeypatch.setattr(device, "driver_version", lambda: 12000)      # a CUDA 12.0 driver
+    monkeypatch.setattr(probe, "driver_version", lambda: 12000)      # a CUDA 12.0 driver
     with pytest.raises(CompileError, match="update the driver"):
         cuda.compile_ptx(f, (int32[:], int32), cc=(10, 0))
 
@@ -253,7 +255,7 @@ def test_lineinfo_puts_source_lines_in_the_ptx_and_the_sass():
     import re
     import warnings
 
-    from gpureplace.tools import find_tool
+    from gpureplace.compiler.toolchain import find_tool
     code = _lineinfo_body.__code__
     first, helper_line = code.co_firstlineno, _lineinfo_helper.__code__.co_firstlineno + 1
     spec = cuda.jit("void(float32[:])", lineinfo=True)(_lineinfo_body).compile(

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from gpureplace.tracking import cache
+from gpureplace.compiler import diskcache, kernel_cache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -107,18 +107,18 @@ def test_llvm_options_override_by_name_and_refuse_junk(monkeypatch):
 def test_a_new_codegen_revision_is_a_new_key(monkeypatch):
     """Code compiled by a gpureplace whose code generation differed is never served."""
     from gpureplace.compiler import backend
-    from gpureplace.config import settings
+    from gpureplace.dispatch.context import current_default
 
     def default_context():
-        return settings.context()
+        return current_default()
 
     def kern(x):
         x[0] = 1
 
-    key = cache.kernel_key(kern, ("float64[:]",), {}, default_context(), 80)
-    assert key == cache.kernel_key(kern, ("float64[:]",), {}, default_context(), 80)
+    key = kernel_cache.kernel_key(kern, ("float64[:]",), {}, default_context(), 80)
+    assert key == kernel_cache.kernel_key(kern, ("float64[:]",), {}, default_context(), 80)
     monkeypatch.setattr(backend, "CODEGEN_REVISION", backend.CODEGEN_REVISION + 1)
-    assert key != cache.kernel_key(kern, ("float64[:]",), {}, default_context(), 80)
+    assert key != kernel_cache.kernel_key(kern, ("float64[:]",), {}, default_context(), 80)
 
 
 def test_corrupted_entry_is_detected_removed_and_recompiled(tmp_path):
@@ -161,21 +161,21 @@ def test_directory_writable_by_others_is_refused(tmp_path):
     bad = tmp_path / "shared"
     bad.mkdir()
     os.chmod(bad, 0o777)
-    old = cache._explicit_dir
-    cache.set_directory(bad)
+    old = diskcache._explicit_dir
+    diskcache.set_directory(bad)
     try:
         with pytest.warns(UserWarning, match="other users can write"):
-            assert cache._ensure_dir() is None
+            assert diskcache.ensure_dir() is None
         assert os.listdir(bad) == []
     finally:
-        cache.set_directory(old)
+        diskcache.set_directory(old)
 
 
 def test_clear_and_size_cap(tmp_path):
-    old_dir, old_cap = cache._explicit_dir, cache.max_bytes
-    cache.set_directory(tmp_path / "c")
+    old_dir, old_cap = diskcache._explicit_dir, diskcache.max_bytes
+    diskcache.set_directory(tmp_path / "c")
     try:
-        d = cache._ensure_dir()
+        d = diskcache.ensure_dir()
         for i in range(5):
             folder = os.path.join(d, "kernels", f"{i:040x}")
             os.makedirs(folder)
@@ -184,15 +184,15 @@ def test_clear_and_size_cap(tmp_path):
             with open(os.path.join(folder, f"{i:012x}.json"), "wb") as fh:
                 fh.write(b"{}")
             os.utime(os.path.join(folder, f"{i:012x}.json"), (i, i))
-        cache.max_bytes = int(4 * 1002 / cache.LOW_WATER)
-        cache._scan(d)                                         # 5 entries: over the low water
+        diskcache.max_bytes = int(4 * 1002 / diskcache.LOW_WATER)
+        diskcache._scan(d)                                         # 5 entries: over the low water
         left = sorted(os.listdir(os.path.join(d, "kernels")))
         assert left == [f"{i:040x}" for i in (1, 2, 3, 4)]     # least recently used went first
-        assert cache.info()["entries"] == 4
-        assert cache.clear() == 4 and os.listdir(os.path.join(d, "kernels")) == []
+        assert diskcache.info()["entries"] == 4
+        assert diskcache.clear() == 4 and os.listdir(os.path.join(d, "kernels")) == []
     finally:
-        cache.set_directory(old_dir)
-        cache.max_bytes = old_cap
+        diskcache.set_directory(old_dir)
+        diskcache.max_bytes = old_cap
 
 
 def test_disabled_cache_writes_nothing(tmp_path):
@@ -214,8 +214,8 @@ def disk_helper(v):
 def test_disk_loaded_kernel_is_invalidated_by_a_new_override(tmp_path):
     import gpureplace
     from gpureplace import cuda
-    old = cache._explicit_dir
-    cache.set_directory(tmp_path / "inproc")
+    old = diskcache._explicit_dir
+    diskcache.set_directory(tmp_path / "inproc")
     try:
         def body(out):
             out[0] = disk_helper(out[0])
@@ -237,15 +237,15 @@ def test_disk_loaded_kernel_is_invalidated_by_a_new_override(tmp_path):
         finally:
             gpureplace.default_context.remove_override(disk_helper)
     finally:
-        cache.set_directory(old)
+        diskcache.set_directory(old)
 
 
 def test_pruned_libdevice_is_kept_on_disk_and_rebuilt_when_corrupt(tmp_path):
     import llvmlite.binding as llvm
 
-    from gpureplace.compiler import libdevice
-    old = cache._explicit_dir
-    cache.set_directory(tmp_path / "ld")
+    from gpureplace.compiler import libdevice_bitcode as libdevice
+    old = diskcache._explicit_dir
+    diskcache.set_directory(tmp_path / "ld")
     try:
         names, reflect = {"__nv_expf"}, {"__CUDA_FTZ": 0}
         libdevice._pruned.clear()
@@ -263,14 +263,14 @@ def test_pruned_libdevice_is_kept_on_disk_and_rebuilt_when_corrupt(tmp_path):
         assert [f.name for f in llvm.parse_bitcode(again).functions
                 if not f.is_declaration] == ["__nv_expf"]
     finally:
-        cache.set_directory(old)
+        diskcache.set_directory(old)
         libdevice._pruned.clear()
 
 
 def test_libdevice_text_is_read_back_without_parsing_the_bitcode(tmp_path, monkeypatch):
-    from gpureplace.compiler import libdevice
-    old = cache._explicit_dir, libdevice._index, libdevice._table
-    cache.set_directory(tmp_path / "ld")
+    from gpureplace.compiler import libdevice_bitcode as libdevice
+    old = diskcache._explicit_dir, libdevice._index, libdevice._table
+    diskcache.set_directory(tmp_path / "ld")
     try:
         libdevice._index = libdevice._table = None
         first = libdevice._text_index()
@@ -305,10 +305,10 @@ def test_libdevice_text_is_read_back_without_parsing_the_bitcode(tmp_path, monke
         left = sorted(f for f in os.listdir(ld) if f.endswith(".ll"))
         assert len(left) == 3 and texts[0] in left
         assert f"text-{3:040x}.ll" in left                             # the newest others stay
-        cache.clear()
+        diskcache.clear()
         assert not [f for f in os.listdir(ld) if f.endswith(".ll")]
     finally:
-        cache.set_directory(old[0])
+        diskcache.set_directory(old[0])
         libdevice._index, libdevice._table = old[1], old[2]
 
 

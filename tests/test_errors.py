@@ -72,9 +72,9 @@ def test_wrong_argument_count_names_the_missing_argument():
 
 def test_host_numpy_array_is_refused_by_name(monkeypatch):
     from gpureplace.config import settings
-    from gpureplace.runtime import device
+    from gpureplace import probe
     monkeypatch.setattr(settings, "backend", "gpu")     # the simulator takes NumPy arrays
-    monkeypatch.setattr(device, "available", lambda: True)  # without one, that comes first
+    monkeypatch.setattr(probe, "available", lambda: True)  # without one, that comes first
     with pytest.raises(LaunchError, match=r"argument 0 \('x'\) is a host NumPy array"):
         two_args[1, 32](np.zeros(3, np.float32), 1.0)
 
@@ -113,9 +113,9 @@ def test_unknown_jit_option_is_refused():
 def test_launch_without_a_gpu_on_the_gpu_backend_says_so(monkeypatch):
     from gpureplace.config import settings
     from gpureplace.errors import NoDeviceError
-    from gpureplace.runtime import device
+    from gpureplace import probe
     monkeypatch.setattr(settings, "backend", "gpu")
-    monkeypatch.setattr(device, "available", lambda: False)
+    monkeypatch.setattr(probe, "available", lambda: False)
 
     @cuda.jit
     def k(x):

@@ -80,7 +80,7 @@ def test_declared_signatures_on_the_gpu():
 
 def test_the_best_fitting_signature_wins_and_ties_are_errors(monkeypatch):
     monkeypatch.setattr(settings, "backend", "simulator")
-    from gpureplace.runtime.arguments import SignatureError
+    from gpureplace.errors import SignatureError
 
     def add(r, x, y):
         r[0] = x + y
@@ -221,11 +221,11 @@ def test_pointer_parameters_take_device_addresses(monkeypatch):
     ptx = next(iter(axpy.inspect_ptx().values()))
     assemble(ptx)
     assert ptx.count(".param .u64 .ptr") == 3
-    keys, vals = a.match_signature(axpy._explicit, [("int64",)] * 5,
+    keys, vals = a.match_signature(axpy.declared_signatures, [("int64",)] * 5,
                                    [(0x1000,), (5,), (0x2000,), (0x3000,), (10,)])
     assert keys[0] == ("pointer", np.dtype("int32")) and vals == [0x1000, 5, 0x2000, 0x3000, 10]
     assert a.numba_type_of_key(keys[0]) == t.CPointer(t.int32)
-    assert a.match_signature(axpy._explicit, [("float64",)] + [("int64",)] * 4,
+    assert a.match_signature(axpy.declared_signatures, [("float64",)] + [("int64",)] * 4,
                              [(1.0,), (5,), (1,), (1,), (1,)]) is None
     monkeypatch.setattr(settings, "backend", "simulator")
     hx = np.arange(10, dtype=np.int32)

@@ -12,16 +12,16 @@ pytest.importorskip("IPython")
 SCRIPT = r'''
 import gpureplace
 from gpureplace.config import settings
-from gpureplace.tracking import cache
+from gpureplace.compiler import diskcache
 from IPython.core.interactiveshell import InteractiveShell
 settings.fastmath = True                     # set before the extension loads
 ip = InteractiveShell.instance()
 ip.run_line_magic("load_ext", "gpureplace")
-print(cache.enabled, settings.backend, settings.fastmath)
+print(diskcache.enabled, settings.backend, settings.fastmath)
 ip.run_line_magic("reload_ext", "gpureplace")
-print(cache.enabled, settings.backend, settings.fastmath)
+print(diskcache.enabled, settings.backend, settings.fastmath)
 ip.run_line_magic("config", "GPUReplace.cache = True")
-print(cache.enabled)
+print(diskcache.enabled)
 '''
 
 

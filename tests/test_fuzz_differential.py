@@ -215,8 +215,9 @@ def test_type_rules_match_the_compiler():
 
     from numba.core import types
 
+    from gpureplace.compiler.target import compilers
     from gpureplace.dispatch.context import default_context
-    tc = default_context.compilers()[0]
+    tc = compilers(default_context)[0]
     tc.refresh()
     nb = {kg.B: types.boolean, kg.I32: types.int32, kg.I64: types.int64, kg.U32: types.uint32,
           kg.U64: types.uint64, kg.F32: types.float32, kg.F64: types.float64}

@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 
 import gpureplace
-from gpureplace import cuda, cudagraph
+from gpureplace import cuda
+from gpureplace.jit import graphs as cudagraph
 from gpureplace.config import settings
-from gpureplace.runtime import device, launch
+from gpureplace import probe
+from gpureplace.runtime import launch
 
 from test_binder import ndarray
 from test_launch_path import FakeLoaded, fake_gpu  # noqa: F401 - the fixture
@@ -93,7 +95,7 @@ def fake_capture(fake_gpu, monkeypatch):  # noqa: F811
     _Log.calls = []
     fake = FakeCupy()
     monkeypatch.setattr(launch, "LoadedKernel", LoggedLoaded)
-    monkeypatch.setattr(device, "cupy_module", lambda: fake)
+    monkeypatch.setattr(probe, "cupy_module", lambda: fake)
     monkeypatch.setattr(launch, "current_stream",
                         lambda dev=-1: type("S", (), {"ptr": fake.current_ptr()})())
     monkeypatch.setattr(cudagraph, "_node_count", lambda g: len(g.nodes))

@@ -45,14 +45,16 @@ def test_load_and_unload_leave_nothing_behind():
     assert "cuda_ptx" in shell.magics_manager.magics["line"]
     shell.run_line_magic("reload_ext", "gpureplace")
     from gpureplace.ipython import extension
-    assert shell.events.callbacks["post_run_cell"].count(extension._post_run_cell) == 1
-    assert shell.events.callbacks["post_execute"].count(extension._post_execute) == 1
-    from gpureplace.ipython.magics import CudaCellTransformer
+    ext = extension.loaded()
+    assert shell.events.callbacks["post_run_cell"].count(ext.post_run_cell) == 1
+    assert shell.events.callbacks["post_execute"].count(ext.post_execute) == 1
+    from gpureplace.ipython.cells import CudaCellTransformer
     assert len([t for t in shell.input_transformers_cleanup
                 if isinstance(t, CudaCellTransformer)]) == 1
     shell.run_line_magic("unload_ext", "gpureplace")
     assert shell.events.callbacks["post_run_cell"] == hooks_before
-    assert extension._post_execute not in shell.events.callbacks["post_execute"]
+    assert ext.post_execute not in shell.events.callbacks["post_execute"]
+    assert extension.loaded() is None
     assert not [t for t in shell.input_transformers_cleanup if isinstance(t, CudaCellTransformer)]
     assert not [c for c in shell.configurables if type(c).__module__.startswith("gpureplace")]
     assert len(shell.configurables) <= configurables_before + 1    # + IPython's ExtensionMagics
@@ -70,14 +72,14 @@ def test_cuda_cell_defines_launchable_and_callable_functions(ip):
              "    i = cuda.grid(1)\n"
              "    if i < out.size:\n"
              "        out[i] = scale(a) * x[i] + y[i]\n")
-    from gpureplace.kernel import GPUFunction
+    from gpureplace.jit import GPUFunction
     ns = ip.user_ns
     assert isinstance(ns["saxpy"], GPUFunction) and isinstance(ns["scale"], GPUFunction)
     spec = ns["saxpy"].compile("void(float32, float32[:], float32[:], float32[:])")
     assert [cf.pyfunc.__name__ for cf in spec.compiled.closure()] == ["saxpy", "scale"]
     cap = cell(ip, '%cuda_ptx saxpy')
     assert ".entry saxpy" in cap.stdout or any(".entry saxpy" in str(o.data) for o in cap.outputs)
-    from gpureplace.tools import find_tool
+    from gpureplace.compiler.toolchain import find_tool
     cap = cell(ip, '%cuda_sass saxpy')
     shown = cap.stdout + "".join(str(o.data) for o in cap.outputs) + str(cap.stderr)
     if find_tool("nvdisasm") is not None:
@@ -118,7 +120,7 @@ def test_config_changes_take_effect_immediately(ip):
 
     from gpureplace.ipython import extension
     with pytest.raises(TraitError, match="sm_90"):
-        extension._state["config"].arch = "ninety"
+        extension.loaded().arch = "ninety"
     assert settings.arch == "sm_80"             # a bad value is refused, the old one stays
     cell(ip, "import gpureplace, math\n"
              "mine = gpureplace.Context('cfgctx')\n"
@@ -157,10 +159,10 @@ def test_reflection_and_cache_magics(ip):
 
 
 def test_cache_stats_says_why_an_unusable_directory_is_not_used(ip, tmp_path, monkeypatch):
-    from gpureplace.tracking import cache
+    from gpureplace.compiler import diskcache
     not_a_dir = tmp_path / "a-file"
     not_a_dir.write_text("mine")
-    monkeypatch.setattr(cache, "_explicit_dir", str(not_a_dir))
+    monkeypatch.setattr(diskcache, "_explicit_dir", str(not_a_dir))
     cap = cell(ip, "%cuda_cache stats")
     assert f"disk cache: not used: {not_a_dir}: " in cap.stdout, cap.stdout
     assert "kernel_compiles" in cap.stdout
@@ -184,7 +186,7 @@ def test_cuda_magic_defers_to_an_existing_cuda_magic():
             assert res.result == "nvcc"
             res = shell.run_cell("%%gpureplace\ndef alias_k(out):\n    out[0] = 1.0\n1 / 0\n")
         assert isinstance(res.error_in_exec, ZeroDivisionError)
-        from gpureplace.kernel import GPUFunction
+        from gpureplace.jit import GPUFunction
         assert isinstance(shell.user_ns.pop("alias_k"), GPUFunction)
         shell.run_line_magic("unload_ext", "gpureplace")
         assert shell.magics_manager.magics["cell"]["cuda"] is other
@@ -203,11 +205,12 @@ def test_device_output_written_to_fd1_lands_in_the_launching_cell(ip):
     if not hasattr(sys.stdout, "fileno"):
         pytest.skip("needs a real stdout")
     launch.note_printf()                       # what a printing kernel's launch does
-    assert extension._capture.active
+    ext = extension.loaded()
+    assert ext.capture.active
     os.write(1, b"hello from the device\n")
     with capture_output() as cap:
-        extension._post_run_cell()
-    assert not extension._capture.active
+        ext.post_run_cell()
+    assert not ext.capture.active
     assert "hello from the device" in cap.stdout
 
 
@@ -298,7 +301,7 @@ def test_a_cuda_cell_runs_its_hooks_and_history_once(ip):
 
 
 def test_functions_defined_before_an_error_are_converted(ip):
-    from gpureplace.kernel import GPUFunction
+    from gpureplace.jit import GPUFunction
     cell(ip, "%%cuda\ndef kept(out):\n    out[0] = 7.0\n")
     old_kept = ip.user_ns["kept"]
     res, _ = shown_run(ip, "%%cuda\n" + BODY_RAISES)
@@ -369,7 +372,7 @@ def test_errors_name_the_cell_the_code_was_typed_in(ip):
 
 
 def test_cuda_cell_keeps_ipython_syntax_and_terminal_behaviour(ip):
-    from gpureplace.kernel import GPUFunction
+    from gpureplace.jit import GPUFunction
     # the terminal waits for the blank line that ends a cell magic
     assert ip.check_complete("%%cuda\ndef f(out):\n    out[0] = 1.0\n")[0] == "incomplete"
     # IPython syntax in the body, and the value of the last line, as in any cell
@@ -407,7 +410,7 @@ def test_errors_in_gpureplace_hooks_are_warnings_and_keep_the_users_error(ip, mo
     assert "hook bug" not in shown and "ValueError: mine" in shown
     monkeypatch.undo()
 
-    magics = extension._state["magics_obj"]
+    magics = extension.loaded()
 
     def broken_convert(opened):
         raise RuntimeError("convert bug")
@@ -424,7 +427,7 @@ def test_errors_in_gpureplace_hooks_are_warnings_and_keep_the_users_error(ip, mo
 
     def broken_start():
         raise OSError("no fd 1")
-    monkeypatch.setattr(extension._capture, "start", broken_start)
+    monkeypatch.setattr(extension.loaded().capture, "start", broken_start)
     with pytest.warns(RuntimeWarning, match="cannot capture device output.*no fd 1"):
         launch.note_printf()
     launch.clear_printf_pending()

@@ -14,7 +14,8 @@ import pytest
 import gpureplace
 from gpureplace import cuda
 from gpureplace.config import settings
-from gpureplace.runtime import device, launch
+from gpureplace import probe
+from gpureplace.runtime import launch
 
 from test_binder import ndarray      # a class shaped (and named) like CuPy's ndarray
 
@@ -55,10 +56,10 @@ class FakeLoaded:
 def fake_gpu(monkeypatch):
     FakeLoaded.instances.clear()
     monkeypatch.setattr(settings, "backend", "gpu")
-    monkeypatch.setattr(device, "available", lambda: True)
-    monkeypatch.setattr(device, "current_device", lambda: 0)
-    monkeypatch.setattr(device, "arch_of", lambda d: "sm_90")
-    monkeypatch.setattr(device, "driver_version", lambda: 13000)
+    monkeypatch.setattr(probe, "available", lambda: True)
+    monkeypatch.setattr(probe, "current_device", lambda: 0)
+    monkeypatch.setattr(probe, "arch_of", lambda d: "sm_90")
+    monkeypatch.setattr(probe, "driver_version", lambda: 13000)
     monkeypatch.setattr(launch, "LoadedKernel", FakeLoaded)
     monkeypatch.setattr(launch, "ensure_context", lambda dev: None)
     monkeypatch.setattr(launch, "current_stream", lambda dev=-1: type("S", (), {"ptr": 5})())

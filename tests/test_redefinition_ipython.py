@@ -82,11 +82,12 @@ def k(out):
 
 def test_unload_removes_the_hook(shell):
     from gpureplace.ipython import extension
-    assert extension._post_run_cell in shell.events.callbacks["post_run_cell"]
+    hook = extension.loaded().post_run_cell
+    assert hook in shell.events.callbacks["post_run_cell"]
     shell.run_line_magic("unload_ext", "gpureplace")
-    assert extension._post_run_cell not in shell.events.callbacks["post_run_cell"]
+    assert hook not in shell.events.callbacks["post_run_cell"]
     shell.run_line_magic("load_ext", "gpureplace")
-    assert shell.events.callbacks["post_run_cell"].count(extension._post_run_cell) == 1
+    assert shell.events.callbacks["post_run_cell"].count(extension.loaded().post_run_cell) == 1
 
 
 def test_hook_reports_exactly_the_changed_tracked_bindings():

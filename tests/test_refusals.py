@@ -548,8 +548,8 @@ def test_a_chain_of_150_helpers_compiles_and_runs(simulator):
 
 
 def test_a_chain_deeper_than_the_limit_is_refused_with_its_start(monkeypatch):
-    from gpureplace.compiler import driver
-    monkeypatch.setattr(driver, "MAX_DEPTH", 20)
+    from gpureplace.compiler import frontend
+    monkeypatch.setattr(frontend, "MAX_DEPTH", 20)
     ns = _chain(30)
     with pytest.raises(CompileError) as info:
         cuda.jit(ns["chain_kernel"]).compile(SIG)
@@ -596,9 +596,9 @@ def test_a_module_that_compiles_eagerly_while_it_is_imported_does_not_hang(tmp_p
 
 def test_the_gpu_backend_without_a_gpu_says_so_before_the_argument_advice(monkeypatch):
     from gpureplace.errors import NoDeviceError
-    from gpureplace.runtime import device
+    from gpureplace import probe
     monkeypatch.setattr(settings, "backend", "gpu")
-    monkeypatch.setattr(device, "available", lambda: False)
+    monkeypatch.setattr(probe, "available", lambda: False)
 
     @cuda.jit
     def k(x, y):

@@ -597,8 +597,8 @@ def test_launch_syntax_runs_in_the_simulator_without_a_gpu(monkeypatch, capsys):
 
     from gpureplace import cuda
     from gpureplace.config import settings
-    from gpureplace.runtime import device
-    monkeypatch.setattr(device, "available", lambda: False)
+    from gpureplace import probe
+    monkeypatch.setattr(probe, "available", lambda: False)
     monkeypatch.setattr(settings, "backend", "auto")
     monkeypatch.setattr(settings, "_noticed", False)
 

@@ -136,7 +136,6 @@ def _tree_of(code):
 
 def _global_stores(code):
     """(line, reason) of each assignment to (or del of) a global, nested functions included."""
-    from .driver import instructions_with_lines
     found = [(line, global_reason(ins.argval)) for ins, line in instructions_with_lines(code)
              if ins.opname in ("STORE_GLOBAL", "DELETE_GLOBAL")]
     for const in code.co_consts:
@@ -169,7 +168,6 @@ def _find_in_bytecode(code):
     """What the bytecode shows, where there is no source: with, comprehensions, generator
     expressions, del, import, raise from, assignment to a global, try (at the first line it
     guards)."""
-    from .driver import instructions_with_lines
     found = []
     instructions = list(instructions_with_lines(code))
     lines = {ins.offset: line for ins, line in instructions}
@@ -270,3 +268,18 @@ def refuse(pyfunc, qualname, filename):
         line, reason = hit
         raise CompileError(reason, function=qualname, filename=filename, lineno=line,
                            chain=(qualname,))
+
+
+def instructions_with_lines(pyfunc):
+    """(bytecode instruction, source line) pairs of ``pyfunc`` or of a code object (works on
+    Python 3.10 too)."""
+    import dis
+    code = getattr(pyfunc, "__code__", pyfunc)
+    line = code.co_firstlineno
+    for ins in dis.get_instructions(code):
+        pos = getattr(ins, "positions", None)
+        if pos is not None and pos.lineno is not None:
+            line = pos.lineno
+        elif ins.starts_line:
+            line = ins.starts_line
+        yield ins, line

@@ -2,7 +2,7 @@
 
 Numba's lowering asks its library for an empty module, lowers into it, hands it back with
 ``add_ir_module``, and announces callees with ``add_linking_library``.  A kernel is finalised by
-walking these links (see ``driver.link_kernel``).
+walking these links (see ``pipeline.compile_kernel``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The device's ``numba_attempt_nocopy_reshape``: Numba lowers ``array.reshape`` to a call of this
 C helper from its runtime, which the GPU does not have.  This is the same algorithm (NumPy's
 no-copy reshape: new strides for a view, or 0 when the data would have to be copied) as a Python
-function that gpureplace compiles for the device; ``compiler/kernel.py`` links it, behind a C-ABI
+function that gpureplace compiles for the device; ``compiler/pipeline.py`` links it, behind a C-ABI
 entry of that name, into kernels whose code calls it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba.core import types
 
-from .. import cuda
+from .intrinsics.memory import local
 
 SYMBOL = "numba_attempt_nocopy_reshape"
 MAX_DIMS = 32
@@ -18,8 +18,8 @@ ARGTYPES = (types.intp, types.CPointer(types.intp), types.CPointer(types.intp), 
 
 
 def attempt_nocopy_reshape(nd, dims, strides, newnd, newdims, newstrides, itemsize, is_f_order):
-    olddims = cuda.local.array(MAX_DIMS, np.int64)
-    oldstrides = cuda.local.array(MAX_DIMS, np.int64)
+    olddims = local.array(MAX_DIMS, np.int64)
+    oldstrides = local.array(MAX_DIMS, np.int64)
     # axes of length 1 do not constrain the layout
     oldnd = 0
     for oi in range(nd):

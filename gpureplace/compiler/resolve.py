@@ -18,7 +18,9 @@ from numba.core import types
 from numba.core.typing import signature
 from numba.core.typing.templates import fold_arguments
 
+from ..errors import CompileError
 from ..tracking.names import qualified_name
+from .callables import DeviceCallable
 
 _tls = threading.local()
 
@@ -177,15 +179,14 @@ class OverrideChoiceType(types.Callable, types.Opaque):
 
 
 def _type_of_impl(typingctx, val, frame, mask, numba_first=False, origin=None):
-    from ..kernel import GPUFunction
     from .intrinsics.external import DeclaredDevice
     from .intrinsics.libdevice_calls import LibdeviceStub
     if isinstance(val, (LibdeviceStub, DeclaredDevice)):
         return val.numba_type()
-    if isinstance(val, GPUFunction):
+    if isinstance(val, DeviceCallable):
         fnty = DeviceFunctionType.get(val.py_func, frame.context, mask, frame.options, origin)
-        fnty.declared = val._explicit       # cuda.jit("int32(int32, int32)", device=True)
-        fnty.declared_returns = val._explicit_returns
+        fnty.declared = val.declared_signatures     # cuda.jit("int32(int32)", device=True)
+        fnty.declared_returns = val.declared_returns
         return fnty
     py_func = getattr(val, "py_func", None)   # a Numba CPU dispatcher: compile its Python source
     if py_func is not None and _is_plain_python_function(py_func) and hasattr(val, "targetoptions"):
@@ -250,7 +251,7 @@ class DeviceFunctionType(types.Callable, types.Opaque):
                               lambda i, p, vs: types.StarArgTuple(vs))
 
     def get_call_type(self, context, args, kws):
-        from . import constructs, driver
+        from . import constructs, diagnostics, frontend
         from .intrinsics.stubs import IntrinsicArgumentError
         why = constructs.signature_reason(self.pyfunc, "a device function")
         if why is not None:
@@ -264,15 +265,15 @@ class DeviceFunctionType(types.Callable, types.Opaque):
         frame = current_frame()
         loc = nb_errors.loc_info.get("loc")       # the statement of the caller being typed
         try:
-            cf = driver.compile_device(self.pyfunc, self.dispatch_context, self.mask, folded,
+            cf = frontend.compile_device(self.pyfunc, self.dispatch_context, self.mask, folded,
                                        self.options, self.declared_returns.get(folded))
-        except driver.CompileError as exc:
-            if frame is None or frame.pyfunc is None or driver.is_library(frame.pyfunc) or \
-                    not driver.is_library(self.pyfunc):
+        except CompileError as exc:
+            if frame is None or frame.pyfunc is None or diagnostics.is_library(frame.pyfunc) or \
+                    not diagnostics.is_library(self.pyfunc):
                 raise
             # Numba's implementation of a builtin, IPython's open, a standard-library function:
             # what failed inside is said at the user's call, not in the library's file.
-            raise driver.library_call_error(frame.pyfunc, self.pyfunc, exc, loc) from None
+            raise diagnostics.library_call_error(frame.pyfunc, self.pyfunc, exc, loc) from None
         if frame is not None and cf not in frame.callees:
             frame.callees.append(cf)
         self._impls[folded] = cf
@@ -281,7 +282,7 @@ class DeviceFunctionType(types.Callable, types.Opaque):
     def _declared_types(self, argtypes):
         """The declared signature the call converts its arguments to (numba-cuda: a device
         function given signatures compiles no others)."""
-        from ..runtime.arguments import best_signature
+        from .ranking import best_signature
         from .intrinsics.stubs import IntrinsicArgumentError
         try:
             sig = best_signature(self.declared, list(argtypes), self.pyfunc.__qualname__,

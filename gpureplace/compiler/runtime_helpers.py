@@ -3,7 +3,7 @@
 Numba lowers a few operations to calls of C functions in its helper library, which the GPU does
 not have: ``array.reshape`` calls ``numba_attempt_nocopy_reshape`` (reshape_helper.py), and
 ``complex ** complex`` calls ``numba_cpow`` / ``numba_cpowf``.  Each is written here as a
-Python function that gpureplace compiles for the device; ``compiler/kernel.py`` links it, behind
+Python function that gpureplace compiles for the device; ``compiler/pipeline.py`` links it, behind
 a C-ABI entry of the helper's name, into kernels whose code calls it.
 """
 

@@ -9,6 +9,8 @@ undecorated helpers); that single hook is what makes dispatch contextual.
 from __future__ import annotations
 
 import functools
+import threading
+import weakref
 
 from llvmlite import ir
 from numba.core import callconv, datamodel, itanium_mangler, types, typing
@@ -16,6 +18,7 @@ from numba.core.base import BaseContext
 
 from numba.core.target_extension import GPU, target_registry
 
+from ..arch import DEFAULT_ARCH
 from . import backend
 
 
@@ -32,12 +35,12 @@ class _TargetDescriptor:
     @property
     def target_context(self):
         from ..dispatch.context import default_context
-        return default_context.compilers()[1]
+        return compilers(default_context)[1]
 
     @property
     def typing_context(self):
         from ..dispatch.context import default_context
-        return default_context.compilers()[0]
+        return compilers(default_context)[0]
 
 
 class _DispatcherShim:
@@ -180,7 +183,7 @@ class _GPUCodegen:
         return GPULibrary(self, name)
 
     def magic_tuple(self):
-        return (backend.TRIPLE, backend.DEFAULT_ARCH, "")
+        return (backend.TRIPLE, DEFAULT_ARCH, "")
 
 
 class _FloatModel(datamodel.models.PrimitiveModel):
@@ -264,8 +267,8 @@ class GPUTargetContext(BaseContext):
     def enable_debuginfo(self):
         # Line information (lineinfo=True, or debug=True): Numba's lowering then marks every
         # statement's line, and NVPTX turns them into .file / .loc directives.
-        from . import driver
-        cf = driver._current_compiled()
+        from . import frontend
+        cf = frontend.current_compiled()
         return cf is not None and cf.options.lineinfo
 
     @enable_debuginfo.setter
@@ -294,9 +297,9 @@ class GPUTargetContext(BaseContext):
     # callers in one kernel link cleanly), because a kernel links the modules of its call graph.
 
     def compile_subroutine(self, builder, impl, sig, locals=None, flags=None, caching=True):
-        from . import driver, resolve
-        caller = driver._current_compiled()
-        options = caller.options if caller is not None else driver.Options()
+        from . import compiled, frontend, resolve
+        caller = frontend.current_compiled()
+        options = caller.options if caller is not None else compiled.Options()
         frame = resolve.current_frame()
         ctx = self.typing_context.dispatch_context
         key = (impl.__code__, sig, options,
@@ -307,8 +310,9 @@ class GPUTargetContext(BaseContext):
         sub = self._subroutines.get(key) if caching else None
         if sub is None:
             library = self.codegen().create_library(impl.__name__)
-            pipeline = driver._GPUPipeline(self.typing_context, self, library, sig.args,
-                                           sig.return_type, driver._flags(options), locals or {})
+            pipeline = frontend.GPUPipeline(self.typing_context, self, library, sig.args,
+                                            sig.return_type, frontend.numba_flags(options),
+                                            locals or {})
             fndesc = pipeline.compile_extra(impl)
             for mod in library.modules:
                 for fn in mod.functions:
@@ -390,9 +394,9 @@ class GPUTargetContext(BaseContext):
         code; larger ones are a global in device memory that the runtime fills from that copy
         when the module loads (their size then costs the compiler nothing)."""
         from ..tracking import contents
-        from . import driver
+        from . import frontend
         from .records import find_array, resident_symbol
-        cf = driver._current_compiled()
+        cf = frontend.current_compiled()
         hit = find_array(cf.global_reads, ary) if cf is not None else None
         if hit is None:
             if contents.is_resident(ary):
@@ -413,7 +417,7 @@ class GPUTargetContext(BaseContext):
         mod = builder.module
         gv = mod.globals.get(symbol)
         if gv is None:
-            # A declaration: the kernel's wrapper module defines it (compiler/kernel.py).
+            # A declaration: the kernel's wrapper module defines it (compiler/pipeline.py).
             gv = ir.GlobalVariable(mod, ir.ArrayType(ir.IntType(8), copy.nbytes), symbol,
                                    addrspace=ADDRSPACE_GLOBAL)
             gv.align = RESIDENT_ALIGN
@@ -439,8 +443,8 @@ class GPUTargetContext(BaseContext):
         from numba.core import fastmathpass
         from numba.core.cpu_options import FastMathOptions
 
-        from . import driver
-        cf = driver._current_compiled()
+        from . import frontend
+        cf = frontend.current_compiled()
         fast = cf is not None and cf.options.fastmath
         flags = FastMathOptions(True if fast else {"contract"}).flags
         for fn in mod.functions:
@@ -454,3 +458,18 @@ class GPUTargetContext(BaseContext):
         if fast:
             fastmathpass.FastFloatCallVisitor(flags).visit(mod)
 
+
+_compilers = weakref.WeakKeyDictionary()     # Context -> (typing context, target context)
+_compilers_lock = threading.Lock()
+
+
+def compilers(context):
+    """The Numba typing and target contexts that compile in ``context`` (made once per Context)."""
+    pair = _compilers.get(context)
+    if pair is None:
+        with _compilers_lock:
+            pair = _compilers.get(context)
+            if pair is None:
+                tyctx = GPUTypingContext(context)
+                pair = _compilers[context] = (tyctx, GPUTargetContext(tyctx))
+    return pair

@@ -105,7 +105,7 @@ def _local_total(cf):
 
 
 def _check_local_total(cf):
-    from .backend import LOCAL_BYTES_PER_THREAD
+    from ..arch import LOCAL_BYTES_PER_THREAD
     own = usage.sites(cf.library, usage.LOCAL)
     if not own and not cf.callees:
         return
@@ -163,7 +163,7 @@ def _check_data_totals(mod, where, libraries):
     """ptxas refuses a kernel whose static shared data is over 48 KiB ("uses too much shared
     data") or a module whose constant data is over 64 KiB: add up what the optimised module
     kept (what ptxas counts) and name the arrays."""
-    from .backend import CONST_BYTES, STATIC_SHARED_BYTES
+    from ..arch import CONST_BYTES, STATIC_SHARED_BYTES
     sizes = {_SHARED_SPACE: {}, _CONST_SPACE: {}}
     data_layout = None
     for gv in mod.global_variables:

@@ -11,11 +11,14 @@ resolved through the table can be revalidated.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import itertools
 import threading
 import weakref
 
+from ..config import settings
+from ..tracking.fingerprint import fingerprint
 from ..tracking.names import qualified_name
 
 _MISSING = object()
@@ -68,7 +71,6 @@ class Context:
         self._typed = {}            # host key -> {argument types: Override}
         self.version = 0
         self.uid = next(_ids)
-        self._compiler = None       # (typing context, target context), made on first compile
         _named[self.name] = self
 
     @staticmethod
@@ -188,19 +190,34 @@ class Context:
             out.extend(typed.values())
         return out
 
+    def preload(self, table):
+        """Fill this context from ``{host: implementation}`` without bumping the world: for the
+        built-in table, filled at import before anything compiled (``compiler/builtins.py``)."""
+        with _lock:
+            for host, impl in table.items():
+                self._table[host_key(host)] = Override(host, impl, self)
+
+    def fingerprint(self):
+        """Hash of the context stack: names, fast-math flags, options and every override (None
+        when an override's implementation cannot be fingerprinted).  Part of a kernel's disk
+        cache key; a kernel loaded from disk is stale when it changes."""
+        h = hashlib.blake2b(digest_size=16)
+        for layer in self.stack():
+            h.update(f"{layer.name}|{layer.fastmath}|{sorted(layer.options.items())!r};".encode())
+            if layer.parent is None:
+                continue       # the built-in table is part of the gpureplace version
+            by_host = sorted(layer.overrides(),
+                             key=lambda o: (repr(qualified_name(o.host)), repr(o.types)))
+            for ovr in by_host:
+                fp = fingerprint(ovr.impl)
+                if fp is None:
+                    return None
+                h.update(f"{qualified_name(ovr.host)}->{fp}|{ovr.types!r};".encode())
+        return h.hexdigest()
+
     @property
     def effective_fastmath(self):
         return any(layer.fastmath for layer in self.stack())
-
-    def compilers(self):
-        """The Numba typing and target contexts that compile in this context (made once)."""
-        if self._compiler is None:
-            with _lock:
-                if self._compiler is None:
-                    from ..compiler.target import GPUTypingContext, GPUTargetContext
-                    tyctx = GPUTypingContext(self)
-                    self._compiler = (tyctx, GPUTargetContext(tyctx))
-        return self._compiler
 
     def __repr__(self):
         parent = self.parent.name if self.parent else None
@@ -270,7 +287,7 @@ def _check_signatures(host, impl, argtypes):
                         f"pass {fmt(need)}")
 
 
-#: The built-in table (math, NumPy ufuncs, builtins -> libdevice / NVVM); filled by compiler.devicemath.
+#: The built-in table (math, NumPy ufuncs, builtins -> libdevice / NVVM); filled by compiler.builtins.
 builtin_context = Context("builtin", parent=None)
 #: The context kernels compile in unless told otherwise; ``gpureplace.override`` writes here.
 default_context = Context("default", parent=builtin_context)
@@ -280,6 +297,12 @@ default_context = Context("default", parent=builtin_context)
 #: single-precision denormals flush to zero in every function (backend.flush_denormals),
 #: division and square root are approximate, and LLVM's fast-math flags are on.
 fastmath_context = Context("fastmath", parent=default_context, fastmath=True)
+
+
+def current_default():
+    """The context a kernel without one of its own compiles in: ``settings.default_context``
+    (``%config GPUReplace.default_context``), else ``default_context``."""
+    return settings.default_context or default_context
 
 
 def override(host, impl=None, *, types=None):

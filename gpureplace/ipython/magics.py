@@ -1,18 +1,37 @@
-"""The magics: ``%%cuda`` cells and the reflection line magics."""
+"""The extension's one object, ``GPUReplace``: its options (``%config GPUReplace.fastmath =
+True``, or ``c.GPUReplace.fastmath = True`` in ``ipython_config.py`` / ``ipython_kernel_config.py``),
+its magics (``%%cuda`` cells and the reflection line magics) and its cell hooks.
+
+Every option takes effect at once (traitlets observers write ``gpureplace.config.settings`` and
+the disk cache's settings).  An option not configured keeps what the process already has: its
+default is read from those settings, so ``GPUREPLACE_CACHE=0`` or ``GPUREPLACE_BACKEND`` (and
+anything set before the extension loaded) stay in force when it loads or reloads.
+"""
 
 from __future__ import annotations
 
-import ast
 import math
-import re
 import shlex
 import sys
 import types as pytypes
+import warnings
 
 import numpy as np
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from traitlets import Bool, TraitError, Unicode, default, observe, validate
+
+from .. import config, cuda as cuda_ns, probe
+from ..arch import arch_number
+from ..compiler import diskcache
+from ..dispatch.context import Context
+from ..jit import GPUFunction, live_functions
+from ..runtime import launch
+from ..tracking import bindings, deps
+from ..tracking.stats import snapshot as stats_snapshot
+from .cells import OpenCell, show_first_line_as_typed
+from .output import FdCapture
 
 
 def _show(text, language):
@@ -21,90 +40,181 @@ def _show(text, language):
     display(Code(text, language=language))
 
 
-class CudaCellTransformer:
-    """Turns a ``%%cuda`` cell into the cell's own Python code, preceded by one call that opens
-    it: the first line ``%%cuda ARGS`` becomes ``get_ipython().run_cell_magic('cuda', ARGS,
-    None)`` and the body's lines stay where they are.
-
-    IPython's own cell-magic transformer would hand the body to the magic as a string, to be
-    run inside the cell that calls it.  Run this way instead, the body is the cell: a syntax
-    error fails the cell before anything runs, an exception fails it and stops Run All, the
-    traceback shows the lines as typed (line 1 is ``%%cuda``), functions defined in it are
-    named after this cell (``Cell In[n]``), and history and the cell hooks see one cell.  The
-    functions are converted when the cell ends (``GPUReplaceMagics.finish_cells``).
-
-    Registered among IPython's ``input_transformers_cleanup``, which run before the cell-magic
-    transformer.
-    """
-
-    # Not applied when IPython only asks whether the input is complete: the terminal still
-    # waits for the blank line that ends a cell magic.
-    has_side_effects = True
-
-    def __init__(self, magics, names):
-        self.magics = magics
-        self.names = tuple(names)      # the cell-magic names that are gpureplace's %%cuda
-
-    def __call__(self, lines):
-        try:
-            return self._transform(lines)
-        except Exception:              # never break every cell's input over one of ours
-            return lines
-
-    def _transform(self, lines):
-        if not lines or not lines[0].startswith("%%") or re.match(r"%%\w+\?", lines[0]):
-            return lines
-        name, _, args = lines[0][2:].rstrip().partition(" ")
-        if name not in self.names or not "".join(lines[1:]).strip():
-            return lines               # an empty body: IPython's usage error, as for any magic
-        if self.magics.shell.magics_manager.magics["cell"].get(name) != self.magics.cuda:
-            return lines               # someone else's %%cuda registered after ours
-        return [f"get_ipython().run_cell_magic({name!r}, {args!r}, None)\n"] + lines[1:]
-
-
-def _show_first_line_as_typed(shell):
-    """Tracebacks through the cell show its lines from ``linecache``, where IPython stored the
-    transformed code: put back ``%%cuda ARGS`` as line 1 of the cell running this call."""
-    import linecache
-    frame = sys._getframe(1)
-    for _ in range(8):
-        frame = frame.f_back
-        if frame is None:
-            return
-        filename = frame.f_code.co_filename
-        if filename in getattr(shell.compile, "_filename_map", ()):
-            break
-    else:
-        return
-    entry = linecache.cache.get(filename)
-    if frame.f_lineno != 1 or not entry or len(entry) != 4 or not entry[2]:
-        return
-    try:
-        call = ast.parse(entry[2][0]).body[0].value
-        name, args = (ast.literal_eval(a) for a in call.args[:2])
-    except (SyntaxError, ValueError, AttributeError, IndexError, TypeError):
-        return
-    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "run_cell_magic"):
-        return
-    entry[2][0] = f"%%{name} {args}".rstrip() + "\n"
-
-
-class _OpenCell:
-    """A ``%%cuda`` cell whose body is running: what it converts when it ends."""
-
-    def __init__(self, args, context, before, result):
-        self.args = args
-        self.context = context
-        self.before = before           # the namespace when the body began (name -> object)
-        self.result = result           # the running cell's ExecutionResult (None: unknown)
+def _warn_hook_failure(what, exc):
+    warnings.warn(f"gpureplace: {what} failed after this cell: {type(exc).__name__}: {exc}",
+                  RuntimeWarning, stacklevel=2)
 
 
 @magics_class
-class GPUReplaceMagics(Magics):
+class GPUReplace(Magics):
+    """What ``%load_ext gpureplace`` adds to the shell: options, magics and cell hooks."""
+
+    arch = Unicode("", help="Compile for this sm_XX (e.g. 'sm_90'); empty: the current GPU's "
+                            "(sm_90 without one).").tag(config=True)
+    fastmath = Bool(False, help="Fast math for every kernel: f32 math through __nv_fast_*, "
+                                "flush-to-zero, approximate division and square root.").tag(
+        config=True)
+    context = Unicode("default", help="Name of the Context that kernels without an explicit "
+                                      "context compile in.").tag(config=True)
+    verbose = Bool(False, help="After each cell, say which kernels will recompile and why; "
+                               "at launch, how long recompiling took.").tag(config=True)
+    cache = Bool(True, help="Keep compiled kernels in the disk cache across restarts.").tag(
+        config=True)
+    cache_dir = Unicode("", help="Disk cache directory (empty: the per-user default).").tag(
+        config=True)
+    backend = Unicode("auto", help="Where launches run: 'gpu', 'simulator' (the CPU simulator) "
+                                   "or 'auto' (the GPU when there is one).").tag(config=True)
+    check_redefinitions = Bool(True, help="After each cell, compare what compiled kernels "
+                                          "depend on with the current bindings.").tag(config=True)
+
+    # Defaults: what the process has now (environment variables, earlier settings).
+    @default("arch")
+    def _arch_now(self):
+        return config.settings.arch or ""
+
+    @default("fastmath")
+    def _fastmath_now(self):
+        return bool(config.settings.fastmath)
+
+    @default("context")
+    def _context_now(self):
+        ctx = config.settings.default_context
+        return "default" if ctx is None else ctx.name
+
+    @default("verbose")
+    def _verbose_now(self):
+        return bool(config.settings.verbose)
+
+    @default("cache")
+    def _cache_now(self):
+        return bool(diskcache.enabled)
+
+    @default("cache_dir")
+    def _cache_dir_now(self):
+        return diskcache.explicit_directory() or ""
+
+    @default("backend")
+    def _backend_now(self):
+        return config.settings.backend
+
+    @validate("arch")
+    def _valid_arch(self, proposal):
+        value = proposal["value"]
+        if value:
+            try:
+                arch_number(value)
+            except ValueError as exc:
+                raise TraitError(str(exc)) from None
+        return value
+
+    @validate("context")
+    def _valid_context(self, proposal):
+        if proposal["value"] != "default":
+            try:
+                Context.named(proposal["value"])
+            except KeyError as exc:
+                raise TraitError(exc.args[0]) from None
+        return proposal["value"]
 
     def __init__(self, shell=None, **kwargs):
         super().__init__(shell=shell, **kwargs)
         self._open_cells = []
+        self.capture = FdCapture()      # device printf output of the running cell
+        for name in ("arch", "fastmath", "context", "verbose", "cache", "cache_dir", "backend"):
+            self._apply({"name": name, "new": getattr(self, name)})
+
+    @validate("backend")
+    def _valid_backend(self, proposal):
+        value = proposal["value"].strip().lower()
+        if value not in ("auto", "gpu", "simulator"):
+            raise TraitError(f"GPUReplace.backend must be 'auto', 'gpu' or 'simulator', got "
+                             f"{proposal['value']!r}")
+        return value
+
+    @observe("arch", "fastmath", "context", "verbose", "cache", "cache_dir", "backend")
+    def _apply(self, change):
+        name, new = change["name"], change["new"]
+        if name == "arch":
+            config.settings.arch = new or None
+        elif name == "fastmath":
+            config.settings.fastmath = bool(new)
+        elif name == "context":
+            config.settings.default_context = None if new == "default" else Context.named(new)
+        elif name == "verbose":
+            config.settings.verbose = bool(new)
+        elif name == "cache":
+            diskcache.enabled = bool(new)
+        elif name == "cache_dir":
+            diskcache.set_directory(new or None)
+        elif name == "backend":
+            config.settings.backend = new
+
+    # -- the cell hooks -------------------------------------------------------------------------
+    # An error inside them is a warning: it never fails the user's cell nor replaces the user's
+    # error as the cell's last traceback.
+    def post_execute(self):
+        """When a cell ends (ran, failed part-way, or silent): the %%cuda cell's functions become
+        gpureplace functions, before the redefinition check sees them."""
+        try:
+            errors = self.finish_cells()
+        except Exception as exc:
+            errors = [exc]
+        for exc in errors:
+            _warn_hook_failure("converting the %%cuda cell's functions", exc)
+
+    def post_run_cell(self, result=None):
+        try:
+            self.check_after_cell()
+        except Exception as exc:
+            _warn_hook_failure("the redefinition check", exc)
+
+    def check_after_cell(self):
+        """Device output into this cell; then compare the bindings compiled kernels depend on
+        with their values now (any change moves the world), saying what recompiles if verbose."""
+        self.flush_device_output()
+        if not self.check_redefinitions:
+            return
+        changed = bindings.check()
+        if changed and self.verbose:
+            what = ", ".join(f"{name} {how}" for _, name, how in changed)
+            kernels = deps.dependents(live_functions(), changed)
+            tail = (f"{', '.join(kernels)} will recompile on next launch" if kernels
+                    else "no compiled kernel uses it")
+            print(f"gpureplace: {what} — {tail}")
+
+    def start_capture(self):
+        """The printf listener: called inside the user's launch, so it must not fail it."""
+        try:
+            self.capture.start()
+        except Exception as exc:         # device output then goes to fd 1 as is
+            warnings.warn(f"gpureplace: cannot capture device output for this cell: "
+                          f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
+
+    def flush_device_output(self):
+        """Device printf output reaches stdout when the GPU synchronises: synchronise while the
+        cell is still running and print what the kernels wrote into the cell that launched them."""
+        if not launch.printf_pending():
+            return
+        launch.clear_printf_pending()
+        try:
+            if probe.available():
+                probe.cupy_module().cuda.runtime.deviceSynchronize()
+        finally:
+            text = self.capture.stop()
+            if text:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+
+    def location(self, filename, lineno):
+        """``Cell In[3], line 5`` for code typed in a cell; ``file, line N`` otherwise (how
+        compile errors name the user's line)."""
+        try:
+            count = self.shell.compile._filename_map.get(filename)
+        except Exception:            # formatting an error must not fail
+            count = None
+        if count is not None:
+            return f"Cell In[{count}], line {lineno}"
+        return f"{filename}, line {lineno}"
 
     # -- %%cuda ---------------------------------------------------------------------------------
     @magic_arguments()
@@ -125,7 +235,7 @@ class GPUReplaceMagics(Magics):
         if cell is None:
             # CudaCellTransformer's call: the cell's own code follows this line, and
             # finish_cells converts its functions when the cell ends.
-            _show_first_line_as_typed(self.shell)
+            show_first_line_as_typed(self.shell)
             self._open_cells.append(self._open(line))
             return None
         opened = self._open(line)
@@ -137,15 +247,12 @@ class GPUReplaceMagics(Magics):
         return None
 
     def _open(self, line):
-        from .. import cuda as cuda_ns
-        from ..dispatch.context import Context
         args = parse_argstring(self.cuda, line)
         try:
             context = Context.named(args.context) if args.context else None
         except KeyError as exc:        # a usage error: no traceback through the magic
             raise UsageError(f"%%cuda --context: {exc.args[0]}") from None
         if args.arch:
-            from ..compiler.backend import arch_number
             try:
                 arch_number(args.arch)
             except ValueError as exc:
@@ -154,7 +261,7 @@ class GPUReplaceMagics(Magics):
         for name, value in (("cuda", cuda_ns), ("math", math), ("np", np)):
             ns.setdefault(name, value)
         result = getattr(self.shell.displayhook, "exec_result", None)
-        return _OpenCell(args, context, dict(ns), result)
+        return OpenCell(args, context, dict(ns), result)
 
     def _run_body(self, body):
         """Run ``body`` in the user's namespace, registered (for tracebacks and error locations)
@@ -184,7 +291,6 @@ class GPUReplaceMagics(Magics):
 
     def _convert(self, opened):
         """Every top-level function the cell (re)defined becomes a GPUFunction."""
-        from ..kernel import GPUFunction
         args = opened.args
         ns = self.shell.user_ns
         own_globals = self.shell.user_global_ns
@@ -268,15 +374,13 @@ class GPUReplaceMagics(Magics):
     @line_magic
     def cuda_cache(self, line):
         """``%cuda_cache [stats|clear]``: compile and cache counters, or empty the disk cache."""
-        import gpureplace
-        from ..tracking import cache
         action = line.strip() or "stats"
         if action == "clear":
-            n = cache.clear()
-            print(f"gpureplace: removed {n} cached kernel(s) from {cache.directory()}")
+            n = diskcache.clear()
+            print(f"gpureplace: removed {n} cached kernel(s) from {diskcache.directory()}")
         elif action == "stats":
-            info = cache.info()
-            stats = gpureplace.stats()
+            info = diskcache.info()
+            stats = stats_snapshot()
             print(", ".join(f"{k} {v}" for k, v in stats.items()))
             if info["problem"]:
                 print(f"disk cache: not used: {info['directory']}: {info['problem']}")

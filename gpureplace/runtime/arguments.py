@@ -14,11 +14,8 @@ from numba.core import types
 from numba.np import numpy_support
 
 from ..compiler import abi
+from ..compiler.ranking import best_signature
 from ..errors import LaunchError
-
-
-class SignatureError(LaunchError, TypeError):
-    """Arguments that fit none of a kernel's declared signatures, or two equally."""
 
 
 class ArgumentError(LaunchError, TypeError):
@@ -209,9 +206,9 @@ def _hint_handler(hint):
 
 
 def _numpy_array_handler(a):
-    from . import device
-    if not device.available():
-        raise ArgumentError(f"is a host NumPy array, and {device.no_device_message()}")
+    from .. import probe
+    if not probe.available():
+        raise ArgumentError(f"is a host NumPy array, and {probe.no_device_message()}")
     raise ArgumentError("is a host NumPy array; kernels read device memory: pass "
                         "cupy.asarray(a) (or a torch CUDA tensor) and copy the result back")
 
@@ -435,80 +432,6 @@ def _convert_arg(key, values, declared):
             pos += n
         return ("tuple", *keys), tuple(out)
     return (key, values) if numba_type_of_key(key) == declared else None
-
-
-EXACT, PROMOTE, SAFE, UNSAFE = 0, 1, 2, 3
-
-
-def conversion_rank(src, dst, float_to_int=False):
-    """How a value of Numba type ``src`` converts to ``dst``, as Numba ranks it: EXACT, PROMOTE
-    (a wider type of the same kind), SAFE (no information lost: int -> float64), UNSAFE (int64
-    -> float32, float64 -> float32, narrowing ints); None when it may not (complex -> real,
-    arrays of other dtypes or ranks; float -> int unless ``float_to_int``: Numba allows it in
-    calls of device functions, numba-cuda's launches do not)."""
-    if src == dst:
-        return EXACT
-    if isinstance(dst, types.Array):
-        if not isinstance(src, types.Array) or src.dtype != dst.dtype or src.ndim != dst.ndim:
-            return None
-        return PROMOTE if dst.layout == "A" else None
-    if isinstance(dst, types.CPointer):
-        # an integer address where a pointer is declared (only signatures given to cuda.jit
-        # declare pointers)
-        return SAFE if isinstance(src, types.Integer) else None
-    if isinstance(src, types.Boolean):
-        return SAFE if isinstance(dst, (types.Integer, types.Float, types.Complex)) else None
-    if isinstance(src, types.Integer):
-        if isinstance(dst, types.Integer):
-            if dst.signed == src.signed:
-                return PROMOTE if dst.bitwidth > src.bitwidth else UNSAFE
-            return SAFE if dst.signed and dst.bitwidth > src.bitwidth else UNSAFE
-        if isinstance(dst, types.Float):      # exact when the float's mantissa holds it
-            return SAFE if src.bitwidth <= {16: 8, 32: 16, 64: 32}[dst.bitwidth] else UNSAFE
-        if isinstance(dst, types.Complex):
-            return SAFE if dst.bitwidth == 128 else UNSAFE
-        return None
-    if isinstance(src, types.Float):
-        if isinstance(dst, types.Integer):
-            return UNSAFE if float_to_int else None
-        if isinstance(dst, types.Float):
-            return PROMOTE if dst.bitwidth > src.bitwidth else UNSAFE
-        if isinstance(dst, types.Complex):
-            return SAFE if dst.bitwidth >= 2 * src.bitwidth else UNSAFE
-        return None
-    if isinstance(src, types.Complex) and isinstance(dst, types.Complex):
-        return PROMOTE if dst.bitwidth > src.bitwidth else UNSAFE
-    if isinstance(src, types.BaseTuple) and isinstance(dst, types.BaseTuple):
-        if len(src.types) != len(dst.types):
-            return None
-        ranks = [conversion_rank(s, d, float_to_int) for s, d in zip(src.types, dst.types)]
-        return None if None in ranks else max(ranks, default=EXACT)
-    return None
-
-
-def best_signature(signatures, argtypes, what, float_to_int=False, first_of_ties=False):
-    """The signature (of ``signatures``) that ``argtypes`` convert to at least cost, as Numba
-    chooses: fewest unsafe conversions, then fewest safe ones, then fewest promotions.  None
-    when none fits.  When two fit equally well: ``SignatureError`` (a kernel launch), or with
-    ``first_of_ties`` the one declared first (a call of a device function, as Numba's typing
-    resolves it)."""
-    scored = []
-    for sig in signatures:
-        if len(sig) != len(argtypes):
-            continue
-        ranks = [conversion_rank(a, d, float_to_int) for a, d in zip(argtypes, sig)]
-        if None in ranks:
-            continue
-        scored.append(((ranks.count(UNSAFE), ranks.count(SAFE), ranks.count(PROMOTE)), sig))
-    if not scored:
-        return None
-    scored.sort(key=lambda s: s[0])           # stable: declaration order among equals
-    if len(scored) > 1 and scored[0][0] == scored[1][0] and not first_of_ties:
-        raise SignatureError(
-            f"ambiguous call of {what} with ({', '.join(map(str, argtypes))}): signatures "
-            f"({', '.join(map(str, scored[0][1]))}) and ({', '.join(map(str, scored[1][1]))}) "
-            f"fit equally well; pass arguments of the exact types")
-    return scored[0][1]
 
 
 def match_signature(signatures, keys, per_arg_values, what="the kernel"):

@@ -11,8 +11,10 @@ import ctypes
 import struct
 import threading
 
+from .. import probe
+from ..compiler.pipeline import KernelSpecialization
 from ..errors import LaunchError, NoDeviceError
-from . import device, linking
+from . import linking
 
 _GRID_BARRIER = "__gpureplace_grid_barrier"      # compiler/intrinsics/cg.py
 _CU_LAUNCH_PARAM_END = 0
@@ -45,7 +47,7 @@ class _LineInfoModule:
     ``Module.load`` passes no JIT options, so this one goes through the driver library."""
 
     def __init__(self, ptx, name):
-        lib = device.libcuda()
+        lib = probe.libcuda()
         handle, fn = ctypes.c_void_p(), ctypes.c_void_p()
         options = (ctypes.c_int * 1)(_CU_JIT_GENERATE_LINE_INFO)
         values = (ctypes.c_void_p * 1)(1)
@@ -74,7 +76,7 @@ def fill_device_arrays(module, arrays):
     """Copy each global array a kernel reads from device memory (``[(symbol, host copy)]``, see
     compiler/target.py) into its module's global of that name: once per load, from the copy
     the kernel's dependency records keep, which is what the cell hook compares."""
-    lib = device.libcuda()
+    lib = probe.libcuda()
     if lib is None:
         raise NoDeviceError("the CUDA driver library (libcuda.so.1) was not found")
     ptr, size = ctypes.c_uint64(), ctypes.c_size_t()
@@ -95,16 +97,16 @@ class LoadedKernel:
     """A specialisation's PTX loaded on one device, with its parameter buffer."""
 
     def __init__(self, spec, device_id, link=(), carveout=None):
-        cp = device.cupy_module()
+        cp = probe.cupy_module()
         self.device_id = device_id
         with cp.cuda.Device(device_id):
             self.module = cp.cuda.function.Module()
             externs = linking.external_symbols(spec.ptx) if ".extern .func" in spec.ptx else ()
             files = linking.files_for(spec.ptx, link) if (link or externs) else ()
             if files or externs:
-                self.module.load(linking.link(spec.ptx, files, device.arch_of(device_id)))
+                self.module.load(linking.link(spec.ptx, files, probe.arch_of(device_id)))
                 self.function = self.module.get_function(spec.name)
-            elif spec.options.lineinfo and device.libcuda() is not None:
+            elif spec.options.lineinfo and probe.libcuda() is not None:
                 self.module = self.function = _LineInfoModule(spec.ptx, spec.name)
             else:
                 self.module.load(spec.ptx.encode())
@@ -139,7 +141,7 @@ class LoadedKernel:
         """Raise the function's dynamic shared-memory limit to ``shared`` bytes when needed (over
         48 KiB the driver wants it set before the launch)."""
         if shared > self._dynamic_smem_limit:
-            driver = device.cupy_module().cuda.driver
+            driver = probe.cupy_module().cuda.driver
             driver.funcSetAttribute(self.fn_ptr,
                                     driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
             self._dynamic_smem_limit = shared
@@ -160,7 +162,7 @@ class LoadedKernel:
         if offsets is None:
             offsets = self._offsets = param_offsets(self.spec.param_format)[0]
         ptrs = (ctypes.c_void_p * max(len(offsets), 1))(*[buf + o for o in offsets])
-        device.cupy_module().cuda.driver.launchCooperativeKernel(
+        probe.cupy_module().cuda.driver.launchCooperativeKernel(
             fn, gx, gy, gz, bx, by, bz, shared, stream, ctypes.addressof(ptrs))
 
     def max_cooperative_blocks(self, threads, shared=0):
@@ -168,7 +170,7 @@ class LoadedKernel:
         key = (threads, shared)
         limit = self._cooperative_limits.get(key)
         if limit is None:
-            cp = device.cupy_module()
+            cp = probe.cupy_module()
             per_sm = cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
                 self.fn_ptr, threads, shared)
             sms = cp.cuda.Device(self.device_id).attributes["MultiProcessorCount"]
@@ -178,7 +180,7 @@ class LoadedKernel:
     def attribute(self, name):
         """The driver's ``CU_FUNC_ATTRIBUTE_<NAME>`` of the loaded function (``num_regs``,
         ``shared_size_bytes``, ``local_size_bytes``, ...)."""
-        driver = device.cupy_module().cuda.driver
+        driver = probe.cupy_module().cuda.driver
         return driver.funcGetAttribute(getattr(driver, f"CU_FUNC_ATTRIBUTE_{name.upper()}"),
                                        self.fn_ptr)
 
@@ -194,6 +196,19 @@ class LoadedKernel:
                                block[2], shared, stream, 0, self.extra_ptr)
 
 
+class Specialization(KernelSpecialization):
+    """A compiled kernel as ``kernel.overloads`` gives it: the compiler's record, and what asking
+    the GPU about it needs."""
+
+    def max_cooperative_grid_blocks(self, blockdim, dynsmemsize=0):
+        """How many blocks of ``blockdim`` threads a cooperative launch of this kernel (one that
+        syncs the grid) can have on the current GPU (numba-cuda's name)."""
+        require_device()
+        dims = normalize_dims(blockdim, "block")
+        loaded = LoadedKernel(self, probe.current_device())
+        return loaded.max_cooperative_blocks(dims[0] * dims[1] * dims[2], dynsmemsize)
+
+
 def param_offsets(fmt):
     """(byte offset of each value, format letters) of the native ('@') struct format ``fmt``
     (one letter a value), as the parameter buffer lays them out."""
@@ -204,16 +219,16 @@ def param_offsets(fmt):
 
 def require_device(what="", then=""):
     """Raise NoDeviceError unless a GPU can be used: why there is none, and how to run anyway
-    (device.no_device_message); ``what`` (who needs the GPU) is said before it, ``then`` after."""
-    if not device.available():
-        raise NoDeviceError(f"{what}: " * bool(what) + device.no_device_message() + then)
+    (probe.no_device_message); ``what`` (who needs the GPU) is said before it, ``then`` after."""
+    if not probe.available():
+        raise NoDeviceError(f"{what}: " * bool(what) + probe.no_device_message() + then)
 
 
 def current_stream(device_id=-1):  # noqa: F811 (rebinds itself to CuPy's on first use)
     """CuPy's current stream on ``device_id`` (default: the current device); this function
     replaces itself with CuPy's on first use."""
     global current_stream
-    current_stream = device.cupy_module().cuda.get_current_stream
+    current_stream = probe.cupy_module().cuda.get_current_stream
     return current_stream(device_id)
 
 
@@ -250,7 +265,7 @@ def ensure_context(dev):
     """Make ``dev``'s primary context current in this thread (the driver API launches into the
     thread's current context, and a new thread has none until a runtime call sets it)."""
     if getattr(_tls, "device", -1) != dev:
-        device.cupy_module().cuda.runtime.setDevice(dev)
+        probe.cupy_module().cuda.runtime.setDevice(dev)
         _tls.device = dev
 
 

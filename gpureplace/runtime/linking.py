@@ -8,21 +8,10 @@
 from __future__ import annotations
 
 import os
-import re
 
+from .. import probe
+from ..compiler.toolchain import external_symbols
 from ..errors import CompileError, LaunchError
-from . import device
-
-_EXTERN = re.compile(r"^\.extern\s+\.func\s+(?:\([^)]*\)\s*)?(\w+)\s*\(", re.M)
-
-
-#: PTX "system calls": declared extern in PTX, provided by the driver
-_SYSTEM = frozenset(("vprintf", "malloc", "free", "__assertfail"))
-
-
-def external_symbols(ptx):
-    """Names of the functions ``ptx`` calls, does not define, and the driver does not provide."""
-    return set(_EXTERN.findall(ptx)) - _SYSTEM
 
 
 def files_for(ptx, link):
@@ -56,7 +45,7 @@ def _cuda_to_ptx(path, arch):
 
 def link(ptx, files, arch):
     """A cubin of ``ptx`` linked with ``files``."""
-    driver = device.cupy_module().cuda.driver
+    driver = probe.cupy_module().cuda.driver
     kinds = {".ptx": driver.CU_JIT_INPUT_PTX, ".cubin": driver.CU_JIT_INPUT_CUBIN,
              ".fatbin": driver.CU_JIT_INPUT_FATBINARY, ".o": driver.CU_JIT_INPUT_OBJECT,
              ".a": driver.CU_JIT_INPUT_LIBRARY}

@@ -185,7 +185,7 @@ class Resolver:
         inner = dict(mask) if mask else {}
         inner[key] = ovr.context.parent if ovr.context.parent is not None else False
         impl = ovr.impl
-        from ..kernel import GPUFunction
+        from ..jit import GPUFunction
         if isinstance(impl, GPUFunction):
             return self.function(impl.py_func, inner)
         if isinstance(impl, pytypes.FunctionType):
@@ -210,10 +210,10 @@ class Resolver:
             if is_library(raw):
                 return raw
             return self.function(raw, mask)
-        from ..kernel import GPUFunction
+        from ..jit import GPUFunction
         if isinstance(raw, GPUFunction):
             fn = self.function(raw.py_func, mask)
-            return declared_call(raw, fn) if raw._explicit else fn
+            return declared_call(raw, fn) if raw.declared_signatures else fn
         py_func = getattr(raw, "py_func", None)
         if isinstance(py_func, pytypes.FunctionType) and hasattr(raw, "targetoptions"):
             return self.function(py_func, mask)          # a Numba CPU dispatcher

@@ -17,7 +17,8 @@ import threading
 import numpy as np
 from numba.core import types as nbtypes
 
-from ..errors import LaunchError
+from ..compiler.ranking import best_signature, conversion_rank
+from ..errors import LaunchError, SignatureError
 from ..runtime import arguments
 from ..runtime.launch import normalize_dims
 from .arrays import SimArray, allocation_around, current_location, wrap_int
@@ -154,7 +155,7 @@ class _Args:
                 self.copy_back.append((a, host, "torch"))
             return self.convert(host, where)
         if hasattr(a, "__cuda_array_interface__"):
-            from ..runtime.device import cupy_module
+            from ..probe import cupy_module
             cp = cupy_module()
             if cp is None:
                 raise LaunchError(f"{where} is a device array ({cls.__qualname__}); the "
@@ -228,7 +229,7 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
     place), CuPy arrays or torch tensors (copied in and back), scalars, tuples.  ``compile``: type
     check and compile to PTX first (default: ``compile_kernels``).  Returns None.
     """
-    from ..kernel import GPUFunction
+    from ..jit import GPUFunction
     if not isinstance(gpufunction, GPUFunction):
         raise TypeError(f"simulator.launch() needs a kernel made by cuda.jit, got "
                         f"{gpufunction!r}")
@@ -253,7 +254,7 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
     names = list(gpufunction._pysig.parameters)
     for i, a in enumerate(args):
         conv.add(a, f"{gpufunction.__qualname__}: argument {i} ({names[i]!r})")
-    if gpufunction._explicit:
+    if gpufunction.declared_signatures:
         _match_explicit(gpufunction, conv)
     spec = None
     if compile_kernels if compile is None else compile:
@@ -491,7 +492,7 @@ def _convert_to(value, ty, declared, conv=None):
             return None
         return value
     if isinstance(declared, (nbtypes.Integer, nbtypes.Float, nbtypes.Boolean, nbtypes.Complex)):
-        if arguments.conversion_rank(ty, declared) is None:
+        if conversion_rank(ty, declared) is None:
             return None
         return scalar_as(value, declared)
     if isinstance(declared, nbtypes.CPointer):
@@ -553,15 +554,15 @@ class RawPointer:
 
 
 def _match_explicit(gpufunction, conv):
-    sig = arguments.best_signature(gpufunction._explicit, conv.types, gpufunction.__qualname__)
+    sig = best_signature(gpufunction.declared_signatures, conv.types, gpufunction.__qualname__)
     out = None if sig is None else [_convert_to(v, t, d, conv)
                                     for v, t, d in zip(conv.values, conv.types, sig)]
     if out is not None and all(o is not None for o in out):
         conv.values[:] = out
         conv.types[:] = list(sig)
         return
-    sigs = "; ".join("(" + ", ".join(map(str, s)) + ")" for s in gpufunction._explicit)
+    sigs = "; ".join("(" + ", ".join(map(str, s)) + ")" for s in gpufunction.declared_signatures)
     got = ", ".join(map(str, conv.types))
-    raise arguments.SignatureError(
+    raise SignatureError(
         f"No matching definition for argument type(s) ({got}): {gpufunction.__qualname__} "
         f"was compiled for the signature(s) {sigs} given to cuda.jit, and takes no others")

@@ -52,12 +52,12 @@ def unified(values):
 def declared_call(gpufunction, fn):
     """``fn`` (a simulated device function given signatures in cuda.jit) converting its
     arguments to the declared signature they fit best, as the compiled call does."""
-    from ..runtime.arguments import best_signature
+    from ..compiler.ranking import best_signature
     from .runner import _convert_to
 
     def call(*args):
         types_ = [numba_type_of(a) for a in args]
-        sig = best_signature(gpufunction._explicit, types_, gpufunction.__qualname__,
+        sig = best_signature(gpufunction.declared_signatures, types_, gpufunction.__qualname__,
                              float_to_int=True, first_of_ties=True)
         if sig is None:
             raise TypeError(f"No matching definition for argument type(s) "
@@ -69,7 +69,7 @@ def declared_call(gpufunction, fn):
             c = _convert_to(a, t, d)
             converted.append(a if c is None else c)
         result = fn(*converted)
-        declared = gpufunction._explicit_returns.get(tuple(sig))
+        declared = gpufunction.declared_returns.get(tuple(sig))
         return result if declared is None else _cast_result(result, declared)
     call.__sim_wrapped__ = fn                # what the scans for synchronising calls look into
     return call

@@ -1,9 +1,13 @@
-"""Dependency records of compiled functions: describing them, and checking them against the
-current bindings.
+"""Staleness, decided in one place: whether compiled code still matches the current bindings.
 
 A compiled function stays valid while every global it read still has the same fingerprint (or is
-the very same object) and, for arrays, the contents it was compiled against, every callable it resolved through its context resolves to the same
-override (or still to none), and every device function it calls is itself valid.
+the very same object) and, for arrays, the contents it was compiled against; every callable it
+resolved through its context resolves to the same override (or still to none); and every device
+function it calls is itself valid.  Everything that reuses compiled code asks here: a launch's
+in-memory check (``revalidate``), the relink of a function whose callees alone changed
+(``read_changed``, ``resolution_changed``), the disk cache when it loads a kernel recorded in
+another process (``read_changed`` on its records), and the IPython extension's summary of what a
+cell's changes invalidate (``dependents``).
 """
 
 from __future__ import annotations
@@ -14,8 +18,12 @@ from ..errors import CompileError
 from . import world
 from .fingerprint import fingerprint
 from .names import qualified_name
+from .stats import counters
 
 MISSING = object()
+#: The value of a record read back from disk: never the current object, so only its fingerprint
+#: decides (``read_changed``).
+UNSEEN = object()
 
 
 class Stale:
@@ -52,7 +60,9 @@ def current_value(cf, rec):
     return MISSING
 
 
-def _read_changed(cf, rec):
+def read_changed(cf, rec):
+    """None when the binding ``rec`` recorded (seen from ``cf``'s function) still means what it
+    meant; else a ``Stale`` saying how it changed."""
     now = current_value(cf, rec)
     if now is rec.value:
         if rec.snapshot is None or rec.snapshot.same_as(now):
@@ -76,13 +86,12 @@ def check(cf, age=None, _seen=None):
         return None
     seen.add(id(cf))
     for rec in cf.global_reads:
-        stale = _read_changed(cf, rec)
+        stale = read_changed(cf, rec)
         if stale is not None:
             return stale
     ctx_fp = getattr(cf, "context_fp", None)
     if ctx_fp is not None:
-        from .cache import context_fingerprint
-        if context_fingerprint(cf.context) != ctx_fp:
+        if cf.context.fingerprint() != ctx_fp:
             return Stale(cf, f"the overrides of context {cf.context.name!r} changed")
     for res in cf.resolutions:
         if resolution_changed(cf, res):
@@ -94,6 +103,45 @@ def check(cf, age=None, _seen=None):
             return stale
     cf.checked_age = age
     return None
+
+
+def revalidate(record, cf, name):
+    """The in-memory check of a launch: None when ``cf`` (the compiled code of ``record``, a
+    specialisation) still matches the current bindings -- ``record.world`` is then stamped with
+    the world age, so the next launch skips this -- else the ``Stale`` that says why.  A
+    dependency that was deleted raises the error the launch of ``name`` shows."""
+    counters["revalidations"] += 1
+    age = world.age
+    stale = check(cf, age)
+    if stale is None:
+        record.world = age
+        return None
+    if stale.deleted:
+        raise stale_error(name, stale)
+    return stale
+
+
+def reads_binding(cf, change):
+    """Whether ``cf`` or a function it calls read the binding ``change`` (a ``bindings.Change``)."""
+    for each in cf.closure():
+        for rec in each.global_reads:
+            if rec.kind == "global" and rec.name == change[1] and \
+                    each.pyfunc.__globals__ is change.namespace:
+                return True
+            if rec.kind == "attr" and rec.attr == change[1] and rec.owner is not None and \
+                    vars(rec.owner) is change.namespace:
+                return True
+    return False
+
+
+def dependents(functions, changed):
+    """Names of ``functions`` (``cuda.jit`` functions: ``.compiled_functions()``) whose compiled
+    code read one of the ``changed`` bindings (``bindings.check()``'s answer)."""
+    hits = set()
+    for fn in functions:
+        if any(reads_binding(cf, change) for cf in fn.compiled_functions() for change in changed):
+            hits.add(fn.__qualname__)
+    return sorted(hits)
 
 
 def resolution_changed(cf, res, host=None):
@@ -123,7 +171,7 @@ def describe(cf):
     for each in cf.closure():
         functions.append(each.qualname)
         for rec in each.global_reads:
-            stale = _read_changed(each, rec)
+            stale = read_changed(each, rec)
             globals_.append({"function": each.qualname, "kind": rec.kind,
                              "namespace": rec.namespace, "name": rec.name, "line": rec.lineno,
                              "changed": stale is not None,

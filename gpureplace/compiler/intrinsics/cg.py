@@ -30,7 +30,7 @@ __all__ = ["cg"]
 typing = Registry()
 lowering = LoweringRegistry()
 
-#: the global counter a grid barrier uses (compiler/kernel.py defines it in the kernel module)
+#: the global counter a grid barrier uses (compiler/pipeline.py defines it in the kernel module)
 BARRIER = "__gpureplace_grid_barrier"
 
 this_grid = Stub("this_grid", "this_grid(): the group of every thread of the grid; its sync() "

@@ -119,8 +119,8 @@ def _declare(builder, name, fty, nargs, ret=None):
 def _fastmath(context):
     """Fast math of the function being lowered (its compile options; the target context is shared
     by every option set of one dispatch context)."""
-    from .. import driver
-    cf = driver._current_compiled()
+    from .. import frontend
+    cf = frontend.current_compiled()
     if cf is not None:
         return bool(cf.options.fastmath)
     return bool(getattr(context, "fastmath", False))

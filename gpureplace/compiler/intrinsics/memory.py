@@ -1,5 +1,5 @@
-"""Arrays in the GPU's memory spaces: ``cuda.shared.array``, ``cuda.local.array``,
-``cuda.const.array_like``.
+"""Arrays in the GPU's memory spaces: ``cuda.shared.array``, ``cuda.local.array`` (and
+``cuda.const.array_like``, in ``constmem.py``).
 
 Each returns an ordinary Numba array (the struct of ``numba.np.arrayobj``), so indexing, slicing,
 ``.shape`` and friends work unchanged; only its data pointer differs: the generic address
@@ -12,27 +12,19 @@ Each returns an ordinary Numba array (the struct of ``numba.np.arrayobj``), so i
   ``[0 x i8]`` declaration, so they alias as ``extern __shared__`` arrays do in CUDA C; the length
   is ``%dynamic_smem_size // itemsize``.
 - ``local.array(shape, dtype)``: a per-thread ``alloca`` (NVPTX places it in local memory).
-- ``const.array_like(arr)``: ``arr`` must be a global (or closure) NumPy array; its values are
-  copied at compile time into an ``addrspace(4)`` (``.const``) global.  The typing context only
-  sees types, so a rewrite before type inference hands the array's value to the call as a hidden
-  second argument (the original argument stays, so redefinition tracking still sees the global).
+- ``const.array_like(arr)``: constant memory, in ``constmem.py``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 
-import numpy as np
 from llvmlite import ir
-from numba.core import cgutils, debuginfo, ir as nir, types
-from numba.core.datamodel import models, register_default
+from numba.core import cgutils, debuginfo, types
 from numba.core.errors import TypingError
 from numba.core.imputils import Registry as LoweringRegistry
-from numba.core.rewrites import Rewrite, register_rewrite
 from numba.core.typing.npydecl import parse_dtype
-from numba.core.typing.templates import CallableTemplate, Registry, signature
-from numba.core.typing.typeof import typeof_impl
+from numba.core.typing.templates import CallableTemplate, Registry
 from numba.np import numpy_support
 from numba.np.arrayobj import make_array, populate_array
 
@@ -40,18 +32,16 @@ from . import usage
 from .requirements import compile_target
 from .stubs import IntrinsicArgumentError, Namespace, Stub, register_namespace
 
-__all__ = ["shared", "local", "const"]
+__all__ = ["shared", "local"]
 
 typing = Registry()
 lowering = LoweringRegistry()
 
 ADDRSPACE_SHARED = 3
-ADDRSPACE_CONST = 4
 
 #: Name of the dynamic shared memory: one external declaration that every module shares.
 DYNAMIC_SHARED_NAME = "_gpureplace_dynamic_smem"
 _SMEM_PREFIX = "_gpureplace_smem"
-_CMEM_PREFIX = "_gpureplace_cmem"
 _ids = itertools.count()
 
 shared = Namespace("shared", array=Stub(
@@ -61,19 +51,15 @@ shared = Namespace("shared", array=Stub(
 local = Namespace("local", array=Stub(
     "array", "local.array(shape, dtype): an array private to each thread (shape known at "
              "compile time)", namespace="cuda.local"))
-#: The allocators whose shape argument must be a compile-time constant (driver.FoldArrayShapes)
+#: The allocators whose shape argument must be a compile-time constant (fold_shapes.FoldArrayShapes)
 ARRAY_STUBS = (shared.array, local.array)
-
-const = Namespace("const", array_like=Stub(
-    "array_like", "const.array_like(arr): the global NumPy array arr, copied into constant "
-                  "memory at compile time (read-only on the device)", namespace="cuda.const"))
 
 
 # ---------------------------------------------------------------------------------------------
 # The namespaces as values: cuda.shared -> NamespaceType, .array -> the stub's Function type
 
 
-for _ns in (shared, local, const):
+for _ns in (shared, local):
     register_namespace(typing, _ns)
 del _ns
 
@@ -114,7 +100,7 @@ def _shape_of(fname, shape, allow_dynamic):
     return dims
 
 
-_DTYPE_KINDS = (types.Number, types.Boolean, types.Record, types.NPDatetime, types.NPTimedelta)
+DTYPE_KINDS = (types.Number, types.Boolean, types.Record, types.NPDatetime, types.NPTimedelta)
 
 #: The largest alignment LLVM takes (2**32 bytes).
 MAX_ALIGNMENT = 1 << 32
@@ -126,7 +112,7 @@ def _element_type(fname, dtype):
         nbtype = parse_dtype(dtype)
     except TypingError as exc:
         raise TypingError(f"{fname}: {exc.msg if hasattr(exc, 'msg') else exc}") from None
-    if not isinstance(nbtype, _DTYPE_KINDS):
+    if not isinstance(nbtype, DTYPE_KINDS):
         got = dtype if nbtype is None else nbtype
         vector = getattr(getattr(dtype, "typing_key", None), "vector_type", None)
         if vector is not None:
@@ -216,7 +202,7 @@ def _describe(fname, dims, eltype, nbytes):
 
 
 def _check_size(fname, dims, eltype):
-    from ..backend import LOCAL_BYTES_PER_THREAD, STATIC_SHARED_BYTES
+    from ...arch import LOCAL_BYTES_PER_THREAD, STATIC_SHARED_BYTES
     nbytes = itemsize_of(eltype)
     for d in dims:
         nbytes *= d
@@ -238,7 +224,7 @@ def _check_size(fname, dims, eltype):
 def more_shared_advice(nbytes, arch, declare):
     """What to do with ``nbytes`` of shared data, over the static limit, on ``arch``;
     ``declare``: how to declare the dynamic shared array (one array, or several: their sum)."""
-    from ..backend import shared_opt_in_bytes
+    from ...arch import shared_opt_in_bytes
     most = shared_opt_in_bytes(arch)
     if most is not None and nbytes <= most:
         return (f"a block on {arch} can have up to {format_bytes(most)} as dynamic shared "
@@ -268,7 +254,7 @@ def _c_strides(dims, itemsize):
     return tuple(reversed(strides))
 
 
-def _build_array(context, builder, arytype, data, shape, itemsize):
+def build_array(context, builder, arytype, data, shape, itemsize):
     """A Numba array value over ``data`` (a generic pointer) with C-order ``shape``.
 
     ``shape`` holds ints, or LLVM intp values (the dynamic length); strides follow C order.
@@ -288,7 +274,7 @@ def _build_array(context, builder, arytype, data, shape, itemsize):
     return ary._getvalue()
 
 
-def _element_layout(context, dtype):
+def element_layout(context, dtype):
     lltype = context.get_data_type(dtype)
     align = context.get_abi_alignment(lltype)
     from .vectors import VectorType
@@ -313,7 +299,7 @@ def _requested_alignment(sig):
 
 
 def _static_shared(context, builder, arytype, dims, requested=None):
-    lltype, itemsize, align = _element_layout(context, arytype.dtype)
+    lltype, itemsize, align = element_layout(context, arytype.dtype)
     align = max(align, requested or 0)
     count = 1
     for d in dims:
@@ -327,7 +313,7 @@ def _static_shared(context, builder, arytype, dims, requested=None):
     # the block's total is checked once the kernel is linked (validate.check_linked)
     usage.note(context, usage.SHARED, _what("cuda.shared.array", dims, arytype.dtype),
                count * itemsize, gv.name)
-    return _build_array(context, builder, arytype, gv, dims, itemsize)
+    return build_array(context, builder, arytype, gv, dims, itemsize)
 
 
 def dynamic_shared_storage(module):
@@ -342,7 +328,7 @@ def dynamic_shared_storage(module):
 
 
 def _dynamic_shared(context, builder, arytype, requested=None):
-    _, itemsize, _ = _element_layout(context, arytype.dtype)
+    _, itemsize, _ = element_layout(context, arytype.dtype)
     gv = dynamic_shared_storage(builder.module)
     gv.align = max(gv.align, requested or 0)
     fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []),
@@ -350,7 +336,7 @@ def _dynamic_shared(context, builder, arytype, requested=None):
     nbytes = builder.call(fn, [])
     length = builder.udiv(nbytes, ir.IntType(32)(itemsize))
     length = builder.zext(length, context.get_value_type(types.intp))
-    return _build_array(context, builder, arytype, gv, (length,), itemsize)
+    return build_array(context, builder, arytype, gv, (length,), itemsize)
 
 
 def _lower_shared_array(context, builder, sig, args):
@@ -368,7 +354,7 @@ def _what(fname, dims, dtype):
 def _lower_local_array(context, builder, sig, args):
     arytype = sig.return_type
     dims = _dims_of_sig(sig.args[0])
-    lltype, itemsize, align = _element_layout(context, arytype.dtype)
+    lltype, itemsize, align = element_layout(context, arytype.dtype)
     count = 1
     for d in dims:
         count *= d
@@ -378,7 +364,7 @@ def _lower_local_array(context, builder, sig, args):
     # (validate.check_compiled)
     usage.note(context, usage.LOCAL, _what("cuda.local.array", dims, arytype.dtype),
                count * itemsize)
-    return _build_array(context, builder, arytype, storage, dims, itemsize)
+    return build_array(context, builder, arytype, storage, dims, itemsize)
 
 
 #: Up to this many bytes a memset is written as stores where it is (NVPTX's own limit, beyond
@@ -441,177 +427,3 @@ for _shape_ty in (types.IntegerLiteral, types.Tuple, types.UniTuple):
     lowering.lower(local.array, _shape_ty, types.Any)(_lower_local_array)
     lowering.lower(local.array, _shape_ty, types.Any, types.Any)(_lower_local_array)
 del _shape_ty
-
-
-# ---------------------------------------------------------------------------------------------
-# const.array_like
-
-
-class ConstSource:
-    """A NumPy array's values, frozen at compile time (the hidden argument of array_like)."""
-
-    __slots__ = ("array", "digest")
-
-    def __init__(self, array):
-        self.array = np.ascontiguousarray(array)
-        h = hashlib.sha1(self.array.tobytes())
-        h.update(str((self.array.dtype.str, self.array.dtype.descr, self.array.shape)).encode())
-        self.digest = h.hexdigest()[:16]
-
-
-class ConstSourceType(types.Dummy):
-    def __init__(self, source):
-        self.source = source
-        a = source.array
-        super().__init__(f"const_source({a.dtype}, {a.shape}, {source.digest})")
-
-
-register_default(ConstSourceType)(models.OpaqueModel)
-
-
-def _typeof_const_source(val, c):
-    return ConstSourceType(val)
-
-
-typeof_impl.register(ConstSource)(_typeof_const_source)
-
-
-@lowering.lower_constant(ConstSourceType)
-def _lower_const_source(context, builder, ty, pyval):
-    return context.get_dummy_value()
-
-
-class _ConstArrayLikeTemplate(CallableTemplate):
-    key = const.array_like
-
-    def generic(self):
-        def typer(ndarray, _frozen=None):
-            if _frozen is None or isinstance(_frozen, types.Omitted):
-                if isinstance(ndarray, types.Array):
-                    raise TypingError(
-                        "cuda.const.array_like(arr): arr must be a NumPy array held in a global "
-                        "or closure variable, so that its values can be copied into constant "
-                        "memory at compile time; a kernel argument or a local array cannot be")
-                raise TypingError(f"cuda.const.array_like(arr): arr must be a global NumPy "
-                                  f"array, got {ndarray}")
-            if not isinstance(_frozen, ConstSourceType):
-                raise TypingError("cuda.const.array_like() takes one argument, the array")
-            a = _frozen.source.array
-            eltype = numpy_support.from_dtype(a.dtype)
-            if not isinstance(eltype, _DTYPE_KINDS):
-                raise TypingError(f"cuda.const.array_like(arr): arrays of {a.dtype} cannot be "
-                                  f"placed in constant memory")
-            if a.ndim == 0:
-                raise TypingError("cuda.const.array_like(arr): arr must have at least one "
-                                  "dimension")
-            from ..backend import CONST_BYTES
-            if a.nbytes > CONST_BYTES:
-                raise TypingError(
-                    f"cuda.const.array_like(arr) of {a.size:,} {a.dtype}, "
-                    f"{format_bytes(a.nbytes)}, is more than the {format_bytes(CONST_BYTES)} "
-                    f"of constant memory a kernel's module can have; pass the array as a "
-                    f"kernel argument instead")
-            return signature(types.Array(eltype, a.ndim, "C", readonly=True), ndarray, _frozen)
-        return typer
-
-
-typing.register_global(const.array_like, types.Function(_ConstArrayLikeTemplate))
-
-
-@lowering.lower(const.array_like, types.Any, ConstSourceType)
-def _lower_const_array_like(context, builder, sig, args):
-    source = sig.args[1].source
-    a = source.array
-    arytype = sig.return_type
-    _, itemsize, align = _element_layout(context, arytype.dtype)
-    data = bytearray(a.tobytes()) or bytearray(1)     # no zero-sized globals
-    init = cgutils.create_constant_array(ir.IntType(8), data)
-    name = f"{_CMEM_PREFIX}_{source.digest}"
-    gv = builder.module.globals.get(name)
-    if gv is None:
-        gv = ir.GlobalVariable(builder.module, init.type, name, addrspace=ADDRSPACE_CONST)
-        gv.linkage = "internal"
-        gv.global_constant = True
-        gv.initializer = init
-        gv.align = max(align, 4)
-    usage.note(context, usage.CONST, f"cuda.const.array_like of {a.size:,} {a.dtype}", a.nbytes,
-               name)
-    return _build_array(context, builder, arytype, gv, a.shape, itemsize)
-
-
-_MISSING = object()
-
-
-def _global_value(func_ir, var, depth=0):
-    """The value of ``var`` if it is a global/closure value or an attribute chain on one."""
-    if depth > 8:
-        return _MISSING
-    try:
-        defn = func_ir.get_definition(var)
-    except Exception:           # not single-assigned, unknown name...: not a constant
-        return _MISSING
-    if isinstance(defn, (nir.Global, nir.FreeVar)):
-        return defn.value
-    if isinstance(defn, nir.Expr) and defn.op == "getattr":
-        base = _global_value(func_ir, defn.value, depth + 1)
-        if base is _MISSING:
-            return _MISSING
-        try:
-            return getattr(base, defn.attr, _MISSING)
-        except Exception:       # a host stand-in that refuses attribute reads (cuda.threadIdx)
-            return _MISSING
-    return _MISSING
-
-
-def _may_be_array_like(func_ir, var):
-    """Cheap pre-check, since this rewrite sees every call Numba compiles (CPU ones too)."""
-    try:
-        defn = func_ir.get_definition(var)
-    except Exception:
-        return False
-    if isinstance(defn, nir.Expr) and defn.op == "getattr":
-        return defn.attr == "array_like"
-    return isinstance(defn, (nir.Global, nir.FreeVar)) and defn.value is const.array_like
-
-
-@register_rewrite("before-inference")
-class _FreezeConstArrayLike(Rewrite):
-    """``const.array_like(arr)`` -> ``const.array_like(arr, <arr's values>)`` for a constant arr."""
-
-    def match(self, func_ir, block, typemap, calltypes):
-        self._block = block
-        self._hits = {}
-        for inst in block.find_insts(nir.Assign):
-            expr = inst.value
-            if not (isinstance(expr, nir.Expr) and expr.op == "call"):
-                continue
-            if len(expr.args) + len(expr.kws) != 1 or expr.vararg is not None:
-                continue
-            if not _may_be_array_like(func_ir, expr.func):
-                continue
-            if _global_value(func_ir, expr.func) is not const.array_like:
-                continue
-            arg = expr.args[0] if expr.args else dict(expr.kws).get("ndarray")
-            if arg is None:
-                continue
-            value = _global_value(func_ir, arg)
-            if isinstance(value, np.ndarray):
-                self._hits[id(inst)] = (arg, value)
-        return bool(self._hits)
-
-    def apply(self):
-        new = self._block.copy()
-        new.clear()
-        for inst in self._block.body:
-            hit = self._hits.get(id(inst))
-            if hit is not None:
-                arg, value = hit
-                loc = inst.loc
-                frozen = nir.Var(inst.target.scope, f"$const_array_like_{next(_ids)}", loc)
-                new.append(nir.Assign(nir.Const(ConstSource(value), loc, use_literal_type=False),
-                                      frozen, loc))
-                call = inst.value
-                inst = nir.Assign(nir.Expr.call(call.func, [arg, frozen], (), loc), inst.target,
-                                  loc)
-            new.append(inst)
-        return new

@@ -2,7 +2,7 @@
 
 import importlib
 
-_MODULES = ("indexing", "devicemath", "libdevice_calls", "sync", "memory", "atomics", "warp",
+_MODULES = ("indexing", "devicemath", "libdevice_calls", "sync", "memory", "constmem", "atomics", "warp",
             "bits", "printing", "external", "cg", "vectors")
 
 

@@ -15,16 +15,17 @@ follows the installed driver (``backend.compile_ptx_isa``).  Lowering runs once 
 
 from __future__ import annotations
 
+from ...arch import DEFAULT_ARCH
 from .stubs import IntrinsicArgumentError
 
 
 def compile_target():
     """(arch, PTX ISA) of the function being lowered, or (arch, None) when the arch itself is
     unknown or malformed: the back end refuses that one with its own message."""
-    from .. import backend, driver
+    from .. import backend, frontend
     from ...errors import CompileError
-    cf = driver._current_compiled()
-    arch = cf.options.arch if cf is not None else backend.DEFAULT_ARCH
+    cf = frontend.current_compiled()
+    arch = cf.options.arch if cf is not None else DEFAULT_ARCH
     try:
         return arch, backend.compile_ptx_isa(arch)
     except (CompileError, ValueError):
@@ -34,7 +35,7 @@ def compile_target():
 def arch_at_least(number: int) -> bool:
     """Whether the function being lowered targets sm_``number`` or newer (False for an arch
     the back end will refuse anyway)."""
-    from ..backend import arch_number
+    from ...arch import arch_number
     arch, isa = compile_target()
     return isa is not None and arch_number(arch) >= number
 
@@ -53,7 +54,7 @@ def require(what: str, sm: int = 0, ptx: int = 0, instead: str = ""):
     """Refuse ``what`` (``"cuda.match_any_sync()"``) unless the compile targets sm_``sm`` or newer
     and emits PTX ISA ``ptx`` (``63`` for 6.3) or newer.  ``instead``: what a user of an older
     GPU can write in its place.  Raised from a lowering, the error names the user's line."""
-    from ..backend import arch_number
+    from ...arch import arch_number
     arch, isa = compile_target()
     if isa is None:
         return                  # an unknown arch: the back end says so, before any code is made

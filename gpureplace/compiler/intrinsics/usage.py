@@ -36,8 +36,8 @@ class Site:
 
 def note(context, kind, what, nbytes=0, symbol=""):
     """Record a site of the function being lowered (its line: the statement being lowered)."""
-    from .. import driver
-    cf = driver._current_compiled()
+    from .. import frontend
+    cf = frontend.current_compiled()
     loc = nb_errors.loc_info.get("loc")
     function = filename = ""
     line = 0

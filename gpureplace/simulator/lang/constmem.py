@@ -7,7 +7,7 @@ import types as pytypes
 
 import numpy as np
 
-from ...compiler.intrinsics.memory import const
+from ...compiler.intrinsics.constmem import const
 from ..arrays import SimArray
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from ..tracking.names import qualified_name
+from .intrinsics.devicemath import MathStub
+from .intrinsics.libdevice_calls import LibdeviceStub
+from .intrinsics.stubs import Stub
 
 
 def _implementation(impl, fastmath):
-    from ..compiler.intrinsics.devicemath import MathStub
-    from ..compiler.intrinsics.libdevice_calls import LibdeviceStub
-    from ..compiler.intrinsics.stubs import Stub
     if isinstance(impl, MathStub):
         f32 = impl.symbol(__import__("numba").float32, fastmath)
         return f"libdevice {f32} (float32) / {impl.f64} (float64)"

@@ -1,11 +1,13 @@
 """NVIDIA's command-line tools that reflection uses (``inspect_sass``): found in the wheels
 (``nvidia-cuda-nvcc`` ships ptxas, ``nvidia-cuda-nvdisasm`` nvdisasm), then ``GPUREPLACE_<TOOL>``,
-``CUDA_HOME/bin`` and ``PATH``.  Compiling and launching never need them."""
+``CUDA_HOME/bin`` and ``PATH``.  Compiling and launching never need them.  Also what a module's
+PTX leaves for a linker to provide (``external_symbols``)."""
 
 from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +15,18 @@ import tempfile
 
 #: tool -> the PyPI package that provides it
 PACKAGES = {"ptxas": "nvidia-cuda-nvcc", "nvdisasm": "nvidia-cuda-nvdisasm"}
+
+
+_EXTERN = re.compile(r"^\.extern\s+\.func\s+(?:\([^)]*\)\s*)?(\w+)\s*\(", re.M)
+
+
+#: PTX "system calls": declared extern in PTX, provided by the driver
+_SYSTEM = frozenset(("vprintf", "malloc", "free", "__assertfail"))
+
+
+def external_symbols(ptx):
+    """Names of the functions ``ptx`` calls, does not define, and the driver does not provide."""
+    return set(_EXTERN.findall(ptx)) - _SYSTEM
 
 
 def find_tool(name):
@@ -44,7 +58,6 @@ def sass_of_ptx(ptx, arch, what="inspect_sass", line_info=False):
     ``line_info``, each instruction's source line is noted (PTX with .loc directives)."""
     ptxas = require_tool("ptxas", what)
     nvdisasm = require_tool("nvdisasm", what)
-    from .runtime.linking import external_symbols
     relocatable = bool(external_symbols(ptx))   # calls declared device functions: link later
     with tempfile.TemporaryDirectory() as tmp:
         src, obj = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")

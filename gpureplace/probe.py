@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 
+from .arch import DEFAULT_ARCH
+
 
 _why_not = {}       # what failed on the way to a GPU: "cupy", "devices" -> the exception
 
@@ -90,6 +92,5 @@ def default_arch() -> str:
     """The current device's ``sm_XX``; ``sm_90`` without a GPU."""
     if available():
         return arch_of(current_device())
-    from ..compiler.backend import DEFAULT_ARCH
     return DEFAULT_ARCH
 

@@ -1,27 +1,22 @@
-"""The disk cache: compiled kernels survive interpreter restarts, are never served stale, and
-never cost the user anything -- a damaged entry is a miss, an unusable directory a warning.
+"""The disk cache's directory: where it is, what gpureplace writes there and nothing else, its size
+cap (LRU eviction), ``clear()`` and ``info()``.  ``gpureplace.cache`` is this module.
+
+Compiled kernels survive interpreter restarts, are never served stale (``kernel_cache`` decides
+what an entry holds and when it may be used), and never cost the user anything -- a damaged entry
+is a miss, an unusable directory a warning.
 
 Where: ``$GPUREPLACE_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpureplace``, else ``~/.cache/gpureplace``;
 created 0700.  ``GPUREPLACE_CACHE=0`` (or ``gpureplace.cache.enabled = False``) turns it off.
 
-Layout (``FORMAT`` 5)::
+Layout (``kernel_cache.FORMAT`` 5)::
 
     CACHEDIR.TAG                  the marker: gpureplace made (or adopted) this directory
     usage                         the running size total: its length in bytes is the KiB stored
     kernels/<key>/<variant>.ptx   one compiled kernel: its PTX ...
     kernels/<key>/<variant>.json  ... and its metadata (JSON, never pickles)
     libdevice/pruned-<hash>.bc    libdevice cut down to the functions some kernels call
-    libdevice/text-<hash>.ll      libdevice's IR text (compiler/libdevice.py)
+    libdevice/text-<hash>.ll      libdevice's IR text (compiler/libdevice_bitcode.py)
     .tmp-XXXXXXXX                 a file being written (temp file + rename), in any of the folders
-
-The *key* hashes what is known before compiling: the kernel's own code (fingerprint), argument
-types, options, the context stack (names, fast-math flags and every override's fingerprint), PTX
-ISA and the versions of gpureplace, Numba and llvmlite.  The *metadata* lists every function of
-the call graph with the fingerprints of all the globals it read; an entry is used only when each of
-them still has that fingerprint in this process.  So a callee redefined in a new process -- same
-kernel source, different helper -- misses the cache instead of receiving the old binary.  A key
-has one *variant* per call graph seen (a hash of that list), so a kernel whose callee alternates
-between two definitions keeps both.
 
 What the user can count on:
 
@@ -57,22 +52,14 @@ What the user can count on:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 import stat
-import sys
 import tempfile
 import threading
 import time
 import warnings
 
-from . import bindings
-from .fingerprint import fingerprint
-from .names import qualified_name
-
-FORMAT = 5          # bumped whenever the layout changes (generated code: CODEGEN_REVISION)
 enabled = os.environ.get("GPUREPLACE_CACHE", "1").lower() not in ("0", "false", "no", "off")
 #: Size cap in bytes (LRU eviction beyond it).
 max_bytes = int(os.environ.get("GPUREPLACE_CACHE_MAX_BYTES", 256 << 20))
@@ -93,14 +80,14 @@ _MARKER_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
 
 # Exactly the names gpureplace writes; nothing else is ever deleted.
 _KEY = re.compile(r"[0-9a-f]{40}\Z")
-_ENTRY_FILE = re.compile(r"([0-9a-f]{12})\.(json|ptx)\Z")
+ENTRY_FILE = re.compile(r"([0-9a-f]{12})\.(json|ptx)\Z")
 _LIBDEVICE_FILE = re.compile(r"(?:pruned|text)-[0-9a-f]{40}\.(?:bc|ll)\Z")
 _TEMP = re.compile(r"\.tmp-[a-z0-9_]{8}\Z")                    # tempfile.mkstemp(prefix=".tmp-")
 _OLD_FILE = re.compile(r"(?:[0-9a-f]{40}(?:-[0-9a-f]{12})?\.(?:json|ptx)"
                        r"|libdevice-(?:text-)?[0-9a-f]{40}\.(?:bc|ll))\Z")    # FORMAT <= 4
 
 _explicit_dir = None
-_lock = threading.Lock()
+write_lock = threading.Lock()
 _usable = set()       # directories checked (and marked) by this process
 _problems = {}        # directory -> why it cannot be used (warned once)
 
@@ -127,7 +114,7 @@ def directory():
     return os.path.join(base, "gpureplace")
 
 
-def _ensure_dir():
+def ensure_dir():
     """The cache directory, created, checked and marked; None when it cannot be used (the
     first time, with a warning that says why and what to do)."""
     path = directory()
@@ -146,6 +133,11 @@ def _ensure_dir():
     _problems.pop(path, None)
     _usable.add(path)
     return path
+
+
+def forget(path):
+    """Check (and mark) ``path`` again at its next use: it went away under this process."""
+    _usable.discard(path)
 
 
 def _prepare(path):
@@ -198,7 +190,7 @@ def _adopt(path):
     if mark is not False:
         return mark
     try:
-        _atomic_write(os.path.join(path, MARKER), _MARKER_TEXT.encode())
+        atomic_write(os.path.join(path, MARKER), _MARKER_TEXT.encode())
     except OSError as exc:
         return f"it cannot be written ({exc.strerror or exc})"
     # A directory that an older gpureplace (before markers) filled: its files go now, and the
@@ -207,309 +199,11 @@ def _adopt(path):
     return None
 
 
-def _versions():
-    import llvmlite
-    import numba
-
-    from .. import __version__
-    from ..compiler.backend import CODEGEN_REVISION, llvm_options
-    return (f"gpureplace={__version__};numba={numba.__version__};llvmlite={llvmlite.__version__};"
-            f"codegen={CODEGEN_REVISION};llvm={' '.join(llvm_options())}")
-
-
-def context_fingerprint(context):
-    """Hash of the context stack: names, fast-math flags, options and every override."""
-    h = hashlib.blake2b(digest_size=16)
-    for layer in context.stack():
-        h.update(f"{layer.name}|{layer.fastmath}|{sorted(layer.options.items())!r};".encode())
-        if layer.parent is None:
-            continue       # the built-in table is part of the gpureplace version
-        by_host = sorted(layer.overrides(),
-                         key=lambda o: (repr(qualified_name(o.host)), repr(o.types)))
-        for ovr in by_host:
-            fp = fingerprint(ovr.impl)
-            if fp is None:
-                return None
-            h.update(f"{qualified_name(ovr.host)}->{fp}|{ovr.types!r};".encode())
-    return h.hexdigest()
-
-
-def kernel_key(py_func, argtypes, options, context, ptx_isa):
-    own = fingerprint(py_func)
-    ctx = context_fingerprint(context)
-    if own is None or ctx is None:
-        return None
-    text = "|".join([str(FORMAT), own, str(py_func.__module__), py_func.__qualname__,
-                     repr(tuple(str(t) for t in argtypes)), repr(options), ctx, str(ptx_isa),
-                     _versions()])
-    return hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
-
-
-# ---------------------------------------------------------------------------------------------
-# What a compiled call graph depends on, as JSON
-
-
-def _function_ref(pyfunc):
-    """(module, qualname) that finds ``pyfunc`` again in another process, or None."""
-    if (not pyfunc.__module__ or "<locals>" in pyfunc.__qualname__
-            or "<lambda>" in pyfunc.__qualname__):
-        return None
-    return [pyfunc.__module__, pyfunc.__qualname__]
-
-
-def describe_for_disk(cf):
-    """JSON-able dependency records of ``cf``'s whole call graph, or None if not reproducible."""
-    nodes = []
-    for i, each in enumerate(cf.closure()):
-        # The kernel itself is at hand when loading; callees must be found again by name.
-        ref = [each.pyfunc.__module__, each.pyfunc.__qualname__] if i == 0 else \
-            _function_ref(each.pyfunc)
-        if ref is None:
-            return None
-        reads = []
-        for rec in each.global_reads:
-            if rec.fingerprint is None:
-                return None
-            owner = rec.owner.__name__ if rec.owner is not None else None
-            reads.append([rec.kind, rec.name, owner, rec.fingerprint, rec.lineno])
-        code = fingerprint(each.pyfunc)
-        if code is None:
-            return None
-        nodes.append({"function": ref, "code": code, "reads": reads})
-    return nodes
-
-
-def _nodes_well_formed(nodes):
-    """Whether ``nodes`` (read from disk) has the shape ``describe_for_disk`` gives, checked
-    before ``_validate`` reads it: a field added there is checked here too."""
-    if not isinstance(nodes, list) or not nodes:
-        return False
-    for node in nodes:
-        if not (isinstance(node, dict) and isinstance(node.get("code"), str)
-                and _strings(node.get("function"), 2) and isinstance(node.get("reads"), list)):
-            return False
-        for read in node["reads"]:
-            if not (isinstance(read, list) and len(read) == 5 and _strings(read[:2], 2)
-                    and (read[2] is None or isinstance(read[2], str))
-                    and isinstance(read[3], str) and (read[4] is None or isinstance(read[4], int))):
-                return False
-    return True
-
-
-def _strings(value, n):
-    return isinstance(value, list) and len(value) == n and all(isinstance(v, str) for v in value)
-
-
-def _find_function(ref):
-    module, qualname = ref
-    obj = sys.modules.get(module)
-    for part in qualname.split("."):
-        if obj is None:
-            return None
-        obj = getattr(obj, part, None)
-    obj = getattr(obj, "py_func", obj)
-    return obj
-
-
-class CachedFunction:
-    """Dependency records of one function of a disk-loaded kernel, in ``deps.check``'s terms."""
-
-    def __init__(self, pyfunc, context, reads, callees=()):
-        self.pyfunc = pyfunc
-        self.context = context
-        self.global_reads = reads
-        self.resolutions = []
-        self.callees = list(callees)
-        self.overrides_used = []
-        self.checked_age = -1
-
-    @property
-    def qualname(self):
-        return f"{self.pyfunc.__module__}.{self.pyfunc.__qualname__}"
-
-    def closure(self):
-        return [self] + [c for c in self.callees]
-
-
-def _validate(nodes, context, kernel_func):
-    """CachedFunction of the kernel if every recorded read still holds, else None."""
-    from ..compiler.records import GlobalRead
-    from .deps import MISSING, current_value
-    funcs = []
-    for i, node in enumerate(nodes):
-        pyfunc = kernel_func if i == 0 else _find_function(node["function"])
-        if pyfunc is None or fingerprint(pyfunc) != node["code"]:
-            return None
-        reads = []
-        for kind, name, owner, fp, lineno in node["reads"]:
-            owner_mod = sys.modules.get(owner) if owner else None
-            if owner and owner_mod is None:
-                return None
-            rec = GlobalRead(kind, owner or pyfunc.__module__, name, None, lineno, owner_mod, fp)
-            probe = CachedFunction(pyfunc, context, [])
-            now = current_value(probe, rec)
-            if now is MISSING or fingerprint(now) != fp:
-                return None
-            reads.append(GlobalRead(kind, rec.namespace, name, now, lineno, owner_mod, fp))
-        funcs.append(CachedFunction(pyfunc, context, reads))
-    kernel = funcs[0]
-    kernel.callees = funcs[1:]
-    kernel.context_fp = context_fingerprint(context)
-    # Loaded code depends on these bindings exactly as compiled code does: the cell hook must
-    # watch them, or a helper redefined after a warm start would never move the world.
-    for each in funcs:
-        bindings.track_compiled(each)
-    return kernel
-
-
-
-# ---------------------------------------------------------------------------------------------
-# Store and load
-
-
-def _digest(data: bytes):
-    return hashlib.blake2b(data, digest_size=20).hexdigest()
-
-
-def _canonical(meta):
-    return json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
-
-
-def _seal(meta):
-    """The JSON text of ``meta`` with a ``digest`` over its canonical content."""
-    return json.dumps(dict(meta, digest=_digest(_canonical(meta))), sort_keys=True).encode()
-
-
-def _unseal(raw: bytes):
-    """The metadata ``_seal`` wrote, or None if ``raw`` is not exactly that."""
-    try:
-        meta = json.loads(raw)
-    except (ValueError, RecursionError):         # (a UnicodeDecodeError is a ValueError)
-        return None
-    if not isinstance(meta, dict):
-        return None
-    digest = meta.pop("digest", None)
-    if not isinstance(digest, str) or digest != _digest(_canonical(meta)):
-        return None
-    return meta
-
-
-def _well_formed(meta, ptx):
-    """Whether sealed ``meta`` describes ``ptx`` with the fields and types ``load`` reads."""
-    return (meta.get("format") == FORMAT and isinstance(meta.get("name"), str)
-            and isinstance(meta.get("llvm_ir", ""), str)
-            and meta.get("ptx_bytes") == len(ptx) and meta.get("ptx_sha") == _digest(ptx)
-            and _nodes_well_formed(meta.get("nodes")))
-
-
-def store(key, spec):
-    """Write ``spec`` (a KernelSpecialization) under ``key``; silently skip what cannot be kept."""
-    if not enabled or key is None:
-        return False
-    nodes = describe_for_disk(spec.compiled)
-    if nodes is None:
-        return False
-    ptx = spec.ptx.encode()
-    meta = {"format": FORMAT, "name": spec.name, "param_format": spec.param_format,
-            "nodes": nodes, "ptx_sha": _digest(ptx), "ptx_bytes": len(ptx), "llvm_ir": spec.llvm_ir}
-    # One entry per variant of the call graph: a kernel whose callee alternates between two
-    # definitions keeps both, instead of each overwriting the other.
-    variant = hashlib.blake2b(json.dumps(nodes, sort_keys=True).encode(), digest_size=6).hexdigest()
-    sealed = _seal(meta)
-    for _ in range(2):
-        d = _ensure_dir()
-        if d is None:
-            return False
-        folder = os.path.join(d, KERNELS, key)
-        try:
-            _make_folders(d, KERNELS, key)
-            with _lock:
-                # PTX first: a JSON (what load looks for) is never seen before its PTX.
-                _atomic_write(os.path.join(folder, variant + ".ptx"), ptx)
-                _atomic_write(os.path.join(folder, variant + ".json"), sealed)
-        except FileNotFoundError:
-            _usable.discard(d)      # removed under us (by hand, or a scan took an empty folder)
-            continue                # make it (and mark it) again, once
-        except OSError:
-            return False            # full disk, read-only: the kernel is compiled all the same
-        account(d, len(ptx) + len(sealed))
-        return True
-    return False
-
-
-def load(key, py_func, argtypes, options, context):
-    """A KernelSpecialization from disk, or None (missing, stale for this process, or damaged:
-    then removed).  Reads only the folder of ``key``."""
-    if not enabled or key is None:
-        return None
-    d = _ensure_dir()
-    if d is None:
-        return None
-    folder = os.path.join(d, KERNELS, key)
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return None
-    for name in names:
-        m = _ENTRY_FILE.match(name)
-        if m and m.group(2) == "json":
-            spec = _load_entry(folder, m.group(1), py_func, argtypes, options, context)
-            if spec is not None:
-                return spec
-    return None
-
-
-def _load_entry(folder, variant, py_func, argtypes, options, context):
-    meta_path = os.path.join(folder, variant + ".json")
-    try:
-        with open(meta_path, "rb") as fh:
-            raw = fh.read()
-    except FileNotFoundError:
-        return None                 # evicted since the listing
-    except OSError:
-        _remove_entry(folder, variant)
-        return None
-    try:
-        with open(os.path.join(folder, variant + ".ptx"), "rb") as fh:
-            ptx = fh.read()
-    except OSError:                 # half an entry (its PTX is written first, removed last)
-        _remove_entry(folder, variant)
-        return None
-    meta = _unseal(raw)
-    if meta is None or not _well_formed(meta, ptx):
-        _remove_entry(folder, variant)      # damaged, or half of another write: compile again
-        return None
-    try:
-        root = _validate(meta["nodes"], context, py_func)
-        text = ptx.decode()
-    except Exception:
-        # Unreachable for a sealed, well-formed entry; a field added to the metadata without a
-        # check in _nodes_well_formed would land here, and must cost a compile, not the user.
-        _remove_entry(folder, variant)
-        return None
-    if root is None:
-        return None           # a dependency differs in this process: compile afresh
-    try:
-        os.utime(meta_path)   # LRU bookkeeping
-    except OSError:
-        pass
-    from ..compiler.kernel import KernelSpecialization
-    spec = KernelSpecialization(root, meta["name"], argtypes, text, meta.get("llvm_ir", ""),
-                                options, 0.0)
-    spec.from_disk = True
-    return spec
-
-
-def _remove_entry(folder, variant):
-    for suffix in (".json", ".ptx"):        # the JSON first: without it nothing reads the PTX
-        _unlink(os.path.join(folder, variant + suffix))
-
-
 # ---------------------------------------------------------------------------------------------
 # Files of the cache directory
 
 
-def _unlink(path):
+def unlink(path):
     try:
         os.unlink(path)
         return True
@@ -517,7 +211,7 @@ def _unlink(path):
         return False
 
 
-def _make_folders(d, *parts):
+def make_folders(d, *parts):
     """Make ``d/parts...`` (0700) below the cache directory ``d``, which must exist: if it went
     away, FileNotFoundError, rather than a new unmarked directory."""
     path = d
@@ -530,7 +224,7 @@ def _make_folders(d, *parts):
     return path
 
 
-def _atomic_write(path, data: bytes):
+def atomic_write(path, data: bytes):
     d = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
     try:
@@ -538,7 +232,7 @@ def _atomic_write(path, data: bytes):
             fh.write(data)
         os.replace(tmp, path)
     except BaseException:
-        _unlink(tmp)
+        unlink(tmp)
         raise
 
 
@@ -547,11 +241,11 @@ def libdevice_path(name):
     in the cache; None when the cache is off or its directory cannot be used."""
     if not enabled:
         return None
-    d = _ensure_dir()
+    d = ensure_dir()
     if d is None:
         return None
     try:
-        return os.path.join(_make_folders(d, LIBDEVICE), name)
+        return os.path.join(make_folders(d, LIBDEVICE), name)
     except OSError:
         return None
 
@@ -560,7 +254,7 @@ def write_file(path, data: bytes):
     """Write ``data`` to ``path`` in the cache (from ``libdevice_path``) atomically and count it
     against the cap; False when it cannot be written."""
     try:
-        _atomic_write(path, data)
+        atomic_write(path, data)
     except OSError:
         return False
     account(os.path.dirname(os.path.dirname(path)), len(data))
@@ -637,7 +331,7 @@ def _walk(d):
             continue
         halves = {}
         for entry in _listing(folder.path):
-            m = _ENTRY_FILE.match(entry.name)
+            m = ENTRY_FILE.match(entry.name)
             if m is None and not _TEMP.match(entry.name):
                 continue
             st = _lstat(entry)
@@ -672,7 +366,7 @@ def _scan(d):
                 folders.append(paths[0])
             elif kind == "old" or (kind in ("temp", "half") and now - mtime > STALE_SECONDS):
                 for path in paths:
-                    _unlink(path)
+                    unlink(path)
             else:
                 total += nbytes      # a young temp file or half entry: a write in progress
                 if kind in ("entry", "libdevice"):
@@ -683,7 +377,7 @@ def _scan(d):
                 if total <= max_bytes * LOW_WATER:
                     break
                 for path in paths:
-                    _unlink(path)
+                    unlink(path)
                 total -= nbytes
         for folder in folders:
             try:
@@ -770,7 +464,7 @@ def _clear(d):
         if kind == "folder":
             folders.append(paths[0])
             continue
-        removed = [_unlink(path) for path in paths]
+        removed = [unlink(path) for path in paths]
         n += kind == "entry" and removed[0]
     for folder in folders:
         try:

@@ -1,10 +1,15 @@
-"""Kernels: wrap a compiled device function as a PTX entry point, link, optimise, emit.
+"""The pipeline, end to end: a Python function and argument types in a context -> a kernel's PTX.
 
     compile_kernel(pyfunc, argtypes, context, options)
-      -> driver.compile_device            (front end + lowering, cached per function)
+      -> frontend.compile_device          (front end + lowering, cached per function; a function
+                                           whose callees alone changed is relinked)
       -> wrapper                          (flat ABI parameters -> Numba values -> call)
       -> link                             (every callee's module + pruned libdevice)
       -> backend.optimize / validate / emit_ptx
+      -> KernelSpecialization             (what the runtime loads; kernel_cache keeps it on disk)
+
+Device functions on their own (``compile_ptx(device=True)``, ``abi="c"``) take the same steps
+without the kernel wrapper: ``device_ptx`` and ``device_ptx_c_abi``.
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ from llvmlite import ir
 from numba.core import types
 
 from ..errors import CompileError
-from . import abi, backend, driver
+from . import abi, backend, frontend
+from .constructs import instructions_with_lines
 from .records import resident_arrays
-from .target import ADDRSPACE_GLOBAL, RESIDENT_ALIGN
+from .target import ADDRSPACE_GLOBAL, RESIDENT_ALIGN, compilers
 from .validate import check_linked
 
 
@@ -27,7 +33,7 @@ class KernelSpecialization:
     """A kernel compiled for one argument-type tuple in one context with one option set."""
 
     def __init__(self, compiled, name, argtypes, ptx, llvm_ir, options, compile_seconds):
-        self.compiled = compiled            # driver.CompiledFunction of the kernel body
+        self.compiled = compiled            # compiled.CompiledFunction of the kernel body
         self.name = name                    # plain PTX entry name
         self.argtypes = tuple(argtypes)
         self.ptx = ptx
@@ -46,15 +52,6 @@ class KernelSpecialization:
     def context(self):
         return self.compiled.context
 
-    def max_cooperative_grid_blocks(self, blockdim, dynsmemsize=0):
-        """How many blocks of ``blockdim`` threads a cooperative launch of this kernel (one that
-        syncs the grid) can have on the current GPU (numba-cuda's name)."""
-        from ..runtime import device, launch
-        launch.require_device()
-        dims = launch.normalize_dims(blockdim, "block")
-        loaded = launch.LoadedKernel(self, device.current_device())
-        return loaded.max_cooperative_blocks(dims[0] * dims[1] * dims[2], dynsmemsize)
-
     # numba-cuda's names on an overload (``kernel.overloads[argtypes]``)
     def inspect_llvm(self):
         """The optimised LLVM IR of the whole linked module."""
@@ -66,7 +63,7 @@ class KernelSpecialization:
 
     def inspect_sass(self):
         """The SASS listing (ptxas and nvdisasm from NVIDIA's wheels; no GPU needed)."""
-        from ..tools import sass_of_ptx
+        from .toolchain import sass_of_ptx
         return sass_of_ptx(self.ptx, self.options.arch, line_info=self.options.lineinfo)
 
     @property
@@ -90,9 +87,11 @@ def plain_name(pyfunc):
     return re.sub(r"[^A-Za-z0-9_]", "_", pyfunc.__name__) or "kernel"
 
 
-def compile_kernel(pyfunc, argtypes, context, options) -> KernelSpecialization:
+def compile_kernel(pyfunc, argtypes, context, options, make=KernelSpecialization):
+    """``pyfunc`` compiled as a kernel for ``argtypes``: a ``make`` (KernelSpecialization, or the
+    runtime's subclass that can also ask the GPU about it)."""
     t0 = time.perf_counter()
-    cf = driver.compile_device(pyfunc, context, {}, argtypes, options.for_device())
+    cf = frontend.compile_device(pyfunc, context, {}, argtypes, options.for_device())
     if not isinstance(cf.restype, types.NoneType):
         raise CompileError(
             f"a kernel cannot return a value (it returns {cf.restype}); write results into an "
@@ -104,8 +103,7 @@ def compile_kernel(pyfunc, argtypes, context, options) -> KernelSpecialization:
     mod, ptx = _finish(cf, _wrapper_module(cf, name, arrays), name,
                        keep={symbol for symbol, _ in arrays})
     ptx = entry_directives(ptx, name, options)
-    return KernelSpecialization(cf, name, argtypes, ptx, str(mod), options,
-                                time.perf_counter() - t0)
+    return make(cf, name, argtypes, ptx, str(mod), options, time.perf_counter() - t0)
 
 
 def entry_directives(ptx, name, options):
@@ -133,14 +131,14 @@ def entry_directives(ptx, name, options):
 
 def device_ptx(cf) -> str:
     """PTX of a device function on its own (``compile_ptx(..., device=True)``)."""
-    _, targetctx = cf.context.compilers()
+    _, targetctx = compilers(cf.context)
     return _finish(cf, str(targetctx.create_module("device")), cf.mangled_name)[1]
 
 
 def device_ptx_c_abi(cf, name) -> str:
     """PTX of a device function under the C ABI: ``.visible .func`` named ``name`` that takes
     its scalar arguments and returns its value as a C function would (for CUDA C callers)."""
-    _, targetctx = cf.context.compilers()
+    _, targetctx = compilers(cf.context)
     for i, ty in enumerate(cf.argtypes):
         if not isinstance(ty, (types.Integer, types.Float, types.Boolean)):
             raise CompileError(f"compile(abi='c'): argument {i} of {cf.pyfunc.__qualname__} is "
@@ -175,9 +173,7 @@ def _c_abi_entry(targetctx, cf, name):
 def _finish(cf, wrapper_ir, entry, keep=()):
     """Link, internalize all but ``entry`` (and the globals named in ``keep``), optimise,
     validate, emit: (module, PTX)."""
-    from ..runtime import device
-    isa = backend.ptx_isa_for_arch(cf.options.arch, ptx_isa(),
-                                   device.driver_version() is not None)
+    isa = backend.compile_ptx_isa(cf.options.arch)
     mod = _link(cf, wrapper_ir)
     backend.internalize_except(mod, {entry, *keep})
     backend.optimize(mod, cf.options.arch, isa, cf.options.opt)
@@ -188,14 +184,14 @@ def _finish(cf, wrapper_ir, entry, keep=()):
 def _return_line(pyfunc):
     """Line of the last ``return`` with a value (where a kernel returns something)."""
     last = pyfunc.__code__.co_firstlineno
-    for ins, line in driver.instructions_with_lines(pyfunc):
+    for ins, line in instructions_with_lines(pyfunc):
         if ins.opname == "RETURN_VALUE":
             last = line
     return last
 
 
 def _wrapper_module(cf, name, device_arrays=()):
-    _, targetctx = cf.context.compilers()
+    _, targetctx = compilers(cf.context)
     mod = targetctx.create_module(f"{name}.wrapper")
     params = abi.llvm_param_types(cf.argtypes)
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), params), name=name)
@@ -284,11 +280,11 @@ def _link_runtime_helpers(cf, mod):
     if not wanted:
         return
     table = helpers()
-    _, targetctx = cf.context.compilers()
+    _, targetctx = compilers(cf.context)
     linked = set()                        # helpers share device functions (cpow and cpowf)
     for symbol in wanted:
         pyfunc, argtypes = table[symbol]
-        helper = driver.compile_device(pyfunc, cf.context, {}, argtypes, cf.options.for_device())
+        helper = frontend.compile_device(pyfunc, cf.context, {}, argtypes, cf.options.for_device())
         for each in helper.closure():
             if each.mangled_name in linked:
                 continue
@@ -296,8 +292,3 @@ def _link_runtime_helpers(cf, mod):
             for text in each.ir_texts():
                 mod.link_in(llvm.parse_assembly(text))
         mod.link_in(llvm.parse_assembly(_c_abi_entry(targetctx, helper, symbol)))
-
-
-def ptx_isa():
-    from ..runtime import device
-    return backend.ptx_isa_for_driver(device.driver_version())

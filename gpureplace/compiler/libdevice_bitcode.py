@@ -1,4 +1,5 @@
-"""libdevice: where to find it, what it offers, and pruned copies to link.
+"""libdevice's bitcode: where to find it, what it offers, and pruned copies to link (the functions
+themselves, callable from device code: ``gpureplace.libdevice``).
 
 libdevice is NVIDIA's bitcode library of math functions (``__nv_sinf``, ``__nv_pow``, ...).  Linking
 all of it into every kernel costs tens of milliseconds and bloats the PTX, so we keep the parsed
@@ -32,6 +33,7 @@ import threading
 import llvmlite.binding as llvm
 
 from ..errors import LibdeviceNotFound
+from .libdevice_tuning import DEFINE_NAME, tune_trig
 
 
 class LibdeviceInvalid(LibdeviceNotFound):
@@ -369,7 +371,7 @@ class _TextIndex:
                 end = text.find("\n}\n", pos)
                 end = n if end < 0 else end + 2
                 body = text[pos:end]
-                self.defines[_DEFINE_NAME.match(body).group(1)] = body
+                self.defines[DEFINE_NAME.match(body).group(1)] = body
                 pos = end + 1
                 continue
             if line.startswith("declare "):
@@ -522,50 +524,6 @@ def _pruned_by_llvm(wanted):
     return str(mod)
 
 
-# Double-precision sine and cosine.  As LLVM compiled libdevice's code, 16 calls of math.sin per
-# thread ran at 0.92x of the same loop compiled by nvcc (bench/codegen.py, H200); with the two
-# changes below at 1.03x.  Neither changes a result: only how the code is laid out.
-#
-# 1. The Payne-Hanek argument reduction for |x| >= 2^31, __internal_trig_reduction_slowpathd, is
-#    inlined.  libdevice marks it noinline, and it stays an ABI call in SASS (CALL.REL): each call
-#    site must keep the caller's live values where the callee cannot clobber them, which in a loop
-#    of calls costs more than the rarely taken branch around inlined code (0.957x with this change
-#    alone).  The single-precision reduction is inlined in libdevice already.
-# 2. The two branches that end sin and cos on the quadrant q (q & 1: the cosine polynomial's last
-#    step instead of the sine's; q & 2: negate) carry branch weights that call the skipping edge
-#    likely.  Without them SimplifyCFG speculates both arms and merges them with 64-bit selects,
-#    even with its folding thresholds at 0: NVPTX's cost model rates an FMA and a negation as free.
-#    That is four FSEL and a DADD per call where nvcc's code has two predicated DFMAs (0.963x with
-#    this change alone).  The weights only make SimplifyCFG see the branches as predictable (its
-#    one test for keeping a branch); ptxas predicates the short arms either way.
-TRIG_WITH_QUADRANT_BRANCHES = frozenset({"__nv_sin", "__nv_cos", "__nv_sincos", "__nv_sinpi",
-                                         "__nv_cospi", "__nv_sincospi"})
-_SLOWPATH_DEFINE = re.compile(r"^(define internal [^\n]*@__internal_trig_reduction_slowpathd\("
-                              r"[^)]*\)) #\d+ \{", re.M)
-_QUADRANT_BRANCH = re.compile(r"(%[\w.]+) = and i32 %[\w.]+, [12]\n\s*(%[\w.]+) = icmp ne i32 \1, 0"
-                              r"\n\s*br i1 \2, label %[\w.]+, label %[\w.]+")
-_DEFINE_NAME = re.compile(r"^define [^\n]*?@([\w.]+)\(", re.M)
-
-
-def tune_trig(text):
-    """IR ``text`` of (part of) libdevice with the two changes described above."""
-    text = _SLOWPATH_DEFINE.sub(r"\1 alwaysinline {", text)
-    pieces = re.split(r"(?=^define )", text, flags=re.M)
-    marked = False
-    for i, piece in enumerate(pieces):
-        m = _DEFINE_NAME.match(piece)
-        if m and m.group(1) in TRIG_WITH_QUADRANT_BRANCHES:
-            piece, n = _QUADRANT_BRANCH.subn(lambda b: f"{b.group(0)}, !prof !{{SKIP}}", piece)
-            pieces[i], marked = piece, marked or n > 0
-    text = "".join(pieces)
-    if not marked:
-        return text
-    ids = [int(x) for x in re.findall(r"^!(\d+) = ", text, flags=re.M)]
-    node = f"!{max(ids, default=-1) + 1}"
-    return (text.replace("!{SKIP}", node)
-            + f'\n{node} = !{{!"branch_weights", i32 1, i32 2000}}\n')
-
-
 # A new process compiling its first kernel would prune again (tens of ms): the pruned bitcode is
 # kept in the disk cache, named by everything it depends on, and checksummed.
 
@@ -585,7 +543,7 @@ def _identity():
 def _cache_file(prefix, key, suffix):
     """Path in the disk cache of a file derived from this libdevice by this LLVM and ``key``;
     None when the disk cache is off or its directory cannot be used (that warns once)."""
-    from ..tracking import cache
+    from . import diskcache as cache
     if not cache.enabled:
         return None
     text = repr(_identity() + (llvm.llvm_version_info,) + tuple(key))
@@ -607,7 +565,7 @@ def _to_disk(key, data):
 def _read_checked(path):
     """The bytes ``_write_checked`` stored at ``path``; None when absent or damaged (then removed,
     to be built again)."""
-    from ..tracking import cache
+    from . import diskcache as cache
     blob = cache.read_file(path)
     if blob is None:
         return None
@@ -622,5 +580,5 @@ def _read_checked(path):
 
 
 def _write_checked(path, data):
-    from ..tracking import cache
+    from . import diskcache as cache
     cache.write_file(path, hashlib.blake2b(data, digest_size=20).digest() + data)

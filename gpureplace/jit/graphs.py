@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import threading
 
-from .config import settings
-from .errors import GPUReplaceError, LaunchError
-from .runtime import device as _device
-from .runtime import launch
-from .tracking import world
+from .. import probe
+from ..errors import GPUReplaceError, LaunchError
+from ..runtime import launch
+from ..tracking import world
+from . import backends
 
 
 class GraphCaptureError(GPUReplaceError, RuntimeError):
@@ -136,12 +136,12 @@ class Graph:
     def _begin(self):
         if recorder() is not None:
             raise GraphCaptureError("graph captures cannot be nested")
-        simulated = settings.launch_backend() == "simulator"
+        simulated = backends.simulated()
         stream = None
         if not simulated:
             launch.require_device()
-            cp = _device.cupy_module()
-            self.device = _device.current_device()
+            cp = probe.cupy_module()
+            self.device = probe.current_device()
             launch.ensure_context(self.device)
             stream = cp.cuda.Stream(non_blocking=True)
         rec = _Recording(stream.ptr if stream is not None else None, simulated)
@@ -205,12 +205,12 @@ class Graph:
             return
         if self._age != world.age:
             self._revalidate()
-        if _device.current_device() != self.device:
+        if probe.current_device() != self.device:
             raise LaunchError(f"{self.name}: the graph was captured on device {self.device}; "
-                              f"the current device is {_device.current_device()}")
+                              f"the current device is {probe.current_device()}")
         if self._printf:
             launch.note_printf()
-        _device.cupy_module().cuda.runtime.graphLaunch(self._exec, launch.stream_ptr(stream))
+        probe.cupy_module().cuda.runtime.graphLaunch(self._exec, launch.stream_ptr(stream))
 
     __call__ = launch
 
@@ -261,7 +261,7 @@ class Graph:
 def _node_count(captured):
     """Number of nodes in a captured cudaGraph (driver API; None when it cannot be asked)."""
     import ctypes
-    lib = _device.libcuda()
+    lib = probe.libcuda()
     if lib is None:
         return None
     try:

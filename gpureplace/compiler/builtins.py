@@ -1,0 +1,10 @@
+"""Fills the built-in context: math, NumPy ufuncs and builtins -> device math (libdevice).
+
+Importing this module is what makes ``builtin_context`` mean something; the compiler's pipeline
+imports it, so no compile can see an empty table.
+"""
+
+from ..dispatch.context import builtin_context
+from .intrinsics.devicemath import builtin_table
+
+builtin_context.preload(builtin_table())

@@ -1,0 +1,83 @@
+"""What the front end produces: ``CompiledFunction`` (one Python function typed and lowered for
+one argument-type tuple in one context, with the records redefinition tracking reads) and the
+``Options`` that change generated code."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .records import GlobalRead
+
+
+@dataclass(frozen=True)
+class Options:
+    """Compile options that change generated code (part of every cache key)."""
+    fastmath: bool = False
+    arch: str = "sm_90"
+    opt: int = 3
+    lineinfo: bool = False
+    #: Kernel entry directives (``cuda.jit(max_registers=, launch_bounds=)``): they change only
+    #: the kernel's own PTX, so device functions compile without them (``for_device``).
+    max_registers: int = 0
+    launch_bounds: tuple = ()
+
+    def for_device(self):
+        if not (self.max_registers or self.launch_bounds):
+            return self
+        return dataclasses.replace(self, max_registers=0, launch_bounds=())
+
+
+class CompiledFunction:
+    """One Python function compiled for one argument-type tuple in one context."""
+
+    def __init__(self, pyfunc, context, argtypes, options):
+        self.pyfunc = pyfunc
+        self.context = context
+        self.argtypes = tuple(argtypes)
+        self.options = options
+        self.restype = None
+        self.declared_restype = None    # the return type a given signature declares
+        self.fndesc = None
+        self.library = None
+        self.type_annotation = None
+        self.global_reads: list[GlobalRead] = []
+        self.overrides_used = []     # (host, Override) that lowering used
+        self.resolutions = []        # (host, start layer, Override or None) looked up in typing
+        self.checked_age = -1        # world age at which the records were last found valid
+        self.world = -1              # same, for device functions used as specialisations
+        self.callees: list[CompiledFunction] = []
+        self.bad_calls = []        # (symbol, loc) left by lowering that the device cannot run
+        self.mask = {}             # the override mask it was compiled under (resolve.Frame)
+        self._ir_texts = None
+
+    def ir_texts(self):
+        """LLVM IR text of each lowered module (computed once; linking parses fresh copies)."""
+        if self._ir_texts is None:
+            from .backend import exact_remainders
+            self._ir_texts = [exact_remainders(str(m)) for m in self.library.modules]
+        return self._ir_texts
+
+    @property
+    def mangled_name(self):
+        return self.fndesc.mangled_name
+
+    @property
+    def qualname(self):
+        return f"{self.pyfunc.__module__}.{self.pyfunc.__qualname__}"
+
+    def closure(self):
+        """This function and every device function it calls, transitively, each once."""
+        out, seen, stack = [], set(), [self]
+        while stack:
+            cf = stack.pop()
+            if id(cf) in seen:
+                continue
+            seen.add(id(cf))
+            out.append(cf)
+            stack.extend(cf.callees)
+        return out
+
+    def __repr__(self):
+        args = ", ".join(str(a) for a in self.argtypes)
+        return f"<CompiledFunction {self.qualname}({args}) in {self.context.name!r}>"

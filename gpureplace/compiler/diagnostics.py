@@ -1,0 +1,369 @@
+"""Compile errors in the user's terms: Numba's messages turned into one line that names the
+construct, the user's line and what to do instead; refusals of constructs device code cannot run
+(containers, ``with``, dynamic ``raise``, host functions, walrus); errors inside library code
+reported at the user's call."""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+
+from numba.core import errors as nb_errors
+
+from ..errors import CompileError
+from . import constructs
+from .constructs import instructions_with_lines
+
+
+def name_of(pyfunc):
+    return getattr(pyfunc, "__qualname__", repr(pyfunc))
+
+
+def file_of(pyfunc):
+    code = getattr(pyfunc, "__code__", None)
+    return code.co_filename if code else ""
+
+
+def first_line_of(pyfunc):
+    code = getattr(pyfunc, "__code__", None)
+    return code.co_firstlineno if code else 0
+
+
+def _split_top(text):
+    """``text`` split at the commas outside any brackets."""
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        parts.append("".join(cur).strip())
+    return parts
+
+
+_OPERATORS = {"add": "+", "iadd": "+=", "sub": "-", "isub": "-=", "mul": "*", "imul": "*=",
+              "truediv": "/", "itruediv": "/=", "floordiv": "//", "ifloordiv": "//=",
+              "mod": "%", "imod": "%=", "pow": "**", "ipow": "**=", "lshift": "<<",
+              "rshift": ">>", "and_": "&", "or_": "|", "xor": "^", "matmul": "@", "lt": "<",
+              "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def _no_implementation(msg):
+    """Numba's "No implementation of function ... found for signature: >>> f(types)" in words
+    that name the operation, or None for other messages."""
+    import re
+    m = re.search(r"No implementation of function Function\((?:<built-in function (\w+)>|"
+                  r"<function (\w+)[^>]*>|[^)]*)\) found for signature:\s*\n\s*>>> (\w+)\((.*)\)\s*$",
+                  msg, re.M)
+    if not m:
+        return None
+    name = m.group(1) or m.group(2) or m.group(3)
+    args = _split_top(m.group(4))
+    if name == "getitem" and len(args) == 2:
+        kernel = re.fullmatch(r"device_function\(([\w.<>]+)\.(\w+),.*\)", args[0])
+        if kernel:
+            fn = kernel.group(2)
+            return (f"{fn}[...] launches a kernel from device code, which is not supported "
+                    f"(no dynamic parallelism): call {fn}(...) instead, which runs it as a device "
+                    f"function in the calling thread")
+        return f"cannot index {args[0]} with {args[1]}"
+    if name == "setitem" and len(args) == 3:
+        return f"cannot store {args[2]} into {args[0]} at index {args[1]}"
+    if name in _OPERATORS and len(args) == 2:
+        return f"operator {_OPERATORS[name]} is not defined for {args[0]} and {args[1]}"
+    unary = {"neg": "-", "pos": "+", "invert": "~", "not_": "not"}
+    if name in unary and len(args) == 1:
+        return f"unary operator {unary[name]} is not defined for {args[0]}"
+    return f"{name}() has no implementation for argument types ({', '.join(args)})"
+
+
+def _short_reason(msg):
+    """The first meaningful lines of a Numba message, without its pipeline boilerplate."""
+    import re
+    msg = re.sub(r"\x1b\[[0-9;]*m", "", str(msg))
+    # A typing template that raised says why in its own words: prefer those.
+    m = re.search(r"raised a specific error:\s*\n\s*(?:\w+Error: )?(.+)", msg)
+    if m:
+        return m.group(1).strip()
+    plain = _no_implementation(msg)
+    if plain:
+        return plain
+    keep = []
+    for line in msg.splitlines():
+        s = line.strip()
+        if not s:
+            if keep:
+                break
+            continue
+        if s.startswith(("During:", "File ", "- Resolution failure", "Failed in ",
+                         "Rewrite ", "This error may have been caused", "The function")):
+            if keep:
+                break
+            continue
+        keep.append(s)
+        if len(keep) >= 3:
+            break
+    return " ".join(keep) or msg.strip().splitlines()[0]
+
+
+def convert_error(pyfunc, exc):
+    loc = getattr(exc, "loc", None)
+    filename = getattr(loc, "filename", None) or file_of(pyfunc)
+    lineno = getattr(loc, "line", None) or first_line_of(pyfunc)
+    reason = _short_reason(getattr(exc, "msg", None) or str(exc))
+    if isinstance(exc, nb_errors.TypingError) and "Untyped global name" in reason:
+        reason = reason.replace("Untyped global name", "cannot use global name")
+    attr = re.search(r"Unknown attribute '(\w+)' of type Module\(<module '([\w.]+)'", reason)
+    if attr:
+        name, module = attr.groups()
+        mod = sys.modules.get(module)
+        if mod is not None and hasattr(mod, name):
+            reason = (f"{module}.{name} has no device implementation: it cannot be called in "
+                      f"kernels or device functions (give it one with "
+                      f"Context.override({module}.{name}, ...))")
+        else:
+            reason = f"module {module!r} has no attribute {name!r}"
+    if "UndefinedType" in reason:
+        missing = _undefined_globals(pyfunc, lineno)
+        if missing:
+            reason = (f"name {missing[0]!r} is not defined (it is neither a global of "
+                      f"{pyfunc.__module__} nor a builtin)")
+    reason, lineno = _construct_reason(pyfunc, exc, reason, lineno)
+    return CompileError(reason, function=name_of(pyfunc), filename=filename, lineno=lineno,
+                        chain=(name_of(pyfunc),), detail=str(exc))
+
+
+#: Python operations Numba's front end refuses by opcode, in the user's words.
+_OPCODES = {
+    "STORE_GLOBAL": "assigning a global variable is not supported in device code: a GPU thread "
+                    "cannot change Python's globals; write the value into an array argument",
+    "DELETE_GLOBAL": constructs.DEL_REASON,
+    "IMPORT_NAME": constructs.IMPORT_REASON,
+    "IMPORT_FROM": constructs.IMPORT_REASON,
+    "GET_YIELD_FROM_ITER": "yield from is not supported in device code; write the loop out "
+                           "(for v in it: yield v)",
+}
+
+#: Host builtins that build a container device code cannot hold: (what it builds, the kind).
+_CONTAINER_BUILTINS = {"list": ("a list", "lists"), "dict": ("a dict", "dicts"),
+                       "set": ("a set", "sets"), "frozenset": ("a set", "sets"),
+                       "sorted": ("a list", "lists"), "bytearray": ("a byte array", "byte arrays"),
+                       "bytes": ("a byte string", "strings"), "str": ("a string", "strings"),
+                       "repr": ("a string", "strings"), "format": ("a string", "strings"),
+                       "ascii": ("a string", "strings")}
+
+
+#: Packages whose Python functions are library code when device code reaches them (Numba's
+#: implementations of builtins, IPython's replacement of open); so is the standard library.
+_LIBRARY_PACKAGES = frozenset({"numba", "IPython", "ipykernel", "llvmlite", "numpy"})
+
+
+@functools.lru_cache(maxsize=None)
+def _stdlib_dirs():
+    import sysconfig
+    paths = sysconfig.get_paths()
+    return tuple(p for p in {paths.get("stdlib"), paths.get("platstdlib")} if p)
+
+
+def is_library(pyfunc):
+    """Whether ``pyfunc`` is a library's code rather than the user's (see _LIBRARY_PACKAGES)."""
+    if _package(pyfunc) in _LIBRARY_PACKAGES:
+        return True
+    filename = file_of(pyfunc)
+    return filename.startswith(_stdlib_dirs()) and "-packages" not in filename
+
+
+def _package(pyfunc):
+    """The top-level package that defines ``pyfunc`` (its globals' ``__name__``: a wrapper's
+    ``__module__`` may name another, as IPython's open says it is io's)."""
+    globs = getattr(pyfunc, "__globals__", None) or {}
+    return (globs.get("__name__") or getattr(pyfunc, "__module__", None) or "").split(".", 1)[0]
+
+
+def library_call_error(caller, callee, exc, loc):
+    """The CompileError for a call from the user's ``caller`` into library code ``callee``
+    that failed to compile (``exc``), at the caller's line: a library function other than
+    Numba's implementations of builtins is host code; for those, what failed inside is said,
+    prefixed with the builtin the line calls."""
+    import builtins
+    line = loc.line if loc is not None and getattr(loc, "filename", None) == file_of(caller) \
+        else line_referring_to(caller, callee.__name__)
+    name = None
+    for ins, at in instructions_with_lines(caller):
+        if at == line and ins.opname in ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR",
+                                         "LOAD_METHOD"):
+            value = caller.__globals__.get(ins.argval, getattr(builtins, ins.argval, None))
+            if value is callee or ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and \
+                    ins.argval == callee.__name__:
+                name = ins.argval
+                break
+    if _package(callee) == "numba":
+        reason = exc.reason
+        host = _host_callable_at(caller, line)
+        if host is not None and host[0] in _CONTAINER_BUILTINS:
+            reason = _host_callable_reason(host)
+        elif host is not None and not reason.startswith(f"{host[0]}()"):
+            reason = f"{host[0]}(): {reason}"
+    else:
+        reason = host_function_reason(name or callee.__name__, callee)
+    new = CompileError(reason, function=name_of(caller), filename=file_of(caller),
+                       lineno=line, chain=(), detail=exc.detail or str(exc))
+    new.at_caller = True          # the caller's own line: its compile starts the chain anew
+    return new
+
+
+def _construct_reason(pyfunc, exc, reason, lineno):
+    """``(reason, line)`` in the user's terms for Numba's messages about Python constructs and
+    host functions that device code cannot use (the message and line as they were otherwise).
+    Most constructs are refused before the front end (compiler/constructs.py); this covers the
+    functions whose source cannot be read, and what depends on types."""
+    text = str(exc)
+    if isinstance(exc, AttributeError) and "return_dynamic_user_exc" in text:
+        return _dynamic_raise_reason(pyfunc, lineno), lineno
+    if "set_try_status" in text or "Exception matching is limited" in text or \
+            "Exception object cannot be stored" in text:
+        return constructs.try_reason(), _line_of_op(pyfunc, lineno, ("NOP",), before=True)
+    if "Unsupported context manager" in text or "construct is not supported" in text and \
+            "with (context manager)" in text:
+        return constructs.WITH_REASON, _line_of_op(pyfunc, lineno, (
+            "BEFORE_WITH", "SETUP_WITH", "BEFORE_ASYNC_WITH", "SETUP_ASYNC_WITH"))
+    if "yield in a closure" in text:
+        return constructs.GENEXP_REASON, lineno
+    if "Multiple argument raise" in text:
+        return constructs.RAISE_FROM_REASON, lineno
+    if "Illegal IR, del found" in text:
+        return constructs.DEL_REASON, lineno
+    m = re.search(r"unsupported opcode \((\w+)\) found(?:\. Raised from .*? \((\d+)\))?", text)
+    if m:
+        line = int(m.group(2)) if m.group(2) else lineno
+        why = _OPCODES.get(m.group(1))
+        return (why or f"the Python operation {m.group(1)} is not supported in device code"), line
+    m = re.search(r"Unknown attribute '(\w+)' of type (list|reflected list|set|dict)\b", reason)
+    if m or re.search(r"of type range_iter\w*", reason) and "'add'" in reason:
+        kind = {"set": "sets", "dict": "dicts"}.get(m.group(2) if m else "set", "lists")
+        return _container_reason(kind), lineno
+    if "does not support keyword arguments" in text and "print" in text:
+        return ("print() in device code takes no keyword arguments (sep=, end=, file= and flush= "
+                "are the host's): it prints its arguments separated by spaces, one line per "
+                "call, to the terminal's standard output; drop the keywords"), lineno
+    m = re.search(r"Cannot determine Numba type of <class '(\w+)'>", reason)
+    if m:
+        host = _host_callable_at(pyfunc, lineno)
+        if host is not None:
+            return _host_callable_reason(host), lineno
+    m = re.search(r"Type of variable '\$[^']*' cannot be determined", reason)
+    if m:
+        return ("the type of an intermediate value on this line cannot be determined (the front "
+                "end cannot follow this expression); split it into simpler statements"
+                + (", e.g. assign the := expression's value on a line of its own before the "
+                   "condition" if _has_walrus(pyfunc, lineno) else "")), lineno
+    if "unhashable type: 'dict'" in text:
+        return ("a call with **keyword arguments is not supported in device code; pass the "
+                "arguments by name, one by one"), lineno
+    return reason, lineno
+
+
+def _container_reason(kind):
+    from .target import unsupported_message
+    return unsupported_message(kind) + \
+        (", filled in a loop" if kind in ("lists", "sets", "dicts") else "")
+
+
+def _dynamic_raise_reason(pyfunc, lineno):
+    """A raise (or assert message) whose arguments are not constants: Numba's GPU calling
+    convention keeps only constant exception arguments, as numba-cuda's does."""
+    asserts = any(ins.opname == "LOAD_ASSERTION_ERROR" and line == lineno
+                  for ins, line in instructions_with_lines(pyfunc))
+    if asserts:
+        return ("assert with a message that is not a constant is not supported in device code: "
+                "give it a constant message (assert x > 0, \"x must be positive\") or none; a "
+                "failed assert stops the GPU thread and is not reported, as in numba-cuda without "
+                "debug=True")
+    return ("raise with exception arguments that are not constants is not supported in device "
+            "code: pass constants only (raise ValueError(\"index out of range\")); a raised "
+            "exception stops the GPU thread and is not reported, as in numba-cuda without "
+            "debug=True, so write values you need to see into an array argument")
+
+
+def _line_of_op(pyfunc, lineno, opnames, before=False):
+    """The line of the first instruction named in ``opnames`` (with ``before``: the last one at
+    or before ``lineno``), or ``lineno``."""
+    lines = [line for ins, line in instructions_with_lines(pyfunc) if ins.opname in opnames]
+    if before:
+        lines = [line for line in lines if line <= lineno]
+        return lines[-1] if lines else lineno
+    return lines[0] if lines else lineno
+
+
+def _has_walrus(pyfunc, lineno):
+    tree = constructs._tree_of(pyfunc.__code__)
+    if tree is None:
+        return False
+    import ast
+    node, offset = tree
+    return any(isinstance(n, ast.NamedExpr) and n.lineno + offset == lineno
+               for n in ast.walk(node))
+
+
+def _host_callable_at(pyfunc, lineno):
+    """(name, value) of a builtin function or class read on ``lineno`` that Numba cannot
+    type, or None."""
+    import builtins
+    import types as pytypes
+    for ins, line in instructions_with_lines(pyfunc):
+        if line != lineno or ins.opname not in ("LOAD_GLOBAL", "LOAD_NAME"):
+            continue
+        name = ins.argval
+        value = pyfunc.__globals__.get(name, getattr(builtins, name, None))
+        if isinstance(value, (pytypes.BuiltinFunctionType, type)) or \
+                getattr(builtins, name, None) is value is not None:
+            return name, value
+    return None
+
+
+def _host_callable_reason(host):
+    name, value = host
+    import builtins
+    builds = _CONTAINER_BUILTINS.get(name)
+    if builds is not None and value is getattr(builtins, name, None):
+        return f"{name}() builds {builds[0]}: " + _container_reason(builds[1])
+    return host_function_reason(name, value)
+
+
+def host_function_reason(name, value=None):
+    """Why ``name`` (a host function: a builtin such as open or input, or a library's Python
+    function) cannot be called in device code."""
+    import builtins
+    if hasattr(builtins, name) or value is None:
+        what = "a Python builtin"
+    else:
+        what = f"from {_package(value) or 'the host'}"
+    return (f"{name}() is a host function ({what}) with no device implementation: kernels and "
+            f"device functions cannot call it; do this on the host, before or after the launch")
+
+
+def _undefined_globals(pyfunc, lineno):
+    """Global names read by ``pyfunc`` (on ``lineno`` first) that are bound nowhere."""
+    import builtins
+    names = []
+    for ins, line in instructions_with_lines(pyfunc):
+        if ins.opname == "LOAD_GLOBAL":
+            name = ins.argval
+            if name not in pyfunc.__globals__ and not hasattr(builtins, name):
+                names.append((line != lineno, name))
+    return [n for _, n in sorted(names)]
+
+
+def line_referring_to(pyfunc, name):
+    """The first line of ``pyfunc`` that loads the global (or closure variable) ``name``."""
+    for ins, line in instructions_with_lines(pyfunc):
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_DEREF", "LOAD_NAME") and ins.argval == name:
+            return line
+    return first_line_of(pyfunc)

@@ -1,0 +1,325 @@
+"""The front end: Python function + argument types + context -> typed, lowered device function.
+
+Reads like the pipeline it runs:
+  1. front end  (Numba's untyped and typed passes; globals resolved through the context)
+  2. lowering   (Numba's lowering into our library, no wrappers)
+  3. records    (globals read, overrides used, callees) for redefinition tracking
+Kernels add a wrapper and go through the back end in ``compiler.pipeline``.  What it produces:
+``compiled.py``; errors in the user's terms: ``diagnostics.py``; reuse of lowered code when only a
+callee changed: ``relink.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from numba.core import errors as nb_errors
+from numba.core import funcdesc, lowering
+from numba.core.compiler import CompilerBase, DefaultPassBuilder, Flags
+from numba.core.target_extension import target_override
+from numba.core.compiler_machinery import LoweringPass, PassManager, register_pass
+from numba.core.typed_passes import (AnnotateTypes, IRLegalization,
+                                     NoPythonSupportedFeatureValidation)
+
+from ..errors import CompileError
+from ..tracking import bindings, deps
+from ..tracking.stats import counters
+from . import builtins as _builtins  # noqa: F401  (fills the built-in table)
+from . import constructs, resolve
+from .compiled import CompiledFunction
+from .constructs import instructions_with_lines
+from .diagnostics import convert_error, file_of, first_line_of, line_referring_to, name_of
+from .fold_shapes import FoldArrayShapes
+from .relink import relink
+from .records import collect_global_reads
+from .target import compilers
+
+_lock = threading.RLock()
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Numba pipeline pieces
+
+
+class _TrackingLower(lowering.Lower):
+    """Numba's lowering, noting where a call the device cannot run was introduced."""
+
+    def lower_inst(self, inst):
+        before = len(self.module.globals)
+        try:
+            super().lower_inst(inst)
+        except Exception as exc:
+            if getattr(exc, "loc", None) is None:
+                try:
+                    exc.loc = self.loc          # so the error names the user's line
+                except AttributeError:
+                    pass
+            raise
+        if len(self.module.globals) != before:
+            from .validate import invalid_declarations
+            cf = current_compiled()
+            if cf is not None:
+                for name in invalid_declarations(self.module):
+                    if all(name != seen for seen, _ in cf.bad_calls):
+                        cf.bad_calls.append((name, self.loc))
+
+
+@register_pass(mutates_CFG=True, analysis_only=False)
+class GPULowering(LoweringPass):
+    _name = "gpureplace_lowering"
+
+    def __init__(self):
+        LoweringPass.__init__(self)
+
+    def run_pass(self, state):
+        targetctx = state.targetctx
+        library = state.library
+        cf = current_compiled()
+        if cf is not None and state.func_ir.func_id.func is cf.pyfunc:
+            # What the function reads, before lowering: a global array is lowered from the
+            # snapshot its record keeps (compiler/target.py), never from the live array.
+            cf.global_reads = collect_global_reads(state.func_ir)
+        fndesc = funcdesc.PythonFunctionDescriptor.from_specialized_function(
+            state.func_ir, state.typemap, state.return_type, state.calltypes,
+            mangler=targetctx.mangler, inline=False, noalias=False,
+            abi_tags=[state.flags.get_mangle_string()])
+        with targetctx.push_code_library(library):
+            lower = _TrackingLower(targetctx, library, fndesc, state.func_ir,
+                                   metadata=state.metadata)
+            lower.lower()
+        state["fndesc"] = fndesc
+        state.cr = fndesc          # tells Numba's pipeline runner that we are done
+        return True
+
+
+class GPUPipeline(CompilerBase):
+    def define_pipelines(self):
+        dpb = DefaultPassBuilder
+        pm = PassManager("gpureplace")
+        pm.passes.extend(dpb.define_untyped_pipeline(self.state).passes)
+        pm.add_pass(FoldArrayShapes, "fold constant array shapes")
+        pm.passes.extend(dpb.define_typed_pipeline(self.state).passes)
+        pm.add_pass(NoPythonSupportedFeatureValidation, "check supported features")
+        pm.add_pass(IRLegalization, "legalise IR")
+        pm.add_pass(AnnotateTypes, "annotate types")
+        pm.add_pass(GPULowering, "lower to LLVM IR")
+        pm.finalize()
+        return [pm]
+
+
+def numba_flags(options):
+    flags = Flags()
+    flags.no_compile = True
+    flags.no_cpython_wrapper = True
+    flags.no_cfunc_wrapper = True
+    flags.nrt = False
+    flags.error_model = "numpy"
+    # lineinfo: line tables only (DebugDirectivesOnly), as numba-cuda's lineinfo=True
+    flags.debuginfo = flags.dbg_directives_only = bool(options.lineinfo)
+    flags.boundscheck = False
+    if options.fastmath:
+        flags.fastmath = True
+    return flags
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiling device functions
+
+_cache = {}          # (pyfunc, context uid, mask key, argtypes, options) -> CompiledFunction
+_in_progress = []    # CompiledFunction being compiled on this thread (innermost last)
+
+
+
+def current_compiled():
+    return _in_progress[-1] if _in_progress else None
+
+
+def forget(stale):
+    """Drop compiled functions from the cache so their next use compiles them afresh."""
+    ids = {id(cf) for cf in stale}
+    with _lock:
+        for key in [k for k, cf in _cache.items() if id(cf) in ids]:
+            del _cache[key]
+    counters["invalidations"] += len(ids)
+
+
+def cache_key(pyfunc, context, mask, argtypes, options, restype=None):
+    key = (pyfunc, context.uid, resolve._mask_key(mask), tuple(argtypes), options)
+    return key if restype is None else key + (restype,)
+
+
+def compile_device(pyfunc, context, mask, argtypes, options, restype=None) -> CompiledFunction:
+    """Compile ``pyfunc`` for ``argtypes`` in ``context`` (cached); ``restype``: the return type
+    a signature given to cuda.jit declares (the value returned is converted to it).
+
+    Numba's front end recurses into each device function a function calls, some twenty Python
+    frames a level, so a chain of helpers 50 deep would exhaust Python's default recursion
+    limit.  The outermost compile that has work to do therefore raises the limit, on the
+    caller's own thread, for as long as it runs (the limit protects the C stack, and a level
+    takes under 3 KB of it: ``MAX_DEPTH`` levels fit easily in a thread's default 8 MB).  A
+    thread of its own would deadlock a compile made while its module is being imported (Numba
+    imports the function's module), so there is none.  Nesting deeper than ``MAX_DEPTH`` is
+    refused with the chain that got there; a RecursionError all the same becomes a CompileError."""
+    key = cache_key(pyfunc, context, mask, argtypes, options, restype)
+    if getattr(_deep, "active", False):
+        return _compile_device(pyfunc, context, mask, argtypes, options, restype, key)
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None and deps.check(hit) is None:
+            return hit
+    _deep.active = True
+    with _deep_lock:
+        if _deep_users[0] == 0:
+            _deep_users[1] = sys.getrecursionlimit()
+            sys.setrecursionlimit(max(_deep_users[1], _DEEP_RECURSION_LIMIT))
+        _deep_users[0] += 1
+    try:
+        return _compile_device(pyfunc, context, mask, argtypes, options, restype, key)
+    except RecursionError:
+        raise _recursion_error(pyfunc) from None
+    finally:
+        _deep.active = False
+        with _deep_lock:
+            _deep_users[0] -= 1
+            if _deep_users[0] == 0:
+                sys.setrecursionlimit(_deep_users[1])
+
+
+#: How deeply device functions may call one another (kernel -> h0 -> h1 -> ...).  Measured on
+#: CPython 3.11: some 21 Python frames and under 3 KB of C stack a level, so 500 levels need
+#: about 1.5 MB of a thread's stack.
+MAX_DEPTH = 500
+_DEEP_RECURSION_LIMIT = 30 * MAX_DEPTH + 5_000
+_deep = threading.local()              # .active: an outermost compile runs on this thread
+_deep_lock = threading.Lock()
+_deep_users = [0, 0]                   # outermost compiles running now, the limit before them
+
+
+def _recursion_error(pyfunc):
+    """What a RecursionError in the front end (not a chain of calls, which MAX_DEPTH bounds:
+    an expression or statement nested beyond what the compiler can follow) becomes."""
+    return CompileError(
+        f"{name_of(pyfunc)} is nested too deeply for the compiler (Python's recursion limit, "
+        f"raised to {_DEEP_RECURSION_LIMIT}, was reached): split deeply nested expressions or "
+        f"calls into separate statements or functions", function=name_of(pyfunc),
+        filename=file_of(pyfunc), lineno=first_line_of(pyfunc), chain=(name_of(pyfunc),))
+
+
+def _too_deep(pyfunc):
+    """The error for a call that would nest device functions deeper than MAX_DEPTH."""
+    funcs = [f.pyfunc for f in resolve.frames()] + [pyfunc]
+    names = [name_of(f) for f in funcs]
+    shown = names if len(names) <= 8 else \
+        names[:4] + [f"... ({len(names) - 7} more)"] + names[-3:]
+    caller = funcs[-2]
+    exc = CompileError(
+        f"device functions nest more than {MAX_DEPTH} calls deep ({' -> '.join(shown)}), more "
+        f"than the compiler follows: call fewer helpers inside one another (inline some, or "
+        f"write a recursion as a loop)", function=name_of(caller), filename=file_of(caller),
+        lineno=line_referring_to(caller, pyfunc.__name__), chain=())
+    exc.complete = True           # the callers on the way out add nothing to the chain
+    return exc
+
+
+def _compile_device(pyfunc, context, mask, argtypes, options, restype, key):
+    with _lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            # Cached code is reused only while its records still match the current bindings.
+            if deps.check(hit) is None:
+                return hit
+            relinked = relink(hit, compile_device)
+            if relinked is not None:
+                _cache[key] = relinked
+                return relinked
+            forget([hit])
+        for frame in resolve.frames():
+            if frame.key == key:
+                # Reported at the call that closes the cycle; the callers on the way out
+                # prefix themselves to the chain.
+                caller = resolve.frames()[-1].pyfunc
+                raise CompileError(
+                    f"recursive calls are not supported in device code ({name_of(caller)} "
+                    f"calls {name_of(pyfunc)}, which is already being compiled for the same "
+                    f"argument types); write the recursion as a loop",
+                    function=name_of(caller), filename=file_of(caller),
+                    lineno=line_referring_to(caller, pyfunc.__name__),
+                    chain=(name_of(pyfunc),))
+        if len(resolve.frames()) >= MAX_DEPTH:
+            raise _too_deep(pyfunc)
+        cf = CompiledFunction(pyfunc, context, argtypes, options)
+        cf.declared_restype = restype
+        cf.mask = dict(mask or {})
+        _run_front_end(cf, mask, key)
+        _cache[key] = cf
+        counters["device_compiles"] += 1
+        return cf
+
+
+#: Bytecode of f-strings that format a value (3.10-3.12; 3.13's FORMAT_SIMPLE/FORMAT_WITH_SPEC)
+_FSTRING_OPS = frozenset({"FORMAT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC"})
+
+
+def _refuse_fstrings(pyfunc):
+    """An f-string that formats values needs a string at run time, which device code cannot
+    build; Numba would fail deep inside its str() implementation, so say so at the line."""
+    for ins, line in instructions_with_lines(pyfunc):
+        if ins.opname in _FSTRING_OPS:
+            raise CompileError(
+                "f-strings are not supported in device code (a string would need the heap); "
+                "print the values as arguments instead: print(\"value\", x[i])",
+                function=name_of(pyfunc), filename=file_of(pyfunc), lineno=line,
+                chain=(name_of(pyfunc),))
+
+
+def _run_front_end(cf, mask, key):
+    from .validate import check_compiled
+    constructs.refuse(cf.pyfunc, name_of(cf.pyfunc), file_of(cf.pyfunc))
+    _refuse_fstrings(cf.pyfunc)
+    typingctx, targetctx = compilers(cf.context)
+    frame = resolve.Frame(cf.pyfunc, cf.context, mask, cf.options, key)
+    library = targetctx.codegen().create_library(cf.qualname)
+    resolve.frames().append(frame)
+    _in_progress.append(cf)
+    try:
+        try:
+            # Numba's generic @overload machinery asks "the current target" where to register
+            # lowerings; make that ours, not the CPU's (whose registries it would reload).
+            with target_override("gpureplace"):
+                pipeline = GPUPipeline(typingctx, targetctx, library, cf.argtypes,
+                                        cf.declared_restype, numba_flags(cf.options), {})
+                pipeline.compile_extra(cf.pyfunc)
+        except CompileError as exc:
+            if getattr(exc, "at_caller", False):
+                exc.at_caller = False
+                exc.chain = (name_of(cf.pyfunc),)
+            elif not getattr(exc, "complete", False):
+                exc.chain = (name_of(cf.pyfunc),) + tuple(exc.chain or (exc.function,))
+            raise exc from None
+        except (nb_errors.NumbaError, nb_errors.UnsupportedBytecodeError, NotImplementedError,
+                TypeError, ValueError, AttributeError, KeyError, IndexError,
+                AssertionError) as exc:
+            raise convert_error(cf.pyfunc, exc) from None
+        state = pipeline.state
+        cf.restype = state.return_type
+        cf.fndesc = state["fndesc"]
+        cf.library = library
+        cf.type_annotation = state.type_annotation
+        cf.resolutions = frame.resolutions
+        lines = {id(r.value): r.lineno for r in reversed(cf.global_reads)}
+        for res in cf.resolutions:
+            if not res.line:
+                res.line = lines.get(id(res.host), 0)
+        cf.overrides_used = [(r.host, r.hit) for r in frame.resolutions if r.hit is not None]
+        cf.callees = frame.callees
+        targetctx.insert_user_function(cf, cf.fndesc, [library])
+        bindings.track_compiled(cf)
+        check_compiled(cf)
+    finally:
+        _in_progress.pop()
+        resolve.frames().pop()
+
+
+# ---------------------------------------------------------------------------------------------

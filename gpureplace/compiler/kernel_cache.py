@@ -1,0 +1,309 @@
+"""Compiled kernels on disk: what an entry's key hashes, what its metadata records, and when a
+stored kernel may be used in this process (the directory itself: ``diskcache``).
+
+The *key* hashes what is known before compiling: the kernel's own code (fingerprint), argument
+types, options, the context stack (names, fast-math flags and every override's fingerprint), PTX
+ISA and the versions of gpureplace, Numba and llvmlite.  The *metadata* lists every function of
+the call graph with the fingerprints of all the globals it read; an entry is used only when each of
+them still has that fingerprint in this process.  So a callee redefined in a new process -- same
+kernel source, different helper -- misses the cache instead of receiving the old binary.  A key
+has one *variant* per call graph seen (a hash of that list), so a kernel whose callee alternates
+between two definitions keeps both.
+
+An entry is two files, ``kernels/<key>/<variant>.ptx`` and ``.json``; the JSON is sealed with a
+digest over its canonical content (which includes the PTX's digest and length), so a damaged or
+mismatched pair is a miss and is removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+
+from ..tracking import bindings
+from ..tracking.deps import UNSEEN, current_value, read_changed
+from ..tracking.fingerprint import fingerprint
+from ..version import __version__
+from . import backend, diskcache
+from .pipeline import KernelSpecialization
+from .records import GlobalRead
+
+FORMAT = 5          # bumped whenever the layout changes (generated code: CODEGEN_REVISION)
+
+
+def _versions():
+    import llvmlite
+    import numba
+
+    return (f"gpureplace={__version__};numba={numba.__version__};llvmlite={llvmlite.__version__};"
+            f"codegen={backend.CODEGEN_REVISION};llvm={' '.join(backend.llvm_options())}")
+
+
+def kernel_key(py_func, argtypes, options, context, ptx_isa):
+    own = fingerprint(py_func)
+    ctx = context.fingerprint()
+    if own is None or ctx is None:
+        return None
+    text = "|".join([str(FORMAT), own, str(py_func.__module__), py_func.__qualname__,
+                     repr(tuple(str(t) for t in argtypes)), repr(options), ctx, str(ptx_isa),
+                     _versions()])
+    return hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------
+# What a compiled call graph depends on, as JSON
+
+
+def _function_ref(pyfunc):
+    """(module, qualname) that finds ``pyfunc`` again in another process, or None."""
+    if (not pyfunc.__module__ or "<locals>" in pyfunc.__qualname__
+            or "<lambda>" in pyfunc.__qualname__):
+        return None
+    return [pyfunc.__module__, pyfunc.__qualname__]
+
+
+def describe_for_disk(cf):
+    """JSON-able dependency records of ``cf``'s whole call graph, or None if not reproducible."""
+    nodes = []
+    for i, each in enumerate(cf.closure()):
+        # The kernel itself is at hand when loading; callees must be found again by name.
+        ref = [each.pyfunc.__module__, each.pyfunc.__qualname__] if i == 0 else \
+            _function_ref(each.pyfunc)
+        if ref is None:
+            return None
+        reads = []
+        for rec in each.global_reads:
+            if rec.fingerprint is None:
+                return None
+            owner = rec.owner.__name__ if rec.owner is not None else None
+            reads.append([rec.kind, rec.name, owner, rec.fingerprint, rec.lineno])
+        code = fingerprint(each.pyfunc)
+        if code is None:
+            return None
+        nodes.append({"function": ref, "code": code, "reads": reads})
+    return nodes
+
+
+def _nodes_well_formed(nodes):
+    """Whether ``nodes`` (read from disk) has the shape ``describe_for_disk`` gives, checked
+    before ``_validate`` reads it: a field added there is checked here too."""
+    if not isinstance(nodes, list) or not nodes:
+        return False
+    for node in nodes:
+        if not (isinstance(node, dict) and isinstance(node.get("code"), str)
+                and _strings(node.get("function"), 2) and isinstance(node.get("reads"), list)):
+            return False
+        for read in node["reads"]:
+            if not (isinstance(read, list) and len(read) == 5 and _strings(read[:2], 2)
+                    and (read[2] is None or isinstance(read[2], str))
+                    and isinstance(read[3], str) and (read[4] is None or isinstance(read[4], int))):
+                return False
+    return True
+
+
+def _strings(value, n):
+    return isinstance(value, list) and len(value) == n and all(isinstance(v, str) for v in value)
+
+
+def _find_function(ref):
+    module, qualname = ref
+    obj = sys.modules.get(module)
+    for part in qualname.split("."):
+        if obj is None:
+            return None
+        obj = getattr(obj, part, None)
+    obj = getattr(obj, "py_func", obj)
+    return obj
+
+
+class CachedFunction:
+    """Dependency records of one function of a disk-loaded kernel, in ``deps.check``'s terms."""
+
+    def __init__(self, pyfunc, context, reads, callees=()):
+        self.pyfunc = pyfunc
+        self.context = context
+        self.global_reads = reads
+        self.resolutions = []
+        self.callees = list(callees)
+        self.overrides_used = []
+        self.checked_age = -1
+
+    @property
+    def qualname(self):
+        return f"{self.pyfunc.__module__}.{self.pyfunc.__qualname__}"
+
+    def closure(self):
+        return [self] + [c for c in self.callees]
+
+
+def _validate(nodes, context, kernel_func):
+    """CachedFunction of the kernel if every recorded read still holds, else None."""
+    funcs = []
+    for i, node in enumerate(nodes):
+        pyfunc = kernel_func if i == 0 else _find_function(node["function"])
+        if pyfunc is None or fingerprint(pyfunc) != node["code"]:
+            return None
+        reads = []
+        for kind, name, owner, fp, lineno in node["reads"]:
+            owner_mod = sys.modules.get(owner) if owner else None
+            if owner and owner_mod is None:
+                return None
+            rec = GlobalRead(kind, owner or pyfunc.__module__, name, UNSEEN, lineno, owner_mod, fp)
+            probe = CachedFunction(pyfunc, context, [])
+            if read_changed(probe, rec) is not None:
+                return None                 # redefined (or gone) since it was stored
+            now = current_value(probe, rec)
+            reads.append(GlobalRead(kind, rec.namespace, name, now, lineno, owner_mod, fp))
+        funcs.append(CachedFunction(pyfunc, context, reads))
+    kernel = funcs[0]
+    kernel.callees = funcs[1:]
+    kernel.context_fp = context.fingerprint()
+    # Loaded code depends on these bindings exactly as compiled code does: the cell hook must
+    # watch them, or a helper redefined after a warm start would never move the world.
+    for each in funcs:
+        bindings.track_compiled(each)
+    return kernel
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Store and load
+
+
+def _digest(data: bytes):
+    return hashlib.blake2b(data, digest_size=20).hexdigest()
+
+
+def _canonical(meta):
+    return json.dumps(meta, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _seal(meta):
+    """The JSON text of ``meta`` with a ``digest`` over its canonical content."""
+    return json.dumps(dict(meta, digest=_digest(_canonical(meta))), sort_keys=True).encode()
+
+
+def _unseal(raw: bytes):
+    """The metadata ``_seal`` wrote, or None if ``raw`` is not exactly that."""
+    try:
+        meta = json.loads(raw)
+    except (ValueError, RecursionError):         # (a UnicodeDecodeError is a ValueError)
+        return None
+    if not isinstance(meta, dict):
+        return None
+    digest = meta.pop("digest", None)
+    if not isinstance(digest, str) or digest != _digest(_canonical(meta)):
+        return None
+    return meta
+
+
+def _well_formed(meta, ptx):
+    """Whether sealed ``meta`` describes ``ptx`` with the fields and types ``load`` reads."""
+    return (meta.get("format") == FORMAT and isinstance(meta.get("name"), str)
+            and isinstance(meta.get("llvm_ir", ""), str)
+            and meta.get("ptx_bytes") == len(ptx) and meta.get("ptx_sha") == _digest(ptx)
+            and _nodes_well_formed(meta.get("nodes")))
+
+
+def store(key, spec):
+    """Write ``spec`` (a KernelSpecialization) under ``key``; silently skip what cannot be kept."""
+    if not diskcache.enabled or key is None:
+        return False
+    nodes = describe_for_disk(spec.compiled)
+    if nodes is None:
+        return False
+    ptx = spec.ptx.encode()
+    meta = {"format": FORMAT, "name": spec.name, "param_format": spec.param_format,
+            "nodes": nodes, "ptx_sha": _digest(ptx), "ptx_bytes": len(ptx), "llvm_ir": spec.llvm_ir}
+    # One entry per variant of the call graph: a kernel whose callee alternates between two
+    # definitions keeps both, instead of each overwriting the other.
+    variant = hashlib.blake2b(json.dumps(nodes, sort_keys=True).encode(), digest_size=6).hexdigest()
+    sealed = _seal(meta)
+    for _ in range(2):
+        d = diskcache.ensure_dir()
+        if d is None:
+            return False
+        folder = os.path.join(d, diskcache.KERNELS, key)
+        try:
+            diskcache.make_folders(d, diskcache.KERNELS, key)
+            with diskcache.write_lock:
+                # PTX first: a JSON (what load looks for) is never seen before its PTX.
+                diskcache.atomic_write(os.path.join(folder, variant + ".ptx"), ptx)
+                diskcache.atomic_write(os.path.join(folder, variant + ".json"), sealed)
+        except FileNotFoundError:
+            diskcache.forget(d)      # removed under us (by hand, or a scan took an empty folder)
+            continue                # make it (and mark it) again, once
+        except OSError:
+            return False            # full disk, read-only: the kernel is compiled all the same
+        diskcache.account(d, len(ptx) + len(sealed))
+        return True
+    return False
+
+
+def load(key, py_func, argtypes, options, context, make=KernelSpecialization):
+    """A KernelSpecialization from disk, or None (missing, stale for this process, or damaged:
+    then removed).  Reads only the folder of ``key``."""
+    if not diskcache.enabled or key is None:
+        return None
+    d = diskcache.ensure_dir()
+    if d is None:
+        return None
+    folder = os.path.join(d, diskcache.KERNELS, key)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return None
+    for name in names:
+        m = diskcache.ENTRY_FILE.match(name)
+        if m and m.group(2) == "json":
+            spec = _load_entry(folder, m.group(1), py_func, argtypes, options, context, make)
+            if spec is not None:
+                return spec
+    return None
+
+
+def _load_entry(folder, variant, py_func, argtypes, options, context, make):
+    meta_path = os.path.join(folder, variant + ".json")
+    try:
+        with open(meta_path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        return None                 # evicted since the listing
+    except OSError:
+        _remove_entry(folder, variant)
+        return None
+    try:
+        with open(os.path.join(folder, variant + ".ptx"), "rb") as fh:
+            ptx = fh.read()
+    except OSError:                 # half an entry (its PTX is written first, removed last)
+        _remove_entry(folder, variant)
+        return None
+    meta = _unseal(raw)
+    if meta is None or not _well_formed(meta, ptx):
+        _remove_entry(folder, variant)      # damaged, or half of another write: compile again
+        return None
+    try:
+        root = _validate(meta["nodes"], context, py_func)
+        text = ptx.decode()
+    except Exception:
+        # Unreachable for a sealed, well-formed entry; a field added to the metadata without a
+        # check in _nodes_well_formed would land here, and must cost a compile, not the user.
+        _remove_entry(folder, variant)
+        return None
+    if root is None:
+        return None           # a dependency differs in this process: compile afresh
+    try:
+        os.utime(meta_path)   # LRU bookkeeping
+    except OSError:
+        pass
+    spec = make(root, meta["name"], argtypes, text, meta.get("llvm_ir", ""),
+                                options, 0.0)
+    spec.from_disk = True
+    return spec
+
+
+def _remove_entry(folder, variant):
+    for suffix in (".json", ".ptx"):        # the JSON first: without it nothing reads the PTX
+        diskcache.unlink(os.path.join(folder, variant + suffix))

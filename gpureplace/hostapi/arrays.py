@@ -1,0 +1,270 @@
+"""Device arrays (numba-cuda's ``DeviceNDArray``: a CuPy array with numba's methods):
+``to_device``, ``device_array[_like]``, ``as_cuda_array``, the ``__cuda_array_interface__``."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+
+import numpy as np
+
+from ..runtime.arguments import VectorArray
+from .common import cupy, sim, simulated
+from .streams import cupy_stream
+
+
+def as_vectors(array, count=4):
+    """The C-contiguous device array ``array`` as a kernel sees it: an array of CUDA vector
+    values of ``count`` elements along its last axis (``cuda.float32x4`` elements for float32
+    data and ``count=4``).  Each element read or written is then one wide memory access, as
+    with CUDA C's ``float4``: what memory-bound kernels need to reach the memory's bandwidth.
+
+        @cuda.jit
+        def saxpy4(a, x, y, out):
+            i = cuda.grid(1)
+            if i < out.size:
+                u, v = x[i], y[i]
+                out[i] = cuda.float32x4(a * u.x + v.x, a * u.y + v.y, a * u.z + v.z, a * u.w + v.w)
+
+        saxpy4[blocks, 256](2.0, cuda.as_vectors(x), cuda.as_vectors(y), cuda.as_vectors(out))
+
+    The last axis must be a multiple of ``count`` and the address aligned to the vector's size
+    (at most 16 bytes)."""
+    return VectorArray(array, count)
+
+
+class NumbaArrayMethods:
+    """numba-cuda's ``DeviceNDArray`` methods that CuPy / NumPy arrays do not have."""
+
+    __slots__ = ()
+
+    def is_c_contiguous(self):
+        return bool(self.flags.c_contiguous)
+
+    def is_f_contiguous(self):
+        return bool(self.flags.f_contiguous)
+
+    @property
+    def alloc_size(self):
+        return int(self.nbytes)
+
+    def split(self, section, stream=0):
+        """Views of consecutive ``section``-element pieces of a 1-D contiguous array."""
+        if self.ndim != 1 or not self.flags.c_contiguous:
+            raise ValueError("split() needs a 1-D contiguous array")
+        if not isinstance(section, int) or section <= 0:
+            raise ValueError(f"split(section): section must be a positive int, got {section!r}")
+        return [self[i:i + section] for i in range(0, self.shape[0], section)]
+
+
+def host_array(ary):
+    """``ary`` as a host NumPy array (lists, scalars and array-likes too)."""
+    if hasattr(ary, "__cuda_array_interface__") and not isinstance(ary, np.ndarray):
+        raise TypeError(f"expected a host array, got a device array ({type(ary).__name__}); use "
+                        f"copy_to_device(d_ary) / cupy.copyto for device-to-device copies")
+    return np.asarray(ary)
+
+
+_DeviceNDArray = None
+
+
+def device_array_class():
+    global _DeviceNDArray
+    if _DeviceNDArray is None:
+        cp = cupy()
+
+        class DeviceNDArray(NumbaArrayMethods, cp.ndarray):
+            """A CuPy array with numba-cuda's ``DeviceNDArray`` methods."""
+
+            def copy_to_host(self, ary=None, stream=0):
+                """The array's contents in host memory: a new NumPy array, or written into
+                ``ary`` (same shape and dtype); asynchronous when ``stream`` is given."""
+                base = self.view(type=cp.ndarray)
+                s = cupy_stream(stream)
+                if ary is None:
+                    ary = np.empty(self.shape, self.dtype,
+                                   order="F" if _f_only(base) else "C")
+                elif not isinstance(ary, np.ndarray) or ary.shape != self.shape or \
+                        ary.dtype != self.dtype:
+                    raise ValueError(f"copy_to_host(ary): ary must be a NumPy array of shape "
+                                     f"{self.shape} and dtype {self.dtype}")
+                if _same_layout(ary, base):
+                    # bytes as they are: any dtype (records too), no temporary
+                    if s is None:
+                        base.data.copy_to_host(ary.ctypes.data, ary.nbytes)
+                    else:
+                        base.data.copy_to_host_async(ary.ctypes.data, ary.nbytes, s)
+                else:
+                    ary[...] = base.get(stream=s)
+                return ary
+
+            def copy_to_device(self, ary, stream=0):
+                """Fill the array from ``ary``: a host array (or list) or a device array."""
+                base = self.view(type=cp.ndarray)
+                s = cupy_stream(stream)
+                if hasattr(ary, "__cuda_array_interface__") or isinstance(ary, cp.ndarray):
+                    with (s if s is not None else contextlib.nullcontext()):
+                        cp.copyto(base, cp.asarray(ary))
+                    return
+                host = np.asarray(ary, dtype=self.dtype)
+                if host.shape != self.shape:
+                    raise ValueError(f"copy_to_device: shape {host.shape} does not match the "
+                                     f"device array's {self.shape}")
+                if _same_layout(host, base):
+                    if s is None:
+                        base.data.copy_from_host(host.ctypes.data, host.nbytes)
+                    else:
+                        base.data.copy_from_host_async(host.ctypes.data, host.nbytes, s)
+                else:
+                    with (s if s is not None else contextlib.nullcontext()):
+                        cp.copyto(base, cp.asarray(host))
+
+            @property
+            def device_ctypes_pointer(self):
+                return ctypes.c_void_p(self.data.ptr)
+
+            def __repr__(self):
+                return (f"<gpureplace.cuda DeviceNDArray shape={self.shape} "
+                        f"dtype={self.dtype}>")
+
+        DeviceNDArray.__module__ = "gpureplace.cuda"
+        DeviceNDArray.__qualname__ = "DeviceNDArray"
+        _DeviceNDArray = DeviceNDArray
+    return _DeviceNDArray
+
+
+def array_interface(ary, address):
+    """``__cuda_array_interface__`` (version 3) of the NumPy array ``ary`` at device ``address``."""
+    return {"shape": ary.shape, "typestr": ary.dtype.str,
+            "descr": ary.dtype.descr if ary.dtype.names else [("", ary.dtype.str)],
+            "data": (address, False),
+            "strides": None if ary.flags.c_contiguous else ary.strides, "version": 3}
+
+
+def _f_only(a):
+    return a.flags.f_contiguous and not a.flags.c_contiguous
+
+
+def _same_layout(host, dev):
+    """Whether ``host`` and ``dev`` hold their elements in the same byte order (both C- or both
+    F-contiguous), so a copy is one memcpy."""
+    return (host.flags.c_contiguous and dev.flags.c_contiguous) or \
+        (host.flags.f_contiguous and dev.flags.f_contiguous)
+
+
+def order_of(host):
+    """'F' for a column-major array, contiguous or a strided view of one (NumPy's order='K'
+    for empty_like), else 'C'."""
+    if host.flags.c_contiguous:
+        return "C"
+    if host.flags.f_contiguous:
+        return "F"
+    strides = [abs(s) for s, n in zip(host.strides, host.shape) if n > 1]
+    return "F" if len(strides) > 1 and strides[0] < strides[-1] else "C"
+
+
+def to_device(obj, stream=0, copy=True, to=None):
+    """Copy a host array to the GPU: a new ``DeviceNDArray`` (or into ``to``).  A device array
+    (anything with ``__cuda_array_interface__``) is returned as a device array view, uncopied."""
+    if to is not None:
+        to.copy_to_device(obj, stream=stream)
+        return to
+    if simulated():
+        return sim().to_device(obj, copy)
+    if is_cuda_array(obj):
+        return as_cuda_array(obj)
+    host = host_array(obj)
+    if not (host.flags.c_contiguous or host.flags.f_contiguous):
+        host = np.ascontiguousarray(host)
+    arr = cupy().empty(host.shape, host.dtype, order=order_of(host)).view(
+        type=device_array_class())
+    if copy:
+        arr.copy_to_device(host, stream=stream)
+    return arr
+
+
+def span(shape, strides, itemsize):
+    if any(n == 0 for n in shape):
+        return 0
+    if any(s < 0 for s in strides):
+        raise ValueError(f"device_array: negative strides {strides} are not supported")
+    return sum((n - 1) * s for n, s in zip(shape, strides)) + itemsize
+
+
+def shape_tuple(shape):
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(int(n) for n in shape)
+
+
+def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
+    """An uninitialised array on the GPU (numba-cuda's default dtype: float64)."""
+    shape, dtype = shape_tuple(shape), np.dtype(dtype)
+    if order not in ("C", "F"):
+        raise ValueError(f"device_array: order must be 'C' or 'F', got {order!r}")
+    if simulated():
+        return sim().device_array(shape, dtype, strides, order)
+    cp = cupy()
+    cls = device_array_class()
+    if strides is None:
+        return cp.empty(shape, dtype, order=order).view(type=cls)
+    mem = cp.cuda.alloc(span(shape, tuple(strides), dtype.itemsize))
+    return cp.ndarray(shape, dtype, mem, tuple(strides)).view(type=cls)
+
+
+def device_array_like(ary, stream=0):
+    """An uninitialised GPU array with ``ary``'s shape, dtype and layout."""
+    return device_array(ary.shape, ary.dtype, order=order_of(ary), stream=stream)
+
+
+def as_cuda_array(obj, sync=True):
+    """A ``DeviceNDArray`` view of a device array of another library (``__cuda_array_interface__``
+    or DLPack): no copy."""
+    if simulated():
+        return sim().as_cuda_array(obj)
+    cp = cupy()
+    if isinstance(obj, np.ndarray) and not is_cuda_array(obj) or not (
+            is_cuda_array(obj) or isinstance(obj, cp.ndarray) or hasattr(obj, "__dlpack__")):
+        raise TypeError(f"as_cuda_array: {type(obj).__name__} is not a device array (it has no "
+                        f"__cuda_array_interface__); use to_device to copy host data")
+    arr = obj if isinstance(obj, cp.ndarray) else (
+        cp.asarray(obj) if is_cuda_array(obj) else cp.from_dlpack(obj))
+    return arr.view(type=device_array_class())
+
+
+def from_cuda_array_interface(desc, owner=None, sync=True):
+    """A ``DeviceNDArray`` over the memory a ``__cuda_array_interface__`` dictionary describes;
+    ``owner`` (kept alive by the view) is the object that owns that memory."""
+    if not isinstance(desc, dict) or not {"shape", "typestr", "data"} <= set(desc):
+        raise TypeError("from_cuda_array_interface: expected a __cuda_array_interface__ "
+                        "dictionary (with 'shape', 'typestr' and 'data')")
+    return as_cuda_array(_Described(desc, owner), sync=sync)
+
+
+class _Described:
+    """Memory described by a ``__cuda_array_interface__`` dictionary, and what owns it."""
+
+    def __init__(self, desc, owner):
+        self.__cuda_array_interface__ = desc
+        self.owner = owner
+
+
+def is_cuda_array(obj):
+    """Whether ``obj`` exposes ``__cuda_array_interface__`` (a device array of any library)."""
+    return hasattr(obj, "__cuda_array_interface__")   # the simulator's device arrays have it too
+
+
+class _DeviceArrayNamespace:
+    """``cuda.devicearray``: ``DeviceNDArray`` (CuPy's subclass, or the simulator's) and
+    ``is_cuda_ndarray``."""
+
+    @property
+    def DeviceNDArray(self):  # noqa: N802 - numba-cuda's name
+        return sim().SimDeviceNDArray if simulated() else device_array_class()
+
+    @staticmethod
+    def is_cuda_ndarray(obj):
+        return is_cuda_array(obj)
+
+
+devicearray = _DeviceArrayNamespace()

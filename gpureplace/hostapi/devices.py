@@ -1,0 +1,212 @@
+"""Devices and contexts: ``cuda.gpus``, ``get_current_device``, ``select_device``, device
+attributes under numba-cuda's names, memory information, profiling."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import namedtuple
+
+from .. import probe
+from .common import cupy, sim, simulated
+
+
+def _attribute_key(name):
+    return name.replace("_", "").lower()
+
+
+class Device:
+    """A GPU (numba-cuda's ``Device``): ``id``, ``name``, ``compute_capability`` and the driver's
+    attributes under numba-cuda's names (``MAX_THREADS_PER_BLOCK``, ``MULTIPROCESSOR_COUNT``,
+    ``WARP_SIZE``, ...).  ``with device:`` makes it current for the block."""
+
+    def __init__(self, devnum):
+        self.id = int(devnum)
+        self._stack = []
+
+    @property
+    def _cupy(self):
+        return cupy().cuda.Device(self.id)
+
+    @property
+    def name(self):
+        name = cupy().cuda.runtime.getDeviceProperties(self.id)["name"]
+        return name.decode() if isinstance(name, bytes) else name
+
+    @property
+    def compute_capability(self):
+        cc = self._cupy.compute_capability
+        return int(cc[:-1]), int(cc[-1])
+
+    @property
+    def uuid(self):
+        raw = cupy().cuda.runtime.getDeviceProperties(self.id).get("uuid", b"")
+        h = raw.hex() if isinstance(raw, bytes) else str(raw)
+        return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+    def __getattr__(self, name):
+        if not name.isupper():
+            raise AttributeError(name)
+        attrs = {_attribute_key(k): v for k, v in self._cupy.attributes.items()}
+        value = attrs.get(_attribute_key(name))
+        if value is None:
+            raise AttributeError(f"device attribute {name!r} is not known (the driver's "
+                                 f"attributes: {', '.join(sorted(self._cupy.attributes))})")
+        return value
+
+    def reset(self):
+        """Wait for the device and release CuPy's cached memory on it."""
+        with self._cupy:
+            cupy().cuda.runtime.deviceSynchronize()
+            cupy().get_default_memory_pool().free_all_blocks()
+
+    def __enter__(self):
+        cupy_dev = self._cupy
+        cupy_dev.__enter__()
+        self._stack.append(cupy_dev)
+        return self
+
+    def __exit__(self, *exc):
+        return self._stack.pop().__exit__(*exc)
+
+    def __eq__(self, other):
+        return isinstance(other, Device) and other.id == self.id
+
+    def __hash__(self):
+        return hash(("Device", self.id))
+
+    def __repr__(self):
+        return f"<CUDA device {self.id} '{self.name}'>"
+
+
+def get_current_device():
+    if simulated():
+        return sim().SimDevice()
+    return Device(cupy().cuda.runtime.getDevice())
+
+
+def select_device(device_id):
+    """Make GPU ``device_id`` current for this thread; returns it."""
+    if simulated():
+        return sim().select_device(device_id)
+    n = probe.device_count()
+    if not 0 <= device_id < n:
+        raise ValueError(f"select_device({device_id}): there are {n} GPU(s)")
+    cupy().cuda.Device(device_id).use()
+    return Device(device_id)
+
+
+class _GPUs:
+    """``cuda.gpus``: the GPUs, indexable and iterable; ``gpus.current`` is the current one."""
+
+    def _count(self):
+        return 1 if simulated() else probe.device_count()
+
+    def __len__(self):
+        return self._count()
+
+    def __getitem__(self, i):
+        n = self._count()
+        if not -n <= i < n:
+            raise IndexError(f"gpus[{i}]: there are {n} GPU(s)")
+        return sim().SimDevice() if simulated() else Device(i % n)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    @property
+    def current(self):
+        return get_current_device()
+
+    def __repr__(self):
+        return f"<gpureplace.cuda.gpus: {list(self)!r}>"
+
+
+gpus = _GPUs()
+
+
+def list_devices():
+    return list(gpus)
+
+
+MemoryInfo = namedtuple("MemoryInfo", "free total")
+
+
+class _Context:
+    """``cuda.current_context()``: the current device's context (memory information,
+    synchronisation)."""
+
+    def __init__(self, dev):
+        self.device = dev
+
+    def get_memory_info(self):
+        if simulated():
+            return MemoryInfo(0, 0)
+        with cupy().cuda.Device(self.device.id):
+            free, total = cupy().cuda.runtime.memGetInfo()
+        return MemoryInfo(free, total)
+
+    def synchronize(self):
+        if not simulated():
+            with cupy().cuda.Device(self.device.id):
+                cupy().cuda.runtime.deviceSynchronize()
+
+    def reset(self):
+        self.device.reset()
+
+    def __repr__(self):
+        return f"<CUDA context on {self.device!r}>"
+
+
+def current_context(devnum=None):
+    dev = get_current_device() if devnum is None else gpus[devnum]
+    return _Context(dev)
+
+
+def close():
+    """Wait for the current device and release CuPy's cached device memory (the context itself
+    stays: CuPy and other libraries share it)."""
+    if not simulated():
+        get_current_device().reset()
+
+
+def detect():
+    """Print the GPUs found; True when there is at least one."""
+    if simulated():
+        print("No CUDA GPU found: kernels run in gpureplace's CPU simulator")
+        return False
+    n = probe.device_count()
+    print(f"Found {n} CUDA device(s)")
+    for dev in gpus:
+        cc = dev.compute_capability
+        print(f"id {dev.id} {dev.name!r:>30}  compute capability {cc[0]}.{cc[1]}")
+    return n > 0
+
+
+@contextlib.contextmanager
+def defer_cleanup():
+    """numba-cuda delays freeing device memory inside this block; CuPy frees an array when its
+    last reference goes, in stream order, so there is nothing to defer."""
+    yield
+
+
+def profile_start():
+    if not simulated():
+        cupy().cuda.runtime.profilerStart()
+
+
+def profile_stop():
+    if not simulated():
+        cupy().cuda.runtime.profilerStop()
+
+
+@contextlib.contextmanager
+def profiling():
+    profile_start()
+    try:
+        yield
+    finally:
+        profile_stop()
+
+
+def is_float16_supported():
+    return True

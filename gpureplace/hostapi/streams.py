@@ -1,0 +1,148 @@
+"""Streams and events (numba-cuda's ``cuda.stream()``, ``cuda.event()``), wrapping CuPy's."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+
+from .common import cupy, sim, simulated
+
+
+class Stream:
+    """A CUDA stream (numba-cuda's ``Stream``), wrapping a CuPy stream (``.cupy``).
+
+    Launch configurations (``kernel[grid, block, stream]``), copies and events take it; ``with
+    s:`` makes it CuPy's current stream; ``with s.auto_synchronize():`` also waits for it at the
+    end of the block.
+    """
+
+    __slots__ = ("cupy",)
+
+    def __init__(self, cupy_stream):
+        self.cupy = cupy_stream
+
+    @property
+    def ptr(self):
+        return self.cupy.ptr
+
+    @property
+    def handle(self):
+        return ctypes.c_void_p(self.cupy.ptr)
+
+    def __int__(self):
+        return int(self.cupy.ptr)
+
+    def synchronize(self):
+        self.cupy.synchronize()
+
+    def query(self):
+        """True when everything queued on the stream has finished."""
+        return bool(self.cupy.done)
+
+    @contextlib.contextmanager
+    def auto_synchronize(self):
+        with self:
+            yield self
+        self.synchronize()
+
+    def __enter__(self):
+        self.cupy.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.cupy.__exit__(*exc)
+
+    def __repr__(self):
+        return f"<gpureplace.cuda.Stream {self.cupy.ptr:#x}>"
+
+
+def cupy_stream(stream):
+    """CuPy's stream for numba-cuda's ``stream`` argument (0 or None: the current stream)."""
+    if stream is None or (isinstance(stream, int) and not isinstance(stream, bool)
+                          and stream == 0):
+        return None
+    if isinstance(stream, Stream):
+        return stream.cupy
+    if getattr(stream, "simulated", False):          # a simulator stream
+        return None
+    cp = cupy()
+    if isinstance(stream, cp.cuda.Stream) or isinstance(stream, cp.cuda.ExternalStream):
+        return stream
+    from ..runtime.launch import stream_ptr
+    return cp.cuda.ExternalStream(stream_ptr(stream))
+
+
+def stream():
+    """A new CUDA stream (ordered with the legacy default stream, as numba-cuda's)."""
+    if simulated():
+        return sim().SimStream()
+    return Stream(cupy().cuda.Stream(non_blocking=False))
+
+
+def default_stream():
+    """The default stream (the legacy one)."""
+    return legacy_default_stream()
+
+
+def legacy_default_stream():
+    if simulated():
+        return sim().SimStream()
+    return Stream(cupy().cuda.Stream.null)
+
+
+def per_thread_default_stream():
+    if simulated():
+        return sim().SimStream()
+    return Stream(cupy().cuda.Stream.ptds)
+
+
+def external_stream(ptr):
+    """A stream created elsewhere (a ``cudaStream_t`` as an int), not owned by gpureplace."""
+    if not isinstance(ptr, int) or isinstance(ptr, bool):
+        raise TypeError(f"external_stream(ptr): ptr must be a stream handle (int), got {ptr!r}")
+    if simulated():
+        return sim().SimStream(ptr)
+    return Stream(cupy().cuda.ExternalStream(ptr))
+
+
+class Event:
+    """A CUDA event (numba-cuda's ``Event``), wrapping CuPy's (``.cupy``)."""
+
+    __slots__ = ("cupy",)
+
+    def __init__(self, timing=True):
+        self.cupy = cupy().cuda.Event(disable_timing=not timing)
+
+    def record(self, stream=0):
+        self.cupy.record(cupy_stream(stream))
+
+    def synchronize(self):
+        self.cupy.synchronize()
+
+    def wait(self, stream=0):
+        """Make ``stream`` wait for this event."""
+        s = cupy_stream(stream)
+        (s if s is not None else cupy().cuda.get_current_stream()).wait_event(self.cupy)
+
+    def query(self):
+        return bool(self.cupy.done)
+
+    def elapsed_time(self, evtend):
+        """Milliseconds from this event to ``evtend`` (both recorded, with timing)."""
+        return cupy().cuda.get_elapsed_time(self.cupy, evtend.cupy)
+
+
+def event(timing=True):
+    """A CUDA event; ``timing=False`` makes one that cannot time but costs less."""
+    return sim().SimEvent(timing) if simulated() else Event(timing)
+
+
+def event_elapsed_time(evtstart, evtend):
+    """Milliseconds between two recorded events."""
+    return evtstart.elapsed_time(evtend)
+
+
+def synchronize():
+    """Wait for all work on the current device."""
+    if not simulated():
+        cupy().cuda.runtime.deviceSynchronize()

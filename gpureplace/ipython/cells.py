@@ -1,0 +1,87 @@
+"""How a ``%%cuda`` cell runs as the notebook's own cell: the input transformer that turns it into
+the cell's code after one opening call, the traceback line put back as typed, and what an open
+cell converts when it ends."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+
+
+class CudaCellTransformer:
+    """Turns a ``%%cuda`` cell into the cell's own Python code, preceded by one call that opens
+    it: the first line ``%%cuda ARGS`` becomes ``get_ipython().run_cell_magic('cuda', ARGS,
+    None)`` and the body's lines stay where they are.
+
+    IPython's own cell-magic transformer would hand the body to the magic as a string, to be
+    run inside the cell that calls it.  Run this way instead, the body is the cell: a syntax
+    error fails the cell before anything runs, an exception fails it and stops Run All, the
+    traceback shows the lines as typed (line 1 is ``%%cuda``), functions defined in it are
+    named after this cell (``Cell In[n]``), and history and the cell hooks see one cell.  The
+    functions are converted when the cell ends (``GPUReplace.finish_cells``).
+
+    Registered among IPython's ``input_transformers_cleanup``, which run before the cell-magic
+    transformer.
+    """
+
+    # Not applied when IPython only asks whether the input is complete: the terminal still
+    # waits for the blank line that ends a cell magic.
+    has_side_effects = True
+
+    def __init__(self, magics, names):
+        self.magics = magics
+        self.names = tuple(names)      # the cell-magic names that are gpureplace's %%cuda
+
+    def __call__(self, lines):
+        try:
+            return self._transform(lines)
+        except Exception:              # never break every cell's input over one of ours
+            return lines
+
+    def _transform(self, lines):
+        if not lines or not lines[0].startswith("%%") or re.match(r"%%\w+\?", lines[0]):
+            return lines
+        name, _, args = lines[0][2:].rstrip().partition(" ")
+        if name not in self.names or not "".join(lines[1:]).strip():
+            return lines               # an empty body: IPython's usage error, as for any magic
+        if self.magics.shell.magics_manager.magics["cell"].get(name) != self.magics.cuda:
+            return lines               # someone else's %%cuda registered after ours
+        return [f"get_ipython().run_cell_magic({name!r}, {args!r}, None)\n"] + lines[1:]
+
+
+def show_first_line_as_typed(shell):
+    """Tracebacks through the cell show its lines from ``linecache``, where IPython stored the
+    transformed code: put back ``%%cuda ARGS`` as line 1 of the cell running this call."""
+    import linecache
+    frame = sys._getframe(1)
+    for _ in range(8):
+        frame = frame.f_back
+        if frame is None:
+            return
+        filename = frame.f_code.co_filename
+        if filename in getattr(shell.compile, "_filename_map", ()):
+            break
+    else:
+        return
+    entry = linecache.cache.get(filename)
+    if frame.f_lineno != 1 or not entry or len(entry) != 4 or not entry[2]:
+        return
+    try:
+        call = ast.parse(entry[2][0]).body[0].value
+        name, args = (ast.literal_eval(a) for a in call.args[:2])
+    except (SyntaxError, ValueError, AttributeError, IndexError, TypeError):
+        return
+    if not (isinstance(call.func, ast.Attribute) and call.func.attr == "run_cell_magic"):
+        return
+    entry[2][0] = f"%%{name} {args}".rstrip() + "\n"
+
+
+class OpenCell:
+    """A ``%%cuda`` cell whose body is running: what it converts when it ends."""
+
+    def __init__(self, args, context, before, result):
+        self.args = args
+        self.context = context
+        self.before = before           # the namespace when the body began (name -> object)
+        self.result = result           # the running cell's ExecutionResult (None: unknown)

@@ -1,0 +1,134 @@
+"""``cuda.jit`` and numba-cuda's compile-only entry points (``compile_ptx``, ``cuda.compile`` and
+their ``*_for_current_device`` forms)."""
+
+from __future__ import annotations
+
+from numba.core import types
+
+from .. import probe
+from ..arch import normalize_arch
+from ..compiler import frontend
+from ..compiler.pipeline import device_ptx, device_ptx_c_abi
+from .function import GPUFunction
+from .options import parse_signature
+
+
+def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinfo=False,
+        debug=False, cache=False, inline=False, forceinline=False, link=None,
+        max_registers=None, launch_bounds=None, lto=False, shared_memory_carveout=None,
+        boundscheck=None, extensions=None, nopython=True, **unknown):
+    """``@cuda.jit`` / ``@cuda.jit(device=True)`` / ``@cuda.jit("void(float32[:])")``.
+
+    numba-cuda's ``lto`` is accepted: device functions and libdevice are already linked and
+    optimised together at the LLVM level, which is what link-time optimisation buys there;
+    ``inline`` and ``forceinline`` likewise, LLVM's inliner seeing every device function.
+    ``boundscheck=True`` is refused as numba-cuda refuses it (the simulator checks bounds), and
+    so are argument ``extensions``."""
+    if unknown:
+        hint = ""
+        if "arch" in unknown or "cc" in unknown:
+            hint = ("; choose the architecture with kernel.compile(sig, arch='sm_90'), "
+                    "cuda.compile_ptx(..., cc=(9, 0)), or gpureplace.config.settings.arch / "
+                    "%config GPUReplace.arch (default: the current GPU's)")
+        raise TypeError(f"cuda.jit() got unsupported option(s): {', '.join(sorted(unknown))}"
+                        f"{hint}")
+    if boundscheck:
+        raise NotImplementedError("cuda.jit(boundscheck=True): compiled kernels do not check "
+                                  "array bounds (nor do numba-cuda's); run the kernel in the "
+                                  "simulator (GPUREPLACE_BACKEND=simulator) to have out-of-bounds "
+                                  "accesses reported with the thread, block and line")
+    if extensions:
+        raise TypeError("cuda.jit(extensions=...): numba-cuda's argument-handling extensions "
+                        "are not supported; pass arrays with __cuda_array_interface__ or DLPack")
+    if not nopython:
+        raise TypeError("cuda.jit(nopython=False): device code has no object mode")
+    if debug:
+        import warnings
+        warnings.warn("cuda.jit(debug=True): compiled kernels do not check array bounds or raise "
+                      "exceptions on the device (they get line information, as lineinfo=True "
+                      "gives); run the kernel in the simulator (GPUREPLACE_BACKEND=simulator) to "
+                      "have out-of-bounds accesses reported with the thread, block and line",
+                      UserWarning, stacklevel=2)
+        lineinfo = True
+    sigs = None
+    if func is not None and not callable(func):
+        sigs, func = func, None
+    elif isinstance(func, str):
+        sigs, func = func, None
+
+    def wrap(fn):
+        gf = GPUFunction(fn, device=device, context=context, fastmath=fastmath, opt=3 if opt is True
+                         else (0 if opt is False else opt), lineinfo=lineinfo,
+                         max_registers=max_registers, launch_bounds=launch_bounds, link=link,
+                         shared_memory_carveout=shared_memory_carveout)
+        if sigs is not None:
+            for sig in (sigs if isinstance(sigs, list) else [sigs]):
+                args, ret = parse_signature(sig)
+                if device and ret is not None:
+                    gf.declared_returns[args] = ret
+                gf.compile(sig)
+                gf.declared_signatures += (args,)
+        return gf
+
+    return wrap if func is None else wrap(func)
+
+
+def compile_ptx(pyfunc, sig, device=False, fastmath=False, cc=None, opt=True, context=None,
+                lineinfo=False, debug=False, abi="numba", abi_info=None, forceinline=False,
+                launch_bounds=None):
+    """numba-cuda's ``cuda.compile_ptx``: returns ``(ptx, return type)`` without needing a GPU.
+
+    ``abi="c"`` (device functions of scalars) emits a ``.visible .func`` that CUDA C code can
+    call as ``extern "C"``, named ``abi_info["abi_name"]`` or after the Python function."""
+    if abi not in ("numba", "c"):
+        raise ValueError(f"compile_ptx: abi must be 'numba' or 'c', got {abi!r}")
+    if abi == "c" and not device:
+        raise ValueError("compile_ptx: abi='c' is for device functions (device=True); kernels "
+                         "are entry points, whatever the ABI")
+    arch = normalize_arch(cc, "compile_ptx(cc=...)") if cc is not None else None
+    fn = pyfunc if isinstance(pyfunc, GPUFunction) else GPUFunction(
+        pyfunc, device=device, context=context, fastmath=fastmath, opt=3 if opt else 0,
+        lineinfo=lineinfo or bool(debug), arch=arch, launch_bounds=launch_bounds)
+    argtypes, restype = parse_signature(sig)
+    if device:
+        cf = frontend.compile_device(fn.py_func, fn.context, {}, argtypes, fn.options(arch),
+                                   restype)
+        if abi == "c":
+            name = (abi_info or {}).get("abi_name") or fn.py_func.__name__
+            return device_ptx_c_abi(cf, name), cf.restype
+        return device_ptx(cf), cf.restype
+    spec = fn._specialize(argtypes, fn.options(arch))
+    return spec.ptx, types.void
+
+
+def compile_ptx_for_current_device(pyfunc, sig, device=False, fastmath=False, opt=True,
+                                   **kwargs):
+    """``compile_ptx`` for the architecture of the current GPU (the default one without)."""
+    return compile_ptx(pyfunc, sig, device=device, fastmath=fastmath, opt=opt,
+                       cc=probe.default_arch(), **kwargs)
+
+
+def cuda_compile(pyfunc, sig, debug=None, lineinfo=False, device=True, fastmath=False,
+                 cc=None, opt=True, abi="c", abi_info=None, output="ptx", forceinline=False,
+                 launch_bounds=None):
+    """numba-cuda's ``cuda.compile`` (``gpureplace.cuda.compile``): ``(code, return type)``; a device function under the C
+    ABI by default.  Only ``output="ptx"``: gpureplace generates PTX with LLVM, not NVVM's
+    LTO-IR."""
+    if output != "ptx":
+        raise NotImplementedError(f"compile(output={output!r}): gpureplace produces PTX "
+                                  f"(output='ptx'); LTO-IR is NVVM's format")
+    if cc is None:
+            cc = probe.default_arch()
+    return compile_ptx(pyfunc, sig, device=device, fastmath=fastmath, cc=cc, opt=opt,
+                       lineinfo=lineinfo, abi=abi if device else "numba", abi_info=abi_info,
+                       launch_bounds=launch_bounds)
+
+
+def compile_for_current_device(pyfunc, sig, debug=None, lineinfo=False, device=True,
+                               fastmath=False, opt=True, abi="c", abi_info=None, output="ptx",
+                               forceinline=False, launch_bounds=None):
+    """numba-cuda's ``cuda.compile_for_current_device``: ``cuda.compile`` for the current GPU's
+    architecture (the default one without a GPU)."""
+    return cuda_compile(pyfunc, sig, debug=debug, lineinfo=lineinfo, device=device,
+                        fastmath=fastmath, cc=None, opt=opt, abi=abi, abi_info=abi_info,
+                        output=output, forceinline=forceinline, launch_bounds=launch_bounds)

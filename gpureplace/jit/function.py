@@ -1,0 +1,298 @@
+"""What ``cuda.jit`` returns: ``GPUFunction``, a kernel or a device function of one Python function,
+with its specialisations (one per argument types and options), each revalidated when the world
+moves and recompiled (only what changed) when a dependency was redefined."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import time
+import weakref
+
+from .. import probe
+from ..arch import normalize_arch
+from ..compiler import backend, constructs, diskcache, frontend, kernel_cache
+from ..compiler.callables import DeviceCallable
+from ..compiler.compiled import Options
+from ..compiler.intrinsics.external import _link_files
+from ..compiler.pipeline import compile_kernel
+from ..config import settings
+from ..dispatch.context import Context, current_default
+from ..errors import CompileError, LaunchError
+from ..runtime import arguments, launch
+from ..tracking import deps, world
+from ..tracking.stats import counters
+from .launcher import Launcher
+from .launching import Launching
+from .options import (check_carveout, check_launch_bounds, check_max_registers,
+                      parse_signature)
+from .reflection import Reflection
+
+_compile_lock = threading.RLock()
+
+
+class GPUFunction(Reflection, Launching, DeviceCallable):
+    """What ``cuda.jit`` returns: a kernel (``device=False``) or a device function."""
+
+    def __init__(self, py_func, *, device=False, context=None, fastmath=False, opt=3,
+                 lineinfo=False, arch=None, max_registers=None, launch_bounds=None, link=None,
+                 shared_memory_carveout=None, _parent=None):
+        if not inspect.isfunction(py_func):
+            raise TypeError(f"cuda.jit needs a Python function, got {py_func!r}")
+        if context is not None and not isinstance(context, Context):
+            raise TypeError(f"context= must be a gpureplace Context, got {context!r}")
+        _check_definition(py_func, device)
+        functools.update_wrapper(self, py_func)
+        self.py_func = py_func
+        self.device = bool(device)
+        self._context = context          # None: the configured default (config.settings)
+        self._fastmath = bool(fastmath)
+        self._opt = opt
+        self._lineinfo = lineinfo
+        self._arch = normalize_arch(arch, "arch") if arch is not None else None
+        self._link = _link_files(link, f"cuda.jit(link=...) of {py_func.__qualname__}")
+        self._max_registers = check_max_registers(max_registers)
+        self._carveout = check_carveout(shared_memory_carveout)
+        self._launch_bounds = check_launch_bounds(launch_bounds)
+        self._pysig = inspect.signature(py_func)
+        self._nparams = len(self._pysig.parameters)
+        self._specs = {}           # (argtypes, options) -> KernelSpecialization
+        self._launch_cache = {}    # (arg type keys, device id) -> LoadedKernel
+        self._configs = {}         # launch configuration -> Launcher
+        self._variants = {}        # Context -> GPUFunction sharing py_func
+        # Launch configurations of this function; their __call__ becomes the generated launch of
+        # the latest specialisation (runtime/binder.py), falling back to Launcher.general.
+        self._launcher_class = type("Launcher", (Launcher,), {"__slots__": ()})
+        self._stale_reason = None  # why the specialisation being rebuilt went stale (verbose)
+        self.on_compile = None     # called with each new specialisation (%%cuda --show)
+        _live.add(self)
+        self._parent = _parent     # the function this is a with_context() variant of
+        self._only_keys = None     # specialize(): the argument type keys it accepts
+        self._specialized = {}     # argument type keys -> what specialize() made for them
+        self.declared_signatures = ()   # cuda.jit("sig"): the only argument types it takes
+        self.declared_returns = {}      # ... and the return type each declares (device functions)
+        if _parent is None:
+            _note_definition(py_func)
+
+    @property
+    def context(self):
+        return self._context if self._context is not None else current_default()
+
+    def options(self, arch=None):
+        return Options(
+            fastmath=self._fastmath or settings.fastmath or self.context.effective_fastmath,
+            arch=arch or self._arch or settings.arch or probe.default_arch(),
+            opt=self._opt, lineinfo=self._lineinfo, max_registers=self._max_registers,
+            launch_bounds=self._launch_bounds)
+
+    @property
+    def specialized(self):
+        """Whether this kernel compiles nothing new: made by ``specialize``, or given its
+        signatures in ``cuda.jit`` (numba-cuda's meaning)."""
+        return self._only_keys is not None or bool(self.declared_signatures)
+
+    def specialize(self, *args):
+        """numba-cuda's ``kernel.specialize(*args)``: the kernel compiled for the types of
+        ``args`` and restricted to them (launching it with other types is an error)."""
+        if self.device:
+            raise TypeError(f"specialize() is for kernels; {self.__qualname__} is a device "
+                            f"function")
+        if self.specialized:
+            how = "by specialize()" if self._only_keys is not None else \
+                "by the signatures given to cuda.jit"
+            raise RuntimeError(f"Dispatcher already specialized: {self.__qualname__} was "
+                               f"specialized {how}")
+        if len(args) != self._nparams:
+            self._argument_count_error(args)
+        keys = self._type_keys(args, "specialize")
+        cached = self._specialized.get(keys)
+        if cached is not None:
+            return cached
+        fixed = self._copy(self._context)
+        fixed._only_keys = tuple(keys)
+        fixed.compile(tuple(arguments.numba_type_of_key(k) for k in keys))
+        self._specialized[keys] = fixed
+        return fixed
+
+    def _copy(self, context):
+        """A function of the same Python code and options in ``context`` (None: the
+        configured default), remembering this one as its parent."""
+        copy = GPUFunction(self.py_func, device=self.device, context=context,
+                           fastmath=self._fastmath, opt=self._opt, lineinfo=self._lineinfo,
+                           arch=self._arch, max_registers=self._max_registers,
+                           launch_bounds=self._launch_bounds or None, link=self._link or None,
+                           shared_memory_carveout=self._carveout, _parent=self)
+        copy.declared_signatures = self.declared_signatures
+        copy.declared_returns = dict(self.declared_returns)
+        return copy
+
+    def with_context(self, context):
+        """The same function compiled (and cached) in ``context``."""
+        if context is self.context:
+            return self
+        variant = self._variants.get(context)
+        if variant is None:
+            variant = self._copy(context)
+            self._variants[context] = variant
+        return variant
+
+    def compile(self, sig, arch=None):
+        """Compile for ``sig`` without launching (no GPU needed); returns the specialisation.
+        ``arch``: an ``sm_XX`` string or a ``(major, minor)`` tuple (default: the configured
+        one, else the current GPU's)."""
+        if arch is not None:
+            arch = normalize_arch(arch, f"{self.__qualname__}.compile(arch=...)")
+        argtypes, _ = parse_signature(sig)
+        return self._specialize(argtypes, self.options(arch))
+
+    def _from_disk_or_compile(self, argtypes, options, disk):
+        key = None
+        if disk and diskcache.enabled:
+            # the PTX ISA this compile would emit (a driver too old for the arch is an error)
+            isa = backend.compile_ptx_isa(options.arch)
+            key = kernel_cache.kernel_key(self.py_func, argtypes, options, self.context, isa)
+            spec = kernel_cache.load(key, self.py_func, argtypes, options, self.context,
+                                     make=launch.Specialization)
+            if spec is not None:
+                counters["disk_hits"] += 1
+                return spec
+        spec = compile_kernel(self.py_func, argtypes, self.context, options,
+                              make=launch.Specialization)
+        counters["kernel_compiles"] += 1
+        if key is not None:
+            kernel_cache.store(key, spec)
+        return spec
+
+    def _specialize(self, argtypes, options, disk=True):
+        """The specialisation for ``argtypes``: cached, revalidated when the world has moved,
+        recompiled (only what changed) when a dependency was redefined."""
+        key = (argtypes, options)
+        spec = self._specs.get(key)
+        if spec is not None and spec.world == world.age and (
+                disk or not getattr(spec, "from_disk", False)):
+            counters["memory_hits"] += 1
+            return spec
+        with _compile_lock:
+            spec = self._specs.get(key)
+            if spec is not None and not disk and getattr(spec, "from_disk", False):
+                spec = None          # reflection that needs the front end's results: compile
+            if spec is not None:
+                if self._still_valid(spec):
+                    counters["memory_hits"] += 1
+                    return spec
+                del self._specs[key]
+            age = world.age
+            t0 = time.perf_counter()
+            if self.device:
+                spec = frontend.compile_device(self.py_func, self.context, {}, argtypes,
+                                             options.for_device(),
+                                             self.declared_returns.get(tuple(argtypes)))
+            else:
+                spec = self._from_disk_or_compile(argtypes, options, disk)
+            spec.world = age
+            reason, self._stale_reason = self._stale_reason, None
+            if settings.verbose and reason:
+                args = ", ".join(map(str, argtypes))
+                print(f"gpureplace: {self.__qualname__}({args}) recompiled in "
+                      f"{1e3 * (time.perf_counter() - t0):.0f} ms ({reason})")
+            self._specs[key] = spec
+        if self.on_compile is not None and not self.device:
+            self.on_compile(spec)
+        return spec
+
+    def _still_valid(self, spec):
+        stale = deps.revalidate(spec, spec if self.device else spec.compiled, self.__qualname__)
+        if stale is None:
+            return True
+        # compile_device recompiles what is stale in the closure (or only relinks a function
+        # whose callees alone changed); nothing is dropped here.
+        self._stale_reason = str(stale)
+        return False
+
+    def compiled_functions(self):
+        """The compiled code of each specialisation so far (``compiled.CompiledFunction``, or a
+        disk-loaded kernel's records): what ``tracking.deps`` asks about."""
+        return [spec if self.device else spec.compiled for spec in list(self._specs.values())]
+
+    def _select(self, sig, disk=True):
+        if sig is None:
+            specs = list(self._specs.items())
+            if not disk:
+                return [self._specialize(a, o, disk=False) if getattr(s, "from_disk", False)
+                        else s for (a, o), s in specs]
+            return [s for _, s in specs]
+        argtypes, _ = parse_signature(sig)
+        return [self._specialize(argtypes, self.options(), disk=disk)]
+
+    @property
+    def extensions(self):
+        """numba-cuda's argument-handling extensions: none (``cuda.jit(extensions=...)`` with
+        any is refused)."""
+        return []
+
+    @property
+    def specializations(self):
+        """numba-cuda's: ``{argument types: kernel}`` of what ``specialize`` made."""
+        return {tuple(arguments.numba_type_of_key(k) for k in keys): fn
+                for keys, fn in self._specialized.items()}
+
+    def __getitem__(self, config):
+        launcher = self._configs.get(config) if isinstance(config, tuple) else None
+        if launcher is None:
+            if self.device:
+                raise TypeError(f"{self.__qualname__} is a device function; only kernels are "
+                                f"launched with [grid, block]")
+            launcher = self._launcher_class(self, config)
+            if isinstance(config, tuple):
+                try:
+                    self._configs[config] = launcher
+                except TypeError:
+                    pass
+        return launcher
+
+    def __call__(self, *args, **kwargs):
+        if self.device:
+            raise RuntimeError(f"{self.__qualname__} is a device function: call it from a kernel "
+                               f"or another device function (use the simulator to run it on "
+                               f"the host)")
+        raise LaunchError(f"{self.__qualname__} is a kernel: launch it with "
+                          f"{self.__name__}[blocks, threads](...)")
+
+    def __repr__(self):
+        kind = "device function" if self.device else "kernel"
+        return f"<gpureplace {kind} {self.__qualname__} context={self.context.name!r}>"
+
+
+def _check_definition(py_func, device):
+    """Refuse, where ``cuda.jit`` is applied, a function that can never be a kernel (or device
+    function): an ``async def``, a generator kernel, parameters a launch or call cannot fill."""
+    role = "a device function" if device else "a kernel"
+    why = constructs.async_reason(py_func, role)
+    if why is None and not device and inspect.isgeneratorfunction(py_func):
+        why = (f"{py_func.__qualname__} is a generator (its body has yield), which a kernel "
+               f"cannot be: a kernel returns nothing, so write its results into an array "
+               f"argument (a generator helper that a kernel iterates works: for v in gen(n))")
+    if why is None:
+        why = constructs.signature_reason(py_func, role)
+    if why is not None:
+        code = py_func.__code__
+        raise CompileError(why, function=py_func.__qualname__, filename=code.co_filename,
+                           lineno=code.co_firstlineno, chain=(py_func.__qualname__,))
+
+
+_definitions = {}
+_live = weakref.WeakSet()      # every GPUFunction (the IPython extension reports on them)
+
+
+def live_functions():
+    return list(_live)
+
+
+def _note_definition(py_func):
+    """A ``cuda.jit`` of a name defined before (a re-run cell, a reloaded module) moves the world:
+    code compiled against the old definition is revalidated at its next launch."""
+    key = (py_func.__module__, py_func.__qualname__)
+    if key in _definitions:
+        world.bump()
+    _definitions[key] = True

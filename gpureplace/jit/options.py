@@ -1,0 +1,51 @@
+"""The options of ``cuda.jit`` that are checked where they are given (before anything compiles),
+and the signatures it takes."""
+
+from __future__ import annotations
+
+from ..compiler.signature import normalize_signature
+
+
+def parse_signature(sig):
+    """``(argument types, return type or None)`` from a numba-cuda style signature: a string
+    (parsed by compiler/signature.py, never evaluated: Numba's own reader runs it as Python), a
+    tuple or list of types, or a Signature."""
+    return normalize_signature(sig)
+
+
+def check_max_registers(value):
+    if value is None or value == 0:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 255:
+        raise ValueError(f"cuda.jit(max_registers=...) must be an int from 1 to 255, got "
+                         f"{value!r}")
+    return value
+
+
+def check_carveout(value):
+    """numba-cuda's ``shared_memory_carveout``: "MaxL1", "MaxShared", "default", or the percent
+    (0 to 100) of the unified L1/shared memory to prefer as shared memory; None: the driver's."""
+    if value is None:
+        return None
+    named = {"maxl1": 0, "maxshared": 100, "default": -1}
+    if isinstance(value, str) and value.lower() in named:
+        return named[value.lower()]
+    if isinstance(value, int) and not isinstance(value, bool) and -1 <= value <= 100:
+        return value
+    raise ValueError(f"cuda.jit(shared_memory_carveout=...) must be 'MaxL1', 'MaxShared', "
+                     f"'default' or a percentage from 0 to 100, got {value!r}")
+
+
+def check_launch_bounds(value):
+    """numba-cuda's ``launch_bounds``: max threads per block, or a tuple (max threads, min
+    blocks per multiprocessor, max blocks per cluster)."""
+    if value is None:
+        return ()
+    bounds = (value,) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(bounds, tuple) or not 1 <= len(bounds) <= 3 or not all(
+            isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in bounds) or \
+            not 1 <= bounds[0] <= 1024:
+        raise ValueError(f"cuda.jit(launch_bounds=...) must be the maximum threads per block "
+                         f"(1 to 1024) or a tuple (max threads, min blocks per multiprocessor"
+                         f"[, max blocks per cluster]), got {value!r}")
+    return bounds

@@ -1,0 +1,112 @@
+"""What a ``cuda.jit`` function says about its compiled code: PTX, LLVM IR, types, SASS, the
+dispatch report, dependencies, and the driver's attributes of a loaded kernel (numba-cuda's
+``inspect_*`` and ``get_*`` methods).  A mixin of ``GPUFunction``."""
+
+from __future__ import annotations
+
+from .. import probe
+from ..compiler.dispatch_report import dispatch_report
+from ..compiler.pipeline import device_ptx
+from ..runtime import launch
+from ..tracking.deps import describe
+
+
+class Reflection:
+    """``inspect_ptx``, ``inspect_llvm``, ``inspect_types``, ``inspect_sass``, ``overloads``,
+    ``get_regs_per_thread`` and the rest, over the specialisations ``_select`` gives."""
+
+    def inspect_ptx(self, sig=None):
+        """PTX of the specialisation for ``sig``, or ``{argtypes: ptx}`` of all compiled so far
+        (for a device function: its PTX on its own, as ``compile_ptx(..., device=True)``)."""
+        if self.device:
+            return self._reflect(sig, device_ptx)
+        return self._reflect(sig, lambda s: s.ptx)
+
+    def inspect_llvm(self, sig=None):
+        if self.device:
+            return self._reflect(sig, lambda cf: "\n".join(cf.ir_texts()))
+        return self._reflect(sig, lambda s: s.llvm_ir)
+
+    def inspect_types(self, sig=None, file=None):
+        def annotate(s):
+            cf = s if self.device else s.compiled
+            return "\n".join(f"{each.qualname}{each.argtypes} -> {each.restype}\n"
+                             f"{each.type_annotation}" for each in cf.closure())
+        out = self._reflect(sig, annotate, disk=False)
+        if file is not None:
+            print(out if isinstance(out, str) else "\n".join(out.values()), file=file)
+            return None
+        return out
+
+    def dispatch_report(self, sig=None):
+        """Each callable the call graph uses: function, line, context layer, implementation."""
+        return self._reflect(sig, lambda s: dispatch_report(s if self.device else s.compiled),
+                             disk=False)
+
+    def dependencies(self, sig=None):
+        return self._reflect(sig, lambda s: describe(s if self.device else s.compiled))
+
+    def inspect_asm(self, signature=None):
+        """numba-cuda's name for the kernel's assembly: its PTX."""
+        return self.inspect_ptx(signature)
+
+    def inspect_sass(self, signature=None):
+        """The machine code (SASS) of the specialisation for ``signature``, or ``{argtypes:
+        sass}`` of all compiled so far: the PTX assembled by ptxas for the specialisation's
+        architecture and listed by nvdisasm (from the ``nvidia-cuda-nvcc`` and
+        ``nvidia-cuda-nvdisasm`` wheels; no GPU needed)."""
+        self._require_kernel("inspect_sass")
+        return self._reflect(signature, lambda s: s.inspect_sass())
+
+    @property
+    def signatures(self):
+        """The argument-type tuples compiled so far (numba-cuda's ``kernel.signatures``)."""
+        return list(self.overloads)
+
+    @property
+    def overloads(self):
+        """``{argument types: specialisation}`` of everything compiled so far (numba-cuda's
+        ``kernel.overloads``)."""
+        return {argtypes: spec for (argtypes, _), spec in self._specs.items()}
+
+    # The driver's view of a specialisation loaded on the current device (numba-cuda's
+    # ``get_regs_per_thread`` and friends): ``signature`` or all compiled ones as a dict.
+    def get_regs_per_thread(self, signature=None):
+        return self._function_attribute(signature, "num_regs")
+
+    def get_shared_mem_per_block(self, signature=None):
+        return self._function_attribute(signature, "shared_size_bytes")
+
+    def get_local_mem_per_thread(self, signature=None):
+        return self._function_attribute(signature, "local_size_bytes")
+
+    def get_const_mem_size(self, signature=None):
+        return self._function_attribute(signature, "const_size_bytes")
+
+    def get_max_threads_per_block(self, signature=None):
+        return self._function_attribute(signature, "max_threads_per_block")
+
+    def _function_attribute(self, signature, name):
+        self._require_kernel(f"get_{name}")
+        launch.require_device()
+        dev = probe.current_device()
+        launch.ensure_context(dev)
+
+        def read(spec):
+            loaded = next((e for (_, d), e in self._launch_cache.items()
+                           if d == dev and e.spec is spec), None)
+            if loaded is None:
+                loaded = launch.LoadedKernel(spec, dev, self._link, self._carveout)
+            return int(loaded.attribute(name))
+        return self._reflect(signature, read)
+
+    def _reflect(self, sig, fn, disk=True):
+        specs = self._select(sig, disk)
+        if sig is not None:
+            return fn(specs[0])
+        return {s.argtypes: fn(s) for s in specs}
+
+    def _require_kernel(self, what):
+        if self.device:
+            raise TypeError(f"{what}() is for kernels; {self.__qualname__} is a device function "
+                            f"(use inspect_llvm)")
