@@ -100,7 +100,7 @@ def _cai_handler(obj):
 
 
 def _dlpack_handler(obj):
-    from .device import cupy_module
+    from ..probe import cupy_module
     return _cupy_handler(cupy_module().from_dlpack(obj))
 
 

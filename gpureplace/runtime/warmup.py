@@ -38,7 +38,7 @@ def start():
 def _start_cuda():
     import ctypes
 
-    from .device import libcuda
+    from ..probe import libcuda
     lib = libcuda()
     if lib is None:
         return                      # no driver: launching says so later
