@@ -7,27 +7,63 @@
         i = cuda.grid(1)
         if i < out.size:
             out[i] = a * x[i] + y[i]
+
+Every name is imported explicitly below, from where it is defined: the kernel language from
+``compiler/intrinsics/`` (one module per group), ``cuda.jit`` and the compile-only entry points from
+``jit/``, the host API from ``hostapi/``.  A name added to an intrinsics module's ``__all__`` is
+added here too (a test checks that they agree).
 """
+# ruff: noqa: F401  (this module is the namespace: every import is an export)
 
-from . import libdevice  # noqa: F401  (cuda.libdevice.X, as in numba-cuda)
-from .compiler.intrinsics import registry as _registry
-from .jit import (compile_for_current_device, compile_ptx,  # noqa: F401
-                  compile_ptx_for_current_device, jit)
-from .jit import cuda_compile as compile  # noqa: F401,A004  (numba-cuda's cuda.compile)
+from numba.core.types import (boolean, complex64, complex128, float16, float32, float64, int8,
+                              int16, int32, int64, intp, uint8, uint16, uint32, uint64, uintp,
+                              void)  # (cuda.float32 ..., as numba-cuda offers)
 
-for _mod in _registry.language_modules():
-    for _name in getattr(_mod, "__all__", ()):
-        globals()[_name] = getattr(_mod, _name)
-del _mod, _name
+from . import cuda_random as random          # cuda.random ("gpureplace.cuda.random")
+from . import libdevice                      # cuda.libdevice.X, as in numba-cuda
+from .compiler.intrinsics.indexing import (blockDim, blockIdx, grid, gridDim, gridsize, laneid,
+                                           threadIdx, warpsize)
+from .compiler.intrinsics.sync import (nanosleep, syncthreads, syncthreads_and, syncthreads_count,
+                                       syncthreads_or, syncwarp, threadfence, threadfence_block,
+                                       threadfence_system)
+from .compiler.intrinsics.memory import (local, shared)
+from .compiler.intrinsics.constmem import const
+from .compiler.intrinsics.atomics import atomic
+from .compiler.intrinsics.warp import (activemask, all_sync, any_sync, ballot_sync, eq_sync,
+                                       lanemask_lt, match_all_sync, match_any_sync, shfl_down_sync,
+                                       shfl_sync, shfl_up_sync, shfl_xor_sync)
+from .compiler.intrinsics.bits import (brev, cbrt, clz, ffs, fma, fp16, popc, selp)
+from .compiler.intrinsics.external import declare_device
+from .compiler.intrinsics.cg import cg
+from .compiler.intrinsics.vectors import (char1, char2, char3, char4, double1, double2, double3,
+                                          double4, float1, float2, float3, float32x1, float32x2,
+                                          float32x3, float32x4, float4, float64x1, float64x2,
+                                          float64x3, float64x4, int1, int16x1, int16x2, int16x3,
+                                          int16x4, int2, int3, int32x1, int32x2, int32x3, int32x4,
+                                          int4, int64x1, int64x2, int64x3, int64x4, int8x1, int8x2,
+                                          int8x3, int8x4, long1, long2, long3, long4, longlong1,
+                                          longlong2, longlong3, longlong4, short1, short2, short3,
+                                          short4, uchar1, uchar2, uchar3, uchar4, uint1, uint16x1,
+                                          uint16x2, uint16x3, uint16x4, uint2, uint3, uint32x1,
+                                          uint32x2, uint32x3, uint32x4, uint4, uint64x1, uint64x2,
+                                          uint64x3, uint64x4, uint8x1, uint8x2, uint8x3, uint8x4,
+                                          ulong1, ulong2, ulong3, ulong4, ulonglong1, ulonglong2,
+                                          ulonglong3, ulonglong4, ushort1, ushort2, ushort3,
+                                          ushort4)
+from .hostapi import (as_cuda_array, as_vectors, close, current_context, default_stream,
+                      defer_cleanup, detect, device_array, device_array_like, devicearray, event,
+                      event_elapsed_time, external_stream, from_cuda_array_interface,
+                      get_current_device, gpus, In, InOut, is_cuda_array, is_float16_supported,
+                      legacy_default_stream, list_devices, managed_array, mapped, mapped_array,
+                      mapped_array_like, Out, per_thread_default_stream, pinned, pinned_array,
+                      pinned_array_like, profile_start, profile_stop, profiling, select_device,
+                      stream, synchronize, to_device)
+from .cuda_reduce import Reduce, reduce
+from .jit import (compile_for_current_device, compile_ptx, compile_ptx_for_current_device, jit)
+from .jit import cuda_compile as compile     # noqa: A004  (numba-cuda's cuda.compile)
 
 
 def is_available():
     """True when a CUDA GPU (and CuPy) can be used."""
     from . import probe
     return probe.available()
-from .hostapi import *  # noqa: F401,F403,E402  (numba-cuda host API: to_device, streams, events, devices)
-from . import cuda_random as random  # noqa: E402,F401  (cuda.random, "gpureplace.cuda.random": numba.cuda.random)
-from .cuda_reduce import Reduce, reduce  # noqa: E402,F401  (numba-cuda's cuda.reduce)
-from numba.core.types import (boolean, complex64, complex128, float16, float32,  # noqa: E402,F401
-                              float64, int8, int16, int32, int64, intp, uint8, uint16, uint32,
-                              uint64, uintp, void)  # (cuda.float32 ..., as numba-cuda offers)

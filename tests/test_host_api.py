@@ -204,7 +204,7 @@ def test_tutorial_flow_on_the_gpu():
 
     def check(d):
         assert isinstance(d, cp.ndarray) and type(d).__name__ == "DeviceNDArray"
-        assert arguments.handler_of(d) is arguments._cupy_handler
+        assert arguments.handler_of(d) is arguments.cupy_handler
         assert float(cp.sum(d)) == float(np.sum(3 * np.arange(10000, dtype=np.float32)))
     _tutorial(check)
     # a CuPy array of another library's making is a device array as it is

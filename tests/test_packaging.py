@@ -238,3 +238,17 @@ def test_every_import_of_gpureplace_resolves():
                             broken.append(f"{path.relative_to(ROOT)}:{line}: {target} has no "
                                           f"{name}")
     assert not broken, "\n".join(broken)
+
+
+def test_the_cuda_namespace_lists_every_name_of_the_language_and_host_api():
+    """gpureplace.cuda imports each name explicitly (greppable); none of an intrinsics module's
+    or the host API's exports is left out, and each is the object defined there."""
+    from gpureplace import cuda, hostapi
+    from gpureplace.compiler.intrinsics import registry
+    missing = []
+    for module in [*registry.language_modules(), hostapi]:
+        for name in module.__all__:
+            if getattr(cuda, name, None) is not getattr(module, name):
+                missing.append(f"{module.__name__}.{name}")
+    assert not missing, missing
+    assert cuda.random.create_xoroshiro128p_states and cuda.libdevice.sinf

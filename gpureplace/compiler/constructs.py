@@ -116,7 +116,7 @@ class _Finder(ast.NodeVisitor):
 
 
 @functools.lru_cache(maxsize=2048)
-def _tree_of(code):
+def tree_of(code):
     """(AST of the function whose code is ``code``, line offset), or None without source."""
     try:
         lines, start = inspect.getsourcelines(code)
@@ -153,7 +153,7 @@ def find(pyfunc):
 
 @functools.lru_cache(maxsize=2048)
 def _find_in_code(code):
-    tree = _tree_of(code)
+    tree = tree_of(code)
     if tree is None:
         return tuple(_find_in_bytecode(code))
     node, offset = tree

@@ -303,7 +303,7 @@ def _line_of_op(pyfunc, lineno, opnames, before=False):
 
 
 def _has_walrus(pyfunc, lineno):
-    tree = constructs._tree_of(pyfunc.__code__)
+    tree = constructs.tree_of(pyfunc.__code__)
     if tree is None:
         return False
     import ast

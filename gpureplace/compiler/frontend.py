@@ -146,7 +146,7 @@ def forget(stale):
 
 
 def cache_key(pyfunc, context, mask, argtypes, options, restype=None):
-    key = (pyfunc, context.uid, resolve._mask_key(mask), tuple(argtypes), options)
+    key = (pyfunc, context.uid, resolve.mask_key(mask), tuple(argtypes), options)
     return key if restype is None else key + (restype,)
 
 

@@ -127,7 +127,7 @@ class OverrideChoiceType(types.Callable, types.Opaque):
 
     @classmethod
     def get(cls, typingctx, host, cands, frame, key):
-        ident = (id(host), tuple(c.serial for c in cands), frame.context.uid, _mask_key(frame.mask),
+        ident = (id(host), tuple(c.serial for c in cands), frame.context.uid, mask_key(frame.mask),
                  frame.options)
         inst = cls._instances.get(ident)
         if inst is None:
@@ -203,7 +203,7 @@ def _type_of_impl(typingctx, val, frame, mask, numba_first=False, origin=None):
     return None
 
 
-def _mask_key(mask):
+def mask_key(mask):
     if not mask:
         return ()
     return tuple(sorted(((id(k) if not isinstance(k, tuple) else k[1]),
@@ -217,7 +217,7 @@ class DeviceFunctionType(types.Callable, types.Opaque):
 
     @classmethod
     def get(cls, pyfunc, context, mask, options, origin=None):
-        key = (pyfunc, context.uid, _mask_key(mask), options)
+        key = (pyfunc, context.uid, mask_key(mask), options)
         inst = cls._instances.get(key)
         if inst is None:
             inst = cls(pyfunc, context, mask, options, key)

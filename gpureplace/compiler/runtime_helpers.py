@@ -15,7 +15,7 @@ import math
 SYMBOLS = ("numba_attempt_nocopy_reshape", "numba_cpow", "numba_cpowf")
 
 
-def _cpow(a, b):
+def complex_pow(a, b):
     """CPython's complex power (``_Py_c_pow``), as Numba's ``numba_cpow`` computes it; where
     Python raises ZeroDivisionError (zero to a negative or complex power) the result is NaN."""
     if b.real == 0.0 and b.imag == 0.0:
@@ -35,12 +35,12 @@ def _cpow(a, b):
 
 
 def cpow(a, b, out):
-    out[0] = _cpow(a[0], b[0])
+    out[0] = complex_pow(a[0], b[0])
 
 
 def cpowf(a, b, out):
     # Numba's numba_cpowf computes in double precision too
-    r = _cpow(complex(a[0]), complex(b[0]))
+    r = complex_pow(complex(a[0]), complex(b[0]))
     out[0] = r
 
 

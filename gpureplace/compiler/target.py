@@ -304,7 +304,7 @@ class GPUTargetContext(BaseContext):
         ctx = self.typing_context.dispatch_context
         key = (impl.__code__, sig, options,
                tuple((layer.uid, layer.version) for layer in ctx.stack()),
-               resolve._mask_key(frame.mask) if frame is not None else ())
+               resolve.mask_key(frame.mask) if frame is not None else ())
         if impl.__closure__:
             key += tuple(c.cell_contents for c in impl.__closure__)
         sub = self._subroutines.get(key) if caching else None

@@ -15,7 +15,7 @@ from ..arch import normalize_arch
 from ..compiler import backend, constructs, diskcache, frontend, kernel_cache
 from ..compiler.callables import DeviceCallable
 from ..compiler.compiled import Options
-from ..compiler.intrinsics.external import _link_files
+from ..compiler.intrinsics.external import link_files
 from ..compiler.pipeline import compile_kernel
 from ..config import settings
 from ..dispatch.context import Context, current_default
@@ -51,7 +51,7 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         self._opt = opt
         self._lineinfo = lineinfo
         self._arch = normalize_arch(arch, "arch") if arch is not None else None
-        self._link = _link_files(link, f"cuda.jit(link=...) of {py_func.__qualname__}")
+        self._link = link_files(link, f"cuda.jit(link=...) of {py_func.__qualname__}")
         self._max_registers = check_max_registers(max_registers)
         self._carveout = check_carveout(shared_memory_carveout)
         self._launch_bounds = check_launch_bounds(launch_bounds)

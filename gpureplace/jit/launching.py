@@ -69,7 +69,7 @@ class Launching:
         for i, a in enumerate(args):
             try:
                 if type(a) is np.ndarray:
-                    keys.append(arguments._array(a.dtype, 0, a.shape, a.strides)[0])
+                    keys.append(arguments.array_argument(a.dtype, 0, a.shape, a.strides)[0])
                 else:
                     keys.append(arguments.value_key(a)[0])
             except LaunchError as exc:

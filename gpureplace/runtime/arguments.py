@@ -43,7 +43,7 @@ def _layout(shape, strides, itemsize):
     return "F" if f else "A"
 
 
-def _array(dt, ptr, shape, strides):
+def array_argument(dt, ptr, shape, strides):
     """Key and values of an array: contiguous layouts pass no strides (``compiler.abi``)."""
     layout = _layout(shape, strides, dt.itemsize)
     key = ("array", dt, len(shape), layout)
@@ -52,17 +52,17 @@ def _array(dt, ptr, shape, strides):
     return key, (ptr, *shape)
 
 
-def _cupy_handler(a):
-    return _array(a.dtype, a.data.ptr, a.shape, a.strides)
+def cupy_handler(a):
+    return array_argument(a.dtype, a.data.ptr, a.shape, a.strides)
 
 
-def _torch_handler(t):
+def torch_handler(t):
     if not t.is_cuda:
         raise ArgumentError("is a PyTorch tensor on the CPU; move it to the GPU first (t.cuda())")
     dt = _torch_dtype(t.dtype)
     shape = tuple(t.shape)
     strides = tuple(s * dt.itemsize for s in t.stride())
-    return _array(dt, t.data_ptr(), shape, strides)
+    return array_argument(dt, t.data_ptr(), shape, strides)
 
 
 _TORCH_DTYPES = {}
@@ -96,12 +96,12 @@ def _cai_handler(obj):
             strides.append(acc)
             acc *= n
         strides = tuple(reversed(strides))
-    return _array(dt, cai["data"][0] or 0, shape, tuple(strides))
+    return array_argument(dt, cai["data"][0] or 0, shape, tuple(strides))
 
 
 def _dlpack_handler(obj):
     from ..probe import cupy_module
-    return _cupy_handler(cupy_module().from_dlpack(obj))
+    return cupy_handler(cupy_module().from_dlpack(obj))
 
 
 class ArgHint:
@@ -194,7 +194,7 @@ def _vector_array_handler(v):
     vshape = vector_array_layout(tuple(values[1:1 + ndim]), layout == "C", v.vector_type,
                                  values[0], where)
     out = ("vectors", dt, v.count, ndim), (values[0], *vshape)
-    if handler_of(v.array) is _cupy_handler:
+    if handler_of(v.array) is cupy_handler:
         # a CuPy array's address, dtype and strides cannot change; its shape can (in place)
         v._cached = (v.array.shape, *out)
     return out
@@ -213,15 +213,15 @@ def _numpy_array_handler(a):
                         "cupy.asarray(a) (or a torch CUDA tensor) and copy the result back")
 
 
-def _bool_handler(v):
+def bool_handler(v):
     return ("bool",), (v,)
 
 
-def _int_handler(v):
+def int_handler(v):
     return ("int64",), (v,)
 
 
-def _float_handler(v):
+def float_handler(v):
     return ("float64",), (v,)
 
 
@@ -229,14 +229,14 @@ def _complex_handler(v):
     return ("complex128",), (v.real, v.imag)
 
 
-def _np_scalar_handler(v):
+def np_scalar_handler(v):
     dt = v.dtype
     if dt.kind == "c":
         return ("scalar", dt), (v.real, v.imag)
     return ("scalar", dt), (v,)
 
 
-def _record_handler(v):
+def record_handler(v):
     """A structured scalar (``arr[i]`` of a record array): passed as a pointer to a device copy
     that the launch makes and copies back afterwards, as numba-cuda does (see
     ``kernel.GPUFunction._launch``); the value here is the record itself."""
@@ -263,32 +263,32 @@ def _constant_handler(v):
     return ("const", v), ()
 
 
-_HANDLERS = {bool: _bool_handler, int: _int_handler, float: _float_handler,
+_HANDLERS = {bool: bool_handler, int: int_handler, float: float_handler,
              complex: _complex_handler, tuple: _tuple_handler, np.ndarray: _numpy_array_handler}
 
 
 def _find_handler(cls, value):
     mod = cls.__module__ or ""
     if mod.startswith("cupy") and cls.__name__ == "ndarray":
-        return _cupy_handler
+        return cupy_handler
     cupy = sys.modules.get("cupy")
     if cupy is not None and isinstance(getattr(cupy, "ndarray", None), type) and \
             isinstance(value, cupy.ndarray):
-        return _cupy_handler           # a subclass (cuda.to_device's DeviceNDArray)
+        return cupy_handler           # a subclass (cuda.to_device's DeviceNDArray)
     if mod.startswith("torch") and hasattr(value, "data_ptr") and hasattr(value, "stride"):
-        return _torch_handler
+        return torch_handler
     if isinstance(value, np.ndarray):
         # host memory, unless the GPU can address it (cuda.mapped_array)
         return _cai_handler if hasattr(value, "__cuda_array_interface__") else \
             _numpy_array_handler
     if isinstance(value, np.void) and value.dtype.names is not None:
-        return _record_handler
+        return record_handler
     if isinstance(value, ArgHint):
         return _hint_handler
     if isinstance(value, VectorArray):
         return _vector_array_handler
     if isinstance(value, np.generic):
-        return _np_scalar_handler
+        return np_scalar_handler
     if isinstance(value, (type, np.dtype, types.Type)):
         return _constant_handler
     if hasattr(value, "__cuda_array_interface__"):
@@ -296,11 +296,11 @@ def _find_handler(cls, value):
     if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
         return _dlpack_handler
     if isinstance(value, bool):
-        return _bool_handler
+        return bool_handler
     if isinstance(value, int):
-        return _int_handler
+        return int_handler
     if isinstance(value, float):
-        return _float_handler
+        return float_handler
     if isinstance(value, tuple):
         return _namedtuple_handler if hasattr(cls, "_fields") else _tuple_handler
     return None

@@ -44,7 +44,7 @@ def _checks(args, keys, remember=False):
         handler = arguments.handler_of(arg)
         env[f"C{i}"] = type(arg)
         lines, outs, kept = [], [], False
-        if handler is arguments._cupy_handler:
+        if handler is arguments.cupy_handler:
             _, dt, ndim, layout = key
             env[f"D{i}"] = dt
             flag = {"C": "_c_contiguous", "F": "_f_contiguous"}.get(layout)
@@ -76,7 +76,7 @@ def _checks(args, keys, remember=False):
                 outs += [f"{v}.data.ptr"] + [f"{v}_sh[{k}]" for k in range(ndim)]
                 if layout == "A":
                     outs += [f"{v}_st[{k}]" for k in range(ndim)]
-        elif handler is arguments._torch_handler:
+        elif handler is arguments.torch_handler:
             _, dt, ndim, layout = key
             env[f"T{i}"] = arg.dtype
             isz = dt.itemsize
@@ -94,14 +94,14 @@ def _checks(args, keys, remember=False):
             outs += [f"{v}.data_ptr()"] + [f"{v}_sh[{k}]" for k in range(ndim)]
             if layout == "A":
                 outs += [f"{v}_st[{k}]" for k in range(ndim)]
-        elif handler in (arguments._int_handler, arguments._float_handler,
-                         arguments._bool_handler):
+        elif handler in (arguments.int_handler, arguments.float_handler,
+                         arguments.bool_handler):
             lines.append(f"if type({v}) is not C{i}: return None")
             outs.append(v)
-        elif handler is arguments._np_scalar_handler and key[1].kind != "c":
+        elif handler is arguments.np_scalar_handler and key[1].kind != "c":
             lines.append(f"if type({v}) is not C{i}: return None")
             outs.append(v)
-        elif handler is arguments._record_handler:
+        elif handler is arguments.record_handler:
             lines.append("return None")      # copied to the device and back: the general path
         else:
             # Tuples, constants, CAI / DLPack objects, complex: the general handler, then compare.

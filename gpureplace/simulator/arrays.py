@@ -307,7 +307,7 @@ class SimArray:
 
     def _oob(self, idx, what):
         name, filename, line = current_location()
-        raise IndexError(f"{what}: index {_show(idx)} of an array of shape {self.shape}, in "
+        raise IndexError(f"{what}: index {index_text(idx)} of an array of shape {self.shape}, in "
                          f"{name} at {filename}:{line}, {self._sim.where()}")
 
     def __getitem__(self, idx):
@@ -322,7 +322,7 @@ class SimArray:
         if not self._writable:
             name, filename, line = current_location()
             raise TypeError(f"the array is read-only on the device (a constant or a read-only "
-                            f"argument): cannot store at index {_show(idx)}, in {name} at "
+                            f"argument): cannot store at index {index_text(idx)}, in {name} at "
                             f"{filename}:{line}, {self._sim.where()}")
         i = self._check(idx)
         if isinstance(value, SimArray):
@@ -357,9 +357,9 @@ class SimArray:
         return f"<simulated device array shape={self.shape} dtype={self.dtype}>"
 
 
-def _show(idx):
+def index_text(idx):
     if isinstance(idx, tuple):
-        return "(" + ", ".join(_show(i) for i in idx) + ("," if len(idx) == 1 else "") + ")"
+        return "(" + ", ".join(index_text(i) for i in idx) + ("," if len(idx) == 1 else "") + ")"
     if isinstance(idx, np.integer):
         return str(int(idx))
     return repr(idx)

@@ -16,7 +16,7 @@ class KernelDeadlock(RuntimeError):
     pass
 
 
-class _Abort(BaseException):
+class Abort(BaseException):
     """Unwinds the other threads of a block after one of them failed."""
 
 
@@ -101,7 +101,7 @@ class Block:
         self.runnable.popleft().gate.release()
         ts.gate.acquire()
         if self.aborted is not None:
-            raise _Abort()
+            raise Abort()
 
     def _deadlock(self, what):
         waiting = [f"{g.what} (warp {w}, mask {m:#010x}, {bin(g.arrived).count('1')} lane(s) "

@@ -46,7 +46,7 @@ def float_type(args, what):
     return _F64
 
 
-def _pow(x, y):
+def host_pow(x, y):
     """C's pow (libdevice's), always through NumPy's array loop: its scalar power takes sqrt
     for an exponent of 0.5, which gives NaN for -inf (pow: +inf) and -0.0 for -0.0 (pow: +0.0),
     and for float32 it may round differently from the loop (one ulp, depending on the NumPy
@@ -95,8 +95,8 @@ BASE = {
     "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "exp": np.exp,
     "exp2": np.exp2, "exp10": lambda x: np.power(x.dtype.type(10), x), "expm1": np.expm1,
     "log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sqrt": np.sqrt,
-    "cbrt": np.cbrt, "rsqrt": lambda x: x.dtype.type(1) / np.sqrt(x), "pow": _pow,
-    "powi": lambda x, n: _pow(x, x.dtype.type(n)),
+    "cbrt": np.cbrt, "rsqrt": lambda x: x.dtype.type(1) / np.sqrt(x), "pow": host_pow,
+    "powi": lambda x, n: host_pow(x, x.dtype.type(n)),
     "hypot": np.hypot, "fmod": np.fmod, "copysign": np.copysign, "fabs": np.fabs,
     "abs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint,
     "nearbyint": np.rint, "round": _round_half_away, "fmin": np.fmin, "fmax": np.fmax,
@@ -147,9 +147,9 @@ class HostMath:
         if stub.name == "pow" and any(isinstance(a, (complex, np.complexfloating))
                                       for a in args):
             # complex power: the device's algorithm (CPython's), in the wider complex type
-            from ..compiler.runtime_helpers import _cpow
+            from ..compiler.runtime_helpers import complex_pow
             narrow = all(isinstance(a, (np.complex64, np.float32, np.float16)) for a in args)
-            r = _cpow(complex(args[0]), complex(args[1]))
+            r = complex_pow(complex(args[0]), complex(args[1]))
             return np.complex64(r) if narrow else np.complex128(r)
         fty = float_type(args, stub.name)
         ctype = _F32 if fty is _F16 else fty

@@ -125,8 +125,8 @@ def pow(a, b):                              # noqa: A001 (the operator's name)
     if type(a) in (np.float32, np.float64) and isinstance(b, np.integer):
         return _float_int_power(a, int(b))
     if isinstance(a, np.floating) or isinstance(b, np.floating):
-        from .hostmath import _pow
-        return _pow(a, b)                # C's pow, as math.pow and np.power are simulated
+        from .hostmath import host_pow
+        return host_pow(a, b)                # C's pow, as math.pow and np.power are simulated
     return a ** b
 
 

@@ -26,6 +26,7 @@ from numba.np import numpy_support
 from ..compiler.intrinsics import stubs as _stubs
 from ..compiler.intrinsics.devicemath import MathStub
 from ..compiler.intrinsics.libdevice_calls import LibdeviceStub
+from ..compiler.resolve import mask_key
 from ..dispatch.context import host_key
 from . import hostmath, lang, operators
 from .arrays import DeviceCaster, SimArray
@@ -36,13 +37,6 @@ from .valuetypes import declared_call, numba_type_of
 _BUILTINS = vars(builtins)
 _MISSING = object()
 _NOT_CACHEABLE = object()
-
-
-def _mask_key(mask):
-    if not mask:
-        return ()
-    return tuple(sorted(((k[1] if isinstance(k, tuple) else id(k)),
-                         (v.uid if v else None)) for k, v in mask.items()))
 
 
 def frozen_arrays(spec):
@@ -261,7 +255,7 @@ class Resolver:
         return hit[1]
 
     def module(self, mod, mask):
-        key = (id(mod), _mask_key(mask))
+        key = (id(mod), mask_key(mask))
         proxy = self.modules.get(key)
         if proxy is None:
             proxy = self.modules[key] = ModuleProxy(mod, self, mask)
@@ -269,7 +263,7 @@ class Resolver:
 
     # -- functions --------------------------------------------------------------------------------
     def function(self, pyfunc, mask):
-        key = (pyfunc, _mask_key(mask))
+        key = (pyfunc, mask_key(mask))
         fn = self.functions.get(key)
         if fn is not None:
             return fn

@@ -22,7 +22,7 @@ from ..errors import LaunchError, SignatureError
 from ..runtime import arguments
 from ..runtime.launch import normalize_dims
 from .arrays import SimArray, allocation_around, current_location, wrap_int
-from .blocks import Block, GridBarrier, NeedThreads, ThreadState, _Abort
+from .blocks import Block, GridBarrier, NeedThreads, ThreadState, Abort
 from .lang import device_format
 from .resolve import Resolver, frozen_arrays
 
@@ -352,7 +352,7 @@ def _run_thread(sim, kernel, values, ts, errors):
         if blk.aborted is None:
             with np.errstate(all="ignore"):
                 kernel(*values)
-    except _Abort:
+    except Abort:
         pass
     except Exception as exc:                      # noqa: BLE001 (re-raised by the launcher)
         if not sim.thread_raised(exc):            # a raise statement: the thread just ends
@@ -480,7 +480,7 @@ def scalar_as(value, declared):
     return dt.type(value)
 
 
-def _convert_to(value, ty, declared, conv=None):
+def convert_to(value, ty, declared, conv=None):
     """``value`` of Numba type ``ty`` as an argument of ``declared`` type (a kernel given
     signatures in cuda.jit), or None when it does not fit -- numba-cuda's rules, as
     ``runtime.arguments.match_signature`` applies them on the GPU."""
@@ -502,7 +502,7 @@ def _convert_to(value, ty, declared, conv=None):
     if isinstance(declared, nbtypes.BaseTuple):
         if not isinstance(ty, nbtypes.BaseTuple) or len(ty.types) != len(declared.types):
             return None
-        out = [_convert_to(v, t, d, conv) for v, t, d in zip(value, ty.types, declared.types)]
+        out = [convert_to(v, t, d, conv) for v, t, d in zip(value, ty.types, declared.types)]
         return None if any(o is None for o in out) else tuple(out)
     return value if ty == declared else None
 
@@ -555,7 +555,7 @@ class RawPointer:
 
 def _match_explicit(gpufunction, conv):
     sig = best_signature(gpufunction.declared_signatures, conv.types, gpufunction.__qualname__)
-    out = None if sig is None else [_convert_to(v, t, d, conv)
+    out = None if sig is None else [convert_to(v, t, d, conv)
                                     for v, t, d in zip(conv.values, conv.types, sig)]
     if out is not None and all(o is not None for o in out):
         conv.values[:] = out

@@ -53,7 +53,7 @@ def declared_call(gpufunction, fn):
     """``fn`` (a simulated device function given signatures in cuda.jit) converting its
     arguments to the declared signature they fit best, as the compiled call does."""
     from ..compiler.ranking import best_signature
-    from .runner import _convert_to
+    from .runner import convert_to
 
     def call(*args):
         types_ = [numba_type_of(a) for a in args]
@@ -66,7 +66,7 @@ def declared_call(gpufunction, fn):
         for a, t, d in zip(args, types_, sig):
             if isinstance(d, nbtypes.Integer) and isinstance(t, nbtypes.Float):
                 a, t = int(a), nbtypes.int64          # float -> int truncates, as on the device
-            c = _convert_to(a, t, d)
+            c = convert_to(a, t, d)
             converted.append(a if c is None else c)
         result = fn(*converted)
         declared = gpufunction.declared_returns.get(tuple(sig))

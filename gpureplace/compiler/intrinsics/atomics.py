@@ -52,14 +52,14 @@ _OPS = {
                        "ary[idx] > val else ary[idx] - 1 (CUDA atomicDec); returns the old value"),
 }
 
-_stubs = {name: Stub(name, doc, namespace="cuda.atomic") for name, (_, doc) in _OPS.items()}
+RMW_STUBS = {name: Stub(name, doc, namespace="cuda.atomic") for name, (_, doc) in _OPS.items()}
 cas = Stub("cas", "cas(ary, idx, old, val): atomically set ary[idx] = val if ary[idx] == old; "
                   "returns the value ary[idx] held before", namespace="cuda.atomic")
 compare_and_swap = Stub("compare_and_swap",
                         "compare_and_swap(ary, old, val): cas on ary[0] of a 1-D array; returns "
                         "the old value", namespace="cuda.atomic")
 
-atomic = Namespace("atomic", **_stubs, cas=cas, compare_and_swap=compare_and_swap)
+atomic = Namespace("atomic", **RMW_STUBS, cas=cas, compare_and_swap=compare_and_swap)
 
 
 register_namespace(typing, atomic)
@@ -114,7 +114,7 @@ def _check_value(fname, what, val, dtype):
 
 def _make_rmw_template(fname, supported):
     class AtomicTemplate(AbstractTemplate):
-        key = _stubs[fname]
+        key = RMW_STUBS[fname]
 
         def generic(self, args, kws):
             if kws or len(args) != 3:
@@ -130,7 +130,7 @@ def _make_rmw_template(fname, supported):
 
 
 for _name, (_supported, _) in _OPS.items():
-    typing.register_global(_stubs[_name], types.Function(_make_rmw_template(_name, _supported)))
+    typing.register_global(RMW_STUBS[_name], types.Function(_make_rmw_template(_name, _supported)))
 
 
 class _CasTemplate(AbstractTemplate):
@@ -289,7 +289,7 @@ def _make_rmw_lowering(fname):
 
 
 for _name in _OPS:
-    lowering.lower(_stubs[_name], types.Array, types.Any, types.Any)(_make_rmw_lowering(_name))
+    lowering.lower(RMW_STUBS[_name], types.Array, types.Any, types.Any)(_make_rmw_lowering(_name))
 
 
 @lowering.lower(cas, types.Array, types.Any, types.Any, types.Any)

@@ -117,7 +117,7 @@ def declare_device(name, sig, link=None, use_cooperative=False, abi="numba"):
         raise TypeError(f"declare_device({name!r}): argument {i} {ty} is not a scalar or pointer "
                         f"type (external device functions take scalars and pointers, and "
                         f"arrays under abi='numba')")
-    files = _link_files(link, f"declare_device({name!r}, link=...)")
+    files = link_files(link, f"declare_device({name!r}, link=...)")
     from numba.core.typing import signature
     decl = DeclaredDevice(name, signature(ret, *args), files, abi)
     DECLARED.add(name)
@@ -128,7 +128,7 @@ def declare_device(name, sig, link=None, use_cooperative=False, abi="numba"):
     return decl
 
 
-def _link_files(link, what):
+def link_files(link, what):
     if link is None:
         return ()
     files = (link,) if isinstance(link, (str, os.PathLike)) else tuple(link)

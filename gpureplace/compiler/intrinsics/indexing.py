@@ -25,7 +25,7 @@ gridsize = Stub("gridsize", "gridsize(ndim): number of threads in the grid along
 laneid = Stub("laneid", "index of this thread within its warp (0..31)")
 warpsize = Stub("warpsize", "threads per warp (32)")
 
-_SREG = {"threadIdx": "tid", "blockIdx": "ctaid", "blockDim": "ntid", "gridDim": "nctaid"}
+SREG = {"threadIdx": "tid", "blockIdx": "ctaid", "blockDim": "ntid", "gridDim": "nctaid"}
 
 
 def read_sreg(builder, name):
@@ -55,7 +55,7 @@ for _stub in (threadIdx, blockIdx, blockDim, gridDim):
                 return types.int32
 
     for _axis in "xyz":
-        def _lower(context, builder, ty, value, _sreg=f"{_SREG[_stub.__name__]}.{_axis}"):
+        def _lower(context, builder, ty, value, _sreg=f"{SREG[_stub.__name__]}.{_axis}"):
             return read_sreg(builder, _sreg)
         lowering.lower_getattr(_ty, _axis)(_lower)
 

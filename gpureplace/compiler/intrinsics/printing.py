@@ -102,9 +102,9 @@ def format_item(context, builder, ty, val):
         return f"({inner})", values
     if isinstance(ty, types.EnumMember):
         return format_item(context, builder, ty.dtype, val)
-    from .indexing import _SREG, Dim3Register, read_sreg
+    from .indexing import SREG, Dim3Register, read_sreg
     if isinstance(ty, Dim3Register):           # print(cuda.threadIdx): (x, y, z)
-        regs = [context.cast(builder, read_sreg(builder, f"{_SREG[ty.which]}.{axis}"),
+        regs = [context.cast(builder, read_sreg(builder, f"{SREG[ty.which]}.{axis}"),
                              types.uint32, types.int64) for axis in "xyz"]
         return "(%lld, %lld, %lld)", regs
     raise IntrinsicArgumentError(

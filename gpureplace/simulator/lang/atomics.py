@@ -105,7 +105,7 @@ def table(launch):
     ns = {}
     for name, update in ops.items():
         ns[name] = fn = _rmw(name, update)
-        out[id(atomics._stubs[name])] = fn
+        out[id(atomics.RMW_STUBS[name])] = fn
 
     def cas(ary, idx, old, val):
         a, i = _target("cas", ary, idx)

@@ -66,9 +66,9 @@ class SimVectorArray:
         return tuple(out)
 
     def _fail(self, idx, what):
-        from ..arrays import _show, current_location
+        from ..arrays import index_text, current_location
         name, filename, line = current_location()
-        raise IndexError(f"{what}: index {_show(idx)} of a {self.vector_type.name} array of shape "
+        raise IndexError(f"{what}: index {index_text(idx)} of a {self.vector_type.name} array of shape "
                          f"{self.shape}, in {name} at {filename}:{line}, {self._launch.where()}")
 
     def __getitem__(self, idx):
