@@ -1,4 +1,5 @@
-"""Undecorated helpers in another module, called from kernels in test_lang_python.py.
+"""Undecorated helpers in another module, called from kernels in lang/test_lang_device_functions.py
+and lang/test_lang_tuples.py.
 
 They are plain Python: the same functions compute the host reference in the GPU tests.
 """

@@ -80,8 +80,8 @@ TINY = {F32: 2.0 ** -149, F64: 2.0 ** -1074}
 
 
 # ---------------------------------------------------------------------------------------------
-# Numba's typing rules for scalars (the compiler's; tests/test_fuzz_differential.py checks this
-# table against gpureplace's typing context)
+# Numba's typing rules for scalars (the compiler's; tests/fuzz/test_fuzz_differential.py checks
+# this table against gpureplace's typing context)
 
 def intlike(t):
     return t == B or t in INTS
@@ -1768,8 +1768,8 @@ class Gen:
 
 
 #: Device behaviours known to differ from Python's and reported as compiler bugs (each has a
-#: strict xfail reproducer in tests/test_fuzz_differential.py); gpu mode leaves them out so that
-#: the fuzzer keeps finding new ones.  Remove an entry once its bug is fixed.
+#: strict xfail reproducer in tests/fuzz/test_fuzz_differential.py); gpu mode leaves them out so
+#: that the fuzzer keeps finding new ones.  Remove an entry once its bug is fixed.
 KNOWN_COMPILER_BUGS = set()        # "float-mod" (LLVM frem) was fixed: backend.exact_remainders
 
 

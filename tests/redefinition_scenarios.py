@@ -1,6 +1,6 @@
-"""Redefinition scenarios as notebook cells, run by tests/test_redefinition_modes.py three ways:
-cold (one process, empty disk cache), warm (a second process on the disk cache the first one
-filled, so every kernel of the set-up comes from disk) and after ``%reload_ext gpureplace``.
+"""Redefinition scenarios as notebook cells, run by tests/ipython/test_redefinition_modes.py three
+ways: cold (one process, empty disk cache), warm (a second process on the disk cache the first
+one filled, so every kernel of the set-up comes from disk) and after ``%reload_ext gpureplace``.
 
 A scenario is a list of cells.  Cells before the ``COMPILED`` marker set the scene and compile
 its kernels; the cells after it change something and assert, inside the shell, what a user must

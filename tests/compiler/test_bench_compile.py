@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXPECTED = {"saxpy", "saxpy_stride", "saxpy_vec4", "block_sum", "stencil5", "matmul_tiled"} | {
     f"{fn} {tag}{fast}" for fn in ("sin", "exp", "log") for tag in ("f32", "f64")
     for fast in ("", " fastmath")}

@@ -13,12 +13,12 @@ from numba import float32, int32
 
 import gpureplace
 from gpureplace import CompileError, Context, cuda, default_context, libdevice, simulator
+from corpus import (TABLE, TPB, WEIGHTS, active_masks, add_2d, block_sum,  # the shared corpus
+                    histogram, int_promotion, int_promotion_args, local_reverse, lookup,
+                    round_digits, sin_kernel, split_masks, warp_sum)
 
-TPB = 128
 TILE = 16
 TILE_PADDED = TILE + 1
-TABLE = np.arange(10, dtype=np.float64) * 1.5 + 0.25
-WEIGHTS = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.int32)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -37,42 +37,6 @@ def saxpy(a, x, y, out):
 
 
 @cuda.jit
-def block_sum(x, out):
-    buf = cuda.shared.array(TPB, float32)
-    t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    buf[t] = x[i] if i < x.size else float32(0)
-    cuda.syncthreads()
-    s = TPB // 2
-    while s > 0:
-        if t < s:
-            buf[t] += buf[t + s]
-        cuda.syncthreads()
-        s //= 2
-    if t == 0:
-        out[cuda.blockIdx.x] = buf[0]
-
-
-@cuda.jit
-def histogram(x, bins):
-    i = cuda.grid(1)
-    if i < x.size:
-        cuda.atomic.add(bins, x[i] % bins.size, 1)
-
-
-@cuda.jit
-def warp_sum(x, out):
-    i = cuda.grid(1)
-    v = x[i]
-    offset = 16
-    while offset > 0:
-        v += cuda.shfl_down_sync(0xFFFFFFFF, v, offset)
-        offset //= 2
-    if cuda.laneid == 0:
-        out[i // 32] = v
-
-
-@cuda.jit
 def transpose(a, out):
     tile = cuda.shared.array((TILE, TILE_PADDED), dtype=np.float32)
     tx = cuda.threadIdx.x
@@ -86,34 +50,6 @@ def transpose(a, out):
     ocol = cuda.blockIdx.y * TILE + tx
     if orow < out.shape[0] and ocol < out.shape[1]:
         out[orow, ocol] = tile[tx, ty]
-
-
-@cuda.jit
-def add_2d(a, b, out):
-    i, j = cuda.grid(2)
-    if i < out.shape[0] and j < out.shape[1]:
-        out[i, j] = a[i, j] + b[i, j]
-
-
-@cuda.jit
-def local_reverse(x, out):
-    scratch = cuda.local.array(8, numba.int64)
-    i = cuda.grid(1)
-    if (i + 1) * 8 <= x.size:
-        for k in range(8):
-            scratch[(k + x[i * 8]) % 8] = x[i * 8 + k]
-        for k in range(8):
-            out[i * 8 + k] = scratch[(7 - k + x[i * 8]) % 8]
-
-
-@cuda.jit
-def lookup(idx, out):
-    table = cuda.const.array_like(TABLE)
-    w = cuda.const.array_like(WEIGHTS)
-    i = cuda.grid(1)
-    if i < idx.size:
-        j = idx[i]
-        out[i] = table[j % table.size] + w[j % 2, j % 3]
 
 
 @cuda.jit
@@ -136,13 +72,6 @@ def printer(x):
     i = cuda.grid(1)
     if i < 2:
         print("thread", i, x[i], i == 0, (i, 2.5))
-
-
-@cuda.jit
-def sin_kernel(out, x):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = math.sin(x[i])
 
 
 def _rand(n, dtype=np.float32, seed=0):
@@ -463,24 +392,6 @@ def test_int32_wraps():
     assert out.tolist() == [-2**31, np.int32(np.int64(2**31 + 10) - 2**32)]
 
 
-@cuda.jit
-def int_promotion(u8a, u8b, avg, i32a, prod, u64, i64, mixed, shifted, neg):
-    i = cuda.grid(1)
-    if i < avg.size:
-        avg[i] = (u8a[i] + u8b[i]) // 2          # uint8 + uint8 is a uint64, as Numba types it
-        prod[i] = i32a[i] * i32a[i]               # int32 * int32 is an int64
-        mixed[i] = u64[i] + i64[i]                # uint64 + int64 is an int64 (NumPy: float64)
-        shifted[i] = u8a[i] << 4                  # the left operand's signedness, 64 bits
-        neg[i] = -u8a[i]                          # negated in 8 bits, then a uint64 (Numba)
-
-
-def int_promotion_args():
-    return (np.array([100, 255, 10], np.uint8), np.array([200, 255, 20], np.uint8),
-            np.zeros(3, np.uint8), np.array([100000, -3, 46341], np.int32), np.zeros(3, np.int64),
-            np.array([1, 2, 2**63], np.uint64), np.array([-5, 5, -1], np.int64),
-            np.zeros(3, np.int64), np.zeros(3, np.uint64), np.zeros(3, np.uint64))
-
-
 def test_small_integers_widen_as_numba_types_them():
     args = int_promotion_args()
     simulator.run(int_promotion, 1, 32, *args)
@@ -501,14 +412,6 @@ def test_small_integers_widen_as_numba_types_them():
     assert out[0] == 144 and bits.tolist() == [3, 0]
 
 
-@cuda.jit
-def active_masks(out, n):
-    i = cuda.grid(1)
-    if i < n:
-        out[i] = cuda.activemask()
-    cuda.syncthreads()
-
-
 def test_activemask_is_the_same_for_every_lane_that_calls_it_together():
     out = np.zeros(64, np.uint32)
     simulator.run(active_masks, 1, 64, out, 64)
@@ -518,15 +421,6 @@ def test_activemask_is_the_same_for_every_lane_that_calls_it_together():
     # out of range entirely
     simulator.run(active_masks, 1, 64, out, 20)
     assert out[:20].tolist() == [0xFFFFF] * 20 and not out[20:].any()
-
-
-@cuda.jit
-def split_masks(out):
-    i = cuda.grid(1)
-    if i % 2 == 0:
-        out[i] = cuda.activemask()
-    else:
-        out[i] = cuda.activemask()
 
 
 def test_activemask_on_each_side_of_a_branch_names_that_side():
@@ -646,14 +540,6 @@ def test_prepared_launch_runs_and_follows_redefinitions(monkeypatch):
     gpureplace.refresh()
     run()
     assert out.tolist() == [12] * 64
-
-
-@cuda.jit
-def round_digits(x32, x64, n, out32, out64):
-    i = cuda.grid(1)
-    if i < x32.size:
-        out32[i] = round(x32[i], n[i])
-        out64[i] = round(x64[i], n[i])
 
 
 def test_round_with_digits_is_numba_cudas_including_overflow():

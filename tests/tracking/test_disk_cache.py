@@ -14,7 +14,7 @@ import pytest
 
 from gpureplace.compiler import diskcache, kernel_cache
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 PROGRAM = textwrap.dedent("""
     import sys, json

@@ -124,7 +124,7 @@ def report(program, lines, what):
         f"{what}: seed {program.seed} (mode {program.mode})",
         *lines,
         f"rerun: GPUREPLACE_FUZZ_SEED={program.seed} GPUREPLACE_FUZZ_EXAMPLES=1 "
-        f".venv/bin/python -m pytest -q tests/test_fuzz_differential.py",
+        f".venv/bin/python -m pytest -q tests/fuzz/test_fuzz_differential.py",
         "--- kernel ---", program.kernel_source,
         "--- reference ---", program.reference_source])
 

@@ -33,7 +33,7 @@ from gpureplace import cuda
 from gpureplace.errors import CompileError
 from gpureplace import probe
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))     # tests/
 
 #: intrinsic -> (kernel body over an int32 array ``a``, the oldest architecture that has it)
 ARCH_GATED = {

@@ -1,6 +1,6 @@
 """CUDA graphs of launches (gpureplace.graph / gpureplace.capture).
 
-On the CPU, a stand-in driver (tests/test_launch_path.py) and a stand-in CuPy stream capture
+On the CPU, a stand-in driver (tests/jit/test_launch_path.py) and a stand-in CuPy stream capture
 record what would be captured and replayed; under the simulator backend, capturing records the
 launches and replaying runs them.  The tests marked gpu run real graphs on the H200.
 """

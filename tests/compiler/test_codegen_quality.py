@@ -22,31 +22,10 @@ import pytest
 from numba import float32, float64
 
 from conftest import assemble
+from corpus import bench_codegen
 from gpureplace import cuda
 
-TPB = 256
-
-
-@cuda.jit
-def grid_stride_sum(x, partial):
-    buf = cuda.shared.array(TPB, float32)
-    t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    stride = cuda.gridsize(1)
-    acc = float32(0.0)
-    while i < x.size:
-        acc += x[i]
-        i += stride
-    buf[t] = acc
-    cuda.syncthreads()
-    s = TPB // 2
-    while s > 0:
-        if t < s:
-            buf[t] += buf[t + s]
-        cuda.syncthreads()
-        s //= 2
-    if t == 0:
-        partial[cuda.blockIdx.x] = buf[0]
+TPB = 256                 # bench/codegen_kernels.py's RED_TPB and TPB
 
 
 @cuda.jit
@@ -58,15 +37,6 @@ def grid_stride_pairs(x, out, offset):
         acc += x[i] * x[i + 1]
         i += stride
     out[cuda.grid(1)] = acc
-
-
-@cuda.jit
-def grid_stride_saxpy(a, x, y, out):
-    i = cuda.grid(1)
-    stride = cuda.gridsize(1)
-    while i < out.size:
-        out[i] = a * x[i] + y[i]
-        i += stride
 
 
 @cuda.jit
@@ -87,19 +57,12 @@ def row_sums(a, out):
         out[i] = acc
 
 
-def _bench_codegen():
-    """bench/codegen.py, whose kernels these tests check as the benchmark runs them."""
-    import importlib.util
-    import os
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench",
-                        "codegen.py")
-    spec = importlib.util.spec_from_file_location("gpureplace_bench_codegen", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-stencil5 = _bench_codegen().stencil5
+_BENCH = bench_codegen()         # bench/codegen.py, whose kernels these tests check as it runs them
+stencil5 = _BENCH.stencil5
+# The benchmark's block reduction (a grid-stride sum per thread, then a tree in shared memory over
+# RED_TPB == TPB threads) and its grid-stride saxpy, as it runs them.
+grid_stride_sum = _BENCH.block_sum
+grid_stride_saxpy = _BENCH.saxpy_stride
 
 
 def single_block_loops(ptx):

@@ -5,9 +5,8 @@ import pytest
 
 from gpureplace import cuda, simulator
 from gpureplace.config import settings
-from test_simulator import (TPB, active_masks, block_sum, histogram,  # the simulator's own corpus
-                            int_promotion, int_promotion_args, round_digits, split_masks,
-                            warp_sum)
+from corpus import (TPB, active_masks, block_sum, histogram,  # the simulator's own corpus
+                    int_promotion, int_promotion_args, round_digits, split_masks, warp_sum)
 
 pytestmark = [pytest.mark.gpu, pytest.mark.gpu_only]
 

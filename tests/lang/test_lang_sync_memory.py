@@ -8,17 +8,14 @@ compare against NumPy.
 import re
 
 import numpy as np
-import numba
 import pytest
 from numba import float32, float64, int32, types
 
 from gpureplace import CompileError, cuda
 from conftest import assemble
+from corpus import TABLE, TPB, WEIGHTS, block_sum, local_reverse, lookup  # the shared corpus
 
-TPB = 128                 # threads per block of the reduction
 TILE = 16                 # tile edge of the transpose
-TABLE = (np.arange(10, dtype=np.float64) * 1.5 + 0.25)
-WEIGHTS = np.array([[1, 2, 3], [4, 5, 6]], dtype=np.int32)
 
 
 def _entry(ptx):
@@ -32,25 +29,7 @@ def _shared_decls(ptx):
 
 
 # ---------------------------------------------------------------------------------------------
-# Kernels (shared by the CPU and GPU tests)
-
-
-@cuda.jit
-def block_sum(x, out):
-    """Tree reduction of each block's TPB elements in shared memory."""
-    buf = cuda.shared.array(TPB, float32)
-    t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    buf[t] = x[i] if i < x.size else float32(0)
-    cuda.syncthreads()
-    s = TPB // 2
-    while s > 0:
-        if t < s:
-            buf[t] += buf[t + s]
-        cuda.syncthreads()
-        s //= 2
-    if t == 0:
-        out[cuda.blockIdx.x] = buf[0]
+# Kernels (shared by the CPU and GPU tests; block_sum, local_reverse and lookup: tests/corpus.py)
 
 
 @cuda.jit
@@ -71,18 +50,6 @@ def transpose(a, out):
 
 
 @cuda.jit
-def local_reverse(x, out):
-    """Each thread reverses its 8 consecutive elements through a per-thread local array."""
-    scratch = cuda.local.array(8, numba.int64)
-    i = cuda.grid(1)
-    if (i + 1) * 8 <= x.size:
-        for k in range(8):
-            scratch[(k + x[i * 8]) % 8] = x[i * 8 + k]      # data-dependent index: stays in memory
-        for k in range(8):
-            out[i * 8 + k] = scratch[(7 - k + x[i * 8]) % 8]
-
-
-@cuda.jit
 def local_2d(out):
     m = cuda.local.array((3, 4), dtype="float64")
     i = cuda.grid(1)
@@ -91,16 +58,6 @@ def local_2d(out):
             m[r, c] = i * 100 + r * 10 + c
     if i < out.shape[0]:
         out[i] = m[i % 3, i % 4] + m.shape[0] + m.shape[1]
-
-
-@cuda.jit
-def lookup(idx, out):
-    table = cuda.const.array_like(TABLE)
-    w = cuda.const.array_like(WEIGHTS)
-    i = cuda.grid(1)
-    if i < idx.size:
-        j = idx[i]
-        out[i] = table[j % table.size] + w[j % 2, j % 3]
 
 
 @cuda.jit

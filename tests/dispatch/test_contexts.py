@@ -11,6 +11,7 @@ import gpureplace
 from gpureplace import CompileError, Context, cuda, default_context, libdevice
 import mylib_host
 from conftest import assemble
+from corpus import sin_kernel
 
 SIG32 = "void(float32[:], float32[:])"
 SIG64 = "void(float64[:], float64[:])"
@@ -20,13 +21,6 @@ SIG64 = "void(float64[:], float64[:])"
 def ctx():
     """A fresh context under the default one (nothing leaks into other tests)."""
     return Context("test", parent=default_context)
-
-
-@cuda.jit
-def sin_kernel(out, x):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = math.sin(x[i])
 
 
 def test_default_and_fast_contexts_differ_as_expected():

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import assemble, has_gpu
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KERNEL_JSON = ROOT / "jupyter-config" / "kernels" / "gpureplace" / "kernel.json"
 CI_RUN = ROOT / ".ci" / "run"
 DEMO = ROOT / "examples" / "demo.py"

@@ -7,6 +7,7 @@ import pytest
 from numba.core import types
 
 from conftest import assemble
+from corpus import bench_codegen
 from gpureplace import CompileError, cuda
 from gpureplace.compiler.intrinsics.vectors import vector_types
 
@@ -137,13 +138,8 @@ def test_clear_errors_name_the_type_and_line():
 
 # -- arrays of vectors: cuda.as_vectors --------------------------------------------------------
 
-@cuda.jit
-def _saxpy4(a, x, y, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        u = x[i]
-        v = y[i]
-        out[i] = cuda.float32x4(a * u.x + v.x, a * u.y + v.y, a * u.z + v.z, a * u.w + v.w)
+# the benchmark's float32x4 saxpy, saxpy_vec4 in bench/codegen_kernels.py
+_saxpy4 = bench_codegen().saxpy_vec4
 
 
 @cuda.jit

@@ -18,7 +18,7 @@ import pytest
 from gpureplace import cuda
 from gpureplace.compiler import diskcache, kernel_cache
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from corpus import add_2d as add2d
 from gpureplace import cuda
 
 pytestmark = pytest.mark.gpu
@@ -39,13 +40,6 @@ def test_issue_example_matches_numpy(cp):
     saxpy[4096, 256](1.5, x, y, out)
     assert len(saxpy._launch_cache) == 1
     assert all(".entry saxpy" in ptx for ptx in saxpy.inspect_ptx().values())
-
-
-@cuda.jit
-def add2d(a, b, out):
-    i, j = cuda.grid(2)
-    if i < out.shape[0] and j < out.shape[1]:
-        out[i, j] = a[i, j] + b[i, j]
 
 
 @pytest.mark.parametrize("order", ["C", "F"])

@@ -940,7 +940,7 @@ _PRINT_SCRIPT = textwrap.dedent("""
 def test_gpu_print_reaches_stdout(tmp_path):
     script = tmp_path / "printing_kernel.py"
     script.write_text(_PRINT_SCRIPT)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ)
     env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,

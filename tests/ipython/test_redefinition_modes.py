@@ -18,7 +18,7 @@ pytest.importorskip("IPython")
 
 from redefinition_scenarios import SCENARIOS  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))     # tests/
 _results = {}
 
 
