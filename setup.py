@@ -4,7 +4,7 @@ setuptools' editable wheel (PEP 660, ``pip install -e .``) never installs ``data
 the distribution for ``has_data()``, which does not exist (the method is ``has_data_files``), so
 the Jupyter kernelspec ``share/jupyter/kernels/gpureplace/kernel.json`` would be missing from
 editable installs.  This command installs the data files into the editable wheel, as a normal
-wheel does.  tests/test_packaging.py checks the kernelspec lands in both kinds of install.
+wheel does.  tests/packaging/test_packaging.py checks the kernelspec lands in both kinds of install.
 """
 
 from setuptools import setup

@@ -38,7 +38,7 @@ import time
 import gpureplace
 
 # The sibling modules: bench/ is a folder of scripts, not a package, and this file is also loaded
-# by path (tests/test_codegen_quality.py), where the folder is not on sys.path by itself.
+# by path (tests/compiler/test_codegen_quality.py), where the folder is not on sys.path by itself.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
@@ -51,7 +51,7 @@ from codegen_kernels import (CHAINS, CUDA_C_FAST_OPTIONS, CUDA_C_OPTIONS,  # noq
 from codegen_report import markdown, write_png  # noqa: E402
 from codegen_runs import BENCHES, bench_chains  # noqa: E402
 
-# What other code reads from this module (the kernels: tests/test_codegen_quality.py).
+# What other code reads from this module (the kernels: tests/compiler/test_codegen_quality.py).
 __all__ = ["BENCHES", "Bench", "CHAINS", "CUDA_C_FAST_OPTIONS", "CUDA_C_OPTIONS", "block_sum",
            "chain_exp", "chain_log", "chain_sin", "check_compile", "compile_plan",
            "cuda_c_sources", "main", "markdown", "matmul_tiled", "run_gpu", "saxpy",

@@ -2,7 +2,7 @@
 
 The notebooks run on the "Python 3 (gpureplace)" kernel.  Every cell that needs a GPU checks for
 one; the rest (compiling, reflection, invalidation) runs and asserts on a machine without a GPU,
-which is how CI executes them (tests/test_notebooks.py).
+which is how CI executes them (tests/ipython/test_notebooks.py).
 """
 
 import os
