@@ -24,7 +24,7 @@ timings come from the host clock (``simulator/host.py``).
 """
 
 
-from ..runtime.arguments import In, InOut, Out  # noqa: F401  (numba-cuda's transfer hints)
+from ..runtime.hints import In, InOut, Out  # noqa: F401  (numba-cuda's transfer hints)
 from .arrays import (as_cuda_array, as_vectors, device_array, device_array_like,  # noqa: F401
                      devicearray, from_cuda_array_interface, is_cuda_array, to_device)
 from .devices import (Device, MemoryInfo, close, current_context, defer_cleanup,  # noqa: F401

@@ -9,6 +9,7 @@ import struct
 from .. import probe
 from ..errors import LaunchError
 from ..runtime import arguments, launch
+from ..runtime.hints import ArgHint
 from ..tracking import world
 from . import backends, graphs
 
@@ -109,7 +110,7 @@ class PreparedLaunch:
     def _bind(self):
         cfg, kernel = self.config, self.config.kernel
         for i, a in enumerate(self.args):
-            if isinstance(a, arguments.ArgHint):
+            if isinstance(a, ArgHint):
                 name = list(kernel._pysig.parameters)[i] if i < kernel._nparams else i
                 raise arguments.ArgumentError(
                     f"{kernel.__qualname__}.prepare: argument {i} ({name!r}) is "

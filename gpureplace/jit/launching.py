@@ -11,7 +11,8 @@ import numpy as np
 
 from .. import probe
 from ..errors import LaunchError, SignatureError
-from ..runtime import arguments, launch
+from ..runtime import arguments, conversion, launch
+from ..runtime.hints import ArgHint
 from ..runtime.binder import make_fast_launch
 from ..tracking import world
 from . import backends, graphs
@@ -52,7 +53,7 @@ class Launching:
         """The declared signature these arguments fit (numba-cuda: a kernel given signatures
         compiles nothing else; scalars convert to the declared types)."""
         declared = self.declared_signatures
-        hit = arguments.match_signature(declared, keys, per_arg, self.__qualname__)
+        hit = conversion.match_signature(declared, keys, per_arg, self.__qualname__)
         if hit is None:
             sigs = "; ".join("(" + ", ".join(map(str, s)) + ")" for s in declared)
             got = ", ".join(str(arguments.numba_type_of_key(k)) for k in keys)
@@ -92,7 +93,7 @@ class Launching:
         if self._only_keys is not None:
             self._check_specialized(args)
         rec = graphs.recorder()
-        if any(isinstance(a, arguments.ArgHint) for a in args):    # (never on the fast path)
+        if any(isinstance(a, ArgHint) for a in args):    # (never on the fast path)
             if rec is not None:
                 raise LaunchError(f"{self.__qualname__}: cuda.In/Out/InOut copy to or from the "
                                   f"host around each launch, which a CUDA graph cannot hold; "
@@ -131,7 +132,7 @@ class Launching:
         simulated = backends.simulated()
         new_args, back = [], []
         for i, a in enumerate(args):
-            if not isinstance(a, arguments.ArgHint):
+            if not isinstance(a, ArgHint):
                 new_args.append(a)
                 continue
             host = a.value

@@ -13,9 +13,8 @@ import numpy as np
 from numba.core import types
 from numba.np import numpy_support
 
-from ..compiler import abi
-from ..compiler.ranking import best_signature
 from ..errors import LaunchError
+from .hints import ArgHint
 
 
 class ArgumentError(LaunchError, TypeError):
@@ -102,33 +101,6 @@ def _cai_handler(obj):
 def _dlpack_handler(obj):
     from ..probe import cupy_module
     return cupy_handler(cupy_module().from_dlpack(obj))
-
-
-class ArgHint:
-    """numba-cuda's transfer hints for a host array given to a kernel launch:
-    ``kernel[g, b](cuda.In(x), cuda.Out(y), cuda.InOut(z))`` copies ``x`` to the device before
-    the launch, ``y`` back to the host after it, ``z`` both ways (the launch then waits for the
-    kernel).  A device array in a hint is passed as it is."""
-
-    copy_in = copy_out = False
-
-    def __init__(self, value):
-        self.value = value
-
-    def __repr__(self):
-        return f"cuda.{type(self).__name__}({self.value!r})"
-
-
-class In(ArgHint):
-    copy_in = True
-
-
-class Out(ArgHint):
-    copy_out = True
-
-
-class InOut(ArgHint):
-    copy_in = copy_out = True
 
 
 class VectorArray:
@@ -376,76 +348,3 @@ def _key_to_type(key):
 # ---------------------------------------------------------------------------------------------
 # Explicit signatures (``cuda.jit("void(float32[:], int32)")``): as in numba-cuda, such a kernel
 # takes only those signatures, converting scalars to the declared types.
-
-def _declared_scalar_dtype(ty):
-    try:
-        return np.dtype(numpy_support.as_dtype(ty))
-    except NotImplementedError:
-        return None
-
-
-def _convert_arg(key, values, declared):
-    """(declared key, values) for an argument of ``key`` / ``values`` passed where ``declared``
-    (a Numba type that ``best_signature`` found it converts to) is expected, or None."""
-    kind = key[0]
-    if isinstance(declared, types.Array):
-        if kind != "array":
-            return None
-        _, dt, ndim, layout = key
-        if dt != np.dtype(numpy_support.as_dtype(declared.dtype)) or ndim != declared.ndim:
-            return None
-        if declared.layout == layout or declared.layout == "A" and layout == "A":
-            return key, values
-        if declared.layout in ("C", "F"):
-            return None                  # a C / F specialisation needs that layout
-        # declared 'A' (any layout): pass the strides a contiguous array does not carry
-        ptr, shape = values[0], values[1:1 + ndim]
-        strides, acc = [0] * ndim, dt.itemsize
-        for ax in (range(ndim - 1, -1, -1) if layout == "C" else range(ndim)):
-            strides[ax] = acc
-            acc *= shape[ax]
-        return ("array", dt, ndim, "A"), (ptr, *shape, *strides)
-    if isinstance(declared, types.CPointer):
-        # a device address given as an integer (numba-cuda: a kernel declared with pointers)
-        if kind not in ("int64", "scalar") or len(values) != 1 or int(values[0]) < 0:
-            return None
-        return ("pointer", np.dtype(numpy_support.as_dtype(declared.dtype))), (int(values[0]),)
-    if isinstance(declared, (types.Integer, types.Float, types.Boolean, types.Complex)):
-        # (which conversions are allowed is conversion_rank's to say: best_signature chose)
-        dt = _declared_scalar_dtype(declared)
-        if dt is None:
-            return None
-        if dt.kind == "c" and len(values) == 1:
-            values = (values[0], 0.0)           # a real number into a complex parameter
-        return ("scalar", dt), values
-    if isinstance(declared, types.BaseTuple):
-        if kind != "tuple" or len(key) - 1 != len(declared.types):
-            return None
-        keys, out, pos = [], [], 0
-        for sub, ty in zip(key[1:], declared.types):
-            n = len(abi.leaves(numba_type_of_key(sub)))     # its flat parameters
-            conv = _convert_arg(sub, values[pos:pos + n], ty)
-            if conv is None:
-                return None
-            keys.append(conv[0])
-            out.extend(conv[1])
-            pos += n
-        return ("tuple", *keys), tuple(out)
-    return (key, values) if numba_type_of_key(key) == declared else None
-
-
-def match_signature(signatures, keys, per_arg_values, what="the kernel"):
-    """(keys, flat values) converted to the signature of ``signatures`` (tuples of Numba types)
-    that the arguments fit best (``best_signature``), or None.  ``per_arg_values``: each
-    argument's values."""
-    sig = best_signature(signatures, [numba_type_of_key(k) for k in keys], what)
-    if sig is None:
-        return None
-    out_keys, out_vals = [], []
-    for key, vals, ty in zip(keys, per_arg_values, sig):
-        conv = _convert_arg(key, tuple(vals), ty)
-        if conv is None:
-            return None
-        out_keys.append(conv[0])
-        out_vals.extend(conv[1])
-    return out_keys, out_vals

@@ -483,7 +483,7 @@ def scalar_as(value, declared):
 def convert_to(value, ty, declared, conv=None):
     """``value`` of Numba type ``ty`` as an argument of ``declared`` type (a kernel given
     signatures in cuda.jit), or None when it does not fit -- numba-cuda's rules, as
-    ``runtime.arguments.match_signature`` applies them on the GPU."""
+    ``runtime.conversion.match_signature`` applies them on the GPU."""
     if isinstance(declared, nbtypes.Array):
         if not isinstance(ty, nbtypes.Array) or ty.dtype != declared.dtype or \
                 ty.ndim != declared.ndim:

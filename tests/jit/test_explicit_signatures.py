@@ -58,7 +58,7 @@ def test_declared_signatures_in_the_simulator(monkeypatch):
 def test_explicit_argument_conversion_rules():
     from numba import types as t
 
-    from gpureplace.runtime import arguments as a
+    from gpureplace.runtime import conversion as a
     f32c = ("array", np.dtype("float32"), 1, "C")
     keys, vals = a.match_signature([(t.float32[:], t.int32)], [f32c, ("int64",)],
                                    [(100, 8), (5,)])
@@ -216,7 +216,7 @@ def test_pointer_parameters_take_device_addresses(monkeypatch):
     from numba import types as t
 
     from conftest import assemble
-    from gpureplace.runtime import arguments as a
+    from gpureplace.runtime import conversion as a
     axpy = _pointer_axpy()
     ptx = next(iter(axpy.inspect_ptx().values()))
     assemble(ptx)
