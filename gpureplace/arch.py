@@ -19,9 +19,10 @@ LLVM_MAX_PTX = 90
 
 
 def ptx_isa_for_driver(driver_version: int | None) -> int:
-    """PTX ISA (e.g. 90 for 9.0) that a driver of CUDA version ``driver_version`` (e.g. 13000) accepts."""
+    """PTX ISA (e.g. 90 for 9.0) that a driver of CUDA version ``driver_version`` (e.g. 13000)
+    accepts."""
     if not driver_version:
-        return 80          # no driver to ask: PTX 8.0 (CUDA 12.0) is accepted by every CUDA 12+ driver
+        return 80          # no driver to ask: PTX 8.0 (CUDA 12.0), which every CUDA 12+ driver takes
     major, minor = driver_version // 1000, (driver_version % 1000) // 10
     if major >= 13:
         isa = 90 + minor

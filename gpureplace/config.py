@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
+from . import probe
 from .arch import normalize_arch
 
 _BACKENDS = ("auto", "gpu", "simulator")
@@ -43,7 +44,6 @@ class Settings:
                              f"{backend!r} (GPUREPLACE_BACKEND or settings.backend)")
         if backend != "auto":
             return backend
-        from . import probe
         if probe.available():
             return "gpu"
         if not self._noticed:

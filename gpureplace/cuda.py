@@ -61,9 +61,9 @@ from .hostapi import (as_cuda_array, as_vectors, close, current_context, default
 from .cuda_reduce import Reduce, reduce
 from .jit import (compile_for_current_device, compile_ptx, compile_ptx_for_current_device, jit)
 from .jit import cuda_compile as compile     # noqa: A004  (numba-cuda's cuda.compile)
+from . import probe as _probe
 
 
 def is_available():
     """True when a CUDA GPU (and CuPy) can be used."""
-    from . import probe
-    return probe.available()
+    return _probe.available()

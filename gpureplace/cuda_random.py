@@ -44,6 +44,8 @@ import numpy as np
 from numba import float32, float64, int64, uint32, uint64
 from numba.np.numpy_support import from_dtype
 
+from . import hostapi as _hostapi
+
 __all__ = [
     "xoroshiro128p_dtype", "xoroshiro128p_type",
     "create_xoroshiro128p_states", "init_xoroshiro128p_states", "init_xoroshiro128p_states_cpu",
@@ -297,8 +299,7 @@ def create_xoroshiro128p_states(n, seed, subsequence_start=0, stream=0):
     jumps (of 2**64 steps) into the sequence: a ``DeviceNDArray`` (a CuPy array with numba-cuda's
     methods); under the simulator backend its host-memory counterpart."""
     host = _host_states(int(n), seed, subsequence_start)
-    from .hostapi import to_device
-    return to_device(host, stream=stream)      # a DeviceNDArray (copy_to_host...) either way
+    return _hostapi.to_device(host, stream=stream)  # a DeviceNDArray (copy_to_host...) either way
 
 
 def init_xoroshiro128p_states(states, seed, subsequence_start=0, stream=0):
@@ -308,8 +309,7 @@ def init_xoroshiro128p_states(states, seed, subsequence_start=0, stream=0):
     if isinstance(states, np.ndarray):
         states[...] = host
     else:
-        from .hostapi import as_cuda_array
-        target = states if hasattr(states, "copy_to_device") else as_cuda_array(states)
+        target = states if hasattr(states, "copy_to_device") else _hostapi.as_cuda_array(states)
         target.copy_to_device(host, stream=stream)
 
 

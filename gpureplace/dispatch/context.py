@@ -18,6 +18,7 @@ import threading
 import weakref
 
 from ..config import settings
+from ..tracking import world
 from ..tracking.fingerprint import fingerprint
 from ..tracking.names import qualified_name
 
@@ -160,7 +161,6 @@ class Context:
         return tuple(out)
 
     def _bump(self):
-        from ..tracking import world
         self.version += 1
         world.bump()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 
+from ..runtime.launch import stream_ptr
 from .common import cupy, sim, simulated
 
 
@@ -68,7 +69,6 @@ def cupy_stream(stream):
     cp = cupy()
     if isinstance(stream, cp.cuda.Stream) or isinstance(stream, cp.cuda.ExternalStream):
         return stream
-    from ..runtime.launch import stream_ptr
     return cp.cuda.ExternalStream(stream_ptr(stream))
 
 

@@ -1,6 +1,7 @@
 """The extension's one object, ``GPUReplace``: its options (``%config GPUReplace.fastmath =
-True``, or ``c.GPUReplace.fastmath = True`` in ``ipython_config.py`` / ``ipython_kernel_config.py``),
-its magics (``%%cuda`` cells and the reflection line magics) and its cell hooks.
+True``, or ``c.GPUReplace.fastmath = True`` in ``ipython_config.py`` or
+``ipython_kernel_config.py``), its magics (``%%cuda`` cells and the reflection line magics) and
+its cell hooks.
 
 Every option takes effect at once (traitlets observers write ``gpureplace.config.settings`` and
 the disk cache's settings).  An option not configured keeps what the process already has: its

@@ -111,8 +111,8 @@ def compile_ptx_for_current_device(pyfunc, sig, device=False, fastmath=False, op
 def cuda_compile(pyfunc, sig, debug=None, lineinfo=False, device=True, fastmath=False,
                  cc=None, opt=True, abi="c", abi_info=None, output="ptx", forceinline=False,
                  launch_bounds=None):
-    """numba-cuda's ``cuda.compile`` (``gpureplace.cuda.compile``): ``(code, return type)``; a device function under the C
-    ABI by default.  Only ``output="ptx"``: gpureplace generates PTX with LLVM, not NVVM's
+    """numba-cuda's ``cuda.compile`` (``gpureplace.cuda.compile``): ``(code, return type)``; a
+    device function under the C ABI by default.  Only ``output="ptx"``: gpureplace generates PTX with LLVM, not NVVM's
     LTO-IR."""
     if output != "ptx":
         raise NotImplementedError(f"compile(output={output!r}): gpureplace produces PTX "

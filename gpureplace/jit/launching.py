@@ -235,7 +235,8 @@ class Launching:
                 f" (cupy.asarray(a), or cuda.to_device(a))")
 
     def _prepare(self, keys, dev, cache_key, entry):
-        """The loaded kernel for these argument keys on ``dev``: compiled, revalidated or rebuilt."""
+        """The loaded kernel for these argument keys on ``dev``: compiled, revalidated or
+        rebuilt."""
         argtypes = tuple(arguments.numba_type_of_key(k) for k in keys)
         spec = self._specialize(argtypes, self.options(probe.arch_of(dev)))
         if entry is not None and entry.spec is spec:

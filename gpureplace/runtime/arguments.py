@@ -13,6 +13,8 @@ import numpy as np
 from numba.core import types
 from numba.np import numpy_support
 
+from .. import probe
+from ..compiler.intrinsics.vectors import vector_types
 from ..errors import LaunchError
 from .hints import ArgHint
 
@@ -99,8 +101,7 @@ def _cai_handler(obj):
 
 
 def _dlpack_handler(obj):
-    from ..probe import cupy_module
-    return cupy_handler(cupy_module().from_dlpack(obj))
+    return cupy_handler(probe.cupy_module().from_dlpack(obj))
 
 
 class VectorArray:
@@ -114,7 +115,6 @@ class VectorArray:
     __slots__ = ("array", "count", "vector_type", "_cached")
 
     def __init__(self, array, count=4):
-        from ..compiler.intrinsics.vectors import vector_types
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 4:
             raise ValueError(f"as_vectors(a, n): n must be 1, 2, 3 or 4, got {count!r}")
         dt = getattr(array, "dtype", None)
@@ -178,7 +178,6 @@ def _hint_handler(hint):
 
 
 def _numpy_array_handler(a):
-    from .. import probe
     if not probe.available():
         raise ArgumentError(f"is a host NumPy array, and {probe.no_device_message()}")
     raise ArgumentError("is a host NumPy array; kernels read device memory: pass "
@@ -329,7 +328,6 @@ def _key_to_type(key):
     if kind == "pointer":
         return types.CPointer(numpy_support.from_dtype(key[1]))
     if kind == "vectors":
-        from ..compiler.intrinsics.vectors import vector_types
         _, dt, count, ndim = key
         return types.Array(vector_types[f"{dt.name}x{count}"], ndim, "C")
     if kind == "tuple":

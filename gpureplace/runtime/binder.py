@@ -8,7 +8,9 @@ per-argument function calls, dictionaries or loops on the path of a cached launc
 
 from __future__ import annotations
 
-from . import arguments
+from ..tracking import world
+from . import arguments, launch
+from .launch import param_offsets
 
 
 def _layout_check(v, ndim, layout, itemsize):
@@ -171,7 +173,6 @@ def _volatile_packers(args, per_arg, fmt):
     consecutive values, each as (``pack_into`` of a struct with its padding, offset, value
     expressions)."""
     import struct
-    from .launch import param_offsets
     offsets, letters = param_offsets(fmt)
     runs, pos = [], 0
     for arg, (_, outs, kept) in zip(args, per_arg):
@@ -216,8 +217,6 @@ def make_fast_launch(args, keys, loaded, age, general, retry=()):
     """
     import struct
 
-    from ..tracking import world
-    from . import launch
     n = len(args)
     per_arg, env = _checks(args, keys, remember=True)
     kept = [i for i, (_, _, k) in enumerate(per_arg) if k]

@@ -1,6 +1,6 @@
-"""numba-cuda's transfer hints, ``cuda.In`` / ``cuda.Out`` / ``cuda.InOut``: a host array given to one
-launch, copied to the device before it and back after it as the hint says (``jit/launching.py``
-does the copies; prepared launches and graphs refuse them)."""
+"""numba-cuda's transfer hints, ``cuda.In`` / ``cuda.Out`` / ``cuda.InOut``: a host array given to
+one launch, copied to the device before it and back after it as the hint says
+(``jit/launching.py`` does the copies; prepared launches and graphs refuse them)."""
 
 from __future__ import annotations
 

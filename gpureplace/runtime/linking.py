@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 
 from .. import probe
+from ..compiler.intrinsics.external import LINKS
 from ..compiler.toolchain import external_symbols
 from ..errors import CompileError, LaunchError
 
 
 def files_for(ptx, link):
     """The kernel's own link files plus those of the declared functions its PTX calls."""
-    from ..compiler.intrinsics.external import LINKS
     files = list(link)
     for name in sorted(external_symbols(ptx)):
         for f in LINKS.get(name, ()):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import types as _pytypes
 
+from ..jit import GPUFunction
 from . import host  # noqa: F401  (the host API's twins: hostapi calls them)
 from . import runner as _runner
 from .arrays import SimArray  # noqa: F401
@@ -34,7 +35,6 @@ def run(kernel, grid, block, *args, shared=0, stream=None, compile=None):
 
     ``kernel``: a ``cuda.jit`` kernel, or a plain Python function (treated as one).
     """
-    from ..jit import GPUFunction
     if isinstance(kernel, _pytypes.FunctionType):
         gf = _wrapped.get(kernel)
         if gf is None:

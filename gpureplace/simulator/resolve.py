@@ -28,6 +28,7 @@ from ..compiler.intrinsics.devicemath import MathStub
 from ..compiler.intrinsics.libdevice_calls import LibdeviceStub
 from ..compiler.resolve import mask_key
 from ..dispatch.context import host_key
+from ..jit import GPUFunction
 from . import hostmath, lang, operators
 from .arrays import DeviceCaster, SimArray
 from .devicecode import device_code, device_const, is_library
@@ -179,7 +180,6 @@ class Resolver:
         inner = dict(mask) if mask else {}
         inner[key] = ovr.context.parent if ovr.context.parent is not None else False
         impl = ovr.impl
-        from ..jit import GPUFunction
         if isinstance(impl, GPUFunction):
             return self.function(impl.py_func, inner)
         if isinstance(impl, pytypes.FunctionType):
@@ -204,7 +204,6 @@ class Resolver:
             if is_library(raw):
                 return raw
             return self.function(raw, mask)
-        from ..jit import GPUFunction
         if isinstance(raw, GPUFunction):
             fn = self.function(raw.py_func, mask)
             return declared_call(raw, fn) if raw.declared_signatures else fn

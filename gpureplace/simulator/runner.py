@@ -19,10 +19,11 @@ from numba.core import types as nbtypes
 
 from ..compiler.ranking import best_signature, conversion_rank
 from ..errors import LaunchError, SignatureError
+from ..jit import GPUFunction
 from ..runtime import arguments
 from ..runtime.launch import normalize_dims
 from .arrays import SimArray, allocation_around, current_location, wrap_int
-from .blocks import Block, GridBarrier, NeedThreads, ThreadState, Abort
+from .blocks import Abort, Block, GridBarrier, NeedThreads, ThreadState
 from .lang import device_format
 from .resolve import Resolver, frozen_arrays
 
@@ -229,7 +230,6 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
     place), CuPy arrays or torch tensors (copied in and back), scalars, tuples.  ``compile``: type
     check and compile to PTX first (default: ``compile_kernels``).  Returns None.
     """
-    from ..jit import GPUFunction
     if not isinstance(gpufunction, GPUFunction):
         raise TypeError(f"simulator.launch() needs a kernel made by cuda.jit, got "
                         f"{gpufunction!r}")
