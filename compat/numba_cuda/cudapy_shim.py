@@ -1,0 +1,220 @@
+"""What numba-cuda's own ``tests/cudapy`` files import, answered by gpureplace.
+
+Installed by the ``conftest.py`` that ``run.py`` writes next to the fetched tests: ``numba.cuda`` is
+``gpureplace.cuda`` (the one-import port the README promises), the modules numba-cuda merely
+re-exports from Numba are Numba's own (``numba.cuda.types`` is ``numba.core.types``), and
+``numba.cuda.testing`` / ``numba.cuda.tests.support`` are written here against gpureplace: the
+skip decorators ask gpureplace's backend and device, and ``CUDATestCase`` builds on Numba's own
+``numba.tests.support.TestCase`` (``assertPreciseEqual``).  Every other ``numba.cuda.*`` module is
+numba-cuda's internals (its NVVM pipeline, driver bindings, compiler passes): importing one raises
+``InternalModule``, which ``run.py`` counts as "not applicable", naming the module.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+import types
+import unittest
+
+#: numba-cuda modules that are Numba's own under another name.
+ALIASES = {
+    "numba.cuda.types": "numba.core.types",
+    "numba.cuda.core.errors": "numba.core.errors",
+    "numba.cuda.np": "numba.np",
+    "numba.cuda.np.numpy_support": "numba.np.numpy_support",
+    "numba.cuda.typing.typeof": "numba.core.typing.typeof",
+    "numba.cuda.tests.support": "numba.tests.support",
+    "numba.cuda.random": "gpureplace.cuda_random",
+    "numba.cuda.libdevice": "gpureplace.libdevice",
+}
+
+#: numba-cuda API modules that gpureplace does not offer yet: a file importing one fails (it
+#: counts against gpureplace), it is not "not applicable".
+MISSING_API = ("numba.cuda.extending", "numba.cuda.vectorizers", "numba.cuda.kernels",
+               "numba.cuda.cudadrv.devicearray", "numba.cuda.api")
+
+#: Packages that only hold the aliases above (importing them must work).
+PACKAGES = ("numba.cuda.core", "numba.cuda.typing", "numba.cuda.tests", "numba.cuda.tests.cudapy")
+
+
+class InternalModule(ImportError):
+    """A numba-cuda module that tests numba-cuda's implementation, not its API."""
+
+
+def _simulated():
+    from gpureplace.jit.backends import simulated
+    return simulated()
+
+
+def _device_cc():
+    if _simulated():
+        return (9, 0)
+    from gpureplace import cuda
+    return cuda.get_current_device().compute_capability
+
+
+def _testing_module():
+    import numpy as np
+    from numba.tests.support import TestCase
+
+    from gpureplace.compiler.toolchain import find_tool
+
+    mod = types.ModuleType("numba.cuda.testing")
+    mod.unittest = unittest
+
+    class CUDATestCase(TestCase):
+        """numba-cuda's CUDATestCase: ``assertPreciseEqual`` and friends from Numba's TestCase;
+        FileCheck assertions on NVVM's output do not apply to gpureplace's (LLVM) code."""
+
+        FLOAT16_RTOL = np.finfo(np.float16).eps
+
+        def _filecheck(self, *args, **kwargs):
+            self.skipTest("FileCheck patterns of numba-cuda's NVVM output (not applicable)")
+
+        assertFileCheckAsm = assertFileCheckLLVM = assertFileCheckMatches = _filecheck
+
+    mod.CUDATestCase = CUDATestCase
+
+    def skip_on_cudasim(reason):
+        return unittest.skipIf(_simulated(), reason)
+
+    def skip_unless_cudasim(reason):
+        return unittest.skipUnless(_simulated(), reason)
+
+    def cc_X_or_above(major, minor):
+        return _device_cc() >= (major, minor)
+
+    def _cc(major, minor):
+        return lambda fn: unittest.skipUnless(cc_X_or_above(major, minor),
+                                              f"requires cc >= {major}.{minor}")(fn)
+
+    def _never(reason_or_fn):
+        if callable(reason_or_fn):
+            return reason_or_fn
+        return lambda fn: fn
+
+    def _always(reason):
+        text = reason if isinstance(reason, str) else "not applicable to gpureplace"
+        decorate = unittest.skip(text)
+        return decorate(reason) if callable(reason) else decorate
+
+    mod.skip_on_cudasim = skip_on_cudasim
+    mod.skip_unless_cudasim = skip_unless_cudasim
+    mod.xfail_unless_cudasim = lambda fn: fn if _simulated() else unittest.expectedFailure(fn)
+    mod.cc_X_or_above = cc_X_or_above
+    for major, minor in ((5, 0), (5, 3), (6, 0), (7, 5), (9, 0)):
+        setattr(mod, f"skip_unless_cc_{major}{minor}", _cc(major, minor))
+    mod.skip_on_standalone_numba_cuda = lambda fn: fn       # Numba is installed
+    mod.skip_without_nvdisasm = lambda reason: unittest.skipIf(find_tool("nvdisasm") is None,
+                                                               reason)
+    mod.skip_with_nvdisasm = lambda reason: unittest.skipIf(find_tool("nvdisasm") is not None,
+                                                            reason)
+    for name in ("skip_on_arm", "skip_on_wsl2", "skip_under_cuda_memcheck",
+                 "skip_if_external_memmgr", "skip_unless_conda_cudatoolkit"):
+        setattr(mod, name, _never)
+    # cudadevrt, curand's headers, nvJitLink: numba-cuda's toolchain, not gpureplace's
+    for name in ("skip_if_cudadevrt_missing", "skip_if_curand_kernel_missing",
+                 "skip_if_nvjitlink_missing", "skip_on_nvjitlink_13_1_sm_120",
+                 "skip_if_cuda_includes_missing"):
+        setattr(mod, name, _always)
+
+    class ForeignArray:
+        """A device array seen only through its ``__cuda_array_interface__``."""
+
+        def __init__(self, arr):
+            self._arr = arr
+            self.__cuda_array_interface__ = arr.__cuda_array_interface__
+
+    mod.ForeignArray = ForeignArray
+    mod.test_data_dir = None
+    return mod
+
+
+def _cudapy_dir():
+    """The folder ``run.py`` copied the test files into (this conftest's ``cudapy``)."""
+    import os
+    return os.environ.get("GPUREPLACE_CUDAPY_DIR", "")
+
+
+def _config_module(name):
+    """numba-cuda's config: ``ENABLE_CUDASIM`` says whether gpureplace simulates; anything else
+    is Numba's own setting of that name."""
+    from numba.core import config as numba_config
+
+    class Config(types.ModuleType):
+        def __getattr__(self, attr):
+            return getattr(numba_config, attr)
+
+    mod = Config(name)
+    mod.ENABLE_CUDASIM = _simulated()
+    mod.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+    mod.CUDA_WARN_ON_IMPLICIT_COPY = 0
+    return mod
+
+
+_CONFIG = {}
+
+
+class _Alias(types.ModuleType):
+    """A module of another name whose attributes are ``target``'s (the import system writes its
+    own ``__spec__`` and ``__name__`` onto the module it loads, so the target itself cannot be
+    handed out under a second name)."""
+
+    def __init__(self, name, target):
+        super().__init__(name, getattr(target, "__doc__", None))
+        self.__dict__["_target"] = target
+
+    def __getattr__(self, attr):
+        return getattr(self.__dict__["_target"], attr)
+
+    def __dir__(self):
+        return dir(self.__dict__["_target"])
+
+
+class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path=None, target=None):
+        if name.startswith("numba.cuda.tests.cudapy."):
+            return None        # the suite's own helper modules: found in the copied folder
+        if name == "numba.cuda" or name.startswith("numba.cuda."):
+            return importlib.util.spec_from_loader(name, self, is_package=name in PACKAGES
+                                                   or name == "numba.cuda")
+        return None
+
+    def create_module(self, spec):
+        name = spec.name
+        if name == "numba.cuda":
+            cuda = _Alias(name, importlib.import_module("gpureplace.cuda"))
+            cuda.HAS_NUMBA = True       # numba-cuda's packaging flag: Numba itself is installed
+            return cuda
+        if name == "numba.cuda.testing":
+            return _testing_module()
+        if name in ("numba.cuda.config", "numba.cuda.core.config"):
+            if "config" not in _CONFIG:
+                _CONFIG["config"] = _config_module(name)
+            return _CONFIG["config"]
+        if name in ALIASES:
+            return _Alias(name, importlib.import_module(ALIASES[name]))
+        if name in PACKAGES:
+            pkg = types.ModuleType(name)
+            pkg.__path__ = [_cudapy_dir()] if name == "numba.cuda.tests.cudapy" else []
+            return pkg
+        if name in MISSING_API:
+            raise ImportError(f"gpureplace has no {name} yet", name=name)
+        raise InternalModule(f"{name} is numba-cuda's internals (not part of its API)",
+                             name=name)
+
+    def exec_module(self, module):
+        pass
+
+
+def install():
+    """Answer ``numba.cuda`` and its modules from gpureplace in this process."""
+    import numba
+
+    for name in [n for n in sys.modules if n == "numba.cuda" or n.startswith("numba.cuda.")]:
+        del sys.modules[name]
+    sys.meta_path.insert(0, _Finder())
+    numba.cuda = importlib.import_module("numba.cuda")     # from numba import cuda

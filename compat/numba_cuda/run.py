@@ -1,0 +1,177 @@
+"""numba-cuda's own ``tests/cudapy`` suite, run against gpureplace with ``numba.cuda`` meaning
+``gpureplace.cuda`` (issue 16's measure of "port by changing one import").
+
+    python compat/numba_cuda/run.py --source PATH/TO/numba-cuda --backend simulator \
+        --out compat/numba_cuda/results/simulator.json
+    python compat/numba_cuda/run.py --clone ...          # git clone numba-cuda into a temp dir
+
+numba-cuda's files are copied into a temporary folder at measure time and never kept here; only
+this harness and the numbers it writes are.  Each test file runs in a process of its own (a
+crash, hang or leaked state stays in its file) with ``cudapy_shim`` installed by a ``conftest.py``.
+
+Per file the report gives passed, failed, errors, skipped and "not applicable": a file that cannot
+be imported only because it reaches numba-cuda's internals (its NVVM pipeline, driver bindings,
+compiler passes -- any ``numba.cuda.*`` module that is not part of its API, see
+``cudapy_shim.InternalModule``) counts all its tests as not applicable, naming the module; a test
+skipped because it checks numba-cuda's NVVM output with FileCheck is a skip.  The share that
+passes is passed / (passed + failed + errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CUDAPY = Path("numba_cuda", "numba", "cuda", "tests", "cudapy")
+CONFTEST = """\
+import sys
+sys.path.insert(0, {here!r})
+import cudapy_shim
+cudapy_shim.install()
+"""
+
+
+def _source(args):
+    if args.source:
+        root = Path(args.source)
+    else:
+        root = Path(tempfile.mkdtemp(prefix="numba-cuda-"))
+        subprocess.run(["git", "clone", "-q", "--depth", "1",
+                        "https://github.com/NVIDIA/numba-cuda", str(root)], check=True)
+    tests = root / CUDAPY
+    if not tests.is_dir():
+        sys.exit(f"run.py: {tests} is not numba-cuda's cudapy test folder (give --source the "
+                 f"root of a numba-cuda checkout)")
+    commit = args.commit or subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+        capture_output=True, text=True).stdout.strip() or "unknown"
+    return tests, commit
+
+
+def _prepare(tests, work):
+    dest = work / "cudapy"
+    shutil.copytree(tests, dest, ignore=shutil.ignore_patterns("__pycache__"))
+    (dest / "__init__.py").write_text("")     # numba-cuda's loads its whole test suite
+    (work / "conftest.py").write_text(CONFTEST.format(here=str(HERE)))
+    return sorted(p for p in dest.glob("test_*.py"))
+
+
+_INTERNAL = re.compile(r"InternalModule: (numba\.cuda[\w.]*) is numba-cuda's internals")
+
+
+def _run_file(path, work, backend, timeout):
+    xml = work / f"{path.stem}.xml"
+    env = dict(os.environ, GPUREPLACE_BACKEND=backend, PYTHONDONTWRITEBYTECODE="1",
+               GPUREPLACE_CUDAPY_DIR=str(work / "cudapy"))
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+           f"--junitxml={xml}", "--rootdir", str(work), str(path)]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work,
+                              timeout=timeout)
+        out = proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        out = f"timed out after {timeout} s\n{exc.stdout or ''}"
+    row = {"file": path.name, "passed": 0, "failed": 0, "errors": 0, "skipped": 0,
+           "not_applicable": 0, "seconds": round(time.perf_counter() - t0, 1), "note": ""}
+    internal = _INTERNAL.search(out)
+    if xml.exists():
+        root = ET.parse(xml).getroot()
+        for case in root.iter("testcase"):
+            kinds = {child.tag for child in case}
+            if "failure" in kinds:
+                row["failed"] += 1
+            elif "error" in kinds:
+                row["errors"] += 1
+            elif "skipped" in kinds:
+                row["skipped"] += 1
+            else:
+                row["passed"] += 1
+    if internal and row["passed"] == row["failed"] == 0:
+        # the file could not be imported: numba-cuda's internals, not its API
+        row["not_applicable"] = max(_count_tests(path), 1)
+        row["errors"] = 0
+        row["note"] = f"imports {internal.group(1)}"
+    elif row["passed"] + row["failed"] + row["skipped"] == 0 and (
+            row["errors"] <= 1 and ("ERROR collecting" in out or not xml.exists())):
+        # the file could not be imported (or the run died): each of its tests is an error
+        row["errors"] = max(_count_tests(path), 1)
+        row["note"] = _last_error(out) or out.strip().splitlines()[-1][:160] if out.strip() else ""
+    elif row["errors"] and not row["passed"] and not row["failed"]:
+        row["note"] = _last_error(out)
+    return row
+
+
+def _count_tests(path):
+    """How many tests a file defines (for one that cannot be imported)."""
+    return len(re.findall(r"^\s+def test_\w+\(self", path.read_text(), re.M)) or \
+        len(re.findall(r"^def test_\w+\(", path.read_text(), re.M))
+
+
+def _last_error(out):
+    lines = [ln for ln in out.splitlines() if re.match(r"E\s+\w*(Error|Exception)", ln)]
+    text = lines[-1][1:].strip() if lines else ""
+    return re.sub(r" \(/[^)]*\)", "", text)[:160]       # no paths of the measuring machine
+
+
+def _report(rows, meta, out):
+    total = {k: sum(r[k] for r in rows) for k in
+             ("passed", "failed", "errors", "skipped", "not_applicable")}
+    ran = total["passed"] + total["failed"] + total["errors"]
+    total["pass_share"] = round(total["passed"] / ran, 4) if ran else None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"meta": meta, "total": total, "files": rows}, indent=1) + "\n")
+    lines = [f"# numba-cuda's cudapy tests against gpureplace ({meta['backend']})", "",
+             f"numba-cuda {meta['numba_cuda_commit']}, {meta['date']}; "
+             f"`python compat/numba_cuda/run.py` (see its docstring for how tests are counted).",
+             "", f"**{total['passed']} of {ran} tests that ran pass "
+             f"({100 * (total['pass_share'] or 0):.1f} %)**; {total['skipped']} skipped, "
+             f"{total['not_applicable']} not applicable (numba-cuda's internals).", "",
+             "| file | passed | failed | errors | skipped | n/a | note |",
+             "|---|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        note = r["note"].replace("|", "\\|")
+        lines.append(f"| {r['file']} | {r['passed']} | {r['failed']} | {r['errors']} | "
+                     f"{r['skipped']} | {r['not_applicable']} | {note} |")
+    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    return total
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    where = ap.add_mutually_exclusive_group(required=True)
+    where.add_argument("--source", help="root of a numba-cuda checkout")
+    where.add_argument("--clone", action="store_true", help="git clone numba-cuda first")
+    ap.add_argument("--commit", help="numba-cuda's commit, when --source is not a git checkout")
+    ap.add_argument("--backend", choices=("simulator", "gpu"), default="simulator")
+    ap.add_argument("--out", required=True, help="JSON report (a .md is written beside it)")
+    ap.add_argument("--only", help="run only test files whose name contains this")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per test file")
+    args = ap.parse_args()
+    tests, commit = _source(args)
+    with tempfile.TemporaryDirectory(prefix="cudapy-") as tmp:
+        work = Path(tmp)
+        files = [f for f in _prepare(tests, work) if not args.only or args.only in f.name]
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+            rows = list(pool.map(lambda f: _run_file(f, work, args.backend, args.timeout),
+                                 files))
+    meta = {"backend": args.backend, "numba_cuda_commit": commit,
+            "date": time.strftime("%Y-%m-%d"), "python": sys.version.split()[0]}
+    total = _report(rows, meta, Path(args.out))
+    print(json.dumps(total))
+
+
+if __name__ == "__main__":
+    main()
