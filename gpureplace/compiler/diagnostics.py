@@ -172,12 +172,14 @@ def _stdlib_dirs():
     return tuple(p for p in {paths.get("stdlib"), paths.get("platstdlib")} if p)
 
 
+def in_standard_library(filename):
+    """Whether ``filename`` is a module of Python's standard library (not an installed package)."""
+    return filename.startswith(_stdlib_dirs()) and "-packages" not in filename
+
+
 def is_library(pyfunc):
     """Whether ``pyfunc`` is a library's code rather than the user's (see _LIBRARY_PACKAGES)."""
-    if _package(pyfunc) in _LIBRARY_PACKAGES:
-        return True
-    filename = file_of(pyfunc)
-    return filename.startswith(_stdlib_dirs()) and "-packages" not in filename
+    return _package(pyfunc) in _LIBRARY_PACKAGES or in_standard_library(file_of(pyfunc))
 
 
 def _package(pyfunc):

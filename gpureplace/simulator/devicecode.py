@@ -9,19 +9,17 @@ NumPy 2's weak Python floats would make it).
 
 from __future__ import annotations
 
-import sysconfig
 import types as pytypes
 
 import numpy as np
 
+from ..compiler.diagnostics import in_standard_library
 from .arrays import wrap_int
 
 #: Modules whose functions run as they are (not re-created): libraries, debuggers, the stdlib.
 _LIBRARY_PACKAGES = frozenset(["numpy", "numba", "llvmlite", "cupy", "torch", "IPython", "ipdb",
                                "pdb", "bdb", "pytest", "_pytest", "scipy", "gpureplace",
                                "pydevd", "debugpy", "logging", "traceback", "warnings"])
-_STDLIB = tuple(p for p in {sysconfig.get_paths().get("stdlib"),
-                            sysconfig.get_paths().get("platstdlib")} if p)
 
 _code_cache = {}
 
@@ -31,8 +29,7 @@ def is_library(fn):
     mod = (getattr(fn, "__module__", None) or "").split(".", 1)[0]
     if mod in _LIBRARY_PACKAGES:
         return True
-    filename = fn.__code__.co_filename
-    return filename.startswith(_STDLIB) and "site-packages" not in filename
+    return in_standard_library(fn.__code__.co_filename)
 
 
 def device_const(c):
