@@ -12,6 +12,7 @@ numba-cuda's internals (its NVVM pipeline, driver bindings, compiler passes): im
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.util
@@ -139,8 +140,9 @@ def _cudapy_dir():
     return os.environ.get("GPUREPLACE_CUDAPY_DIR", "")
 
 
-def _config_module(name):
-    """numba-cuda's config: ``ENABLE_CUDASIM`` says whether gpureplace simulates; anything else
+@functools.cache
+def _config_module():
+    """numba-cuda's config (``numba.cuda.config`` and ``numba.cuda.core.config`` alike): ``ENABLE_CUDASIM`` says whether gpureplace simulates; anything else
     is Numba's own setting of that name."""
     from numba.core import config as numba_config
 
@@ -148,14 +150,11 @@ def _config_module(name):
         def __getattr__(self, attr):
             return getattr(numba_config, attr)
 
-    mod = Config(name)
+    mod = Config("numba.cuda.config")
     mod.ENABLE_CUDASIM = _simulated()
     mod.CUDA_LOW_OCCUPANCY_WARNINGS = 0
     mod.CUDA_WARN_ON_IMPLICIT_COPY = 0
     return mod
-
-
-_CONFIG = {}
 
 
 class _Alias(types.ModuleType):
@@ -192,9 +191,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if name == "numba.cuda.testing":
             return _testing_module()
         if name in ("numba.cuda.config", "numba.cuda.core.config"):
-            if "config" not in _CONFIG:
-                _CONFIG["config"] = _config_module(name)
-            return _CONFIG["config"]
+            return _config_module()
         if name in ALIASES:
             return _Alias(name, importlib.import_module(ALIASES[name]))
         if name in PACKAGES:

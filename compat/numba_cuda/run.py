@@ -107,7 +107,8 @@ def _run_file(path, work, backend, timeout):
             row["errors"] <= 1 and ("ERROR collecting" in out or not xml.exists())):
         # the file could not be imported (or the run died): each of its tests is an error
         row["errors"] = max(_count_tests(path), 1)
-        row["note"] = _last_error(out) or out.strip().splitlines()[-1][:160] if out.strip() else ""
+        last_line = out.strip().splitlines()[-1] if out.strip() else ""
+        row["note"] = _last_error(out) or last_line[:160]
     elif row["errors"] and not row["passed"] and not row["failed"]:
         row["note"] = _last_error(out)
     return row

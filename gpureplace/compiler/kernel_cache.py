@@ -146,12 +146,12 @@ def _validate(nodes, context, kernel_func):
         if pyfunc is None or fingerprint(pyfunc) != node["code"]:
             return None
         reads = []
+        probe = CachedFunction(pyfunc, context, [])     # what the reads are resolved from
         for kind, name, owner, fp, lineno in node["reads"]:
             owner_mod = sys.modules.get(owner) if owner else None
             if owner and owner_mod is None:
                 return None
             rec = GlobalRead(kind, owner or pyfunc.__module__, name, UNSEEN, lineno, owner_mod, fp)
-            probe = CachedFunction(pyfunc, context, [])
             if read_changed(probe, rec) is not None:
                 return None                 # redefined (or gone) since it was stored
             now = current_value(probe, rec)

@@ -7,7 +7,7 @@ CUDA graphs of launches, and the decorators.
     launcher.py     Launcher (a launch configuration), ForAll, PreparedLaunch
     graphs.py       gpureplace.graph / capture: CUDA graphs of kernel launches
     backends.py     the simulator backend, registered from above
-    options.py      cuda.jit's checked options and signatures
+    options.py      cuda.jit's options, checked where they are given
     decorators.py   cuda.jit, compile_ptx, cuda.compile
 """
 

@@ -9,8 +9,8 @@ from .. import probe
 from ..arch import normalize_arch
 from ..compiler import frontend
 from ..compiler.pipeline import device_ptx, device_ptx_c_abi
+from ..compiler.signature import normalize_signature
 from .function import GPUFunction
-from .options import parse_signature
 
 
 def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinfo=False,
@@ -63,7 +63,7 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
                          shared_memory_carveout=shared_memory_carveout)
         if sigs is not None:
             for sig in (sigs if isinstance(sigs, list) else [sigs]):
-                args, ret = parse_signature(sig)
+                args, ret = normalize_signature(sig)
                 if device and ret is not None:
                     gf.declared_returns[args] = ret
                 gf.compile(sig)
@@ -89,7 +89,7 @@ def compile_ptx(pyfunc, sig, device=False, fastmath=False, cc=None, opt=True, co
     fn = pyfunc if isinstance(pyfunc, GPUFunction) else GPUFunction(
         pyfunc, device=device, context=context, fastmath=fastmath, opt=3 if opt else 0,
         lineinfo=lineinfo or bool(debug), arch=arch, launch_bounds=launch_bounds)
-    argtypes, restype = parse_signature(sig)
+    argtypes, restype = normalize_signature(sig)
     if device:
         cf = frontend.compile_device(fn.py_func, fn.context, {}, argtypes, fn.options(arch),
                                    restype)

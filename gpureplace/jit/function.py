@@ -17,6 +17,7 @@ from ..compiler.callables import DeviceCallable
 from ..compiler.compiled import Options
 from ..compiler.intrinsics.external import link_files
 from ..compiler.pipeline import compile_kernel
+from ..compiler.signature import normalize_signature
 from ..config import settings
 from ..dispatch.context import Context, current_default
 from ..errors import CompileError, LaunchError
@@ -25,8 +26,7 @@ from ..tracking import deps, world
 from ..tracking.stats import counters
 from .launcher import Launcher
 from .launching import Launching
-from .options import (check_carveout, check_launch_bounds, check_max_registers,
-                      parse_signature)
+from .options import check_carveout, check_launch_bounds, check_max_registers
 from .reflection import Reflection
 
 _compile_lock = threading.RLock()
@@ -143,7 +143,7 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         one, else the current GPU's)."""
         if arch is not None:
             arch = normalize_arch(arch, f"{self.__qualname__}.compile(arch=...)")
-        argtypes, _ = parse_signature(sig)
+        argtypes, _ = normalize_signature(sig)
         return self._specialize(argtypes, self.options(arch))
 
     def _from_disk_or_compile(self, argtypes, options, disk):
@@ -222,7 +222,7 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
                 return [self._specialize(a, o, disk=False) if getattr(s, "from_disk", False)
                         else s for (a, o), s in specs]
             return [s for _, s in specs]
-        argtypes, _ = parse_signature(sig)
+        argtypes, _ = normalize_signature(sig)
         return [self._specialize(argtypes, self.options(), disk=disk)]
 
     @property

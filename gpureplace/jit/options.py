@@ -1,16 +1,8 @@
-"""The options of ``cuda.jit`` that are checked where they are given (before anything compiles),
-and the signatures it takes."""
+"""The options of ``cuda.jit`` that are checked where they are given (before anything compiles).
+Signatures are read by ``compiler.signature.normalize_signature`` (a string is parsed, never
+evaluated)."""
 
 from __future__ import annotations
-
-from ..compiler.signature import normalize_signature
-
-
-def parse_signature(sig):
-    """``(argument types, return type or None)`` from a numba-cuda style signature: a string
-    (parsed by compiler/signature.py, never evaluated: Numba's own reader runs it as Python), a
-    tuple or list of types, or a Signature."""
-    return normalize_signature(sig)
 
 
 def check_max_registers(value):
