@@ -5,6 +5,7 @@
     gpureplace.config.settings.default_context = my_context
     gpureplace.config.settings.verbose = True       # say what recompiles, why, and how long it took
     gpureplace.config.settings.backend = "simulator"  # "gpu", "simulator" or "auto"
+    gpureplace.config.settings.host_arrays = "error"  # "warn", "copy" or "error"
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from . import probe
 from .arch import normalize_arch
 
 _BACKENDS = ("auto", "gpu", "simulator")
+#: What a launch does with a host NumPy array among its arguments (numba-cuda copies it).
+HOST_ARRAYS = ("warn", "copy", "error")
 
 
 class Settings:
@@ -28,6 +31,11 @@ class Settings:
         #: simulator, said once).  ``GPUREPLACE_BACKEND`` sets the default.
         self.backend = os.environ.get("GPUREPLACE_BACKEND", "auto").strip().lower() or "auto"
         self._noticed = False
+        #: A host NumPy array given to a launch: "warn" (the default: copied to the device and
+        #: back, with a performance warning the first time per kernel, as numba-cuda does),
+        #: "copy" (the same, silently) or "error" (refused).  ``GPUREPLACE_HOST_ARRAYS`` sets
+        #: the default (checked when a launch first needs it, as the backend's is).
+        self._host_arrays = os.environ.get("GPUREPLACE_HOST_ARRAYS", "warn")
 
     @property
     def arch(self):
@@ -36,6 +44,14 @@ class Settings:
     @arch.setter
     def arch(self, value):
         self._arch = normalize_arch(value, "settings.arch", known=False) if value else None
+
+    @property
+    def host_arrays(self):
+        return _host_arrays_mode(self._host_arrays)
+
+    @host_arrays.setter
+    def host_arrays(self, value):
+        self._host_arrays = _host_arrays_mode(value)
 
     def launch_backend(self):
         backend = self.backend
@@ -51,5 +67,13 @@ class Settings:
             print("gpureplace: no CUDA GPU found; kernels run in the CPU simulator "
                   "(GPUREPLACE_BACKEND=gpu to refuse instead)", file=sys.stderr)
         return "simulator"
+
+def _host_arrays_mode(value):
+    mode = str(value).strip().lower() or "warn"
+    if mode not in HOST_ARRAYS:
+        raise ValueError(f"gpureplace host_arrays must be one of {', '.join(HOST_ARRAYS)}, got "
+                         f"{value!r} (GPUREPLACE_HOST_ARRAYS or settings.host_arrays)")
+    return mode
+
 
 settings = Settings()

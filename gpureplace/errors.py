@@ -80,3 +80,9 @@ class LibdeviceNotFound(GPUReplaceError, FileNotFoundError):
 
 class NoDeviceError(GPUReplaceError, RuntimeError):
     """A launch needs a GPU (and CuPy) and none was found."""
+
+
+class PerformanceWarning(UserWarning):
+    """Code that works but costs more than it needs to (e.g. a host array copied around each
+    launch).  The warnings gpureplace emits are also Numba's ``NumbaPerformanceWarning``, so
+    filters written for numba-cuda keep working."""

@@ -65,6 +65,10 @@ class GPUReplace(Magics):
         config=True)
     backend = Unicode("auto", help="Where launches run: 'gpu', 'simulator' (the CPU simulator) "
                                    "or 'auto' (the GPU when there is one).").tag(config=True)
+    host_arrays = Unicode("warn", help="A host NumPy array given to a launch: 'warn' (copied "
+                                       "to the device and back, with a performance warning the "
+                                       "first time per kernel), 'copy' (the same, silently) or "
+                                       "'error' (refused).").tag(config=True)
     check_redefinitions = Bool(True, help="After each cell, compare what compiled kernels "
                                           "depend on with the current bindings.").tag(config=True)
 
@@ -98,6 +102,22 @@ class GPUReplace(Magics):
     def _backend_now(self):
         return config.settings.backend
 
+    @default("host_arrays")
+    def _host_arrays_now(self):
+        try:
+            return config.settings.host_arrays
+        except ValueError as exc:        # a bad GPUREPLACE_HOST_ARRAYS
+            warnings.warn(f"{exc}; the extension uses 'warn'", RuntimeWarning, stacklevel=2)
+            return "warn"
+
+    @validate("host_arrays")
+    def _valid_host_arrays(self, proposal):
+        value = str(proposal["value"]).strip().lower()
+        if value not in config.HOST_ARRAYS:
+            raise TraitError(f"GPUReplace.host_arrays must be 'warn', 'copy' or 'error', got "
+                             f"{proposal['value']!r}")
+        return value
+
     @validate("arch")
     def _valid_arch(self, proposal):
         value = proposal["value"]
@@ -121,7 +141,8 @@ class GPUReplace(Magics):
         super().__init__(shell=shell, **kwargs)
         self._open_cells = []
         self.capture = FdCapture()      # device printf output of the running cell
-        for name in ("arch", "fastmath", "context", "verbose", "cache", "cache_dir", "backend"):
+        for name in ("arch", "fastmath", "context", "verbose", "cache", "cache_dir", "backend",
+                     "host_arrays"):
             self._apply({"name": name, "new": getattr(self, name)})
 
     @validate("backend")
@@ -132,7 +153,8 @@ class GPUReplace(Magics):
                              f"{proposal['value']!r}")
         return value
 
-    @observe("arch", "fastmath", "context", "verbose", "cache", "cache_dir", "backend")
+    @observe("arch", "fastmath", "context", "verbose", "cache", "cache_dir", "backend",
+             "host_arrays")
     def _apply(self, change):
         name, new = change["name"], change["new"]
         if name == "arch":
@@ -149,6 +171,8 @@ class GPUReplace(Magics):
             diskcache.set_directory(new or None)
         elif name == "backend":
             config.settings.backend = new
+        elif name == "host_arrays":
+            config.settings.host_arrays = new
 
     # -- the cell hooks -------------------------------------------------------------------------
     # An error inside them is a warning: it never fails the user's cell nor replaces the user's

@@ -55,6 +55,7 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         self._max_registers = check_max_registers(max_registers)
         self._carveout = check_carveout(shared_memory_carveout)
         self._launch_bounds = check_launch_bounds(launch_bounds)
+        self._warned_host_arrays = False    # the host-array performance warning, said once
         self._pysig = inspect.signature(py_func)
         self._nparams = len(self._pysig.parameters)
         self._specs = {}           # (argtypes, options) -> KernelSpecialization

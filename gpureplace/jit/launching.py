@@ -1,17 +1,16 @@
 """How a ``cuda.jit`` kernel launches: arguments to type keys and parameter values, the
 specialisation they select (compiled or revalidated), loaded on the current device, launched;
 the generated fast path takes over for the next launches of the same types (runtime/binder.py).
-Also cuda.In/Out/InOut transfers, record arguments, ``forall``.  A mixin of ``GPUFunction``."""
+Also host arrays (cuda.In/Out/InOut and plain NumPy arrays), record arguments, ``forall``.  A mixin of ``GPUFunction``."""
 
 from __future__ import annotations
-
-import contextlib
 
 import numpy as np
 
 from .. import probe
 from ..errors import LaunchError, SignatureError
-from ..runtime import arguments, conversion, launch
+from ..config import settings
+from ..runtime import arguments, conversion, launch, transfers
 from ..runtime.hints import ArgHint
 from ..runtime.binder import make_fast_launch
 from ..tracking import world
@@ -40,7 +39,7 @@ class Launching:
         if backends.simulated():
             return 128
         import ctypes
-        _, _, entry = self._resolve(args)
+        _, _, entry = self._resolve(args, host_arrays_as_keys=True)
         lib = probe.libcuda()
         grid, block = ctypes.c_int(), ctypes.c_int()
         limit = self._launch_bounds[0] if self._launch_bounds else 0
@@ -69,8 +68,13 @@ class Launching:
         keys = []
         for i, a in enumerate(args):
             try:
-                if type(a) is np.ndarray:
-                    keys.append(arguments.array_argument(a.dtype, 0, a.shape, a.strides)[0])
+                if isinstance(a, ArgHint):
+                    a = a.value
+                if isinstance(a, np.ndarray) and not hasattr(a, "__cuda_array_interface__"):
+                    # the simulator's arrays as they are; a host array as its device copy
+                    keys.append(arguments.array_argument(a.dtype, 0, a.shape, a.strides)[0]
+                                if backends.simulated() else
+                                transfers.host_array_argument(a)[0])
                 else:
                     keys.append(arguments.value_key(a)[0])
             except LaunchError as exc:
@@ -93,13 +97,12 @@ class Launching:
         if self._only_keys is not None:
             self._check_specialized(args)
         rec = graphs.recorder()
-        if any(isinstance(a, ArgHint) for a in args):    # (never on the fast path)
-            if rec is not None:
-                raise LaunchError(f"{self.__qualname__}: cuda.In/Out/InOut copy to or from the "
-                                  f"host around each launch, which a CUDA graph cannot hold; "
-                                  f"pass device arrays")
-            return self._launch_with_transfers(config, args)
-        if backends.simulated():
+        simulated = backends.simulated()
+        for a in args:                                  # (never on the fast path)
+            if isinstance(a, ArgHint) or transfers.is_host_array(a) and (
+                    not simulated or settings.host_arrays == "error"):
+                return self._launch_with_transfers(config, args, rec)
+        if simulated:
             if rec is not None:
                 return rec.add(self, config, args)          # run when the graph is replayed
             return backends.simulator().launch(self, config.grid, config.block, config.stream,
@@ -123,48 +126,84 @@ class Launching:
             launch.note_printf()
         entry.launch(config.grid, config.block, config.stream_ptr(), config.shared, values)
 
-    def _launch_with_transfers(self, config, args):
-        """A launch with numba-cuda's cuda.In / Out / InOut hints: each host array is copied to
-        device memory (In, InOut) or given fresh device memory (Out), the kernel launches on
-        the copies, and Out / InOut copies are written back into the host arrays once it has
-        finished."""
+    def _launch_with_transfers(self, config, args, rec):
+        """A launch with host arrays among its arguments: numba-cuda's cuda.In / Out / InOut
+        hints, and plain host NumPy arrays, which numba-cuda treats as InOut (with a
+        performance warning the first time per kernel; ``settings.host_arrays``).  Each is
+        copied to device memory (In, InOut) or given fresh device memory (Out), the kernel
+        launches on the copies, and the Out / InOut copies are written back into the host arrays
+        once it has finished.  In the simulator host memory is the device's: no copies but the
+        ones a hint asks for."""
         names = list(self._pysig.parameters)
         simulated = backends.simulated()
-        new_args, back = [], []
-        for i, a in enumerate(args):
-            if not isinstance(a, ArgHint):
-                new_args.append(a)
-                continue
-            host = a.value
-            if not isinstance(host, np.ndarray) or hasattr(host, "__cuda_array_interface__"):
-                if hasattr(host, "__cuda_array_interface__") or hasattr(host, "__dlpack__"):
-                    new_args.append(host)                # already on the device: as it is
-                    continue
+        for i, a in enumerate(args):                    # refused before anything is said
+            if isinstance(a, ArgHint) and not isinstance(a.value, np.ndarray) and not (
+                    hasattr(a.value, "__cuda_array_interface__") or
+                    hasattr(a.value, "__dlpack__")):
                 name = names[i] if i < len(names) else i
                 raise arguments.ArgumentError(
                     f"{self.__qualname__}: argument {i} ({name!r}) is "
-                    f"{type(a).__name__}({type(host).__name__}); cuda.{type(a).__name__}() takes "
-                    f"a NumPy array")
-            if simulated:                                # host memory is the device's
-                dev = host if a.copy_in and a.copy_out else \
-                    host.copy() if a.copy_in else np.empty_like(host)
-            else:
-                cp = probe.cupy_module()
-                with stream_of(config):
-                    dev = cp.asarray(host) if a.copy_in else cp.empty(host.shape, host.dtype)
-            if a.copy_out and dev is not host:
-                back.append((host, dev))
-            new_args.append(dev)
-        self._launch(config, tuple(new_args))
-        if not back:
-            return
+                    f"{type(a).__name__}({type(a.value).__name__}); cuda.{type(a).__name__}() "
+                    f"takes a NumPy array")
+        if any(transfers.is_host_array(a) for a in args):
+            mode = settings.host_arrays
+            if mode == "error":
+                transfers.refuse_host_arrays(self.__qualname__, args, names, simulated)
+            if mode == "warn" and not simulated and not self._warned_host_arrays:
+                self._warned_host_arrays = True
+                transfers.warn_host_arrays(self.__qualname__, args, names)
+        if rec is not None and (not simulated or any(isinstance(a, ArgHint) for a in args)):
+            what = "cuda.In/Out/InOut" if any(isinstance(a, ArgHint) for a in args) else \
+                f"argument {transfers.host_array_names(args, names)} (a host NumPy array)"
+            raise LaunchError(f"{self.__qualname__}: {what} is copied to or from the host around "
+                              f"each launch, which a CUDA graph cannot hold; pass device arrays")
+        if not simulated:
+            launch.require_device(self.__qualname__, "")
+        stream = None if simulated else config.stream_ptr()
+        new_args, back = [], []
+        for i, a in enumerate(args):
+            hint = a if isinstance(a, ArgHint) else None
+            host = a.value if hint is not None else a
+            if hint is None and not transfers.is_host_array(a):
+                new_args.append(a)
+                continue
+            if not isinstance(host, np.ndarray) or hasattr(host, "__cuda_array_interface__"):
+                new_args.append(host)                    # already on the device: as it is
+                continue
+            copy_in = hint is None or hint.copy_in
+            # a read-only host array is not written back (the kernel must not write it)
+            copy_out = (hint is None or hint.copy_out) and host.flags.writeable
+            if simulated:
+                if hint is None or (copy_in and copy_out):
+                    new_args.append(host)                # host memory is the device's
+                    continue
+                dev = host.copy() if copy_in else np.empty_like(host)
+                if copy_out:
+                    back.append((host, dev))
+                new_args.append(dev)
+                continue
+            copy = transfers.DeviceCopy(host, copy_in, copy_out, stream)
+            back.append(copy)
+            new_args.append(copy)
+        args = tuple(new_args)
         if simulated:
+            if rec is not None:
+                return rec.add(self, config, args)
+            backends.simulator().launch(self, config.grid, config.block, config.stream,
+                                        config.shared, args)
             for host, dev in back:
                 host[...] = dev
             return
-        with stream_of(config):
-            for host, dev in back:
-                host[...] = dev.get()                   # waits for the kernel on this stream
+        # launched like any other, but without taking over the fast path: these argument
+        # types (device copies) exist only for this launch
+        keys, values, entry = self._resolve(args)
+        if any(k[0] == "record" for k in keys):
+            self._launch_with_records(config, values, entry)
+        else:
+            if entry.spec.uses_printf:
+                launch.note_printf()
+            entry.launch(config.grid, config.block, stream, config.shared, values)
+        transfers.copy_back(back, stream)
 
     def _launch_with_records(self, config, values, entry):
         """A launch with structured scalars among the arguments (numba-cuda's semantics): each
@@ -194,18 +233,25 @@ class Launching:
             for name in host.dtype.names:
                 v[name] = host[name]
 
-    def _resolve(self, args):
+    def _resolve(self, args, host_arrays_as_keys=False):
         """(type keys, flat parameter values, LoadedKernel) for ``args`` on the current device:
-        checks the arguments, compiles or revalidates, loads."""
+        checks the arguments, compiles or revalidates, loads.  ``host_arrays_as_keys``: host
+        arrays (and transfer hints) select the specialisation they will launch as once copied
+        (their values are then meaningless)."""
         if not probe.available():
             # said before the arguments are checked: advice about them would mislead
-            launch.require_device(self.__qualname__, self._host_array_advice(args))
+            launch.require_device(self.__qualname__, "")
         if len(args) != self._nparams:
             self._argument_count_error(args)
         keys, values, per_arg = [], [], []
         for i, a in enumerate(args):
             try:
-                k, v = arguments.value_key(a)
+                if host_arrays_as_keys:
+                    a = a.value if isinstance(a, ArgHint) else a
+                    k, v = transfers.host_array_argument(a) if transfers.is_host_array(a) \
+                        else arguments.value_key(a)
+                else:
+                    k, v = arguments.value_key(a)
             except LaunchError as exc:
                 name = list(self._pysig.parameters)[i]
                 raise type(exc)(f"{self.__qualname__}: argument {i} ({name!r}) {exc}") from None
@@ -221,18 +267,6 @@ class Launching:
         if entry is None or entry.spec.world != world.age:
             entry = self._prepare(keys, dev, cache_key, entry)
         return keys, values, entry
-
-    def _host_array_advice(self, args):
-        """What to pass on a GPU instead of the host NumPy arrays among ``args`` ("" if none)."""
-        names = list(self._pysig.parameters)
-        host = [f"{i} ({names[i]!r})" for i, a in enumerate(args)
-                if type(a) is np.ndarray and i < len(names)]
-        if not host:
-            return ""
-        many = len(host) > 1
-        return (f"; on a GPU, pass device arrays: argument{'s' if many else ''} "
-                f"{', '.join(host)} {'are host NumPy arrays' if many else 'is a host NumPy array'}"
-                f" (cupy.asarray(a), or cuda.to_device(a))")
 
     def _prepare(self, keys, dev, cache_key, entry):
         """The loaded kernel for these argument keys on ``dev``: compiled, revalidated or
@@ -256,10 +290,3 @@ class Launching:
                               f"{len(names)} ({', '.join(names)}), {len(args)} given{defaults}")
         raise LaunchError(f"{self.__qualname__}() takes {len(names)} argument(s) "
                           f"({', '.join(names)}) but {len(args)} were given")
-
-
-def stream_of(config):
-    """The launch's stream as CuPy's current one, for copies that must order with the kernel."""
-    if config.stream is None:
-        return contextlib.nullcontext()
-    return probe.cupy_module().cuda.ExternalStream(config.stream_ptr())

@@ -178,10 +178,13 @@ def _hint_handler(hint):
 
 
 def _numpy_array_handler(a):
+    # A plain launch copies host arrays (runtime/transfers.py) before it gets here: what
+    # remains are the paths that bind arguments beyond one launch.
     if not probe.available():
         raise ArgumentError(f"is a host NumPy array, and {probe.no_device_message()}")
-    raise ArgumentError("is a host NumPy array; kernels read device memory: pass "
-                        "cupy.asarray(a) (or a torch CUDA tensor) and copy the result back")
+    raise ArgumentError("is a host NumPy array: prepared launches and CUDA graphs take device "
+                        "arrays (cupy.asarray(a), or cuda.to_device(a)); only a plain launch "
+                        "copies host arrays to the device and back")
 
 
 def bool_handler(v):
@@ -275,6 +278,11 @@ def _find_handler(cls, value):
     if isinstance(value, tuple):
         return _namedtuple_handler if hasattr(cls, "_fields") else _tuple_handler
     return None
+
+
+def register_handler(cls, handler):
+    """Pass values of exactly ``cls`` to kernels as ``handler(value)`` -> (key, values) says."""
+    _HANDLERS[cls] = handler
 
 
 def handler_of(value):

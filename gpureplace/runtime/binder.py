@@ -224,7 +224,8 @@ def make_fast_launch(args, keys, loaded, age, general, retry=()):
              for line in lines]
     token = object()
     env.update(_world=world, _general=general, _Miss=_Miss,
-               _retry=(struct.error, _Miss) + tuple(retry),
+               # (an argument the general path refuses: it says so, naming the argument)
+               _retry=(struct.error, _Miss, arguments.ArgumentError) + tuple(retry),
                _acquire=loaded.lock.acquire, _release=loaded.lock.release,
                _current_stream=launch.current_stream,
                # The device the module is loaded on: asking CuPy for that device's stream saves a

@@ -70,10 +70,11 @@ def test_wrong_argument_count_names_the_missing_argument():
         two_args[1, 32](1, 2, 3)
 
 
-def test_host_numpy_array_is_refused_by_name(monkeypatch):
+def test_host_numpy_array_is_refused_by_name_when_the_setting_says_so(monkeypatch):
     from gpureplace.config import settings
     from gpureplace import probe
-    monkeypatch.setattr(settings, "backend", "gpu")     # the simulator takes NumPy arrays
+    monkeypatch.setattr(settings, "backend", "gpu")
+    monkeypatch.setattr(settings, "_host_arrays", "error")     # the default copies it
     monkeypatch.setattr(probe, "available", lambda: True)  # without one, that comes first
     with pytest.raises(LaunchError, match=r"argument 0 \('x'\) is a host NumPy array"):
         two_args[1, 32](np.zeros(3, np.float32), 1.0)

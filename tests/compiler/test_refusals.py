@@ -594,7 +594,7 @@ def test_a_module_that_compiles_eagerly_while_it_is_imported_does_not_hang(tmp_p
 # 9. no GPU
 
 
-def test_the_gpu_backend_without_a_gpu_says_so_before_the_argument_advice(monkeypatch):
+def test_the_gpu_backend_without_a_gpu_says_so_before_anything_is_copied(monkeypatch):
     from gpureplace.errors import NoDeviceError
     from gpureplace import probe
     monkeypatch.setattr(settings, "backend", "gpu")
@@ -607,9 +607,8 @@ def test_the_gpu_backend_without_a_gpu_says_so_before_the_argument_advice(monkey
     with pytest.raises(NoDeviceError) as info:
         k[1, 1](np.zeros(3), 1.0)
     text = str(info.value)
-    assert text.index("no CUDA GPU was found") < text.index("GPUREPLACE_BACKEND=simulator") < \
-        text.index("argument 0 ('x') is a host NumPy array")
-    assert "cupy.asarray" in text
+    assert text.index("no CUDA GPU was found") < text.index("GPUREPLACE_BACKEND=simulator")
+    assert text.startswith(f"{k.__qualname__}:")     # the kernel that could not launch
 
 
 # =============================================================================================
