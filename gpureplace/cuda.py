@@ -59,6 +59,8 @@ from .hostapi import (as_cuda_array, as_vectors, close, current_context, default
                       pinned_array_like, profile_start, profile_stop, profiling, select_device,
                       stream, synchronize, to_device)
 from .cuda_reduce import Reduce, reduce
+from .cuda_vectorize import guvectorize, vectorize
+from .cuda_vectorize import register_numba_target as _register_numba_target
 from .jit import (compile_for_current_device, compile_ptx, compile_ptx_for_current_device, jit)
 from .jit import cuda_compile as compile     # noqa: A004  (numba-cuda's cuda.compile)
 from . import probe as _probe
@@ -67,3 +69,5 @@ from . import probe as _probe
 def is_available():
     """True when a CUDA GPU (and CuPy) can be used."""
     return _probe.available()
+
+_register_numba_target()     # numba.vectorize(target='cuda') without numba-cuda

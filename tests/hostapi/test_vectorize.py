@@ -1,0 +1,217 @@
+"""``cuda.vectorize`` / ``cuda.guvectorize`` (issue 16): numba-cuda's ufunc API, run in the
+simulator on the CPU and on CuPy arrays on the GPU with the same checks; the element function is
+tracked for redefinition like any helper a kernel calls."""
+
+import numpy as np
+import pytest
+from numba import float32, float64, int32, void
+
+from gpureplace import cuda
+from gpureplace.config import settings
+from gpureplace.cuda_vectorize import CUDAUFunc, parse_gufunc_signature
+
+
+@pytest.fixture
+def sim(monkeypatch):
+    monkeypatch.setattr(settings, "backend", "simulator")
+
+
+SIGS = ["int32(int32, int32)", "float32(float32, float32)", "float64(float64, float64)"]
+
+
+def _check_vectorize(dev):
+    """The same calls on either backend; ``dev`` makes a device array."""
+    @cuda.vectorize(SIGS)
+    def vadd(a, b):
+        return a + b
+
+    assert isinstance(vadd, CUDAUFunc) and vadd.__name__ == "vadd" and vadd.nin == 2
+    assert vadd.types == ["ii->i", "ff->f", "dd->d"]
+    assert vadd(1.25, 2.5) == 3.75                       # scalars in, a scalar out
+    for dt in (np.float64, np.float32, np.int32):        # the output keeps the input's type
+        x = np.arange(1000, dtype=dt)
+        r = vadd(x, x)
+        assert isinstance(r, np.ndarray) and r.dtype == dt
+        np.testing.assert_array_equal(r, x + x)
+    m = np.arange(24.0).reshape(2, 3, 4)                 # N-D, mixed layouts, broadcasting
+    np.testing.assert_array_equal(vadd(m, np.asfortranarray(m)), 2 * m)
+    np.testing.assert_array_equal(vadd(m, np.arange(4.0)), m + np.arange(4.0))
+    np.testing.assert_array_equal(vadd(m[:, ::2], 1.5), m[:, ::2] + 1.5)
+    np.testing.assert_array_equal(vadd([1, 2], (3, 4)), [4, 6])        # lists and tuples
+    out = np.zeros(5, np.float32)                        # out=, written and returned
+    assert vadd(np.ones(5, np.float32), np.ones(5, np.float32), out=out) is out
+    assert out.tolist() == [2.0] * 5
+    d_x = dev(np.arange(8, dtype=np.float32))            # a device input: a device result
+    r = vadd(d_x, np.ones(8, np.float32))
+    assert hasattr(r, "copy_to_host")
+    np.testing.assert_array_equal(r.copy_to_host(), np.arange(8) + 1)
+    vadd(d_x, d_x, out=d_x)                              # in place, on the device
+    np.testing.assert_array_equal(d_x.copy_to_host(), 2 * np.arange(8))
+    s = cuda.stream()
+    r = vadd(d_x, d_x, stream=s)
+    s.synchronize()
+    np.testing.assert_array_equal(r.copy_to_host(), 4 * np.arange(8))
+    for n in (1, 8, 101, 1025):                          # pairwise reduction, odd lengths too
+        assert vadd.reduce(np.arange(n, dtype=np.int32)) == n * (n - 1) // 2
+    with pytest.raises(TypeError, match=r"vadd: no signature takes input types \(complex128, "
+                                        r"complex128\) safely; it has ii->i, ff->f, dd->d"):
+        vadd(np.ones(2, complex), np.ones(2, complex))
+    with pytest.raises(ValueError, match=r"operands could not be broadcast together with "
+                                         r"shapes \(3,\) \(4,\)"):
+        vadd(np.ones(3), np.ones(4))
+    with pytest.raises(ValueError, match="both positional and keyword"):
+        vadd(out, out, out, out=out)
+
+    @cuda.vectorize                                      # no signatures: per input types
+    def fma1(a, b):
+        return a * b + 1
+
+    np.testing.assert_array_equal(fma1(np.arange(3), np.arange(3.0)), [1.0, 2.0, 5.0])
+    assert fma1.types == ["ld->d"]
+
+
+def _check_guvectorize(dev):
+    @cuda.guvectorize([void(float32[:, :], float32[:, :], float32[:, :])], "(m,n),(n,p)->(m,p)")
+    def matmul(a, b, c):
+        m, n = a.shape
+        n, p = b.shape
+        for i in range(m):
+            for j in range(p):
+                c[i, j] = 0
+                for k in range(n):
+                    c[i, j] += a[i, k] * b[k, j]
+
+    a = np.arange(3 * 2 * 4, dtype=np.float32).reshape(3, 2, 4)
+    b = np.arange(3 * 4 * 5, dtype=np.float32).reshape(3, 4, 5)
+    np.testing.assert_allclose(matmul(a, b), a @ b)
+    np.testing.assert_allclose(matmul(a, b[0]), a @ b[0])                  # loop broadcast
+    r = matmul(dev(a), b)
+    np.testing.assert_allclose(r.copy_to_host(), a @ b)
+    d_c = dev(np.zeros((3, 2, 5), np.float32))
+    assert matmul(a, b, out=d_c) is d_c
+    np.testing.assert_allclose(d_c.copy_to_host(), a @ b)
+    with pytest.raises(ValueError, match=r"dimension 'n' is 4 and 3"):
+        matmul(a, b[:, :3])
+
+    @cuda.guvectorize(["void(int32, int32[:])"], "()->()")
+    def twice(x, out):
+        out[0] = 2 * x
+
+    assert twice(10) == 20                               # a Python int fits int32 by value
+    np.testing.assert_array_equal(twice(np.arange(5, dtype=np.int32)), 2 * np.arange(5))
+
+    @cuda.guvectorize([void(float64[:], float64[:], float64[:])], "(n),(n)->()")
+    def dot(x, y, r):
+        s = 0.0
+        for i in range(x.shape[0]):
+            s += x[i] * y[i]
+        r[0] = s
+
+    x = np.arange(12.0).reshape(4, 3)
+    np.testing.assert_allclose(dot(x, x), (x * x).sum(axis=1))
+
+    @cuda.guvectorize([void(float32[:], float32[:], float32[:])], "(x)->(x),(x)")
+    def copy_and_double(a, b, c):
+        for i in range(a.size):
+            b[i] = a[i]
+            c[i] = 2 * a[i]
+
+    b, c = copy_and_double(np.arange(4, dtype=np.float32))
+    assert b.tolist() == [0, 1, 2, 3] and c.tolist() == [0, 2, 4, 6]
+    with pytest.raises(TypeError, match="gufunc accepts 1 positional arguments or 3 positional "
+                                        "arguments .* Got 2 positional arguments."):
+        copy_and_double(b, c)
+
+
+def test_vectorize_in_the_simulator(sim):
+    _check_vectorize(cuda.to_device)
+
+
+def test_guvectorize_in_the_simulator(sim):
+    _check_guvectorize(cuda.to_device)
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only
+def test_vectorize_and_guvectorize_on_the_gpu():
+    import cupy as cp
+    _check_vectorize(cuda.to_device)
+    _check_guvectorize(cuda.to_device)
+
+    @cuda.vectorize(["float32(float32)"])
+    def inc(x):
+        return x + 1
+
+    x = cp.arange(4, dtype=cp.float32)                   # CuPy in, CuPy memory out
+    np.testing.assert_array_equal(cp.asnumpy(cp.asarray(inc(x))), [1, 2, 3, 4])
+
+
+def test_definition_errors_name_what_is_wrong():
+    with pytest.raises(TypeError, match="guvectorized functions cannot return values: the "
+                                        "signature .* specifies int32 return type"):
+        cuda.guvectorize([int32(int32[:], int32[:])], "(m)->(m)")(lambda a, b: None)
+    with pytest.raises(TypeError, match="The following target options are not supported: "
+                                        "'what1'"):
+        cuda.vectorize(["f8(f8)"], what1=True)(lambda x: x)
+    with pytest.raises(TypeError, match="nopython flag must be True"):
+        cuda.vectorize(["f8(f8)"], nopython=False)(lambda x: x)
+    with pytest.raises(TypeError, match="vectorize takes scalar element types"):
+        cuda.vectorize(["void(float64[:])"])(lambda x: x)
+    assert parse_gufunc_signature("(m, n),(n)->()") == ([("m", "n"), ("n",)], [()])
+    with pytest.raises(ValueError, match="the layout must look like"):
+        parse_gufunc_signature("(m,n)")
+
+
+def test_numba_vectorize_with_target_cuda_builds_the_same_object(sim):
+    import numba
+    from numba.np.ufunc.decorators import Vectorize
+    from gpureplace.cuda_vectorize import register_numba_target
+    saved = dict(Vectorize.target_registry.ondemand), dict(Vectorize.target_registry)
+    try:
+        assert register_numba_target(replace=True)
+
+        @numba.vectorize(["float64(float64)"], target="cuda")
+        def sq(x):
+            return x * x
+
+        assert isinstance(sq, CUDAUFunc)
+        assert sq(np.arange(4.0)).tolist() == [0, 1, 4, 9]
+    finally:
+        Vectorize.target_registry.ondemand.clear()
+        Vectorize.target_registry.ondemand.update(saved[0])
+        dict.clear(Vectorize.target_registry)
+        dict.update(Vectorize.target_registry, saved[1])
+
+
+def _bump(offset):
+    ns = {"cuda": cuda, "OFFSET": offset}
+    exec("def bump(x):\n    return x + OFFSET\n", ns)
+    return ns, cuda.vectorize(["float64(float64)"])(ns["bump"])
+
+
+def test_a_global_the_element_function_reads_recompiles_its_kernel_only():
+    """The element function compiles into the generated kernel like any helper: a changed
+    global it reads makes that kernel's compiled code stale (compiled without a GPU)."""
+    import gpureplace
+    from numba import types
+    ns, bump = _bump(1.0)
+    _, other = _bump(1.0)
+    arr = types.Array(types.float64, 1, "C")
+    kernel, kernel2 = bump._kernel((False,), 1), other._kernel((False,), 1)
+    first, first2 = kernel.compile((arr, arr)), kernel2.compile((arr, arr))
+    assert kernel.compile((arr, arr)) is first                    # cached
+    ns["OFFSET"] = 5.0
+    gpureplace.refresh()
+    assert kernel.compile((arr, arr)) is not first                # recompiled
+    assert kernel2.compile((arr, arr)) is first2                  # another kernel stays
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only
+def test_redefining_what_the_element_function_reads_changes_the_result():
+    import gpureplace
+    ns, bump = _bump(1.0)
+    assert bump(np.zeros(3)).tolist() == [1.0] * 3
+    ns["OFFSET"] = 5.0
+    gpureplace.refresh()
+    assert bump(np.zeros(3)).tolist() == [5.0] * 3
