@@ -5,9 +5,19 @@ Installed by the ``conftest.py`` that ``run.py`` writes next to the fetched test
 re-exports from Numba are Numba's own (``numba.cuda.types`` is ``numba.core.types``), and
 ``numba.cuda.testing`` / ``numba.cuda.tests.support`` are written here against gpureplace: the
 skip decorators ask gpureplace's backend and device, and ``CUDATestCase`` builds on Numba's own
-``numba.tests.support.TestCase`` (``assertPreciseEqual``).  Every other ``numba.cuda.*`` module is
-numba-cuda's internals (its NVVM pipeline, driver bindings, compiler passes): importing one raises
-``InternalModule``, which ``run.py`` counts as "not applicable", naming the module.
+``numba.tests.support.TestCase`` (``assertPreciseEqual``).
+
+What is neither is told apart by numba-cuda's own source tree (``run.py`` lists its modules in
+the file ``GPUREPLACE_NUMBA_CUDA_MODULES`` names):
+
+- a ``numba.cuda.*`` module of numba-cuda that is not its API (its NVVM pipeline, driver
+  bindings, compiler passes) imports as a stand-in whose every name raises ``InternalModule``
+  when used, so only the tests that use it are "not applicable" (``run.py`` counts a test whose
+  failure is ``InternalModule`` as such), naming what they used;
+- a name that is numba-cuda API but missing from gpureplace (``from numba.cuda import
+  vectorize`` where numba-cuda has no module of that name, ``numba.cuda.extending``, ...)
+  imports as a stand-in that raises ``MissingAPI`` when used: those tests fail, against
+  gpureplace.
 """
 
 from __future__ import annotations
@@ -26,23 +36,93 @@ ALIASES = {
     "numba.cuda.core.errors": "numba.core.errors",
     "numba.cuda.np": "numba.np",
     "numba.cuda.np.numpy_support": "numba.np.numpy_support",
+    "numba.cuda.typing": "numba.core.typing",
     "numba.cuda.typing.typeof": "numba.core.typing.typeof",
+    "numba.cuda.utils": "numba.core.utils",
+    "numba.cuda.misc": "numba.misc",
+    "numba.cuda.misc.special": "numba.misc.special",
     "numba.cuda.tests.support": "numba.tests.support",
     "numba.cuda.random": "gpureplace.cuda_random",
     "numba.cuda.libdevice": "gpureplace.libdevice",
+    "numba.cuda.vectorizers": "gpureplace.cuda_vectorize",   # numba.vectorize(target="cuda")
 }
 
-#: numba-cuda API modules that gpureplace does not offer yet: a file importing one fails (it
-#: counts against gpureplace), it is not "not applicable".
-MISSING_API = ("numba.cuda.extending", "numba.cuda.vectorizers", "numba.cuda.kernels",
-               "numba.cuda.cudadrv.devicearray", "numba.cuda.api")
+#: numba-cuda API modules that gpureplace does not offer yet: what a test uses of one fails
+#: (it counts against gpureplace), it is not "not applicable".
+MISSING_API = ("numba.cuda.extending", "numba.cuda.kernels",
+               "numba.cuda.cudadrv.devicearray", "numba.cuda.api", "numba.cuda.bf16",
+               "numba.cuda.fp8", "numba.cuda.launchconfig")
 
 #: Packages that only hold the aliases above (importing them must work).
-PACKAGES = ("numba.cuda.core", "numba.cuda.typing", "numba.cuda.tests", "numba.cuda.tests.cudapy")
+PACKAGES = ("numba.cuda.core", "numba.cuda.tests", "numba.cuda.tests.cudapy")
 
 
 class InternalModule(ImportError):
     """A numba-cuda module that tests numba-cuda's implementation, not its API."""
+
+
+class MissingAPI(NotImplementedError):
+    """numba-cuda API that gpureplace does not offer (yet)."""
+
+
+class _StandIn:
+    """A name imported from a stand-in module: any use raises ``error(message)``."""
+
+    def __init__(self, name, error, message):
+        self.__dict__.update(_name=name, _error=error, _message=message)
+
+    def _fail(self, *args, **kwargs):
+        raise self._error(self._message.format(name=self._name))
+
+    __call__ = __iter__ = __getitem__ = __enter__ = __len__ = __bool__ = _fail
+
+    def __getattr__(self, attr):
+        if attr.startswith("__") or "_name" not in self.__dict__:
+            raise AttributeError(attr)        # (also while copy or pickle builds one)
+        return _StandIn(f"{self._name}.{attr}", self._error, self._message)
+
+    def __mro_entries__(self, bases):
+        self._fail()
+
+    def __repr__(self):
+        return f"<stand-in for {self._name}>"
+
+
+_INTERNAL = "{name} is numba-cuda's internals (not part of its API)"
+_MISSING = "gpureplace has no {name} (numba-cuda API)"
+
+
+class _StandInModule(types.ModuleType):
+    """A module whose names are stand-ins (``from M import x`` works; using ``x`` raises)."""
+
+    def __init__(self, name, error, message):
+        super().__init__(name)
+        self.__path__ = []
+        self.__dict__.update(_error=error, _message=message)
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _StandIn(f"{self.__name__}.{attr}", self._error, self._message)
+
+    def __call__(self, *args, **kwargs):
+        raise self._error(self._message.format(name=self.__name__))
+
+
+@functools.cache
+def _numba_cuda_modules():
+    """The dotted names of numba-cuda's modules and packages (from its source tree)."""
+    import os
+    path = os.environ.get("GPUREPLACE_NUMBA_CUDA_MODULES")
+    if not path:
+        return None
+    with open(path) as f:
+        return frozenset(line.strip() for line in f if line.strip())
+
+
+def _is_numba_cuda_module(name):
+    modules = _numba_cuda_modules()
+    return modules is None or name in modules
 
 
 def _simulated():
@@ -193,15 +273,22 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if name in ("numba.cuda.config", "numba.cuda.core.config"):
             return _config_module()
         if name in ALIASES:
-            return _Alias(name, importlib.import_module(ALIASES[name]))
+            target = importlib.import_module(ALIASES[name])
+            alias = _Alias(name, target)
+            if hasattr(target, "__path__"):
+                alias.__dict__["__path__"] = []
+            return alias
         if name in PACKAGES:
             pkg = types.ModuleType(name)
             pkg.__path__ = [_cudapy_dir()] if name == "numba.cuda.tests.cudapy" else []
             return pkg
-        if name in MISSING_API:
-            raise ImportError(f"gpureplace has no {name} yet", name=name)
-        raise InternalModule(f"{name} is numba-cuda's internals (not part of its API)",
-                             name=name)
+        if name in MISSING_API or name.startswith(tuple(m + "." for m in MISSING_API)):
+            return _StandInModule(name, MissingAPI, _MISSING)
+        parent = name.rpartition(".")[0]
+        if (parent == "numba.cuda" or parent in ALIASES) and not _is_numba_cuda_module(name):
+            # ``from numba.cuda import vectorize``: a name, not a module, of numba-cuda
+            return _StandInModule(name, MissingAPI, _MISSING)
+        return _StandInModule(name, InternalModule, _INTERNAL)
 
     def exec_module(self, module):
         pass

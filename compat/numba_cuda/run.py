@@ -9,12 +9,14 @@ numba-cuda's files are copied into a temporary folder at measure time and never 
 this harness and the numbers it writes are.  Each test file runs in a process of its own (a
 crash, hang or leaked state stays in its file) with ``cudapy_shim`` installed by a ``conftest.py``.
 
-Per file the report gives passed, failed, errors, skipped and "not applicable": a file that cannot
-be imported only because it reaches numba-cuda's internals (its NVVM pipeline, driver bindings,
-compiler passes -- any ``numba.cuda.*`` module that is not part of its API, see
-``cudapy_shim.InternalModule``) counts all its tests as not applicable, naming the module; a test
-skipped because it checks numba-cuda's NVVM output with FileCheck is a skip.  The share that
-passes is passed / (passed + failed + errors).
+Per file the report gives passed, failed, errors, skipped and "not applicable": a test that fails
+only because it uses numba-cuda's internals (its NVVM pipeline, driver bindings, compiler passes
+-- any module of numba-cuda's source tree that is not part of its API; the shim hands out
+stand-ins that raise ``cudapy_shim.InternalModule`` when used) is not applicable, and so is every
+test of a file that cannot even be imported for that reason; the note names the internals.  A
+test that uses numba-cuda API gpureplace lacks (``MissingAPI``) fails.  A test skipped because it
+checks numba-cuda's NVVM output with FileCheck is a skip.  The share that passes is
+passed / (passed + failed + errors).
 """
 
 from __future__ import annotations
@@ -59,7 +61,24 @@ def _source(args):
     return tests, commit
 
 
+def _module_names(package):
+    """Dotted names of every module and package under numba-cuda's ``numba/cuda`` folder."""
+    names = set()
+    for path in package.rglob("*"):
+        rel = path.relative_to(package.parent.parent)          # numba/cuda/...
+        if path.is_dir() and not path.name.startswith("__"):
+            names.add(".".join(rel.parts))
+        elif path.suffix == ".py" and path.name != "__init__.py":
+            names.add(".".join(rel.with_suffix("").parts))
+    return sorted(names)
+
+
 def _prepare(tests, work):
+    modules = _module_names(tests.parents[1])
+    if len(modules) < 20:
+        sys.exit(f"run.py: {tests.parents[1]} holds only tests; give --source the root of a "
+                 f"whole numba-cuda checkout (its modules tell API from internals)")
+    (work / "modules.txt").write_text("\n".join(modules) + "\n")
     dest = work / "cudapy"
     shutil.copytree(tests, dest, ignore=shutil.ignore_patterns("__pycache__"))
     (dest / "__init__.py").write_text("")     # numba-cuda's loads its whole test suite
@@ -68,12 +87,14 @@ def _prepare(tests, work):
 
 
 _INTERNAL = re.compile(r"InternalModule: (numba\.cuda[\w.]*) is numba-cuda's internals")
+_INTERNAL_MODULE = re.compile(r"^numba\.cuda\.(?:core\.|cudadrv\.|typeconv\.)?\w+")
 
 
 def _run_file(path, work, backend, timeout):
     xml = work / f"{path.stem}.xml"
     env = dict(os.environ, GPUREPLACE_BACKEND=backend, PYTHONDONTWRITEBYTECODE="1",
-               GPUREPLACE_CUDAPY_DIR=str(work / "cudapy"))
+               GPUREPLACE_CUDAPY_DIR=str(work / "cudapy"),
+               GPUREPLACE_NUMBA_CUDA_MODULES=str(work / "modules.txt"))
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
            f"--junitxml={xml}", "--rootdir", str(work), str(path)]
     t0 = time.perf_counter()
@@ -86,19 +107,38 @@ def _run_file(path, work, backend, timeout):
     row = {"file": path.name, "passed": 0, "failed": 0, "errors": 0, "skipped": 0,
            "not_applicable": 0, "seconds": round(time.perf_counter() - t0, 1), "note": ""}
     internal = _INTERNAL.search(out)
+    used = set()
+    reasons = {}
+    collected = False
     if xml.exists():
         root = ET.parse(xml).getroot()
         for case in root.iter("testcase"):
-            kinds = {child.tag for child in case}
-            if "failure" in kinds:
+            by_tag = {child.tag: child for child in case}
+            bad = by_tag.get("failure", by_tag.get("error"))
+            text = "" if bad is None else (bad.get("message") or "") + (bad.text or "")
+            if bad is not None and bad.get("message") == "collection failure":
+                row["errors"] += 1                   # the file: decided below
+                continue
+            collected = True
+            hit = _INTERNAL.search(text)
+            if bad is not None and not hit:
+                why = _reason(bad.get("message") or bad.text or "")
+                reasons[why] = reasons.get(why, 0) + 1
+            if hit:
+                row["not_applicable"] += 1           # it used numba-cuda's internals
+                used.add(_INTERNAL_MODULE.match(hit.group(1)).group(0))
+            elif "failure" in by_tag:
                 row["failed"] += 1
-            elif "error" in kinds:
+            elif "error" in by_tag:
                 row["errors"] += 1
-            elif "skipped" in kinds:
+            elif "skipped" in by_tag:
                 row["skipped"] += 1
             else:
                 row["passed"] += 1
-    if internal and row["passed"] == row["failed"] == 0:
+    row["reasons"] = dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:6])
+    if used:
+        row["note"] = "uses " + ", ".join(sorted(used))
+    if internal and row["passed"] == row["failed"] == 0 and not collected:
         # the file could not be imported: numba-cuda's internals, not its API
         row["not_applicable"] = max(_count_tests(path), 1)
         row["errors"] = 0
@@ -109,9 +149,17 @@ def _run_file(path, work, backend, timeout):
         row["errors"] = max(_count_tests(path), 1)
         last_line = out.strip().splitlines()[-1] if out.strip() else ""
         row["note"] = _last_error(out) or last_line[:160]
-    elif row["errors"] and not row["passed"] and not row["failed"]:
+    elif row["errors"] and not row["passed"] and not row["failed"] and not used:
         row["note"] = _last_error(out)
     return row
+
+
+def _reason(message):
+    """A failure's first line, without addresses, paths or numbers that differ between runs."""
+    line = message.strip().splitlines()[0] if message.strip() else "?"
+    line = re.sub(r"0x[0-9a-f]+", "0x…", line)
+    line = re.sub(r" \(/[^)]*\)", "", line)
+    return line[:140]
 
 
 def _count_tests(path):
@@ -121,7 +169,8 @@ def _count_tests(path):
 
 
 def _last_error(out):
-    lines = [ln for ln in out.splitlines() if re.match(r"E\s+\w*(Error|Exception)", ln)]
+    lines = [ln for ln in out.splitlines()
+             if re.match(r"E\s+[\w.]*(Error|Exception|MissingAPI|InternalModule)\b", ln)]
     text = lines[-1][1:].strip() if lines else ""
     return re.sub(r" \(/[^)]*\)", "", text)[:160]       # no paths of the measuring machine
 

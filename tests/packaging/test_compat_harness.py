@@ -24,25 +24,42 @@ import numba.core.types
 assert cuda.jit is gpureplace.cuda.jit and cuda.random is gpureplace.cuda.random
 assert types.float32 is numba.core.types.float32 and config.ENABLE_CUDASIM is True
 assert numba.core.types.__name__ == "numba.core.types"          # the real module is untouched
-try:
-    import numba.cuda.compiler
-except cudapy_shim.InternalModule as exc:
-    assert "numba.cuda.compiler is numba-cuda's internals" in str(exc)
-else:
-    raise AssertionError("an internal module imported")
-try:
-    from numba.cuda.extending import overload
-except cudapy_shim.InternalModule:
-    raise AssertionError("missing API counted as not applicable")
-except ImportError as exc:
-    assert "no numba.cuda.extending" in str(exc)
+import numba.cuda.compiler                     # numba-cuda's internals: a stand-in
+from numba.cuda.cudadrv.driver import driver
+for use in (lambda: numba.cuda.compiler.compile_ptx(None, ()), lambda: driver.get_device()):
+    try:
+        use()
+    except cudapy_shim.InternalModule as exc:
+        assert "numba.cuda.cudadrv.driver.driver.get_device is numba-cuda's internals" in \
+            str(exc) or "numba.cuda.compiler.compile_ptx is numba-cuda's internals" in str(exc)
+    else:
+        raise AssertionError("an internal module was usable")
+from numba.cuda.extending import overload         # API gpureplace lacks: fails when used
+from numba.cuda import not_a_module_of_numba_cuda
+from numba.cuda.types import not_a_type
+for missing in (overload, not_a_module_of_numba_cuda, not_a_type):
+    try:
+        missing()
+    except cudapy_shim.InternalModule:
+        raise AssertionError("missing API counted as not applicable")
+    except cudapy_shim.MissingAPI as exc:
+        assert "gpureplace has no numba.cuda." in str(exc)
+    else:
+        raise AssertionError("missing API was usable")
+from numba.cuda.misc.special import literal_unroll   # Numba's own, under numba-cuda's name
+import numba.misc.special
+assert literal_unroll is numba.misc.special.literal_unroll
 print("ok")
 """
 
 
-def test_the_shim_maps_numba_cuda_to_gpureplace_and_names_internals():
+def test_the_shim_maps_numba_cuda_to_gpureplace_and_names_internals(tmp_path):
     shim = str(ROOT / "compat" / "numba_cuda")
-    env = dict(os.environ, GPUREPLACE_BACKEND="simulator")
+    modules = tmp_path / "modules.txt"           # numba-cuda's modules, as run.py lists them
+    modules.write_text("numba.cuda.compiler\nnumba.cuda.cudadrv\nnumba.cuda.cudadrv.driver\n"
+                       "numba.cuda.extending\nnumba.cuda.types\n")
+    env = dict(os.environ, GPUREPLACE_BACKEND="simulator",
+               GPUREPLACE_NUMBA_CUDA_MODULES=str(modules))
     proc = subprocess.run([sys.executable, "-c", SCRIPT.format(shim=shim)], capture_output=True,
                           text=True, env=env)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]
