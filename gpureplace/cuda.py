@@ -60,10 +60,12 @@ from .hostapi import (as_cuda_array, as_vectors, close, current_context, default
                       stream, synchronize, to_device)
 from .cuda_reduce import Reduce, reduce
 from .cuda_vectorize import guvectorize, vectorize
+from . import extending                      # gpureplace.cuda.extending (numba-cuda's)
 from .cuda_vectorize import register_numba_target as _register_numba_target
 from .jit import (compile_for_current_device, compile_ptx, compile_ptx_for_current_device, jit)
 from .jit import cuda_compile as compile     # noqa: A004  (numba-cuda's cuda.compile)
 from . import probe as _probe
+import sys as _sys
 
 
 def is_available():
@@ -71,3 +73,4 @@ def is_available():
     return _probe.available()
 
 _register_numba_target()     # numba.vectorize(target='cuda') without numba-cuda
+_sys.modules.setdefault(__name__ + ".extending", extending)

@@ -42,6 +42,8 @@ def leaves(ty):
         return [(fmt, lty)]
     if isinstance(ty, types.Complex):
         return leaves(ty.underlying_float) * 2
+    if isinstance(ty, (types.EnumMember, types.IntEnumMember)):
+        return leaves(ty.dtype)                          # its value
     if isinstance(ty, types.BaseTuple):
         out = []
         for t in ty.types:
@@ -105,6 +107,8 @@ def rebuild(context, builder, ty, params):
         return builder.icmp_unsigned("!=", params.pop(0), ir.Constant(ir.IntType(8), 0))
     if isinstance(ty, (types.Integer, types.Float)):
         return params.pop(0)
+    if isinstance(ty, (types.EnumMember, types.IntEnumMember)):
+        return rebuild(context, builder, ty.dtype, params)
     if isinstance(ty, types.Complex):
         cplx = context.make_complex(builder, ty)
         cplx.real = params.pop(0)

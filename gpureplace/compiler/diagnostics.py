@@ -136,8 +136,34 @@ def convert_error(pyfunc, exc):
             reason = (f"name {missing[0]!r} is not defined (it is neither a global of "
                       f"{pyfunc.__module__} nor a builtin)")
     reason, lineno = _construct_reason(pyfunc, exc, reason, lineno)
-    return CompileError(reason, function=name_of(pyfunc), filename=filename, lineno=lineno,
-                        chain=(name_of(pyfunc),), detail=str(exc))
+    err = CompileError(reason, function=name_of(pyfunc), filename=filename, lineno=lineno,
+                       chain=(name_of(pyfunc),), detail=str(exc))
+    err.typing = isinstance(exc, nb_errors.TypingError)
+    return err
+
+
+class TypingCompileError(CompileError, nb_errors.TypingError):
+    """A compile error whose cause is a typing error: also Numba's ``TypingError``, so code
+    written for numba-cuda (``except TypingError``) catches it.  Made only where a compile the
+    user asked for ends (``for_user``), never inside Numba's type inference, which takes a
+    TypingError for "try the next overload" and would bury the precise error."""
+
+    def __init__(self, reason, **where):
+        CompileError.__init__(self, reason, **where)
+        self.msg, self.loc = self._message(), None
+
+    def _render_traceback_(self):
+        return [f"CompileError: {self._message()}"]
+
+
+def for_user(exc):
+    """The error a compile the user asked for raises: a typing cause is also a TypingError."""
+    if not getattr(exc, "typing", False) or isinstance(exc, TypingCompileError):
+        return exc
+    out = TypingCompileError(exc.reason, function=exc.function, filename=exc.filename,
+                             lineno=exc.lineno, chain=exc.chain, detail=exc.detail)
+    out.typing = True
+    return out.with_traceback(exc.__traceback__)
 
 
 #: Python operations Numba's front end refuses by opcode, in the user's words.

@@ -181,7 +181,8 @@ class OverrideChoiceType(types.Callable, types.Opaque):
 def _type_of_impl(typingctx, val, frame, mask, numba_first=False, origin=None):
     from .intrinsics.external import DeclaredDevice
     from .intrinsics.libdevice_calls import LibdeviceStub
-    if isinstance(val, (LibdeviceStub, DeclaredDevice)):
+    from .overloads import NumbaOverload
+    if isinstance(val, (LibdeviceStub, DeclaredDevice, NumbaOverload)):
         return val.numba_type()
     if isinstance(val, DeviceCallable):
         fnty = DeviceFunctionType.get(val.py_func, frame.context, mask, frame.options, origin)

@@ -12,11 +12,12 @@ import weakref
 
 from .. import probe
 from ..arch import normalize_arch
-from ..compiler import backend, constructs, diskcache, frontend, kernel_cache
+from ..compiler import backend, constructs, diagnostics, diskcache, frontend, kernel_cache
 from ..compiler.callables import DeviceCallable
 from ..compiler.compiled import Options
 from ..compiler.intrinsics.external import link_files
 from ..compiler.pipeline import compile_kernel
+from ..compiler.resolve import current_frame
 from ..compiler.signature import normalize_signature
 from ..config import settings
 from ..dispatch.context import Context, current_default
@@ -185,12 +186,17 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
                 del self._specs[key]
             age = world.age
             t0 = time.perf_counter()
-            if self.device:
-                spec = frontend.compile_device(self.py_func, self.context, {}, argtypes,
-                                             options.for_device(),
-                                             self.declared_returns.get(tuple(argtypes)))
-            else:
-                spec = self._from_disk_or_compile(argtypes, options, disk)
+            try:
+                if self.device:
+                    spec = frontend.compile_device(self.py_func, self.context, {}, argtypes,
+                                                   options.for_device(),
+                                                   self.declared_returns.get(tuple(argtypes)))
+                else:
+                    spec = self._from_disk_or_compile(argtypes, options, disk)
+            except CompileError as exc:
+                if current_frame() is not None:         # a compile inside a compile: as it is
+                    raise
+                raise diagnostics.for_user(exc) from None
             spec.world = age
             reason, self._stale_reason = self._stale_reason, None
             if settings.verbose and reason:

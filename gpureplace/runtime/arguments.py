@@ -7,6 +7,7 @@ Numba type is built from the key only when a key is seen for the first time.
 
 from __future__ import annotations
 
+import enum
 import sys
 
 import numpy as np
@@ -232,6 +233,12 @@ def _namedtuple_handler(tup):
     return ("namedtuple", type(tup), *key[1:]), vals
 
 
+def _enum_handler(v):
+    """An ``enum.Enum`` / ``IntEnum`` member of integer value: passed as its value, typed as
+    Numba types the member (comparisons and ``.value`` in the kernel)."""
+    return ("enum", type(v)), (int(v.value),)
+
+
 def _constant_handler(v):
     # Types and dtypes are compile-time constants: part of the key, no parameter.
     return ("const", v), ()
@@ -269,6 +276,9 @@ def _find_handler(cls, value):
         return _cai_handler
     if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
         return _dlpack_handler
+    if isinstance(value, enum.Enum) and isinstance(value.value, int) and \
+            not isinstance(value.value, bool):
+        return _enum_handler
     if isinstance(value, bool):
         return bool_handler
     if isinstance(value, int):
@@ -342,6 +352,10 @@ def _key_to_type(key):
         return types.BaseTuple.from_types([numba_type_of_key(k) for k in key[1:]])
     if kind == "namedtuple":
         return types.BaseTuple.from_types([numba_type_of_key(k) for k in key[2:]], key[1])
+    if kind == "enum":
+        cls = key[1]
+        return (types.IntEnumMember if issubclass(cls, enum.IntEnum) else
+                types.EnumMember)(cls, types.int64)
     if kind == "const":
         from numba import typeof
         v = key[1]

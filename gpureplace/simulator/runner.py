@@ -9,6 +9,7 @@ from a snapshot and the launch runs again with threads.
 
 from __future__ import annotations
 
+import enum
 import dis
 import os
 import sys
@@ -177,6 +178,8 @@ class _Args:
             if hasattr(type(a), "_fields"):          # a namedtuple: fields by name
                 return type(a)(*vals), nbtypes.BaseTuple.from_types(list(tys), type(a))
             return tuple(vals), nbtypes.BaseTuple.from_types(list(tys))
+        if isinstance(a, enum.Enum):                 # an IntEnum member is an int too
+            return a, _type_from_key(a, where)
         if isinstance(a, bool):
             return a, nbtypes.boolean
         if isinstance(a, int):
