@@ -45,11 +45,17 @@ ALIASES = {
     "numba.cuda.random": "gpureplace.cuda_random",
     "numba.cuda.libdevice": "gpureplace.libdevice",
     "numba.cuda.vectorizers": "gpureplace.cuda_vectorize",   # numba.vectorize(target="cuda")
+    "numba.cuda.extending": "gpureplace.extending",
+    "numba.cuda.cudaimpl": "gpureplace.extending.cudaimpl",  # where extensions register lowering
+    "numba.cuda.cudadecl": "gpureplace.extending.cudadecl",  # ... and typing
+    "numba.cuda.cgutils": "numba.core.cgutils",
+    "numba.cuda.core.imputils": "numba.core.imputils",       # Registry, lower_builtin
+    "numba.cuda.errors": "numba.core.errors",
 }
 
 #: numba-cuda API modules that gpureplace does not offer yet: what a test uses of one fails
 #: (it counts against gpureplace), it is not "not applicable".
-MISSING_API = ("numba.cuda.extending", "numba.cuda.kernels",
+MISSING_API = ("numba.cuda.kernels",
                "numba.cuda.cudadrv.devicearray", "numba.cuda.api", "numba.cuda.bf16",
                "numba.cuda.fp8", "numba.cuda.launchconfig")
 
@@ -126,12 +132,20 @@ def _is_numba_cuda_module(name):
 
 
 def _simulated():
+    """Whether numba-cuda's tests see a simulator (``ENABLE_CUDASIM``): gpureplace's backend, or
+    ``GPUREPLACE_CUDAPY_CUDASIM=0`` to run the GPU's tests on gpureplace's simulator (for
+    debugging the harness on a machine without a GPU)."""
+    import os
+    forced = os.environ.get("GPUREPLACE_CUDAPY_CUDASIM")
+    if forced is not None:
+        return forced == "1"
     from gpureplace.jit.backends import simulated
     return simulated()
 
 
 def _device_cc():
-    if _simulated():
+    from gpureplace.jit.backends import simulated
+    if simulated():
         return (9, 0)
     from gpureplace import cuda
     return cuda.get_current_device().compute_capability
@@ -226,9 +240,19 @@ def _config_module():
     is Numba's own setting of that name."""
     from numba.core import config as numba_config
 
+    # numba-cuda's own settings that Numba's config does not have, at numba-cuda's defaults
+    defaults = {"CUDA_DEBUG_POLY": 0, "CUDA_DEBUG_POLY_USE_TYPED_CONST": 0,
+                "CUDA_ENABLE_NRT": 0, "CUDA_DEBUGINFO_DEFAULT": 0,
+                "CUDA_ARRAY_INTERFACE_SYNC": 1}
+
     class Config(types.ModuleType):
         def __getattr__(self, attr):
-            return getattr(numba_config, attr)
+            try:
+                return getattr(numba_config, attr)
+            except AttributeError:
+                if attr in defaults:
+                    return defaults[attr]
+                raise
 
     mod = Config("numba.cuda.config")
     mod.ENABLE_CUDASIM = _simulated()
@@ -284,7 +308,15 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             return pkg
         if name in MISSING_API or name.startswith(tuple(m + "." for m in MISSING_API)):
             return _StandInModule(name, MissingAPI, _MISSING)
-        parent = name.rpartition(".")[0]
+        parent, _, last = name.rpartition(".")
+        if parent in ALIASES:
+            # a module of an alias's target under numba-cuda's name (numba.cuda.typing.templates)
+            try:
+                target = importlib.import_module(f"{ALIASES[parent]}.{last}")
+            except ImportError:
+                target = None
+            if target is not None:
+                return _Alias(name, target)
         if (parent == "numba.cuda" or parent in ALIASES) and not _is_numba_cuda_module(name):
             # ``from numba.cuda import vectorize``: a name, not a module, of numba-cuda
             return _StandInModule(name, MissingAPI, _MISSING)

@@ -34,10 +34,10 @@ for use in (lambda: numba.cuda.compiler.compile_ptx(None, ()), lambda: driver.ge
             str(exc) or "numba.cuda.compiler.compile_ptx is numba-cuda's internals" in str(exc)
     else:
         raise AssertionError("an internal module was usable")
-from numba.cuda.extending import overload         # API gpureplace lacks: fails when used
+from numba.cuda.kernels.transpose import transpose   # API gpureplace lacks: fails when used
 from numba.cuda import not_a_module_of_numba_cuda
 from numba.cuda.types import not_a_type
-for missing in (overload, not_a_module_of_numba_cuda, not_a_type):
+for missing in (transpose, not_a_module_of_numba_cuda, not_a_type):
     try:
         missing()
     except cudapy_shim.InternalModule:
@@ -46,6 +46,9 @@ for missing in (overload, not_a_module_of_numba_cuda, not_a_type):
         assert "gpureplace has no numba.cuda." in str(exc)
     else:
         raise AssertionError("missing API was usable")
+from numba.cuda.extending import overload, intrinsic   # gpureplace's extension API
+import gpureplace.extending
+assert overload is gpureplace.extending.overload
 from numba.cuda.misc.special import literal_unroll   # Numba's own, under numba-cuda's name
 import numba.misc.special
 assert literal_unroll is numba.misc.special.literal_unroll
@@ -57,7 +60,7 @@ def test_the_shim_maps_numba_cuda_to_gpureplace_and_names_internals(tmp_path):
     shim = str(ROOT / "compat" / "numba_cuda")
     modules = tmp_path / "modules.txt"           # numba-cuda's modules, as run.py lists them
     modules.write_text("numba.cuda.compiler\nnumba.cuda.cudadrv\nnumba.cuda.cudadrv.driver\n"
-                       "numba.cuda.extending\nnumba.cuda.types\n")
+                       "numba.cuda.kernels\nnumba.cuda.kernels.transpose\nnumba.cuda.types\n")
     env = dict(os.environ, GPUREPLACE_BACKEND="simulator",
                GPUREPLACE_NUMBA_CUDA_MODULES=str(modules))
     proc = subprocess.run([sys.executable, "-c", SCRIPT.format(shim=shim)], capture_output=True,
