@@ -13,6 +13,7 @@ import inspect
 import threading
 import types as pytypes
 
+import numpy as np
 from numba.core import errors as nb_errors
 from numba.core import types
 from numba.core.typing import signature
@@ -93,10 +94,16 @@ def resolve_value(typingctx, val):
         # Misses are recorded too: an override added later for ``val`` must invalidate this code.
         frame.record(val, key, start, cands)
     if not cands:
-        return _type_of_impl(typingctx, val, frame, frame.mask, numba_first=True)
-    if cands[0].types is None:
-        return _type_of_override(typingctx, cands[0], frame, key)
-    return OverrideChoiceType.get(typingctx, val, cands, frame, key)
+        ty = _type_of_impl(typingctx, val, frame, frame.mask, numba_first=True)
+    elif cands[0].types is None:
+        ty = _type_of_override(typingctx, cands[0], frame, key)
+    else:
+        ty = OverrideChoiceType.get(typingctx, val, cands, frame, key)
+    if ty is not None and isinstance(val, np.ufunc):
+        # np.sin(x, out) on arrays: a loop over the scalar meaning (ufunc_arrays.py)
+        from .ufunc_arrays import UfuncType
+        return UfuncType.get(val, ty, frame)
+    return ty
 
 
 class Resolution:

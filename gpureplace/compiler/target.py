@@ -208,11 +208,14 @@ def _register_function_values():
     from numba.core.imputils import lower_constant
 
     from .resolve import DeviceFunctionType
-    _data_models.register(DeviceFunctionType, models.OpaqueModel)
+    from .ufunc_arrays import UfuncType
+    for ty in (DeviceFunctionType, UfuncType):
+        _data_models.register(ty, models.OpaqueModel)
+        lower_constant(ty)(_function_value)
 
-    @lower_constant(DeviceFunctionType)
-    def _function_value(context, builder, ty, pyval):
-        return context.get_dummy_value()
+
+def _function_value(context, builder, ty, pyval):
+    return context.get_dummy_value()
 
 
 _register_function_values()

@@ -172,8 +172,12 @@ class Resolver:
                 cands = () if start is False else self.context.candidates(raw, start=start)
                 if cands:
                     if cands[0].types is None:
-                        return self.override_value(cands[0], mask, key)
-                    return TypedChoice(self, raw, cands, mask, key)
+                        meaning = self.override_value(cands[0], mask, key)
+                    else:
+                        meaning = TypedChoice(self, raw, cands, mask, key)
+                    if isinstance(raw, np.ufunc):
+                        return UfuncOnArrays(raw, meaning)
+                    return meaning
         return self.plain(raw, mask)
 
     def override_value(self, ovr, mask, key):
@@ -357,3 +361,49 @@ def _code_names(code, out):
     for c in code.co_consts:
         if isinstance(c, pytypes.CodeType):
             _code_names(c, out)
+
+
+class UfuncOnArrays:
+    """A NumPy ufunc in simulated device code: its scalar meaning, and with arrays and an
+    output array (``np.sin(x, out)``) that meaning elementwise with NumPy's broadcasting, as the
+    compiled kernel loops (``compiler/ufunc_arrays.py``)."""
+
+    __slots__ = ("ufunc", "scalar")
+
+    def __init__(self, ufunc, scalar):
+        self.ufunc, self.scalar = ufunc, scalar
+
+    def __call__(self, *args, **kwargs):
+        uf = self.ufunc
+        out = kwargs.pop("out", None)
+        ins, outs = args[:uf.nin], list(args[uf.nin:])
+        if out is not None:
+            outs = list(out) if isinstance(out, tuple) else [out]
+        if not outs and not any(_is_array(a) for a in ins):
+            return self.scalar(*ins, **kwargs)
+        if len(outs) != uf.nout:
+            raise TypeError(f"np.{uf.__name__} on arrays in device code needs its output "
+                            f"array{'s' if uf.nout > 1 else ''} given (np.{uf.__name__}(..., "
+                            f"out)): device code cannot allocate the result")
+        shape = tuple(outs[0].shape)
+        rank = len(shape)
+        for idx in np.ndindex(*shape) if rank else [()]:
+            vals = []
+            for a in ins:
+                if _is_array(a):
+                    n = len(a.shape)
+                    vals.append(a[tuple(idx[rank - n + d] if a.shape[d] != 1 else 0
+                                        for d in range(n))])
+                else:
+                    vals.append(a)
+            r = self.scalar(*vals)
+            if uf.nout == 1:
+                outs[0][idx] = r
+            else:
+                for o, v in zip(outs, r):
+                    o[idx] = v
+        return outs[0] if uf.nout == 1 else tuple(outs)
+
+
+def _is_array(a):
+    return hasattr(a, "shape") and not isinstance(a, (np.generic, int, float, complex, bool))

@@ -355,6 +355,9 @@ def builtin_table():
     for name in ("sin cos tan sinh cosh tanh exp exp2 expm1 log log2 log10 log1p sqrt cbrt "
                  "hypot fmod copysign isnan isinf isfinite nextafter").split():
         table[getattr(np, name)] = s[name]
+    table.update({np.frexp: s["frexp"], np.modf: s["modf"], np.ldexp: s["ldexp"]})
+    from .ufunc_scalars import table as operator_ufuncs
+    table.update(operator_ufuncs())
     return table
 
 

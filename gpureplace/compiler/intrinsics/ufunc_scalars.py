@@ -1,0 +1,167 @@
+"""Device meanings of the NumPy ufuncs that are Python operators on scalars.
+
+``np.add(a, b)`` in a kernel is ``a + b``, ``np.maximum`` propagates NaN as NumPy's does, and so
+on; with arrays and an output array they run elementwise (``compiler/ufunc_arrays.py``).  Each is
+plain Python compiled as a device function, so an override of the ufunc in a Context replaces it
+like any other built-in meaning.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def add(a, b):
+    return a + b
+
+
+def subtract(a, b):
+    return a - b
+
+
+def multiply(a, b):
+    return a * b
+
+
+def divide(a, b):
+    return a / b
+
+
+def floor_divide(a, b):
+    return a // b
+
+
+def remainder(a, b):
+    return a % b
+
+
+def divmod_(a, b):
+    return a // b, a % b
+
+
+def negative(a):
+    return -a
+
+
+def positive(a):
+    return +a
+
+
+def square(a):
+    return a * a
+
+
+def float_power(a, b):
+    return float(a) ** float(b)
+
+
+def bitwise_and(a, b):
+    return a & b
+
+
+def bitwise_or(a, b):
+    return a | b
+
+
+def bitwise_xor(a, b):
+    return a ^ b
+
+
+def invert(a):
+    return ~a
+
+
+def left_shift(a, b):
+    return a << b
+
+
+def right_shift(a, b):
+    return a >> b
+
+
+def equal(a, b):
+    return a == b
+
+
+def not_equal(a, b):
+    return a != b
+
+
+def greater(a, b):
+    return a > b
+
+
+def greater_equal(a, b):
+    return a >= b
+
+
+def less(a, b):
+    return a < b
+
+
+def less_equal(a, b):
+    return a <= b
+
+
+def logical_and(a, b):
+    return bool(a) and bool(b)
+
+
+def logical_or(a, b):
+    return bool(a) or bool(b)
+
+
+def logical_xor(a, b):
+    return bool(a) != bool(b)
+
+
+def logical_not(a):
+    return not a
+
+
+def maximum(a, b):
+    if a != a:                 # NaN wins, as in NumPy (fmax is the one that ignores it)
+        return a
+    if b != b:
+        return b
+    return a if a >= b else b
+
+
+def minimum(a, b):
+    if a != a:
+        return a
+    if b != b:
+        return b
+    return a if a <= b else b
+
+
+def signbit(a):
+    return math.copysign(1.0, a) < 0
+
+
+def logaddexp(a, b):
+    hi = max(a, b)
+    return hi + math.log1p(math.exp(-abs(a - b))) if hi != -math.inf else hi
+
+
+def logaddexp2(a, b):
+    hi = max(a, b)
+    return hi + math.log2(1.0 + 2.0 ** (-abs(a - b))) if hi != -math.inf else hi
+
+
+def table():
+    """{ufunc: device implementation} for the operator-like ufuncs."""
+    out = {np.add: add, np.subtract: subtract, np.multiply: multiply, np.divide: divide,
+           np.floor_divide: floor_divide, np.remainder: remainder, np.divmod: divmod_,
+           np.negative: negative, np.positive: positive, np.square: square,
+           np.float_power: float_power, np.bitwise_and: bitwise_and,
+           np.bitwise_or: bitwise_or, np.bitwise_xor: bitwise_xor, np.invert: invert,
+           np.left_shift: left_shift, np.right_shift: right_shift, np.equal: equal,
+           np.not_equal: not_equal, np.greater: greater, np.greater_equal: greater_equal,
+           np.less: less, np.less_equal: less_equal, np.logical_and: logical_and,
+           np.logical_or: logical_or, np.logical_xor: logical_xor,
+           np.logical_not: logical_not, np.maximum: maximum, np.minimum: minimum,
+           np.signbit: signbit, np.logaddexp: logaddexp, np.logaddexp2: logaddexp2}
+    return out

@@ -1,0 +1,112 @@
+"""NumPy ufuncs on arrays in device code (issue 16): ``np.sin(x, out)``, ``np.add(a, b, out=c)``,
+two-output ufuncs, broadcasting, and the operator-like ufuncs on scalars; the array form is a
+loop over the Context's scalar meaning, so an override of the ufunc applies to it too."""
+
+import numpy as np
+import pytest
+from numba.core import types as nbt
+
+import gpureplace
+from conftest import assemble
+from gpureplace import CompileError, cuda
+from gpureplace.config import settings
+
+
+@cuda.jit
+def _ufuncs(x, m, out, out2, frac, whole):
+    np.sin(x, out)                          # 1-D
+    np.add(x, 1.5, out=out2[0])             # a row of a 2-D array, out= as a keyword
+    np.multiply(x, m, out2)                 # x broadcast over m's rows
+    np.maximum(out2, m[1], out2)            # in place, a row broadcast
+    np.modf(x, frac, whole)                 # two outputs
+    whole[0] += np.add(2, 3) + np.floor_divide(7, 2) + np.negative(1)
+
+
+def _inputs(xp):
+    x = np.linspace(-1.5, 2.0, 5).astype(np.float64)
+    m = np.arange(10, dtype=np.float64).reshape(2, 5) - 4
+    return [xp(a) for a in (x, m, np.zeros(5), np.zeros((2, 5)), np.zeros(5), np.zeros(5))]
+
+
+def _expected():
+    x, m, *_ = _inputs(np.asarray)
+    out2 = np.maximum(x * m, m[1])
+    frac, whole = np.modf(x)
+    whole[0] += 5 + 3 - 1
+    return np.sin(x), out2, frac, whole
+
+
+def _check(args, get):
+    _ufuncs[1, 1](*args)
+    sin, out2, frac, whole = _expected()
+    np.testing.assert_allclose(get(args[2]), sin, rtol=1e-15)
+    np.testing.assert_array_equal(get(args[3]), out2)
+    np.testing.assert_array_equal(get(args[4]), frac)
+    np.testing.assert_array_equal(get(args[5]), whole)
+
+
+def test_ufuncs_on_arrays_compile_to_loops_that_assemble():
+    a1, a2 = nbt.float64[::1], nbt.float64[:, ::1]
+    sig = (a1, a2, a1, a2, a1, a1)
+    _ufuncs.compile(sig)
+    assemble(_ufuncs.inspect_asm(sig))
+
+
+def test_ufuncs_on_arrays_in_the_simulator(monkeypatch):
+    monkeypatch.setattr(settings, "backend", "simulator")
+    _check(_inputs(np.asarray), np.asarray)
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only
+def test_ufuncs_on_arrays_on_the_gpu():
+    import cupy as cp
+    _check(_inputs(cp.asarray), cp.asnumpy)
+
+
+def test_without_an_output_array_the_error_says_device_code_cannot_allocate():
+    @cuda.jit
+    def allocates(x):
+        y = np.sin(x)          # noqa: F841
+
+    with pytest.raises(CompileError, match=r"np.sin on arrays in device code needs its output "
+                                           r"array given \(np.sin\(..., out\)\): device code "
+                                           r"cannot allocate the result"):
+        allocates.compile((nbt.float64[::1],))
+
+
+def test_an_override_of_the_ufunc_applies_to_its_array_form(monkeypatch):
+    monkeypatch.setattr(settings, "backend", "simulator")
+    ctx = gpureplace.Context("ufunc-arrays", parent=gpureplace.default_context)
+    ctx.override(np.sin, lambda v: 2.0 * v)
+
+    @cuda.jit(context=ctx)
+    def k(x, out):
+        np.sin(x, out)
+
+    x, out = np.arange(3.0), np.zeros(3)
+    k[1, 1](x, out)
+    assert out.tolist() == [0.0, 2.0, 4.0]
+    sig = (nbt.float64[::1], nbt.float64[::1])
+    assert "sin" not in k.inspect_llvm(sig).lower().replace("_sin", "")  # no libdevice sin
+
+
+def test_operator_ufuncs_on_scalars_follow_numpy(monkeypatch):
+    monkeypatch.setattr(settings, "backend", "simulator")
+
+    @cuda.jit
+    def k(out, a, b):
+        out[0] = np.maximum(a, b)            # NaN propagates, as in NumPy
+        out[1] = np.minimum(b, a)
+        out[2] = np.logical_xor(a, b)
+        out[3] = np.remainder(-7.0, 3.0)      # the divisor's sign
+        out[4] = np.logaddexp(1.0, 1.0)
+
+    out = np.zeros(5)
+    k[1, 1](out, np.nan, 1.0)
+    assert np.isnan(out[0]) and np.isnan(out[1]) and out[2] == 0.0
+    assert out[3] == np.remainder(-7.0, 3.0)
+    assert out[4] == pytest.approx(np.logaddexp(1.0, 1.0), rel=1e-15)
+    sig = (nbt.float64[::1], nbt.float64, nbt.float64)
+    k.compile(sig)
+    assemble(k.inspect_asm(sig))
