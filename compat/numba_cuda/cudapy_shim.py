@@ -50,6 +50,7 @@ ALIASES = {
     "numba.cuda.cudadecl": "gpureplace.extending.cudadecl",  # ... and typing
     "numba.cuda.cgutils": "numba.core.cgutils",
     "numba.cuda.core.imputils": "numba.core.imputils",       # Registry, lower_builtin
+    "numba.cuda.args": "gpureplace.runtime.hints",           # In, Out, InOut, wrap_arg
     "numba.cuda.errors": "numba.core.errors",
 }
 

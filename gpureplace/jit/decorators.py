@@ -23,7 +23,7 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
     optimised together at the LLVM level, which is what link-time optimisation buys there;
     ``inline`` and ``forceinline`` likewise, LLVM's inliner seeing every device function.
     ``boundscheck=True`` is refused as numba-cuda refuses it (the simulator checks bounds), and
-    so are argument ``extensions``."""
+    argument ``extensions`` are numba-cuda's (``kernel.extensions``)."""
     if unknown:
         hint = ""
         if "arch" in unknown or "cc" in unknown:
@@ -37,9 +37,13 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
                                   "array bounds (nor do numba-cuda's); run the kernel in the "
                                   "simulator (GPUREPLACE_BACKEND=simulator) to have out-of-bounds "
                                   "accesses reported with the thread, block and line")
-    if extensions:
-        raise TypeError("cuda.jit(extensions=...): numba-cuda's argument-handling extensions "
-                        "are not supported; pass arrays with __cuda_array_interface__ or DLPack")
+    if extensions is not None and not isinstance(extensions, (list, tuple)):
+        raise TypeError(f"cuda.jit(extensions=...) takes a list of objects with a "
+                        f"prepare_args(ty, val, stream, retr) method, got {extensions!r}")
+    for ext in extensions or ():
+        if not callable(getattr(ext, "prepare_args", None)):
+            raise TypeError(f"cuda.jit(extensions=...): {ext!r} has no prepare_args(ty, val, "
+                            f"stream, retr) method")
     if not nopython:
         raise TypeError("cuda.jit(nopython=False): device code has no object mode")
     if debug:
@@ -61,6 +65,7 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
                          else (0 if opt is False else opt), lineinfo=lineinfo,
                          max_registers=max_registers, launch_bounds=launch_bounds, link=link,
                          shared_memory_carveout=shared_memory_carveout)
+        gf.extensions.extend(extensions or ())
         if sigs is not None:
             for sig in (sigs if isinstance(sigs, list) else [sigs]):
                 args, ret = normalize_signature(sig)

@@ -66,6 +66,7 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         # Launch configurations of this function; their __call__ becomes the generated launch of
         # the latest specialisation (runtime/binder.py), falling back to Launcher.general.
         self._launcher_class = type("Launcher", (Launcher,), {"__slots__": ()})
+        self._extensions = _Extensions(self)
         self._stale_reason = None  # why the specialisation being rebuilt went stale (verbose)
         self.on_compile = None     # called with each new specialisation (%%cuda --show)
         _live.add(self)
@@ -127,6 +128,7 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
                            shared_memory_carveout=self._carveout, _parent=self)
         copy.declared_signatures = self.declared_signatures
         copy.declared_returns = dict(self.declared_returns)
+        copy.extensions.extend(self._extensions)
         return copy
 
     def with_context(self, context):
@@ -234,9 +236,15 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
 
     @property
     def extensions(self):
-        """numba-cuda's argument-handling extensions: none (``cuda.jit(extensions=...)`` with
-        any is refused)."""
-        return []
+        """numba-cuda's argument-handling extensions, a list: before each launch every
+        extension's ``prepare_args(ty, val, stream=..., retr=[...])`` may replace an argument
+        (and its type) and append callables that run once the kernel has finished.  A kernel
+        with extensions launches through the general path (no generated fast launch)."""
+        return self._extensions
+
+    def _drop_fast_launch(self):
+        """The next launches go through the general path (which builds a fast one again)."""
+        self._launcher_class.__call__ = Launcher.__call__
 
     @property
     def specializations(self):
@@ -303,3 +311,32 @@ def _note_definition(py_func):
     if key in _definitions:
         world.bump()
     _definitions[key] = True
+
+
+class _Extensions(list):
+    """``kernel.extensions``: a list whose changes take the kernel off its fast launch path."""
+
+    def __init__(self, kernel, items=()):
+        super().__init__(items)
+        self._kernel = weakref.ref(kernel)
+
+    def _changed(self):
+        kernel = self._kernel()
+        if kernel is not None:
+            kernel._drop_fast_launch()
+
+
+def _mutator(name):
+    method = getattr(list, name)
+
+    def mutate(self, *args):
+        result = method(self, *args)
+        self._changed()
+        return self if name == "__iadd__" else result
+    mutate.__name__ = name
+    return mutate
+
+
+for _name in ("append", "extend", "insert", "remove", "pop", "clear", "__setitem__",
+              "__delitem__", "__iadd__", "sort", "reverse"):
+    setattr(_Extensions, _name, _mutator(_name))

@@ -97,9 +97,14 @@ class Launching:
         if self._only_keys is not None:
             self._check_specialized(args)
         rec = graphs.recorder()
+        if self._extensions:
+            return self._launch_with_extensions(config, args, rec)
+        return self._launch_args(config, args, rec)
+
+    def _launch_args(self, config, args, rec):
         simulated = backends.simulated()
         for a in args:                                  # (never on the fast path)
-            if isinstance(a, ArgHint) or transfers.is_host_array(a) and (
+            if isinstance(a, ArgHint) or transfers.holds_host_array(a) and (
                     not simulated or settings.host_arrays == "error"):
                 return self._launch_with_transfers(config, args, rec)
         if simulated:
@@ -126,6 +131,33 @@ class Launching:
             launch.note_printf()
         entry.launch(config.grid, config.block, config.stream_ptr(), config.shared, values)
 
+    def _launch_with_extensions(self, config, args, rec):
+        """numba-cuda's argument extensions: each ``prepare_args(ty, val, stream=, retr=)`` may
+        replace an argument; the callables left in ``retr`` run after the kernel finished."""
+        from numba import typeof
+        if rec is not None:
+            raise LaunchError(f"{self.__qualname__}: a kernel with extensions prepares its "
+                              f"arguments around each launch, which a CUDA graph cannot hold")
+        stream = config.stream if config.stream is not None else 0
+        retr, new_args = [], []
+        for a in args:
+            try:
+                ty = typeof(a)
+            except ValueError:
+                ty = None
+            for ext in self._extensions:
+                ty, a = ext.prepare_args(ty, a, stream=stream, retr=retr)
+            new_args.append(a)
+        try:
+            self._launch_args(config, tuple(new_args), rec)
+        finally:
+            self._drop_fast_launch()          # every launch must see the extensions
+        if retr:
+            if not backends.simulated():
+                probe.cupy_module().cuda.runtime.streamSynchronize(config.stream_ptr())
+            for callback in retr:
+                callback()
+
     def _launch_with_transfers(self, config, args, rec):
         """A launch with host arrays among its arguments: numba-cuda's cuda.In / Out / InOut
         hints, and plain host NumPy arrays, which numba-cuda treats as InOut (with a
@@ -145,7 +177,7 @@ class Launching:
                     f"{self.__qualname__}: argument {i} ({name!r}) is "
                     f"{type(a).__name__}({type(a.value).__name__}); cuda.{type(a).__name__}() "
                     f"takes a NumPy array")
-        if any(transfers.is_host_array(a) for a in args):
+        if any(transfers.holds_host_array(a) for a in args):
             mode = settings.host_arrays
             if mode == "error":
                 transfers.refuse_host_arrays(self.__qualname__, args, names, simulated)
@@ -164,6 +196,10 @@ class Launching:
         for i, a in enumerate(args):
             hint = a if isinstance(a, ArgHint) else None
             host = a.value if hint is not None else a
+            if hint is None and isinstance(a, tuple) and not simulated:
+                # host arrays inside a tuple: copied like the others
+                new_args.append(transfers.stage_tuple(a, True, stream, back))
+                continue
             if hint is None and not transfers.is_host_array(a):
                 new_args.append(a)
                 continue

@@ -30,3 +30,9 @@ class Out(ArgHint):
 
 class InOut(ArgHint):
     copy_in = copy_out = True
+
+
+def wrap_arg(value, default=InOut):
+    """numba-cuda's ``args.wrap_arg``: ``value`` as a transfer hint (``default`` unless it is
+    one already), for argument extensions that choose how host arrays travel."""
+    return value if isinstance(value, ArgHint) else default(value)

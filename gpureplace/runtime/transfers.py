@@ -103,10 +103,33 @@ def is_host_array(a):
         not hasattr(a, "copy_to_host")
 
 
+def holds_host_array(a):
+    """A host array, or a tuple holding one (at any depth)."""
+    if isinstance(a, tuple):
+        return any(holds_host_array(x) for x in a)
+    return is_host_array(a)
+
+
+def stage_tuple(tup, copy, stream, copies):
+    """``tup`` with each host array in it (at any depth) replaced by a device copy (appended to
+    ``copies``); a namedtuple keeps its class."""
+    items = []
+    for x in tup:
+        if isinstance(x, tuple):
+            items.append(stage_tuple(x, copy, stream, copies))
+        elif is_host_array(x):
+            c = DeviceCopy(x, True, copy and x.flags.writeable, stream)
+            copies.append(c)
+            items.append(c)
+        else:
+            items.append(x)
+    return type(tup)(*items) if hasattr(type(tup), "_fields") else tuple(items)
+
+
 def host_array_names(args, names):
     """``"0 ('x'), 2 ('out')"``: the host arrays among ``args``."""
     return ", ".join(f"{i} ({names[i]!r})" if i < len(names) else str(i)
-                     for i, a in enumerate(args) if is_host_array(a))
+                     for i, a in enumerate(args) if holds_host_array(a))
 
 
 def refuse_host_arrays(kernel, args, names, simulated):

@@ -8,38 +8,7 @@ import pytest
 from gpureplace.runtime import arguments
 from gpureplace.runtime.binder import make_binder
 
-
-class _Mem:
-    def __init__(self, ptr):
-        self.ptr = ptr
-
-
-class ndarray:  # noqa: N801 - named like CuPy's so the argument code treats it as one
-    __module__ = "cupy._core.core"
-
-    def __init__(self, shape, dtype, strides=None, ptr=0x7000):
-        host = np.empty(shape, dtype)
-        self.shape = host.shape
-        self.dtype = host.dtype
-        self.strides = host.strides if strides is None else strides
-        self.ndim = len(self.shape)
-        self.size = host.size
-        self.data = _Mem(ptr)
-        if self.flags:      # CuPy's contiguity flags, as CuPy computes them (size-1 axes ignored)
-            view = np.lib.stride_tricks.as_strided(np.empty(64 * host.size + 64, host.dtype),
-                                                   self.shape, self.strides)
-            self._c_contiguous = view.flags.c_contiguous
-            self._f_contiguous = view.flags.f_contiguous
-
-    flags = True
-
-
-class ndarray_without_flags(ndarray):  # noqa: N801 - a CuPy without _c_contiguous: strides compared
-    __module__ = "cupy._core.core"
-    flags = False
-
-
-ndarray_without_flags.__name__ = "ndarray"
+from fake_cupy import ndarray, ndarray_without_flags
 
 
 @pytest.fixture(params=[ndarray, ndarray_without_flags], ids=["flags", "strides"])

@@ -177,6 +177,15 @@ def test_views_records_read_only_and_empty_host_arrays(monkeypatch):
     twice.forall(10)(x, out)
     assert out.tolist() == (2 * x).tolist()
 
+    @cuda.jit
+    def in_tuples(pair, out):
+        out[0] = pair[0][0] + pair[1][1]
+        pair[0][1] = 7.0                              # written back through the tuple
+
+    a, b, out = np.ones(2), np.full(2, 2.0), np.zeros(1)
+    in_tuples[1, 1]((a, b), out)
+    assert out[0] == 3.0 and a.tolist() == [1.0, 7.0]
+
 
 @pytest.mark.gpu
 @pytest.mark.gpu_only
@@ -204,3 +213,47 @@ def test_refusals_and_the_device_fast_path(monkeypatch):
                                           r"settings.host_arrays = 'error' refuses"):
         twice[1, 8](d_x, host_out)
     assert host_out.tolist() == [3] * 8
+
+
+# -- numba-cuda's argument extensions --------------------------------------------------------
+
+def _check_extensions():
+    from gpureplace.runtime.hints import wrap_arg
+    seen, after = [], []
+
+    class DefaultIn:
+        def prepare_args(self, ty, val, stream=0, retr=None):
+            seen.append(str(ty))
+            retr.append(lambda: after.append("done"))
+            return ty, wrap_arg(val, default=cuda.In)
+
+    @cuda.jit
+    def set_three(arr):
+        arr[0] = 3
+
+    host = np.zeros(1, np.int64)
+    set_three[1, 1](host)
+    assert host[0] == 3                               # the default: copied there and back
+    set_three.extensions.append(DefaultIn())          # takes effect on the very next launch
+    for _ in range(2):
+        host[0] = 0
+        set_three[1, 1](host)
+        assert host[0] == 0                           # cuda.In: never copied back
+    assert seen == ["array(int64, 1d, C)"] * 2 and after == ["done"] * 2
+    set_three.extensions.clear()
+    set_three[1, 1](host)
+    assert host[0] == 3
+    with pytest.raises(TypeError, match="has no prepare_args"):
+        cuda.jit(extensions=[object()])(lambda a: None)
+
+
+def test_argument_extensions_in_the_simulator(monkeypatch):
+    monkeypatch.setattr(settings, "backend", "simulator")
+    _check_extensions()
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only
+def test_argument_extensions_on_the_gpu(monkeypatch):
+    monkeypatch.setattr(settings, "_host_arrays", "copy")
+    _check_extensions()

@@ -221,7 +221,7 @@ def test_as_vectors_on_the_gpu():
 
 def test_a_vector_array_of_a_cupy_array_is_checked_once_per_shape():
     from gpureplace.runtime import arguments
-    from test_binder import ndarray
+    from fake_cupy import ndarray
     a = ndarray((8, 12), np.float32, ptr=0x10000)
     v = cuda.as_vectors(a, 4)                                   # checked when made
     key, values = arguments.value_key(v)
