@@ -330,6 +330,10 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 def install():
     """Answer ``numba.cuda`` and its modules from gpureplace in this process."""
     import numba
+    import numba.core.entrypoints
+    # Numba runs its extensions' entry points at the first compile; numba-cuda's (where it is
+    # installed, as on the GPU host) would import numba-cuda's own modules through this shim.
+    numba.core.entrypoints._already_initialized = True
 
     for name in [n for n in sys.modules if n == "numba.cuda" or n.startswith("numba.cuda.")]:
         del sys.modules[name]

@@ -11,15 +11,43 @@ array the call would allocate, which device code cannot: that is a clear compile
 
 from __future__ import annotations
 
+import numpy as np
 from numba.core import errors as nb_errors, types
 
 _LOOPS = {}
 
 
-def loop_function(ufunc, in_ndims, out_ndims):
+def loop_input_types(ufunc, argtypes):
+    """NumPy's choice of loop for these argument types: the input types of the first of
+    ``ufunc.types`` that every argument casts to safely (int32 -> float64 for np.arccos), as
+    Numba types; None where the argument is used as it is."""
+    from numba.np import numpy_support
+    try:
+        dts = [numpy_support.as_dtype(getattr(a, "dtype", a)) for a in argtypes]
+    except (NotImplementedError, TypeError):
+        return [None] * len(argtypes)
+    return [None if t is None else numpy_support.from_dtype(t)
+            for t in numpy_loop_dtypes(ufunc, dts)]
+
+
+def numpy_loop_dtypes(ufunc, dtypes):
+    """Per input dtype, the dtype NumPy's loop for ``ufunc`` converts it to (None: unchanged)."""
+    for spec in ufunc.types:
+        chars = spec.split("->")[0]
+        if len(chars) != len(dtypes) or any(c in "OMm" for c in chars):
+            continue
+        loop = [np.dtype(c) for c in chars]
+        if all(np.can_cast(d, t, "safe") for d, t in zip(dtypes, loop)):
+            return [None if d == t else t for d, t in zip(dtypes, loop)]
+    return [None] * len(dtypes)
+
+
+def loop_function(ufunc, in_ndims, out_ndims, casts=None):
     """The device function computing ``ufunc`` elementwise: inputs with ``in_ndims`` (None for
-    a scalar), outputs with ``out_ndims`` (all of the same rank); made once per shape."""
-    key = (ufunc, tuple(in_ndims), tuple(out_ndims))
+    a scalar), outputs with ``out_ndims`` (all of the same rank); made once per shape.
+    ``casts``: per input, the Numba type its elements convert to first (None: as they are)."""
+    casts = tuple(casts or [None] * len(in_ndims))
+    key = (ufunc, tuple(in_ndims), tuple(out_ndims), casts)
     fn = _LOOPS.get(key)
     if fn is not None:
         return fn
@@ -37,7 +65,10 @@ def loop_function(ufunc, in_ndims, out_ndims):
                           for d in range(ndim))
         return f"{name}[{index},]"
 
-    call = f"UF({', '.join(element(a, n) for a, n in zip(ins, in_ndims))})"
+    def converted(k, a, n):
+        return f"T{k}({element(a, n)})" if casts[k] is not None else element(a, n)
+
+    call = f"UF({', '.join(converted(k, a, n) for k, (a, n) in enumerate(zip(ins, in_ndims)))})"
     lines = [f"def {ufunc.__name__}_on_arrays({', '.join(ins + outs)}):"]
     indent = "    "
     for d in range(rank):                  # nested loops over the output's axes
@@ -47,7 +78,7 @@ def loop_function(ufunc, in_ndims, out_ndims):
     lines += [indent + line for line in _stores([f"{o}[{where}]" for o in outs], call)]
     lines.append(f"    return {first if len(outs) == 1 else '(' + ', '.join(outs) + ',)'}")
     src = "\n".join(lines) + "\n"
-    env = {"UF": ufunc}
+    env = {"UF": ufunc, **{f"T{k}": t for k, t in enumerate(casts) if t is not None}}
     exec(compile(src, f"<{ufunc.__name__} on arrays>", "exec"), env)
     fn = env[f"{ufunc.__name__}_on_arrays"]
     fn.source = src
@@ -125,7 +156,7 @@ class UfuncType(types.Callable, types.Opaque):
         from .resolve import DeviceFunctionType, current_frame
         frame = current_frame()
         fn = loop_function(uf, [a.ndim if isinstance(a, types.Array) else None for a in ins],
-                           [o.ndim for o in outs])
+                           [o.ndim for o in outs], loop_input_types(uf, ins))
         fnty = DeviceFunctionType.get(fn, self._context, frame.mask if frame else {},
                                       self._options)
         folded = tuple(ins) + tuple(outs)

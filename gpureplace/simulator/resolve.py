@@ -385,17 +385,18 @@ class UfuncOnArrays:
             raise TypeError(f"np.{uf.__name__} on arrays in device code needs its output "
                             f"array{'s' if uf.nout > 1 else ''} given (np.{uf.__name__}(..., "
                             f"out)): device code cannot allocate the result")
+        from ..compiler.ufunc_arrays import numpy_loop_dtypes
+        casts = numpy_loop_dtypes(uf, [np.dtype(a.dtype) if _is_array(a) else
+                                       np.asarray(a).dtype for a in ins])
         shape = tuple(outs[0].shape)
         rank = len(shape)
         for idx in np.ndindex(*shape) if rank else [()]:
             vals = []
-            for a in ins:
+            for a, cast in zip(ins, casts):
                 if _is_array(a):
                     n = len(a.shape)
-                    vals.append(a[tuple(idx[rank - n + d] if a.shape[d] != 1 else 0
-                                        for d in range(n))])
-                else:
-                    vals.append(a)
+                    a = a[tuple(idx[rank - n + d] if a.shape[d] != 1 else 0 for d in range(n))]
+                vals.append(a if cast is None else cast.type(a))
             r = self.scalar(*vals)
             if uf.nout == 1:
                 outs[0][idx] = r

@@ -110,3 +110,20 @@ def test_operator_ufuncs_on_scalars_follow_numpy(monkeypatch):
     sig = (nbt.float64[::1], nbt.float64, nbt.float64)
     k.compile(sig)
     assemble(k.inspect_asm(sig))
+
+
+def test_integer_arrays_go_through_numpys_loop_types(monkeypatch):
+    """np.arccos on int32 elements computes in float64, as NumPy's loop 'd->d' does."""
+    monkeypatch.setattr(settings, "backend", "simulator")
+
+    @cuda.jit
+    def k(x, out, isum):
+        np.arccos(x, out)
+        np.add(x, x, isum)               # 'ii->i': no conversion
+
+    x = np.array([0, 1, -1], np.int32)
+    out, isum = np.zeros(3), np.zeros(3, np.int32)
+    k[1, 1](x, out, isum)
+    np.testing.assert_allclose(out, np.arccos(x), rtol=1e-15)
+    assert isum.tolist() == [0, 2, -2]
+    k.compile((nbt.int32[::1], nbt.float64[::1], nbt.int32[::1]))
