@@ -33,7 +33,10 @@ from .compiler.intrinsics.warp import (activemask, all_sync, any_sync, ballot_sy
                                        lanemask_lt, match_all_sync, match_any_sync, shfl_down_sync,
                                        shfl_sync, shfl_up_sync, shfl_xor_sync)
 from .compiler.intrinsics.bits import (brev, cbrt, clz, ffs, fma, fp16, popc, selp)
-from .compiler.intrinsics.external import declare_device
+from .compiler.intrinsics.cachehints import (ldca, ldcg, ldcs, ldcv, ldlu, stcg, stcs, stwb,
+                                             stwt)
+from .compiler.intrinsics.external import (Archive, Cubin, CUSource, declare_device, Fatbin,
+                                           LinkableCode, LTOIR, Object, PTXSource)
 from .compiler.intrinsics.cg import cg
 from .compiler.intrinsics.vectors import (char1, char2, char3, char4, double1, double2, double3,
                                           double4, float1, float2, float3, float32x1, float32x2,

@@ -106,6 +106,11 @@ class LoadedKernel:
             if files or externs:
                 self.module.load(linking.link(spec.ptx, files, probe.arch_of(device_id)))
                 self.function = self.module.get_function(spec.name)
+                self._linked = [f for f in files if getattr(f, "setup_callback", None) or
+                                getattr(f, "teardown_callback", None)]
+                for code in self._linked:
+                    if code.setup_callback is not None:
+                        code.setup_callback(self.module)
             elif spec.options.lineinfo and probe.libcuda() is not None:
                 self.module = self.function = _LineInfoModule(spec.ptx, spec.name)
             else:
@@ -136,6 +141,14 @@ class LoadedKernel:
         if self.cooperative:
             # cuda.cg.this_grid().sync(): every block must be resident at once
             self.launch_kernel = self._launch_cooperative
+
+    def __del__(self):
+        for code in getattr(self, "_linked", ()):     # linked code's teardown_callback
+            if code.teardown_callback is not None:
+                try:
+                    code.teardown_callback(self.module)
+                except Exception:                   # (at interpreter exit: nothing to do)
+                    pass
 
     def allow_shared(self, shared):
         """Raise the function's dynamic shared-memory limit to ``shared`` bytes when needed (over

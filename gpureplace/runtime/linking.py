@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from .. import probe
-from ..compiler.intrinsics.external import LINKS
+from ..compiler.intrinsics.external import LINKS, LinkableCode
 from ..compiler.toolchain import external_symbols
 from ..errors import CompileError, LaunchError
 
@@ -26,21 +26,42 @@ def files_for(ptx, link):
 
 
 def _cuda_to_ptx(path, arch):
-    from cupy_backends.cuda.libs import nvrtc
     with open(path) as fh:
         source = fh.read()
+    return _cuda_source_to_ptx(source, path, arch, (f"-I{os.path.dirname(path)}",))
+
+
+def _cuda_source_to_ptx(source, name, arch, extra=()):
+    from cupy_backends.cuda.libs import nvrtc
     cc = arch.split("_", 1)[1]
-    opts = (f"-arch=compute_{cc}", "-rdc=true", f"-I{os.path.dirname(path)}")
-    prog = nvrtc.createProgram(source, os.path.basename(path), (), ())
+    opts = (f"-arch=compute_{cc}", "-rdc=true") + tuple(extra)
+    prog = nvrtc.createProgram(source, os.path.basename(name), (), ())
     try:
         try:
             nvrtc.compileProgram(prog, opts)
         except nvrtc.NVRTCError:
             log = nvrtc.getProgramLog(prog)
-            raise CompileError(f"NVRTC could not compile {path}:\n{log.strip()}") from None
+            raise CompileError(f"NVRTC could not compile {name}:\n{log.strip()}") from None
         return nvrtc.getPTX(prog)
     finally:
         nvrtc.destroyProgram(prog)
+
+
+def _add_linkable(driver, state, code, arch, kinds):
+    """Give the linker one ``LinkableCode`` (source compiled first)."""
+    if code.kind == "ltoir":
+        raise LaunchError(f"cannot link {code.name}: LTO-IR is NVVM's link-time format, which "
+                          f"the driver's linker gpureplace uses does not take; link its PTX or "
+                          f"cubin instead")
+    data = code.data
+    if code.kind == "cu":
+        text = data if isinstance(data, str) else bytes(data).decode()
+        driver.linkAddData(state, driver.CU_JIT_INPUT_PTX,
+                           _cuda_source_to_ptx(text, code.name, arch), code.name + ".ptx")
+        return
+    if isinstance(data, str):
+        data = data.encode()
+    driver.linkAddData(state, kinds[code.kind], bytes(data), code.name)
 
 
 def link(ptx, files, arch):
@@ -52,7 +73,12 @@ def link(ptx, files, arch):
     state = driver.linkCreate()
     try:
         driver.linkAddData(state, driver.CU_JIT_INPUT_PTX, ptx.encode(), "kernel.ptx")
+        by_kind = {"ptx": kinds[".ptx"], "cubin": kinds[".cubin"], "fatbin": kinds[".fatbin"],
+                   "object": kinds[".o"], "archive": kinds[".a"]}
         for path in files:
+            if isinstance(path, LinkableCode):
+                _add_linkable(driver, state, path, arch, by_kind)
+                continue
             ext = os.path.splitext(path)[1].lower()
             if ext == ".cu":
                 data = _cuda_to_ptx(path, arch)
@@ -68,7 +94,8 @@ def link(ptx, files, arch):
             return driver.linkComplete(state)
         except driver.CUDADriverError as exc:
             missing = sorted(external_symbols(ptx))
-            raise LaunchError(f"linking the kernel with {', '.join(files) or 'nothing'} failed "
+            shown = ", ".join(f if isinstance(f, str) else f.name for f in files)
+            raise LaunchError(f"linking the kernel with {shown or 'nothing'} failed "
                               f"({exc}); the kernel calls external function(s) "
                               f"{', '.join(missing)}: each must be defined, extern \"C\", in a "
                               f"link file (cuda.jit(link=[...]) or "

@@ -166,3 +166,45 @@ def test_an_array_argument_reaches_cuda_c_as_numba_cuda_passes_it(tmp_path):
     k[1, 1](x, out)
     assert int(out[0]) == 5 + 3 * 1000 + 7 * 10 + 7
     cuda.declare_device("first_of", "int32(float32[:, :])")
+
+
+# -- code held in memory: numba-cuda's linkable code objects ----------------------------------
+
+def test_linkable_code_objects_are_link_items():
+    from gpureplace.compiler.intrinsics.external import link_files
+    src = cuda.CUSource(CUDA_SOURCE)
+    assert link_files(src, "x") == (src,) and src.name == "<unnamed-CUSource>.cu"
+    assert link_files([src, cuda.PTXSource(b"//", name="p.ptx")], "x")[1].name == "p.ptx"
+    with pytest.raises(TypeError, match="data must be the code as str or bytes"):
+        cuda.Cubin(42)
+    with pytest.raises(TypeError, match="neither a file path nor linkable code"):
+        link_files([3.5], "cuda.jit(link=...)")
+    decl = cuda.declare_device("mul_f32", "float32(float32, float32)", link=src)
+    assert decl.link == (src,)
+    cuda.declare_device("mul_f32", "float32(float32, float32)")
+    _kernel(link=[src]).compile(SIG)                       # nothing is linked before a load
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only
+def test_cuda_source_and_ptx_in_memory_are_linked_and_the_callbacks_run():
+    import cupy as cp
+    loaded = []
+    src = cuda.CUSource(CUDA_SOURCE, setup_callback=lambda mod: loaded.append(mod))
+    x = cp.arange(100, dtype=cp.float32)
+    y = cp.full(100, 3.0, cp.float32)
+    out = cp.zeros_like(x)
+    _kernel(link=[src])[1, 128](x, y, out)
+    np.testing.assert_allclose(cp.asnumpy(out), cp.asnumpy(x * 3 + x + 1))
+    assert len(loaded) == 1
+    from cupy_backends.cuda.libs import nvrtc
+    prog = nvrtc.createProgram(CUDA_SOURCE, "f.cu", (), ())
+    cc = cp.cuda.Device().compute_capability
+    nvrtc.compileProgram(prog, (f"-arch=compute_{cc}", "-rdc=true"))
+    ptx = cuda.PTXSource(nvrtc.getPTX(prog), name="funcs.ptx")
+    nvrtc.destroyProgram(prog)
+    out[:] = 0
+    _kernel(link=[ptx])[1, 128](x, y, out)
+    np.testing.assert_allclose(cp.asnumpy(out), cp.asnumpy(x * 3 + x + 1))
+    with pytest.raises(LaunchError, match="LTO-IR is NVVM's link-time format"):
+        _kernel(link=[cuda.LTOIR(b"\0", name="f.ltoir")])[1, 128](x, y, out)

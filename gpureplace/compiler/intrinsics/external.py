@@ -27,7 +27,8 @@ from ..signature import normalize_signature
 typing = Registry()
 lowering = LoweringRegistry()
 
-__all__ = ["declare_device"]
+__all__ = ["declare_device", "CUSource", "PTXSource", "Cubin", "Fatbin", "Object", "Archive",
+           "LTOIR", "LinkableCode"]
 
 #: symbol -> the link files its declarations named (the runtime adds them to any kernel whose PTX
 #: calls the symbol)
@@ -129,13 +130,85 @@ def declare_device(name, sig, link=None, use_cooperative=False, abi="numba"):
 
 
 def link_files(link, what):
+    """The link items of ``link``: absolute paths of files, and ``LinkableCode`` objects (code
+    held in memory) as they are."""
     if link is None:
         return ()
-    files = (link,) if isinstance(link, (str, os.PathLike)) else tuple(link)
+    files = (link,) if isinstance(link, (str, os.PathLike, LinkableCode)) else tuple(link)
     out = []
     for f in files:
+        if isinstance(f, LinkableCode):
+            out.append(f)
+            continue
+        if not isinstance(f, (str, os.PathLike)):
+            raise TypeError(f"{what}: {f!r} is neither a file path nor linkable code "
+                            f"(cuda.CUSource, PTXSource, Cubin, Fatbin, Object, Archive)")
         path = os.path.abspath(os.fspath(f))
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{what}: no file {path}")
         out.append(path)
     return tuple(out)
+
+
+class LinkableCode:
+    """Device code held in memory, to link like a file (numba-cuda's ``cuda.CUSource(...)``,
+    ``PTXSource``, ``Cubin``, ``Fatbin``, ``Object``, ``Archive``): ``data`` is the source text
+    or the bytes, ``name`` what error messages call it.  ``setup_callback(module)`` runs once a
+    module linked with it is loaded (the CuPy module), ``teardown_callback(module)`` when that
+    module is released."""
+
+    kind = None
+    suffix = ""
+
+    def __init__(self, data, name=None, setup_callback=None, teardown_callback=None):
+        if not isinstance(data, (str, bytes, bytearray, memoryview)):
+            raise TypeError(f"cuda.{type(self).__name__}(data): data must be the code as str or "
+                            f"bytes, got {type(data).__name__}")
+        for what, cb in (("setup_callback", setup_callback),
+                         ("teardown_callback", teardown_callback)):
+            if cb is not None and not callable(cb):
+                raise TypeError(f"cuda.{type(self).__name__}: {what} must be callable")
+        self.data = data
+        self.name = name or f"<unnamed-{type(self).__name__}>{self.suffix}"
+        self.setup_callback = setup_callback
+        self.teardown_callback = teardown_callback
+
+    @classmethod
+    def from_path(cls, path):
+        mode = "r" if cls is CUSource or cls is PTXSource else "rb"
+        with open(path, mode) as fh:
+            return cls(fh.read(), name=os.path.basename(path))
+
+    def __repr__(self):
+        return f"cuda.{type(self).__name__}(name={self.name!r})"
+
+
+class CUSource(LinkableCode):
+    """CUDA C++ source, compiled with NVRTC for the device at link time."""
+    kind, suffix = "cu", ".cu"
+
+
+class PTXSource(LinkableCode):
+    kind, suffix = "ptx", ".ptx"
+
+
+class Cubin(LinkableCode):
+    kind, suffix = "cubin", ".cubin"
+
+
+class Fatbin(LinkableCode):
+    kind, suffix = "fatbin", ".fatbin"
+
+
+class Object(LinkableCode):
+    kind, suffix = "object", ".o"
+
+
+class Archive(LinkableCode):
+    kind, suffix = "archive", ".a"
+
+
+class LTOIR(LinkableCode):
+    """NVVM's link-time-optimisation IR: gpureplace links with the driver's linker, which does
+    not take it (linking one is a clear error)."""
+    kind, suffix = "ltoir", ".ltoir"
