@@ -139,6 +139,8 @@ def device_ptx_c_abi(cf, name) -> str:
     """PTX of a device function under the C ABI: ``.visible .func`` named ``name`` that takes
     its scalar arguments and returns its value as a C function would (for CUDA C callers)."""
     _, targetctx = compilers(cf.context)
+    if not (isinstance(name, str) and name.isidentifier() and name.isascii()):
+        raise CompileError(f"compile(abi='c'): the function name {name!r} is not a C identifier")
     for i, ty in enumerate(cf.argtypes):
         if not isinstance(ty, (types.Integer, types.Float, types.Boolean)):
             raise CompileError(f"compile(abi='c'): argument {i} of {cf.pyfunc.__qualname__} is "

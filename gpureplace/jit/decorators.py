@@ -3,6 +3,7 @@ their ``*_for_current_device`` forms)."""
 
 from __future__ import annotations
 
+import re
 from numba.core import types
 
 from .. import probe
@@ -99,7 +100,13 @@ def compile_ptx(pyfunc, sig, device=False, fastmath=False, cc=None, opt=True, co
         cf = frontend.compile_device(fn.py_func, fn.context, {}, argtypes, fn.options(arch),
                                    restype)
         if abi == "c":
-            name = (abi_info or {}).get("abi_name") or fn.py_func.__name__
+            name = (abi_info or {}).get("abi_name")
+            if name is not None and not (isinstance(name, str) and name.isidentifier()):
+                raise ValueError(f"compile_ptx: abi_info['abi_name'] must be a C identifier, "
+                                 f"got {name!r}")
+            if name is None:       # after the Python function, made a C identifier (<lambda>)
+                name = re.sub(r"[^0-9A-Za-z_]", "_", fn.py_func.__name__)
+                name = name if name[:1].isalpha() or name[:1] == "_" else "_" + name
             return device_ptx_c_abi(cf, name), cf.restype
         return device_ptx(cf), cf.restype
     spec = fn._specialize(argtypes, fn.options(arch))

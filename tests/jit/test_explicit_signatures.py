@@ -358,3 +358,22 @@ def test_signatures_and_overloads_answer_numba_cudas_questions():
         cuda.cg.this_grid().sync()
         x[0] = 1
     assert synced.overloads[synced.signatures[0]].cooperative
+
+
+def test_c_abi_names_are_c_identifiers_never_an_llvm_abort():
+    """A lambda's name (<lambda>) or a non-ASCII one would reach LLVM as a symbol it refuses
+    with a fatal error that kills the process: the name is made a C identifier, and a given
+    one is checked."""
+    from numba import int32
+    ptx, _ = cuda.compile_ptx(lambda x: x, int32(int32), device=True, abi="c")
+    assert "_lambda_(" in ptx
+    assert "NumbaEnv" not in ptx
+
+    def dévelop(a):
+        return a + 1
+
+    ptx, _ = cuda.compile_ptx(dévelop, int32(int32), device=True, abi="c")
+    assert "d_velop(" in ptx
+    with pytest.raises(ValueError, match=r"abi_name'\] must be a C identifier, got 'a b'"):
+        cuda.compile_ptx(dévelop, int32(int32), device=True, abi="c",
+                         abi_info={"abi_name": "a b"})
