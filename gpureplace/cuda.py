@@ -65,7 +65,8 @@ from .cuda_reduce import Reduce, reduce
 from .cuda_vectorize import guvectorize, vectorize
 from . import extending                      # gpureplace.cuda.extending (numba-cuda's)
 from .cuda_vectorize import register_numba_target as _register_numba_target
-from .jit import (compile_for_current_device, compile_ptx, compile_ptx_for_current_device, jit)
+from .jit import (compile_all, compile_for_current_device, compile_ptx,
+                  compile_ptx_for_current_device, jit)
 from .jit import cuda_compile as compile     # noqa: A004  (numba-cuda's cuda.compile)
 from . import probe as _probe
 import sys as _sys

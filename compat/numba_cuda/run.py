@@ -102,6 +102,8 @@ def _run_file(path, work, backend, timeout):
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=work,
                               timeout=timeout)
         out = proc.stdout + proc.stderr
+        if proc.returncode < 0 or proc.returncode > 5:      # killed: no report was written
+            out += f"\nthe test process died (exit status {proc.returncode})\n"
     except subprocess.TimeoutExpired as exc:
         out = f"timed out after {timeout} s\n{exc.stdout or ''}"
     row = {"file": path.name, "passed": 0, "failed": 0, "errors": 0, "skipped": 0,

@@ -11,7 +11,7 @@ CUDA graphs of launches, and the decorators.
     decorators.py   cuda.jit, compile_ptx, cuda.compile
 """
 
-from .decorators import (compile_for_current_device, compile_ptx,  # noqa: F401
+from .decorators import (compile_all, compile_for_current_device, compile_ptx,  # noqa: F401
                          compile_ptx_for_current_device, cuda_compile, jit)
 from .function import GPUFunction, live_functions  # noqa: F401
 from .launcher import PreparedLaunch  # noqa: F401

@@ -87,10 +87,12 @@ def compile_ptx(pyfunc, sig, device=False, fastmath=False, cc=None, opt=True, co
     ``abi="c"`` (device functions of scalars) emits a ``.visible .func`` that CUDA C code can
     call as ``extern "C"``, named ``abi_info["abi_name"]`` or after the Python function."""
     if abi not in ("numba", "c"):
-        raise ValueError(f"compile_ptx: abi must be 'numba' or 'c', got {abi!r}")
+        raise NotImplementedError(f"Unsupported ABI: {abi} (compile_ptx takes abi='numba' or "
+                                  f"'c')")
     if abi == "c" and not device:
-        raise ValueError("compile_ptx: abi='c' is for device functions (device=True); kernels "
-                         "are entry points, whatever the ABI")
+        raise NotImplementedError("The C ABI is not supported for kernels: abi='c' is for "
+                                  "device functions (device=True); kernels are entry points, "
+                                  "whatever the ABI")
     arch = normalize_arch(cc, "compile_ptx(cc=...)") if cc is not None else None
     fn = pyfunc if isinstance(pyfunc, GPUFunction) else GPUFunction(
         pyfunc, device=device, context=context, fastmath=fastmath, opt=3 if opt else 0,
@@ -126,14 +128,35 @@ def cuda_compile(pyfunc, sig, debug=None, lineinfo=False, device=True, fastmath=
     """numba-cuda's ``cuda.compile`` (``gpureplace.cuda.compile``): ``(code, return type)``; a
     device function under the C ABI by default.  Only ``output="ptx"``: gpureplace generates PTX with LLVM, not NVVM's
     LTO-IR."""
-    if output != "ptx":
-        raise NotImplementedError(f"compile(output={output!r}): gpureplace produces PTX "
-                                  f"(output='ptx'); LTO-IR is NVVM's format")
+    _check_output(output)
     if cc is None:
-            cc = probe.default_arch()
+        cc = probe.default_arch()
     return compile_ptx(pyfunc, sig, device=device, fastmath=fastmath, cc=cc, opt=opt,
                        lineinfo=lineinfo, abi=abi if device else "numba", abi_info=abi_info,
                        launch_bounds=launch_bounds)
+
+
+def _check_output(output):
+    if output != "ptx":
+        raise NotImplementedError(f"Unsupported output type: {output} (gpureplace produces PTX, "
+                                  f"output='ptx'; LTO-IR is NVVM's format)")
+
+
+def compile_all(pyfunc, sig, debug=None, lineinfo=False, device=True, fastmath=False, cc=None,
+                opt=True, abi="c", abi_info=None, output="ptx", forceinline=False,
+                launch_bounds=None):
+    """numba-cuda's ``cuda.compile_all``: ``([code, *linked code], return type)``: the PTX of
+    ``pyfunc`` and what must be linked with it (the ``link=`` items of the functions it
+    declares, as given: paths or ``cuda.CUSource``/``PTXSource``... objects).  libdevice needs
+    no entry: gpureplace links it into the PTX."""
+    from ..runtime.linking import files_for
+    _check_output(output)
+    ptx, restype = cuda_compile(pyfunc, sig, debug=debug, lineinfo=lineinfo, device=device,
+                                fastmath=fastmath, cc=cc, opt=opt, abi=abi, abi_info=abi_info,
+                                output=output, forceinline=forceinline,
+                                launch_bounds=launch_bounds)
+    link = getattr(pyfunc, "_link", ())
+    return [ptx, *files_for(ptx, link)], restype
 
 
 def compile_for_current_device(pyfunc, sig, debug=None, lineinfo=False, device=True,

@@ -37,7 +37,9 @@ def check_launch_bounds(value):
     if not isinstance(bounds, tuple) or not 1 <= len(bounds) <= 3 or not all(
             isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in bounds) or \
             not 1 <= bounds[0] <= 1024:
-        raise ValueError(f"cuda.jit(launch_bounds=...) must be the maximum threads per block "
+        many = f"Got {len(bounds)} launch bounds: " if isinstance(bounds, tuple) and \
+            len(bounds) > 3 else ""
+        raise ValueError(f"{many}cuda.jit(launch_bounds=...) must be the maximum threads per block "
                          f"(1 to 1024) or a tuple (max threads, min blocks per multiprocessor"
                          f"[, max blocks per cluster]), got {value!r}")
     return bounds

@@ -195,8 +195,28 @@ def test_compile_for_c_callers():
         cuda.compile(first, "float32(float32[:])")
     with pytest.raises(NotImplementedError, match="ltoir"):
         cuda.compile(axpy, "float32(float32, float32, float32)", output="ltoir")
-    with pytest.raises(ValueError, match="abi='c' is for device functions"):
+    with pytest.raises(NotImplementedError, match="The C ABI is not supported for kernels: "
+                                                  "abi='c' is for device functions"):
         cuda.compile_ptx(axpy, "void(float32, float32, float32)", abi="c")
+    with pytest.raises(NotImplementedError, match="Unsupported ABI: fastcall"):
+        cuda.compile_ptx(axpy, "void(float32, float32, float32)", abi="fastcall")
+    with pytest.raises(NotImplementedError, match="Unsupported output type: illegal"):
+        cuda.compile_all(axpy, "float32(float32, float32, float32)", output="illegal")
+
+
+def test_compile_all_gives_the_code_and_what_links_with_it():
+    src = cuda.CUSource("extern \"C\" __device__ int twice(int *r, int a) { *r = 2 * a; "
+                        "return 0; }")
+    twice = cuda.declare_device("twice", "int32(int32)", link=src)
+
+    def calls(x):
+        return twice(x) + 1
+
+    codes, restype = cuda.compile_all(calls, "int32(int32)", abi="numba")
+    assert len(codes) == 2 and ".extern .func" in codes[0] and codes[1] is src
+    assert str(restype) == "int32"
+    codes, _ = cuda.compile_all(lambda x: x + 1, "int32(int32)")
+    assert len(codes) == 1 and "_lambda_(" in codes[0]
 
 
 def _pointer_axpy():
