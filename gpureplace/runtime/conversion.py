@@ -53,6 +53,10 @@ def _convert_arg(key, values, declared):
             return None
         if dt.kind == "c" and len(values) == 1:
             values = (values[0], 0.0)           # a real number into a complex parameter
+        elif dt.kind in "iu" and len(values) == 1 and not isinstance(values[0], float):
+            # an integer into a narrower integer parameter wraps as a C conversion does
+            # (numba-cuda: 0xFFFFFFFF given for an int32 is -1)
+            values = (_wrap(int(values[0]), dt),)
         return ("scalar", dt), values
     if isinstance(declared, types.BaseTuple):
         if kind != "tuple" or len(key) - 1 != len(declared.types):
@@ -68,6 +72,14 @@ def _convert_arg(key, values, declared):
             pos += n
         return ("tuple", *keys), tuple(out)
     return (key, values) if numba_type_of_key(key) == declared else None
+
+
+def _wrap(value, dt):
+    bits = 8 * dt.itemsize
+    value &= (1 << bits) - 1
+    if dt.kind == "i" and value >= 1 << (bits - 1):
+        value -= 1 << bits
+    return value
 
 
 def match_signature(signatures, keys, per_arg_values, what="the kernel"):

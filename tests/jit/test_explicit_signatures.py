@@ -397,3 +397,14 @@ def test_c_abi_names_are_c_identifiers_never_an_llvm_abort():
     with pytest.raises(ValueError, match=r"abi_name'\] must be a C identifier, got 'a b'"):
         cuda.compile_ptx(dévelop, int32(int32), device=True, abi="c",
                          abi_info={"abi_name": "a b"})
+
+
+def test_an_integer_wraps_into_a_narrower_declared_parameter_as_in_c():
+    """numba-cuda passes 0xFFFFFFFF for an int32 parameter as -1 (a C conversion)."""
+    from numba.core import types
+    from gpureplace.runtime import conversion
+    keys, values = conversion.match_signature([(types.int32, types.uint8)], [("int64",)] * 2,
+                                              [(0xFFFFFFFF,), (-1,)])
+    assert values == [-1, 255]
+    keys, values = conversion.match_signature([(types.int64,)], [("int64",)], [(5,)])
+    assert values == [5]
