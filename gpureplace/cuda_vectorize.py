@@ -161,9 +161,19 @@ def _write_back(out, result, stream):
         if not _same_memory(dev, result):
             with _on(stream):
                 dev[...] = result
-        return out
+        # numba-cuda's arrays come back as they are; another library's as a DeviceNDArray view
+        return out if hasattr(out, "copy_to_host") else _as_result(dev)
     out[...] = _to_host(result, stream)
     return out
+
+
+def _shape_of(a):
+    """The shape of a host or device array, also one known only by its
+    ``__cuda_array_interface__``."""
+    shape = getattr(a, "shape", None)
+    if shape is None and hasattr(a, "__cuda_array_interface__"):
+        shape = a.__cuda_array_interface__["shape"]
+    return tuple(shape) if shape is not None else ()
 
 
 def _same_memory(a, b):
@@ -298,8 +308,8 @@ class CUDAUFunc:
         except ValueError:
             raise ValueError(f"{self.__qualname__}: operands could not be broadcast together "
                              f"with shapes {' '.join(str(op.shape) for op in ops)}") from None
-        if out is not None and tuple(out.shape) != shape:
-            raise ValueError(f"{self.__qualname__}: out has shape {tuple(out.shape)}, the "
+        if out is not None and _shape_of(out) != shape:
+            raise ValueError(f"{self.__qualname__}: out has shape {_shape_of(out)}, the "
                              f"broadcast inputs {shape}")
         xp = _xp()
         values = []
@@ -552,9 +562,9 @@ class CUDAGUFunc:
         targets, flat_out = [], []
         for k, (shape, dt) in enumerate(zip(shapes, out_dtypes)):
             given = outs[k] if outs is not None else None
-            if given is not None and tuple(given.shape) != shape:
+            if given is not None and _shape_of(given) != shape:
                 raise ValueError(f"{self.__qualname__}: output {k} has shape "
-                                 f"{tuple(given.shape)}, expected {shape}")
+                                 f"{_shape_of(given)}, expected {shape}")
             dev = _device_view(given) if given is not None and _is_device(given) else None
             if dev is None or dev.dtype != dt:
                 with _on(stream):

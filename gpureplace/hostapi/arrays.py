@@ -255,8 +255,8 @@ def is_cuda_array(obj):
 
 
 class _DeviceArrayNamespace:
-    """``cuda.devicearray``: ``DeviceNDArray`` (CuPy's subclass, or the simulator's) and
-    ``is_cuda_ndarray``."""
+    """``cuda.devicearray``: ``DeviceNDArray`` (CuPy's subclass, or the simulator's),
+    ``is_cuda_ndarray`` and ``auto_device``."""
 
     @property
     def DeviceNDArray(self):  # noqa: N802 - numba-cuda's name
@@ -265,6 +265,16 @@ class _DeviceArrayNamespace:
     @staticmethod
     def is_cuda_ndarray(obj):
         return is_cuda_array(obj)
+
+    @staticmethod
+    def auto_device(obj, stream=0, copy=True, user_explicit=False):
+        """numba-cuda's ``devicearray.auto_device``: ``(device array, whether it was copied)``:
+        a device array as it is (a view), anything else copied to the device."""
+        if is_cuda_array(obj):
+            return as_cuda_array(obj), False
+        if np.isscalar(obj) or isinstance(obj, np.generic):
+            obj = np.array(obj)
+        return to_device(np.asarray(obj), stream=stream, copy=copy), True
 
 
 devicearray = _DeviceArrayNamespace()

@@ -145,6 +145,19 @@ def test_vectorize_and_guvectorize_on_the_gpu():
     x = cp.arange(4, dtype=cp.float32)                   # CuPy in, CuPy memory out
     np.testing.assert_array_equal(cp.asnumpy(cp.asarray(inc(x))), [1, 2, 3, 4])
 
+    class Foreign:                                       # only __cuda_array_interface__
+        def __init__(self, arr):
+            self._arr = arr
+            self.__cuda_array_interface__ = arr.__cuda_array_interface__
+
+    out = Foreign(cp.zeros(4, cp.float32))
+    returned = inc(Foreign(x), out=out)
+    assert returned.copy_to_host().tolist() == [1, 2, 3, 4]
+    assert returned.__cuda_array_interface__["data"][0] == out._arr.data.ptr
+    d, copied = cuda.devicearray.auto_device(np.arange(3))
+    assert copied and d.copy_to_host().tolist() == [0, 1, 2]
+    assert cuda.devicearray.auto_device(d)[1] is False
+
 
 def test_definition_errors_name_what_is_wrong():
     with pytest.raises(TypeError, match="guvectorized functions cannot return values: the "
