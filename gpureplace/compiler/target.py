@@ -12,6 +12,7 @@ import functools
 import threading
 import weakref
 
+import numpy as np
 from llvmlite import ir
 from numba.core import callconv, datamodel, itanium_mangler, types, typing
 from numba.core.base import BaseContext
@@ -77,6 +78,8 @@ class GPUTypingContext(typing.BaseContext):
         ty = resolve.resolve_value(self, val)
         if ty is not None:
             return ty
+        if hasattr(val, "__cuda_array_interface__"):
+            return device_array_type(val)       # (mapped and simulated device arrays too)
         return super().resolve_value_type(val)
 
     def resolve_function_type(self, func, args, kws):
@@ -395,7 +398,12 @@ class GPUTargetContext(BaseContext):
         """A global array read by device code, built from the copy its read keeps
         (tracking/contents.py), never from the live array: small ones are constants in the
         code; larger ones are a global in device memory that the runtime fills from that copy
-        when the module loads (their size then costs the compiler nothing)."""
+        when the module loads (their size then costs the compiler nothing).  A global *device*
+        array (CuPy, torch, any ``__cuda_array_interface__``) is used where it is, as numba-cuda
+        captures one: its address is in the code, which is then never cached on disk, and
+        rebinding the name recompiles."""
+        if hasattr(ary, "__cuda_array_interface__"):
+            return self._device_array_constant(builder, typ, ary)
         from ..tracking import contents
         from . import frontend
         from .records import find_array, resident_symbol
@@ -433,6 +441,20 @@ class GPUTargetContext(BaseContext):
                             strides=[ir.Constant(intp, n) for n in copy.strides],
                             itemsize=ir.Constant(intp, copy.dtype.itemsize), parent=None,
                             meminfo=None)
+        return cary._getvalue()
+
+    def _device_array_constant(self, builder, typ, ary):
+        cai = ary.__cuda_array_interface__
+        dt = _cai_dtype(cai)
+        shape = tuple(cai["shape"])
+        strides = cai.get("strides") or _c_strides(shape, dt.itemsize)
+        intp = self.get_value_type(types.intp)
+        cary = self.make_array(typ)(self, builder)
+        address = ir.Constant(intp, cai["data"][0] or 0)
+        self.populate_array(cary, data=builder.inttoptr(address, cary.data.type),
+                            shape=[ir.Constant(intp, n) for n in shape],
+                            strides=[ir.Constant(intp, n) for n in strides],
+                            itemsize=ir.Constant(intp, dt.itemsize), parent=None, meminfo=None)
         return cary._getvalue()
 
     def get_executable(self, library, fndesc, env):
@@ -476,3 +498,67 @@ def compilers(context):
                 tyctx = GPUTypingContext(context)
                 pair = _compilers[context] = (tyctx, GPUTargetContext(tyctx))
     return pair
+
+
+def _cai_dtype(cai):
+    descr = cai.get("descr")
+    if descr and len(descr) > 1 or descr and descr[0][0]:
+        return np.dtype(descr)
+    return np.dtype(cai["typestr"])
+
+
+def _c_strides(shape, itemsize):
+    out = []
+    for n in reversed(shape):
+        out.append(itemsize)
+        itemsize *= n
+    return tuple(reversed(out))
+
+
+def device_array_type(val):
+    """The Numba type of a device array captured as a global (read-only if its interface says
+    so); its layout from its strides."""
+    from numba.np import numpy_support
+    cai = val.__cuda_array_interface__
+    dt = _cai_dtype(cai)
+    shape = tuple(cai["shape"])
+    strides = cai.get("strides")
+    if strides is None or tuple(strides) == _c_strides(shape, dt.itemsize):
+        layout = "C"
+    else:
+        f = []
+        acc = dt.itemsize
+        for n in shape:
+            f.append(acc)
+            acc *= n
+        layout = "F" if tuple(strides) == tuple(f) else "A"
+    readonly = bool(cai["data"][1])
+    return DeviceGlobalArray(numpy_support.from_dtype(dt), len(shape), layout, readonly=readonly)
+
+
+class DeviceGlobalArray(types.Array):
+    """A device array read as a global: writable unless its interface says it is read-only
+    (Numba makes every global array read-only, as a host array's contents are compiled in;
+    a device array is used where it is, as numba-cuda does)."""
+
+    def __init__(self, dtype, ndim, layout, readonly=False, **kwargs):
+        self.device_readonly = readonly
+        super().__init__(dtype, ndim, layout, readonly=readonly, **kwargs)
+        self.name = f"device global {self.name}"
+
+    def copy(self, dtype=None, ndim=None, layout=None, readonly=None, **kwargs):
+        if readonly is not None and readonly != self.device_readonly and not \
+                (dtype is None and ndim is None and layout is None and not kwargs):
+            return super().copy(dtype, ndim, layout, readonly, **kwargs)
+        return DeviceGlobalArray(self.dtype if dtype is None else dtype,
+                                 self.ndim if ndim is None else ndim,
+                                 self.layout if layout is None else layout,
+                                 readonly=self.device_readonly)
+
+
+def _register_device_global_arrays():
+    from numba.core.datamodel import models
+    _data_models.register(DeviceGlobalArray, models.ArrayModel)
+
+
+_register_device_global_arrays()

@@ -252,6 +252,11 @@ class Resolver:
         if hit is None or hit[0] is not arr:
             # The copy the kernel was compiled against, as the GPU reads it (a change in place
             # is seen at the end of the cell, or at refresh(), on both backends alike).
+            if hasattr(arr, "__cuda_array_interface__"):
+                # a (simulated) device array: used where it is, writable, as on the GPU
+                hit = self.arrays[id(arr)] = (arr, SimArray(arr, self.launch,
+                                                            writable=arr.flags.writeable))
+                return hit[1]
             frozen = self.frozen.get(id(arr))
             data = frozen[1] if frozen is not None and frozen[0] is arr else arr
             hit = self.arrays[id(arr)] = (arr, SimArray(data, self.launch, writable=False))

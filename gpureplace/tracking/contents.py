@@ -166,8 +166,8 @@ def arrays_in(value, path=(), depth=0):
 
 def snapshot(value):
     """A ``Snapshot`` of the arrays in ``value``, or None when it holds none."""
-    if not isinstance(value, (np.ndarray, tuple)):
-        return None
+    if not isinstance(value, (np.ndarray, tuple)) or hasattr(value, "__cuda_array_interface__"):
+        return None          # (a device array is used where it is: nothing to compare)
     found = arrays_in(value)
     if not found:
         return None

@@ -68,6 +68,10 @@ def _feed(h, v, depth):
         up(f"enum:{type(v).__module__}.{type(v).__qualname__}.{v.name};".encode())
         _feed(h, v.value, depth + 1)
         return
+    if hasattr(v, "__cuda_array_interface__"):
+        # a device array: its address is in the code, which must not outlive the process
+        # (no disk cache); rebinding the name is found by identity
+        raise _Unstable
     if isinstance(v, np.ndarray):
         layout = "C" if v.flags.c_contiguous else "F" if v.flags.f_contiguous else "A"
         up(f"ndarray:{v.dtype.str}:{v.shape}:{layout};".encode())
