@@ -335,6 +335,9 @@ def install():
     # installed, as on the GPU host) would import numba-cuda's own modules through this shim.
     numba.core.entrypoints._already_initialized = True
 
+    if any(type(f).__name__ == "_Finder" and type(f).__module__ == __name__
+           for f in sys.meta_path):
+        return                                   # (a sitecustomize installed it already)
     for name in [n for n in sys.modules if n == "numba.cuda" or n.startswith("numba.cuda.")]:
         del sys.modules[name]
     sys.meta_path.insert(0, _Finder())

@@ -83,6 +83,11 @@ def _prepare(tests, work):
     shutil.copytree(tests, dest, ignore=shutil.ignore_patterns("__pycache__"))
     (dest / "__init__.py").write_text("")     # numba-cuda's loads its whole test suite
     (work / "conftest.py").write_text(CONFTEST.format(here=str(HERE)))
+    # Python processes the tests start (``python -c "from numba import cuda ..."``) see the
+    # same numba.cuda: a sitecustomize on their PYTHONPATH installs the shim too
+    site = work / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(CONFTEST.format(here=str(HERE)))
     return sorted(p for p in dest.glob("test_*.py"))
 
 
@@ -92,7 +97,10 @@ _INTERNAL_MODULE = re.compile(r"^numba\.cuda\.(?:core\.|cudadrv\.|typeconv\.)?\w
 
 def _run_file(path, work, backend, timeout):
     xml = work / f"{path.stem}.xml"
+    path = os.pathsep.join(p for p in (str(work / "site"), os.environ.get("PYTHONPATH"))
+                           if p)
     env = dict(os.environ, GPUREPLACE_BACKEND=backend, PYTHONDONTWRITEBYTECODE="1",
+               PYTHONPATH=path,
                GPUREPLACE_CUDAPY_DIR=str(work / "cudapy"),
                GPUREPLACE_NUMBA_CUDA_MODULES=str(work / "modules.txt"))
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
