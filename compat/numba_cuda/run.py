@@ -97,10 +97,10 @@ _INTERNAL_MODULE = re.compile(r"^numba\.cuda\.(?:core\.|cudadrv\.|typeconv\.)?\w
 
 def _run_file(path, work, backend, timeout):
     xml = work / f"{path.stem}.xml"
-    path = os.pathsep.join(p for p in (str(work / "site"), os.environ.get("PYTHONPATH"))
-                           if p)
+    pythonpath = os.pathsep.join(p for p in (str(work / "site"), os.environ.get("PYTHONPATH"))
+                                 if p)
     env = dict(os.environ, GPUREPLACE_BACKEND=backend, PYTHONDONTWRITEBYTECODE="1",
-               PYTHONPATH=path,
+               PYTHONPATH=pythonpath,
                GPUREPLACE_CUDAPY_DIR=str(work / "cudapy"),
                GPUREPLACE_NUMBA_CUDA_MODULES=str(work / "modules.txt"))
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",

@@ -66,3 +66,61 @@ def test_the_shim_maps_numba_cuda_to_gpureplace_and_names_internals(tmp_path):
     proc = subprocess.run([sys.executable, "-c", SCRIPT.format(shim=shim)], capture_output=True,
                           text=True, env=env)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]
+
+
+FAKE_TEST = '''
+import subprocess, sys
+from numba import cuda
+from numba.cuda.testing import CUDATestCase, skip_on_cudasim
+from numba.cuda.compiler import compile_ptx          # numba-cuda's internals: a stand-in
+
+
+class TestFake(CUDATestCase):
+    def test_passes(self):
+        @cuda.jit
+        def k(x):
+            x[0] = 1
+        import numpy as np
+        a = np.zeros(1)
+        k[1, 1](a)
+        self.assertEqual(a[0], 1)
+
+    def test_fails(self):
+        self.assertEqual(1, 2)
+
+    def test_internal(self):
+        compile_ptx(None, ())
+
+    def test_a_child_process_sees_the_same_numba_cuda(self):
+        out = subprocess.run([sys.executable, "-c", "from numba import cuda; print(cuda.jit.__module__)"],
+                             capture_output=True, text=True, check=True).stdout
+        self.assertIn("gpureplace", out)
+
+    @skip_on_cudasim("skipped on the simulator")
+    def test_skipped(self):
+        pass
+'''
+
+
+def test_run_py_counts_passed_failed_not_applicable_and_skipped(tmp_path):
+    """run.py on a stand-in numba-cuda tree: one file, one test of each outcome."""
+    import json
+    pkg = tmp_path / "numba_cuda" / "numba" / "cuda"
+    tests = pkg / "tests" / "cudapy"
+    tests.mkdir(parents=True)
+    (tests / "test_fake.py").write_text(FAKE_TEST)
+    for i in range(25):                               # numba-cuda's modules (run.py lists them)
+        (pkg / f"module{i}.py").write_text("")
+    (pkg / "compiler.py").write_text("")
+    out = tmp_path / "report.json"
+    env = dict(os.environ, GPUREPLACE_BACKEND="simulator")
+    proc = subprocess.run([sys.executable, str(ROOT / "compat" / "numba_cuda" / "run.py"),
+                           "--source", str(tmp_path), "--commit", "fake", "--backend",
+                           "simulator", "--out", str(out), "--jobs", "1"],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = json.loads(out.read_text())["files"][0]
+    assert (row["passed"], row["failed"], row["not_applicable"], row["skipped"]) == \
+        (2, 1, 1, 1), row
+    assert "numba.cuda.compiler" in row["note"]
+    assert out.with_suffix(".md").read_text().count("test_fake.py") == 1
