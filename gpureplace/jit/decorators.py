@@ -8,9 +8,10 @@ from numba.core import types
 
 from .. import probe
 from ..arch import normalize_arch
-from ..compiler import frontend
+from ..compiler import diagnostics, frontend
 from ..compiler.pipeline import device_ptx, device_ptx_c_abi
 from ..compiler.signature import normalize_signature
+from ..errors import CompileError
 from .function import GPUFunction
 
 
@@ -99,8 +100,11 @@ def compile_ptx(pyfunc, sig, device=False, fastmath=False, cc=None, opt=True, co
         lineinfo=lineinfo or bool(debug), arch=arch, launch_bounds=launch_bounds)
     argtypes, restype = normalize_signature(sig)
     if device:
-        cf = frontend.compile_device(fn.py_func, fn.context, {}, argtypes, fn.options(arch),
-                                   restype)
+        try:
+            cf = frontend.compile_device(fn.py_func, fn.context, {}, argtypes, fn.options(arch),
+                                         restype)
+        except CompileError as exc:                 # (also Numba's TypingError when typing)
+            raise diagnostics.for_user(exc) from None
         if abi == "c":
             name = (abi_info or {}).get("abi_name")
             if name is not None and not (isinstance(name, str) and name.isidentifier()):

@@ -124,6 +124,8 @@ def test_a_device_function_error_inside_a_kernel_stays_precise():
     with pytest.raises(TypingError) as info:
         outer.compile(SIG)
     assert "no_such_attribute" in str(info.value) and "inner" in str(info.value)
+    with pytest.raises(TypingError, match="no_such_attribute"):      # compile_ptx alike
+        cuda.compile_ptx(inner.py_func, "float64(float64)", device=True)
 
 
 class _Pair:
