@@ -190,12 +190,17 @@ class Context:
             out.extend(typed.values())
         return out
 
-    def preload(self, table):
-        """Fill this context from ``{host: implementation}`` without bumping the world: for the
-        built-in table, filled at import before anything compiled (``compiler/builtins.py``)."""
+    def preload(self, table, typed=None):
+        """Fill this context from ``{host: implementation}`` (and ``typed``: ``{host: {argument
+        types: implementation}}``) without bumping the world: for the built-in table, filled at
+        import before anything compiled (``compiler/builtins.py``)."""
         with _lock:
             for host, impl in table.items():
                 self._table[host_key(host)] = Override(host, impl, self)
+            for host, by_types in (typed or {}).items():
+                for argtypes, impl in by_types.items():
+                    self._typed.setdefault(host_key(host), {})[tuple(argtypes)] = Override(
+                        host, impl, self, tuple(argtypes))
 
     def fingerprint(self):
         """Hash of the context stack: names, fast-math flags, options and every override (None

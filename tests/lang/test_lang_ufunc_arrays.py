@@ -127,3 +127,21 @@ def test_integer_arrays_go_through_numpys_loop_types(monkeypatch):
     np.testing.assert_allclose(out, np.arccos(x), rtol=1e-15)
     assert isum.tolist() == [0, 2, -2]
     k.compile((nbt.int32[::1], nbt.float64[::1], nbt.int32[::1]))
+
+
+def test_math_ufuncs_on_complex_numbers_go_through_cmath(monkeypatch):
+    monkeypatch.setattr(settings, "backend", "simulator")
+
+    @cuda.jit
+    def k(x, out, r):
+        np.arccos(x, out)
+        r[0] = np.sqrt(x[0]) + np.sin(0.5)
+
+    x = np.array([0.5 + 1j, -1 - 0.25j], np.complex128)
+    out, r = np.zeros(2, np.complex128), np.zeros(1, np.complex128)
+    k[1, 1](x, out, r)
+    np.testing.assert_allclose(out, np.arccos(x), rtol=1e-14)
+    np.testing.assert_allclose(r[0], np.sqrt(x[0]) + np.sin(0.5), rtol=1e-14)
+    sig = (nbt.complex64[::1], nbt.complex64[::1], nbt.complex64[::1])
+    k.compile(sig)
+    assemble(k.inspect_asm(sig))

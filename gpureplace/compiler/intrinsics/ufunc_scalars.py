@@ -8,6 +8,7 @@ like any other built-in meaning.
 
 from __future__ import annotations
 
+import cmath
 import math
 
 import numpy as np
@@ -164,4 +165,27 @@ def table():
            np.logical_or: logical_or, np.logical_xor: logical_xor,
            np.logical_not: logical_not, np.maximum: maximum, np.minimum: minimum,
            np.signbit: signbit, np.logaddexp: logaddexp, np.logaddexp2: logaddexp2}
+    return out
+
+
+def _complex_meaning(fn):
+    def on_complex(z):
+        return fn(z)
+    on_complex.__name__ = on_complex.__qualname__ = f"complex_{fn.__name__}"
+    return on_complex
+
+
+def complex_table():
+    """{ufunc: {(complex64,) / (complex128,): implementation}}: the math ufuncs on complex
+    numbers, through ``cmath`` (libdevice's functions are real)."""
+    from numba.core import types
+    pairs = {np.sin: cmath.sin, np.cos: cmath.cos, np.tan: cmath.tan, np.arcsin: cmath.asin,
+             np.arccos: cmath.acos, np.arctan: cmath.atan, np.sinh: cmath.sinh,
+             np.cosh: cmath.cosh, np.tanh: cmath.tanh, np.arcsinh: cmath.asinh,
+             np.arccosh: cmath.acosh, np.arctanh: cmath.atanh, np.exp: cmath.exp,
+             np.log: cmath.log, np.log10: cmath.log10, np.sqrt: cmath.sqrt}
+    out = {}
+    for uf, fn in pairs.items():
+        impl = _complex_meaning(fn)
+        out[uf] = {(types.complex64,): impl, (types.complex128,): impl}
     return out
