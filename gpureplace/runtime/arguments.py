@@ -234,9 +234,12 @@ def _namedtuple_handler(tup):
 
 
 def _enum_handler(v):
-    """An ``enum.Enum`` / ``IntEnum`` member of integer value: passed as its value, typed as
-    Numba types the member (comparisons and ``.value`` in the kernel)."""
-    return ("enum", type(v)), (int(v.value),)
+    """An ``enum.Enum`` / ``IntEnum`` member: passed as its value (an integer, a float, a tuple
+    of them...), typed as Numba types the member (comparisons and ``.value`` in the kernel)."""
+    if isinstance(v, enum.IntEnum):
+        return ("enum", type(v), ("int64",)), (int(v.value),)
+    key, values = value_key(v.value)
+    return ("enum", type(v), key), values
 
 
 def _constant_handler(v):
@@ -276,8 +279,7 @@ def _find_handler(cls, value):
         return _cai_handler
     if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
         return _dlpack_handler
-    if isinstance(value, enum.Enum) and isinstance(value.value, int) and \
-            not isinstance(value.value, bool):
+    if isinstance(value, enum.Enum):
         return _enum_handler
     if isinstance(value, bool):
         return bool_handler
@@ -353,9 +355,9 @@ def _key_to_type(key):
     if kind == "namedtuple":
         return types.BaseTuple.from_types([numba_type_of_key(k) for k in key[2:]], key[1])
     if kind == "enum":
-        cls = key[1]
+        cls, inner = key[1], numba_type_of_key(key[2])
         return (types.IntEnumMember if issubclass(cls, enum.IntEnum) else
-                types.EnumMember)(cls, types.int64)
+                types.EnumMember)(cls, inner)
     if kind == "const":
         from numba import typeof
         v = key[1]

@@ -209,6 +209,11 @@ class Color(enum.Enum):
     green = 2
 
 
+class Planet(enum.Enum):
+    earth = (5.97e24, 6.37e6)
+    mars = (6.42e23, 3.39e6)
+
+
 class Shape(enum.IntEnum):
     circle = 1
     square = 7
@@ -234,5 +239,19 @@ def test_enum_members_are_kernel_arguments(monkeypatch):
     from gpureplace.runtime import arguments
     key, values = arguments.value_key(Color.green)
     assert values == (2,) and str(arguments.numba_type_of_key(key)) == "Enum<int64>(Color)"
+    key, values = arguments.value_key(Planet.mars)               # a member of tuple value
+    assert values == (6.42e23, 3.39e6)
+
+    @cuda.jit
+    def radius(p, q, out):
+        out[0] = p == q
+        out[1] = p.value[1]
+
+    out = np.zeros(2)
+    radius[1, 1](Planet.mars, Planet.earth, out)
+    assert out.tolist() == [0.0, 3.39e6]
+    psig = (arguments.numba_type_of_key(key),) * 2 + (nbt.float64[::1],)
+    radius.compile(psig)
+    assemble(radius.inspect_asm(psig))
     _enums.compile((arguments.numba_type_of_key(key),) * 2 + (nbt.int64[::1],))
     assemble(_enums.inspect_asm((arguments.numba_type_of_key(key),) * 2 + (nbt.int64[::1],)))
