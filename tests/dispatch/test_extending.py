@@ -239,8 +239,8 @@ def test_enum_members_are_kernel_arguments(monkeypatch):
     from gpureplace.runtime import arguments
     key, values = arguments.value_key(Color.green)
     assert values == (2,) and str(arguments.numba_type_of_key(key)) == "Enum<int64>(Color)"
-    key, values = arguments.value_key(Planet.mars)               # a member of tuple value
-    assert values == (6.42e23, 3.39e6)
+    pkey, pvalues = arguments.value_key(Planet.mars)             # a member of tuple value
+    assert pvalues == (6.42e23, 3.39e6)
 
     @cuda.jit
     def radius(p, q, out):
@@ -250,7 +250,7 @@ def test_enum_members_are_kernel_arguments(monkeypatch):
     out = np.zeros(2)
     radius[1, 1](Planet.mars, Planet.earth, out)
     assert out.tolist() == [0.0, 3.39e6]
-    psig = (arguments.numba_type_of_key(key),) * 2 + (nbt.float64[::1],)
+    psig = (arguments.numba_type_of_key(pkey),) * 2 + (nbt.float64[::1],)
     radius.compile(psig)
     assemble(radius.inspect_asm(psig))
     _enums.compile((arguments.numba_type_of_key(key),) * 2 + (nbt.int64[::1],))
