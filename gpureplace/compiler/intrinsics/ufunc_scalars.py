@@ -175,6 +175,24 @@ def _complex_meaning(fn):
     return on_complex
 
 
+def _complex_log(z):
+    if z == 0:                  # NumPy's -inf + 0j (Python's cmath raises)
+        return complex(-math.inf, 0.0)
+    return cmath.log(z)
+
+
+def _complex_log10(z):
+    if z == 0:
+        return complex(-math.inf, 0.0)
+    return cmath.log10(z)
+
+
+def _complex_atanh(z):
+    if z == 1 or z == -1:       # NumPy's +-inf (Python's cmath raises)
+        return complex(math.copysign(math.inf, z.real), 0.0)
+    return cmath.atanh(z)
+
+
 def complex_table():
     """{ufunc: {(complex64,) / (complex128,): implementation}}: the math ufuncs on complex
     numbers, through ``cmath`` (libdevice's functions are real)."""
@@ -182,10 +200,10 @@ def complex_table():
     pairs = {np.sin: cmath.sin, np.cos: cmath.cos, np.tan: cmath.tan, np.arcsin: cmath.asin,
              np.arccos: cmath.acos, np.arctan: cmath.atan, np.sinh: cmath.sinh,
              np.cosh: cmath.cosh, np.tanh: cmath.tanh, np.arcsinh: cmath.asinh,
-             np.arccosh: cmath.acosh, np.arctanh: cmath.atanh, np.exp: cmath.exp,
-             np.log: cmath.log, np.log10: cmath.log10, np.sqrt: cmath.sqrt}
+             np.arccosh: cmath.acosh, np.arctanh: _complex_atanh, np.exp: cmath.exp,
+             np.log: _complex_log, np.log10: _complex_log10, np.sqrt: cmath.sqrt}
     out = {}
     for uf, fn in pairs.items():
-        impl = _complex_meaning(fn)
+        impl = fn if fn.__module__ == __name__ else _complex_meaning(fn)
         out[uf] = {(types.complex64,): impl, (types.complex128,): impl}
     return out
