@@ -145,3 +145,26 @@ def test_math_ufuncs_on_complex_numbers_go_through_cmath(monkeypatch):
     sig = (nbt.complex64[::1], nbt.complex64[::1], nbt.complex64[::1])
     k.compile(sig)
     assemble(k.inspect_asm(sig))
+
+
+def test_complex_numbers_compare_as_numpy_orders_them(monkeypatch):
+    monkeypatch.setattr(settings, "backend", "simulator")
+
+    @cuda.jit
+    def k(a, b, gt, mx, fm, lg):
+        np.greater(a, b, gt)
+        np.maximum(a, b, mx)
+        np.fmin(a, b, fm)
+        np.log2(a, lg)
+
+    a = np.array([1 + 2j, 1 + 1j, complex(np.nan, 0), 3 + 0j])
+    b = np.array([1 + 1j, 2 + 0j, 1 + 1j, 3 + 0j])
+    outs = [np.zeros(4, bool), np.zeros(4, complex), np.zeros(4, complex), np.zeros(4, complex)]
+    k[1, 1](a, b, *outs)
+    assert outs[0].tolist() == np.greater(a, b).tolist()
+    np.testing.assert_array_equal(outs[1], np.maximum(a, b))
+    np.testing.assert_array_equal(outs[2], np.fmin(a, b))
+    np.testing.assert_allclose(outs[3][[0, 1, 3]], np.log2(a[[0, 1, 3]]), rtol=1e-14)
+    sig = (nbt.complex128[::1],) * 2 + (nbt.boolean[::1],) + (nbt.complex128[::1],) * 3
+    k.compile(sig)
+    assemble(k.inspect_asm(sig))

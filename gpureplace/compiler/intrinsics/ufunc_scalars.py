@@ -193,17 +193,84 @@ def _complex_atanh(z):
     return cmath.atanh(z)
 
 
+# NumPy orders complex numbers lexicographically (real part, then imaginary part)
+def _cgreater(a, b):
+    return a.real > b.real or (a.real == b.real and a.imag > b.imag)
+
+
+def _cgreater_equal(a, b):
+    return a.real > b.real or (a.real == b.real and a.imag >= b.imag)
+
+
+def _cless(a, b):
+    return a.real < b.real or (a.real == b.real and a.imag < b.imag)
+
+
+def _cless_equal(a, b):
+    return a.real < b.real or (a.real == b.real and a.imag <= b.imag)
+
+
+def _cnan(a):
+    return a.real != a.real or a.imag != a.imag
+
+
+def _cmaximum(a, b):
+    if _cnan(a):
+        return a
+    if _cnan(b):
+        return b
+    return a if _cgreater_equal(a, b) else b
+
+
+def _cminimum(a, b):
+    if _cnan(a):
+        return a
+    if _cnan(b):
+        return b
+    return a if _cless_equal(a, b) else b
+
+
+def _cfmax(a, b):
+    if _cnan(b):
+        return a
+    if _cnan(a):
+        return b
+    return a if _cgreater_equal(a, b) else b
+
+
+def _cfmin(a, b):
+    if _cnan(b):
+        return a
+    if _cnan(a):
+        return b
+    return a if _cless_equal(a, b) else b
+
+
+def _clog2(z):
+    if z == 0:
+        return complex(-math.inf, 0.0)
+    return cmath.log(z) / math.log(2.0)
+
+
 def complex_table():
-    """{ufunc: {(complex64,) / (complex128,): implementation}}: the math ufuncs on complex
-    numbers, through ``cmath`` (libdevice's functions are real)."""
+    """{ufunc: {argument types: implementation}}: the math ufuncs on complex numbers, through
+    ``cmath`` (libdevice's functions are real), and NumPy's lexicographic order of complex
+    numbers for the comparisons, maximum / minimum and fmax / fmin."""
     from numba.core import types
     pairs = {np.sin: cmath.sin, np.cos: cmath.cos, np.tan: cmath.tan, np.arcsin: cmath.asin,
              np.arccos: cmath.acos, np.arctan: cmath.atan, np.sinh: cmath.sinh,
              np.cosh: cmath.cosh, np.tanh: cmath.tanh, np.arcsinh: cmath.asinh,
              np.arccosh: cmath.acosh, np.arctanh: _complex_atanh, np.exp: cmath.exp,
              np.log: _complex_log, np.log10: _complex_log10, np.sqrt: cmath.sqrt}
+    pairs[np.log2] = _clog2
     out = {}
     for uf, fn in pairs.items():
         impl = fn if fn.__module__ == __name__ else _complex_meaning(fn)
         out[uf] = {(types.complex64,): impl, (types.complex128,): impl}
+    binary = {np.greater: _cgreater, np.greater_equal: _cgreater_equal, np.less: _cless,
+              np.less_equal: _cless_equal, np.maximum: _cmaximum, np.minimum: _cminimum,
+              np.fmax: _cfmax, np.fmin: _cfmin}
+    for uf, fn in binary.items():
+        out[uf] = {(c, d): fn for c in (types.complex64, types.complex128)
+                   for d in (types.complex64, types.complex128)}
     return out
