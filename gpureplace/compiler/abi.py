@@ -54,6 +54,38 @@ def leaves(ty):
     raise TypeError(f"{ty} cannot be passed to a kernel")
 
 
+def layout_of(shape, strides, itemsize):
+    """'C', 'F' or 'A' from byte strides (empty and single-element arrays are 'C'; an axis of
+    length 1 may have any stride)."""
+    ndim = len(shape)
+    c = f = True
+    expect = itemsize
+    for i in range(ndim - 1, -1, -1):
+        if shape[i] != 1 and strides[i] != expect:
+            c = False
+            break
+        expect *= shape[i]
+    if c:
+        return "C"
+    expect = itemsize
+    for i in range(ndim):
+        if shape[i] != 1 and strides[i] != expect:
+            f = False
+            break
+        expect *= shape[i]
+    return "F" if f else "A"
+
+
+def contiguous_strides(shape, itemsize, order="C"):
+    """Byte strides of a contiguous array of ``shape`` in ``order`` ('C' or 'F')."""
+    ndim = len(shape)
+    strides, acc = [0] * ndim, itemsize
+    for ax in (range(ndim - 1, -1, -1) if order == "C" else range(ndim)):
+        strides[ax] = acc
+        acc *= shape[ax]
+    return tuple(strides)
+
+
 def passes_strides(ty):
     """Whether an array of type ``ty`` passes its strides (False for contiguous layouts)."""
     return ty.layout not in ("C", "F")

@@ -20,7 +20,7 @@ from numba.core.base import BaseContext
 from numba.core.target_extension import GPU, target_registry
 
 from ..arch import DEFAULT_ARCH
-from . import backend
+from . import abi, backend
 
 
 class GPUReplaceTarget(GPU):
@@ -447,7 +447,7 @@ class GPUTargetContext(BaseContext):
         cai = ary.__cuda_array_interface__
         dt = _cai_dtype(cai)
         shape = tuple(cai["shape"])
-        strides = cai.get("strides") or _c_strides(shape, dt.itemsize)
+        strides = cai.get("strides") or abi.contiguous_strides(shape, dt.itemsize)
         intp = self.get_value_type(types.intp)
         cary = self.make_array(typ)(self, builder)
         address = ir.Constant(intp, cai["data"][0] or 0)
@@ -507,14 +507,6 @@ def _cai_dtype(cai):
     return np.dtype(cai["typestr"])
 
 
-def _c_strides(shape, itemsize):
-    out = []
-    for n in reversed(shape):
-        out.append(itemsize)
-        itemsize *= n
-    return tuple(reversed(out))
-
-
 def device_array_type(val):
     """The Numba type of a device array captured as a global (read-only if its interface says
     so); its layout from its strides."""
@@ -523,15 +515,7 @@ def device_array_type(val):
     dt = _cai_dtype(cai)
     shape = tuple(cai["shape"])
     strides = cai.get("strides")
-    if strides is None or tuple(strides) == _c_strides(shape, dt.itemsize):
-        layout = "C"
-    else:
-        f = []
-        acc = dt.itemsize
-        for n in shape:
-            f.append(acc)
-            acc *= n
-        layout = "F" if tuple(strides) == tuple(f) else "A"
+    layout = "C" if strides is None else abi.layout_of(shape, strides, dt.itemsize)
     readonly = bool(cai["data"][1])
     return DeviceGlobalArray(numpy_support.from_dtype(dt), len(shape), layout, readonly=readonly)
 

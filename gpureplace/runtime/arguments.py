@@ -15,6 +15,7 @@ from numba.core import types
 from numba.np import numpy_support
 
 from .. import probe
+from ..compiler.abi import contiguous_strides, layout_of
 from ..compiler.intrinsics.vectors import vector_types
 from ..errors import LaunchError
 from .hints import ArgHint
@@ -24,30 +25,9 @@ class ArgumentError(LaunchError, TypeError):
     pass
 
 
-def _layout(shape, strides, itemsize):
-    """'C', 'F' or 'A' from byte strides (empty and single-element arrays are 'C')."""
-    ndim = len(shape)
-    c = f = True
-    expect = itemsize
-    for i in range(ndim - 1, -1, -1):
-        if shape[i] != 1 and strides[i] != expect:
-            c = False
-            break
-        expect *= shape[i]
-    if c:
-        return "C"
-    expect = itemsize
-    for i in range(ndim):
-        if shape[i] != 1 and strides[i] != expect:
-            f = False
-            break
-        expect *= shape[i]
-    return "F" if f else "A"
-
-
 def array_argument(dt, ptr, shape, strides):
     """Key and values of an array: contiguous layouts pass no strides (``compiler.abi``)."""
-    layout = _layout(shape, strides, dt.itemsize)
+    layout = layout_of(shape, strides, dt.itemsize)
     key = ("array", dt, len(shape), layout)
     if layout == "A":
         return key, (ptr, *shape, *strides)
@@ -91,13 +71,7 @@ def _cai_handler(obj):
     if cai.get("descr") and len(cai["descr"]) > 1:
         dt = np.dtype(cai["descr"])
     shape = tuple(cai["shape"])
-    strides = cai.get("strides")
-    if strides is None:
-        strides, acc = [], dt.itemsize
-        for n in reversed(shape):
-            strides.append(acc)
-            acc *= n
-        strides = tuple(reversed(strides))
+    strides = cai.get("strides") or contiguous_strides(shape, dt.itemsize)
     return array_argument(dt, cai["data"][0] or 0, shape, tuple(strides))
 
 

@@ -36,10 +36,7 @@ def _convert_arg(key, values, declared):
             return None                  # a C / F specialisation needs that layout
         # declared 'A' (any layout): pass the strides a contiguous array does not carry
         ptr, shape = values[0], values[1:1 + ndim]
-        strides, acc = [0] * ndim, dt.itemsize
-        for ax in (range(ndim - 1, -1, -1) if layout == "C" else range(ndim)):
-            strides[ax] = acc
-            acc *= shape[ax]
+        strides = abi.contiguous_strides(shape, dt.itemsize, layout)
         return ("array", dt, ndim, "A"), (ptr, *shape, *strides)
     if isinstance(declared, types.CPointer):
         # a device address given as an integer (numba-cuda: a kernel declared with pointers)

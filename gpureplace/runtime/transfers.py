@@ -19,6 +19,7 @@ import numpy as np
 from numba.core.errors import NumbaPerformanceWarning
 
 from .. import probe
+from ..compiler.abi import contiguous_strides
 from ..errors import PerformanceWarning
 from . import arguments
 
@@ -70,15 +71,8 @@ def host_array_argument(a):
     (a strided view is copied into C order), at address 0."""
     if a.flags.c_contiguous or a.flags.f_contiguous:
         return arguments.array_argument(a.dtype, 0, a.shape, a.strides)
-    return arguments.array_argument(a.dtype, 0, a.shape, _c_strides(a.shape, a.dtype.itemsize))
-
-
-def _c_strides(shape, itemsize):
-    strides = []
-    for n in reversed(shape):
-        strides.append(itemsize)
-        itemsize *= n
-    return tuple(reversed(strides))
+    return arguments.array_argument(a.dtype, 0, a.shape,
+                                    contiguous_strides(a.shape, a.dtype.itemsize))
 
 
 def copy_back(copies, stream):
