@@ -1,0 +1,188 @@
+"""``cuda.guvectorize``'s object: a generalised ufunc over the loop dimensions, one thread per
+element of the broadcast loop."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from numba.core import types
+
+from ..compiler.signature import normalize_signature
+from ..jit import jit
+from ..jit.backends import simulated
+from .operands import (TPB, Operand, array_module, as_result, blocks_for,
+                       check_options, choose, device_view, dtype_of, element_function,
+                       is_device, on_stream, shape_of, to_host, write_back)
+
+# -- guvectorize -----------------------------------------------------------------------------
+
+_DIMS = re.compile(r"\(\s*([\w\s,]*?)\s*\)")
+
+
+def parse_gufunc_signature(layout):
+    """``"(m,n),(n,p)->(m,p)"`` -> ``([("m", "n"), ("n", "p")], [("m", "p")])``."""
+    if not isinstance(layout, str) or "->" not in layout:
+        raise ValueError(f"cuda.guvectorize: the layout must look like '(m,n),(n)->(m)', got "
+                         f"{layout!r}")
+    left, right = layout.replace(" ", "").split("->", 1)
+
+    def side(text):
+        groups = _DIMS.findall(text)
+        if _DIMS.sub("", text).replace(",", "") or not groups:
+            raise ValueError(f"cuda.guvectorize: cannot read {text!r} in the layout {layout!r}")
+        return [tuple(d for d in g.split(",") if d) for g in groups]
+
+    return side(left), side(right)
+
+
+class CUDAGUFunc:
+    """What ``@cuda.guvectorize`` returns: a generalised ufunc over the loop dimensions."""
+
+    def __init__(self, func, signatures, layout, identity=None, writable_args=(), **options):
+        jit_options = check_options("guvectorize", options)
+        self.py_func = getattr(func, "py_func", func)
+        self._element = element_function(func, "guvectorize", jit_options)
+        self.__name__ = getattr(self.py_func, "__name__", "gufunc")
+        self.__qualname__ = getattr(self.py_func, "__qualname__", self.__name__)
+        self.__doc__ = getattr(self.py_func, "__doc__", None)
+        self.__wrapped__ = self.py_func
+        self.signature = layout
+        self._in_dims, self._out_dims = parse_gufunc_signature(layout)
+        self.nin, self.nout = len(self._in_dims), len(self._out_dims)
+        self.nargs = self.nin + self.nout
+        self._signatures = []
+        self._gukernel = None
+        for sig in signatures:
+            self.add(sig)
+
+    def add(self, sig):
+        args, ret = normalize_signature(sig, f"cuda.guvectorize of {self.__qualname__}")
+        if ret is not None and ret != types.void and ret != types.none:
+            raise TypeError(f"guvectorized functions cannot return values: the signature "
+                            f"{sig!r} specifies {ret} return type")
+        if len(args) != self.nargs:
+            raise TypeError(f"cuda.guvectorize: the signature {sig!r} has {len(args)} "
+                            f"argument(s), the layout {self.signature!r} {self.nargs}")
+        self._signatures.append(tuple(args))
+
+    def __repr__(self):
+        return f"<gpureplace.cuda guvectorize {self.__qualname__} {self.signature}>"
+
+    def _select(self, ops):
+        dtypes = [op.dtype for op in ops]
+        cands = [(tuple(dtype_of(getattr(t, "dtype", t)) for t in sig[:self.nin]), sig)
+                 for sig in self._signatures]
+        hit = choose(cands, ops)
+        if hit is not None:
+            return hit[1]
+        have = "; ".join("(" + ", ".join(map(str, s)) + ")" for s in self._signatures)
+        raise TypeError(f"{self.__qualname__}: no signature takes input types "
+                        f"({', '.join(map(str, dtypes))}) safely; it has {have or 'none'}")
+
+    def __call__(self, *args, out=None, stream=0):
+        nin, nout = self.nin, self.nout
+        if len(args) not in (nin, nin + nout):
+            raise TypeError(f"gufunc accepts {nin} positional arguments or {nin + nout} "
+                            f"positional arguments (input and output arrays). Got {len(args)} "
+                            f"positional argument{'s' if len(args) != 1 else ''}.")
+        outs = list(args[nin:]) or None
+        if out is not None:
+            if outs is not None:
+                raise ValueError("cannot specify argument 'out' as both positional and keyword")
+            outs = list(out) if isinstance(out, tuple) else [out]
+        if outs is not None and len(outs) != nout:
+            raise ValueError(f"{self.__qualname__}: {nout} output(s), {len(outs)} given")
+        ops = [Operand(a, f"{self.__qualname__}: argument {i}")
+               for i, a in enumerate(args[:nin])]
+        sig = self._select(ops)
+        # the loop dimensions: what precedes each input's core dimensions, broadcast
+        sizes, loops = {}, []
+        for i, (op, dims) in enumerate(zip(ops, self._in_dims)):
+            if len(op.shape) < len(dims):
+                raise ValueError(f"{self.__qualname__}: argument {i} has {len(op.shape)} "
+                                 f"dimension(s), its core {self._show(dims)} needs {len(dims)}")
+            core = op.shape[len(op.shape) - len(dims):]
+            for d, n in zip(dims, core):
+                if sizes.setdefault(d, n) != n:
+                    raise ValueError(f"{self.__qualname__}: dimension {d!r} is {sizes[d]} and "
+                                     f"{n} (argument {i})")
+            loops.append(op.shape[:len(op.shape) - len(dims)])
+        try:
+            loop = np.broadcast_shapes(*loops)
+        except ValueError:
+            raise ValueError(f"{self.__qualname__}: loop dimensions {loops} could not be "
+                             f"broadcast together") from None
+        for dims in self._out_dims:
+            for d in dims:
+                if d not in sizes:
+                    raise ValueError(f"{self.__qualname__}: output dimension {d!r} is not set "
+                                     f"by any input")
+        xp = array_module()
+        out_dtypes = [dtype_of(getattr(t, "dtype", t)) for t in sig[nin:]]
+        shapes = [loop + tuple(sizes[d] for d in dims) for dims in self._out_dims]
+        any_device = any(op.kind == "device" for op in ops)
+        n = int(np.prod(loop)) if loop else 1
+        flat_in = []
+        for op, dims, ty in zip(ops, self._in_dims, sig[:nin]):
+            arr = op.on_device(dtype_of(getattr(ty, "dtype", ty)), stream)
+            core = tuple(sizes[d] for d in dims)
+            with on_stream(stream):
+                arr = xp.broadcast_to(arr, loop + core).reshape((n,) + core)
+            flat_in.append(arr)
+        targets, flat_out = [], []
+        for k, (shape, dt) in enumerate(zip(shapes, out_dtypes)):
+            given = outs[k] if outs is not None else None
+            if given is not None and shape_of(given) != shape:
+                raise ValueError(f"{self.__qualname__}: output {k} has shape "
+                                 f"{shape_of(given)}, expected {shape}")
+            dev = device_view(given) if given is not None and is_device(given) else None
+            if dev is None or dev.dtype != dt:
+                with on_stream(stream):
+                    dev = xp.empty(shape, dt)
+            targets.append(dev)
+            core = shape[len(loop):]
+            view = dev.reshape((n,) + (core or (1,)))
+            if not _shares(view, dev):
+                raise ValueError(f"{self.__qualname__}: output {k} cannot be viewed as "
+                                 f"{n} rows without a copy (give a contiguous array)")
+            flat_out.append(view)
+        if n:
+            # each thread calls the function on row i of every operand: a core of () is a
+            # scalar where the signature says so, else a 1-element array
+            flat_in = [a.reshape((n, 1)) if not dims and isinstance(ty, types.Array) else a
+                       for a, dims, ty in zip(flat_in, self._in_dims, sig[:nin])]
+            self._kernel()[blocks_for(n), TPB, stream](*flat_in, *flat_out)
+        results = []
+        for k, dev in enumerate(targets):
+            given = outs[k] if outs is not None else None
+            if given is not None:
+                results.append(write_back(given, dev, stream))
+            elif not shapes[k]:
+                results.append(to_host(dev, stream)[()])
+            else:
+                results.append(as_result(dev) if any_device else to_host(dev, stream))
+        return results[0] if nout == 1 else tuple(results)
+
+    @staticmethod
+    def _show(dims):
+        return "(" + ",".join(dims) + ")"
+
+    def _kernel(self):
+        if self._gukernel is None:
+            params = [f"a{k}" for k in range(self.nargs)]
+            src = (f"def gufunc_{self.__name__}({', '.join(params)}):\n"
+                   f"    i = grid(1)\n    step = gridsize(1)\n    n = {params[-1]}.shape[0]\n"
+                   f"    while i < n:\n        f({', '.join(p + '[i]' for p in params)})\n"
+                   f"        i += step\n")
+            from ..compiler.intrinsics.indexing import grid, gridsize
+            env = {"grid": grid, "gridsize": gridsize, "f": self._element}
+            exec(compile(src, f"<cuda.guvectorize({self.__name__})>", "exec"), env)
+            self._gukernel = jit(env[f"gufunc_{self.__name__}"])
+        return self._gukernel
+
+
+def _shares(view, base):
+    if simulated():
+        return np.shares_memory(view, base)
+    return view.data.ptr == base.data.ptr

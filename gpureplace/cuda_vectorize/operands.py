@@ -1,0 +1,198 @@
+"""What a vectorized call's arguments are and how they move: device arrays used where they are,
+host arrays, lists and scalars copied; the signature chosen for them; results back where the
+caller wants them; the options both decorators take."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+from numba.np import numpy_support
+
+from .. import hostapi, probe
+from ..hostapi.streams import cupy_stream
+from ..jit import jit
+from ..jit.backends import simulated
+from ..jit.function import GPUFunction
+
+TPB = 256
+SIM_BLOCKS = 4            # the simulator runs threads one after another: few blocks, strided
+TARGET_OPTIONS = {"nopython", "fastmath", "opt", "lineinfo", "debug", "cache", "max_registers",
+                   "target", "identity", "writable_args"}
+
+
+def check_options(kind, options):
+    unknown = sorted(set(options) - TARGET_OPTIONS)
+    if unknown:
+        raise TypeError("The following target options are not supported: "
+                        + ", ".join(repr(k) for k in unknown))
+    if options.get("nopython", True) is not True:
+        raise TypeError("nopython flag must be True")
+    target = options.get("target", "cuda")
+    if target not in ("cuda", "gpu"):
+        raise ValueError(f"cuda.{kind}: target must be 'cuda', got {target!r}")
+    return {k: options[k] for k in ("fastmath", "opt", "lineinfo") if k in options}
+
+
+def element_function(func, kind, jit_options):
+    if isinstance(func, GPUFunction):
+        if not func.device:
+            raise TypeError(f"cuda.{kind}: {func.__qualname__} is a kernel; give a Python "
+                            f"function (or a cuda.jit(device=True) function)")
+        return func
+    if not callable(func):
+        raise TypeError(f"cuda.{kind} decorates a function, got {func!r}")
+    return jit(device=True, **jit_options)(func)
+
+
+# -- arguments -------------------------------------------------------------------------------
+
+def array_module():
+    return np if simulated() else probe.cupy_module()
+
+
+class Operand:
+    """One argument: a device array (used where it is), a host array (copied), or a scalar."""
+
+    __slots__ = ("value", "kind", "dtype", "shape")
+
+    def __init__(self, value, where):
+        if is_device(value):
+            self.kind = "device"
+            self.value = device_view(value)
+        elif isinstance(value, (bool, int, float, complex, np.generic)):
+            self.kind = "scalar"
+            self.value = np.asarray(value)
+        else:
+            try:
+                self.value = np.asarray(value)
+            except Exception as exc:
+                raise TypeError(f"{where} is {type(value).__name__}, which is neither an "
+                                f"array nor a scalar ({exc})") from None
+            if self.value.dtype == object:
+                raise TypeError(f"{where} is {type(value).__name__} of objects, not numbers")
+            self.kind = "host"
+        self.dtype = self.value.dtype
+        self.shape = tuple(self.value.shape)
+
+    def on_device(self, dtype, stream):
+        """The operand as a device array of ``dtype`` (a copy when it must move or convert)."""
+        if self.kind == "device":
+            arr = self.value
+            if arr.dtype != dtype:
+                with on_stream(stream):
+                    arr = arr.astype(dtype)
+            return arr
+        host = np.ascontiguousarray(self.value, dtype=dtype) if self.value.ndim else \
+            np.asarray(self.value, dtype=dtype)
+        if simulated():
+            return host.copy() if host is self.value else host
+        return device_view(hostapi.to_device(host, stream=stream))
+
+
+def is_device(value):
+    if simulated():
+        return hasattr(value, "copy_to_host") and isinstance(value, np.ndarray)
+    return hasattr(value, "__cuda_array_interface__") or (
+        type(value).__module__.startswith("torch") and getattr(value, "is_cuda", False))
+
+
+def device_view(value):
+    """A CuPy (or, in the simulator, NumPy) view of a device array."""
+    if simulated():
+        return value.view(np.ndarray)
+    cp = probe.cupy_module()
+    if isinstance(value, cp.ndarray):
+        return value.view(cp.ndarray)
+    return cp.asarray(value) if hasattr(value, "__cuda_array_interface__") else \
+        cp.from_dlpack(value)
+
+
+def on_stream(stream):
+    """CuPy's current stream set to ``stream`` for array operations (nothing in the simulator)."""
+    s = None if simulated() else cupy_stream(stream)
+    return s if s is not None else contextlib.nullcontext()
+
+
+def as_result(arr):
+    """What a call returns for a device result: numba-cuda's DeviceNDArray."""
+    return hostapi.as_cuda_array(arr)
+
+
+def to_host(arr, stream):
+    if simulated():
+        return np.array(arr)
+    s = cupy_stream(stream)
+    out = arr.get(stream=s)
+    if s is not None:
+        s.synchronize()
+    return out
+
+
+def write_back(out, result, stream):
+    """Write the device ``result`` into the user's ``out`` (host or device)."""
+    if is_device(out):
+        dev = device_view(out)
+        if not _same_memory(dev, result):
+            with on_stream(stream):
+                dev[...] = result
+        # numba-cuda's arrays come back as they are; another library's as a DeviceNDArray view
+        return out if hasattr(out, "copy_to_host") else as_result(dev)
+    out[...] = to_host(result, stream)
+    return out
+
+
+def shape_of(a):
+    """The shape of a host or device array, also one known only by its
+    ``__cuda_array_interface__``."""
+    shape = getattr(a, "shape", None)
+    if shape is None and hasattr(a, "__cuda_array_interface__"):
+        shape = a.__cuda_array_interface__["shape"]
+    return tuple(shape) if shape is not None else ()
+
+
+def _same_memory(a, b):
+    if simulated():
+        return a.__array_interface__["data"] == b.__array_interface__["data"] and \
+            a.strides == b.strides
+    return a.data.ptr == b.data.ptr and a.strides == b.strides
+
+
+def safe(dtype, target):
+    return dtype == target or np.can_cast(dtype, target, "safe")
+
+
+def _fits(op, target):
+    """Whether ``op`` goes to ``target``: an array by NumPy's safe casting; a scalar (when no
+    signature takes every operand safely) by its value, as NumPy's value-based rule had it."""
+    if safe(op.dtype, target):
+        return True
+    if op.kind != "scalar":
+        return False
+    value = op.value[()]
+    kind = target.kind
+    if op.dtype.kind in "iub" and kind in "iu":
+        info = np.iinfo(target)
+        return info.min <= int(value) <= info.max
+    if op.dtype.kind in "iubf":
+        return kind in "fc" and (op.dtype.kind != "f" or np.isfinite(value) is not None)
+    return op.dtype.kind == "c" and kind == "c"
+
+
+def choose(candidates, ops):
+    """The first candidate (a tuple of input dtypes first) that takes every operand safely, else
+    the first that takes them with scalars judged by value."""
+    for rule in (lambda op, t: safe(op.dtype, t), _fits):
+        for cand in candidates:
+            if all(rule(op, t) for op, t in zip(ops, cand[0])):
+                return cand
+    return None
+
+
+def dtype_of(ty):
+    return numpy_support.as_dtype(ty)
+
+
+def blocks_for(n):
+    blocks = max(1, (n + TPB - 1) // TPB)
+    return min(blocks, SIM_BLOCKS) if simulated() else min(blocks, 2 ** 31 - 1)
