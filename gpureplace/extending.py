@@ -40,6 +40,9 @@ from numba.core.typing.templates import infer_global  # noqa: F401
 from .compiler.overloads import NumbaOverload
 from .dispatch.context import default_context
 
+#: The class of what ``intrinsic`` returns (numba-cuda's extensions test ``isinstance`` on it).
+_Intrinsic = _numba_extending._Intrinsic
+
 #: numba-cuda's ``cudaimpl.lower`` / ``lower_attr``: lowering for every gpureplace kernel.
 lower = lower_builtin
 lower_attr = lower_getattr

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import sys
 import types
@@ -281,7 +282,8 @@ class _Alias(types.ModuleType):
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, name, path=None, target=None):
         if name.startswith("numba.cuda.tests.cudapy."):
-            return None        # the suite's own helper modules: found in the copied folder
+            # the suite's own helper modules (complex_usecases, ...), from the copied folder
+            return importlib.machinery.PathFinder.find_spec(name, [_cudapy_dir()], target)
         if name == "numba.cuda" or name.startswith("numba.cuda."):
             return importlib.util.spec_from_loader(name, self, is_package=name in PACKAGES
                                                    or name == "numba.cuda")
@@ -340,5 +342,9 @@ def install():
         return                                   # (a sitecustomize installed it already)
     for name in [n for n in sys.modules if n == "numba.cuda" or n.startswith("numba.cuda.")]:
         del sys.modules[name]
+    # numba-cuda's own import hook (its ``.pth`` file, where numba-cuda is installed, as on the
+    # GPU host) sends every ``numba.cuda`` name to its package, and recurses without end on a
+    # path it does not know (the copied test folder): gpureplace answers those names here.
+    sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "NumbaCudaFinder"]
     sys.meta_path.insert(0, _Finder())
     numba.cuda = importlib.import_module("numba.cuda")     # from numba import cuda

@@ -95,7 +95,7 @@ _INTERNAL = re.compile(r"InternalModule: (numba\.cuda[\w.]*) is numba-cuda's int
 _INTERNAL_MODULE = re.compile(r"^numba\.cuda\.(?:core\.|cudadrv\.|typeconv\.)?\w+")
 
 
-def _run_file(path, work, backend, timeout):
+def _run_file(path, work, backend, timeout, logs=None):
     xml = work / f"{path.stem}.xml"
     pythonpath = os.pathsep.join(p for p in (str(work / "site"), os.environ.get("PYTHONPATH"))
                                  if p)
@@ -114,6 +114,8 @@ def _run_file(path, work, backend, timeout):
             out += f"\nthe test process died (exit status {proc.returncode})\n"
     except subprocess.TimeoutExpired as exc:
         out = f"timed out after {timeout} s\n{exc.stdout or ''}"
+    if logs:
+        (Path(logs) / f"{path.stem}.txt").write_text(out)
     row = {"file": path.name, "passed": 0, "failed": 0, "errors": 0, "skipped": 0,
            "not_applicable": 0, "seconds": round(time.perf_counter() - t0, 1), "note": ""}
     internal = _INTERNAL.search(out)
@@ -219,13 +221,17 @@ def main():
     ap.add_argument("--only", help="run only test files whose name contains this")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--timeout", type=float, default=600, help="seconds per test file")
+    ap.add_argument("--logs", help="folder for each test file's pytest output (<file>.txt)")
     args = ap.parse_args()
     tests, commit = _source(args)
+    if args.logs:
+        Path(args.logs).mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="cudapy-") as tmp:
         work = Path(tmp)
         files = [f for f in _prepare(tests, work) if not args.only or args.only in f.name]
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-            rows = list(pool.map(lambda f: _run_file(f, work, args.backend, args.timeout),
+            rows = list(pool.map(lambda f: _run_file(f, work, args.backend, args.timeout,
+                                                       args.logs),
                                  files))
     meta = {"backend": args.backend, "numba_cuda_commit": commit,
             "date": time.strftime("%Y-%m-%d"), "python": sys.version.split()[0]}
