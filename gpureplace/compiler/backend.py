@@ -94,9 +94,10 @@ LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
 #: Part of the disk caches' keys: raised whenever a change alters the code generated for the same
 #: source, options and versions (2: libdevice.tune_trig; 3: round(float32, n) in float64; 4: fast
 #: math flushes denormals in every function and uses tanh.approx.f32; 5: local arrays zeroed by a
-#: loop, opt=True is O3; 6: float % and // call libdevice's fmod, see exact_remainders), so that
-#: no process is served code that an older gpureplace compiled.
-CODEGEN_REVISION = 6
+#: loop, opt=True is O3; 6: float % and // call libdevice's fmod, see exact_remainders; 7: max and
+#: min of two floats are one max / min instruction, ignoring NaN as numba-cuda's do), so that no
+#: process is served code that an older gpureplace compiled.
+CODEGEN_REVISION = 7
 
 
 @functools.lru_cache(maxsize=None)

@@ -99,6 +99,54 @@ def test_builtins_gpu():
 
 
 @cuda.jit
+def float_minmax(a, b, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        out[0, i] = max(a[i], b[i])
+        out[1, i] = min(a[i], b[i])
+        out[2, i] = max(b[i], a[i])
+
+
+_NAN_A = np.array([np.nan, 1.0, 2.5, -1.0, np.nan, -0.0])
+_NAN_B = np.array([1.0, np.nan, 2.0, -0.5, np.nan, -3.0], dtype=np.float32)
+# numba-cuda's meaning of max / min of two floats: one max.f64 / min.f64, a NaN operand ignored
+_NAN_REF = np.stack([np.fmax(_NAN_A, _NAN_B), np.fmin(_NAN_A, _NAN_B), np.fmax(_NAN_B, _NAN_A)])
+
+
+@pytest.mark.parametrize("fty, inst", [("float64", "f64"), ("float32", "f32")])
+def test_float_max_and_min_are_one_instruction_each(fty, inst):
+    ptx = _body(_compile(float_minmax, f"void({fty}[::1], float32[::1], {fty}[:, ::1])").ptx)
+    assert ptx.count(f"max.{inst}") == 2 and ptx.count(f"min.{inst}") == 1, ptx
+    # integers keep Numba's compare-and-select
+    ints = _body(_compile(builtins_minmax, "void(int64[::1], float64[::1], int64[:, ::1], "
+                                           "float64[:, ::1])").ptx)
+    assert "max.s64" in ints or "selp.b64" in ints
+
+
+def test_float_max_and_min_ignore_nan_on_the_simulator(monkeypatch):
+    from gpureplace.config import settings
+    monkeypatch.setattr(settings, "backend", "simulator")
+    a, b = cuda.to_device(_NAN_A), cuda.to_device(_NAN_B)
+    out = cuda.device_array((3, _NAN_A.size))
+    float_minmax[1, 32](a, b, out)
+    np.testing.assert_array_equal(out.copy_to_host(), _NAN_REF)
+    # more than two arguments, or integers: Python's (and Numba's) compare-and-keep
+    out_i = cuda.device_array((3, 4), dtype=np.int64)
+    out_f = cuda.device_array((4, 4))
+    xi, xf = np.array([-5, 0, 4, 9]), np.array([0.5, np.nan, -2.0, 3.0])
+    builtins_minmax[1, 32](cuda.to_device(xi), cuda.to_device(xf), out_i, out_f)
+    assert out_i.copy_to_host()[1].tolist() == [12, 7, 4, 9]
+
+
+@pytest.mark.gpu
+def test_float_max_and_min_ignore_nan_gpu():
+    cp = _cp()
+    out = cp.zeros((3, _NAN_A.size))
+    float_minmax[1, 32](cp.asarray(_NAN_A), cp.asarray(_NAN_B), out)
+    np.testing.assert_array_equal(out.get(), _NAN_REF)
+
+
+@cuda.jit
 def powers(xi, xf, out_i, out_f):
     i = cuda.grid(1)
     if i < xi.size:

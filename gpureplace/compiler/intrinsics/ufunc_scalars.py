@@ -273,4 +273,19 @@ def complex_table():
     for uf, fn in binary.items():
         out[uf] = {(c, d): fn for c in (types.complex64, types.complex128)
                    for d in (types.complex64, types.complex128)}
+    floats = (types.float32, types.float64)
+    out[max] = {(a, b): _float_max for a in floats for b in floats}
+    out[min] = {(a, b): _float_min for a in floats for b in floats}
     return out
+
+
+def _float_max(a, b):
+    """``max(a, b)`` of two floats as numba-cuda computes it: one max.f32 / max.f64, which
+    ignores a NaN operand (C's fmax), where Python and Numba's CPU code keep the first argument
+    when a comparison with NaN is false."""
+    return np.fmax(a, b)
+
+
+def _float_min(a, b):
+    """``min(a, b)`` of two floats: one min.f32 / min.f64, ignoring a NaN operand."""
+    return np.fmin(a, b)
