@@ -233,19 +233,31 @@ def async_reason(pyfunc, role):
             f"loop and nothing awaits it; define it with a plain def")
 
 
+def kernel_reason(pyfunc):
+    """Why ``pyfunc`` cannot be launched as a kernel though it can be called from one (a
+    ``cuda.jit`` function serves as both, as in numba-cuda), or None: a generator, ``*args``."""
+    name = pyfunc.__qualname__
+    if inspect.isgeneratorfunction(pyfunc):
+        return (f"{name} is a generator (its body has yield), which a kernel cannot be: a "
+                f"kernel returns nothing, so write its results into an array argument (a "
+                f"generator helper that a kernel iterates works: for v in gen(n))")
+    for p in inspect.signature(pyfunc).parameters.values():
+        if p.kind is p.VAR_POSITIONAL:
+            return (f"{name} takes *{p.name}, which a kernel cannot (a launch passes each "
+                    f"argument as a parameter of its own): name the parameters (a kernel may "
+                    f"call it as a device function)")
+    return None
+
+
 def signature_reason(pyfunc, role):
     """Why ``pyfunc``'s parameters do not suit ``role`` ("a kernel", "a device function"), or
-    None: keyword-only parameters and ``**kwargs`` never do (Numba folds calls positionally),
-    nor does ``*args`` in a kernel (a launch passes each argument as a parameter)."""
+    None: keyword-only parameters and ``**kwargs`` never do (Numba folds calls positionally)."""
     params = list(inspect.signature(pyfunc).parameters.values())
     name = pyfunc.__qualname__
     for p in params:
         if p.kind is p.VAR_KEYWORD:
             return (f"{name} takes **{p.name}, which {role} cannot: name each parameter it "
                     f"needs (def {pyfunc.__name__}(..., scale=1.0))")
-        if p.kind is p.VAR_POSITIONAL and role == "a kernel":
-            return (f"{name} takes *{p.name}, which a kernel cannot (a launch passes each "
-                    f"argument as a parameter of its own): name the parameters")
     kwonly = [p.name for p in params if p.kind is p.KEYWORD_ONLY]
     if kwonly:
         plain = ", ".join(p.name if p.default is p.empty else f"{p.name}={p.default!r}"

@@ -22,7 +22,7 @@ from llvmlite import ir
 from numba.core import types
 
 from ..errors import CompileError
-from . import abi, backend, frontend
+from . import abi, backend, constructs, frontend
 from .constructs import instructions_with_lines
 from .records import resident_arrays
 from .target import ADDRSPACE_GLOBAL, RESIDENT_ALIGN, compilers
@@ -91,6 +91,10 @@ def compile_kernel(pyfunc, argtypes, context, options, make=KernelSpecialization
     """``pyfunc`` compiled as a kernel for ``argtypes``: a ``make`` (KernelSpecialization, or the
     runtime's subclass that can also ask the GPU about it)."""
     t0 = time.perf_counter()
+    why = constructs.kernel_reason(pyfunc)
+    if why is not None:
+        raise CompileError(why, function=pyfunc.__qualname__, filename=pyfunc.__code__.co_filename,
+                           lineno=pyfunc.__code__.co_firstlineno, chain=(pyfunc.__qualname__,))
     cf = frontend.compile_device(pyfunc, context, {}, argtypes, options.for_device())
     if not isinstance(cf.restype, types.NoneType):
         raise CompileError(

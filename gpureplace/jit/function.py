@@ -280,14 +280,12 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
 
 
 def _check_definition(py_func, device):
-    """Refuse, where ``cuda.jit`` is applied, a function that can never be a kernel (or device
-    function): an ``async def``, a generator kernel, parameters a launch or call cannot fill."""
+    """Refuse, where ``cuda.jit`` is applied, a function that can never be a kernel nor a device
+    function: an ``async def``, parameters no launch or call can fill.  What only a launch
+    cannot take (``*args``, a generator) is refused when it is compiled as a kernel, since
+    kernels may call a ``cuda.jit`` function as a device function (as in numba-cuda)."""
     role = "a device function" if device else "a kernel"
     why = constructs.async_reason(py_func, role)
-    if why is None and not device and inspect.isgeneratorfunction(py_func):
-        why = (f"{py_func.__qualname__} is a generator (its body has yield), which a kernel "
-               f"cannot be: a kernel returns nothing, so write its results into an array "
-               f"argument (a generator helper that a kernel iterates works: for v in gen(n))")
     if why is None:
         why = constructs.signature_reason(py_func, role)
     if why is not None:

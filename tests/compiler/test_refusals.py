@@ -349,15 +349,17 @@ def test_constructs_are_found_without_source():
 # 4. generators, 10. async
 
 
-def test_generator_kernel_is_refused_where_it_is_defined():
+def test_generator_kernel_is_refused_when_compiled_or_launched(simulator):
     def gen_kernel(x):
         yield x[0]
 
-    with pytest.raises(CompileError, match="gen_kernel is a generator .* which a kernel "
-                                           "cannot be") as info:
-        cuda.jit(gen_kernel)
-    assert info.value.lineno == gen_kernel.__code__.co_firstlineno
-    assert "generator(func=" not in str(info.value)
+    kernel = cuda.jit(gen_kernel)      # (numba-cuda: a cuda.jit function may be called by kernels)
+    for attempt in (lambda: kernel.compile(SIG), lambda: kernel[1, 1](np.zeros(1))):
+        with pytest.raises(CompileError, match="gen_kernel is a generator .* which a kernel "
+                                               "cannot be") as info:
+            attempt()
+        assert info.value.lineno == gen_kernel.__code__.co_firstlineno
+        assert "generator(func=" not in str(info.value)
 
 
 def _evens(n):
@@ -669,21 +671,38 @@ def test_other_constructs_are_named_at_their_line(func, marker, words):
 
 
 def test_kernel_parameters_a_launch_cannot_fill_are_refused_where_defined():
-    def star(*xs):
-        xs[0][0] = 1
-
     def kwonly(x, *, y=1.0):
         x[0] = y
 
     def kwargs(x, **kw):
         x[0] = 1
 
-    for func, words in ((star, "takes *xs, which a kernel cannot"),
-                        (kwonly, "keyword-only parameters (y)"),
+    for func, words in ((kwonly, "keyword-only parameters (y)"),
                         (kwargs, "takes **kw, which a kernel cannot")):
         with pytest.raises(CompileError, match=words.replace("(", r"\(").replace(")", r"\)")
                            .replace("*", r"\*")):
             cuda.jit(func)
+
+
+def test_star_args_kernel_is_refused_at_launch_but_serves_as_a_device_function(simulator):
+    @cuda.jit
+    def star(*xs):                   # numba-cuda's consumer(func, *args): a device function
+        return xs[0] + xs[1]
+
+    @cuda.jit
+    def caller(out):
+        out[0] = star(2.0, 3.5)
+
+    out = np.zeros(1)
+    caller[1, 1](out)
+    assert out[0] == 5.5
+    caller.compile("void(float64[::1])")
+    for attempt in (lambda: star.compile("void(float64, float64)"),
+                    lambda: star[1, 1](1.0, 2.0)):
+        with pytest.raises(CompileError, match=r"star takes \*xs, which a kernel cannot .*"
+                                               r"name the parameters") as info:
+            attempt()
+        assert info.value.lineno == star.py_func.__code__.co_firstlineno
 
 
 def test_a_launch_that_leaves_out_a_defaulted_parameter_says_defaults_are_not_used(simulator):
