@@ -329,11 +329,24 @@ class R:
 
     @staticmethod
     def pymax(a, b):
+        if R._two_floats(a, b):                      # max.f32/f64: a NaN operand is ignored
+            return R._float_pair(np.fmax, a, b)
         return b if b > a else a                     # Python's (and Numba's) max: first wins
 
     @staticmethod
     def pymin(a, b):
+        if R._two_floats(a, b):
+            return R._float_pair(np.fmin, a, b)
         return b if b < a else a
+
+    @staticmethod
+    def _two_floats(a, b):
+        return all(isinstance(v, (float, np.floating)) for v in (a, b))
+
+    @staticmethod
+    def _float_pair(fn, a, b):
+        ft = np.float32 if all(isinstance(v, np.float32) for v in (a, b)) else np.float64
+        return ft(fn(ft(a), ft(b)))
 
     @staticmethod
     def math(name, t, *args):

@@ -210,9 +210,10 @@ def _register_function_values():
     from numba.core.datamodel import models
     from numba.core.imputils import lower_constant
 
-    from .resolve import DeviceFunctionType
+    from .resolve import DeviceFunctionType, OverrideChoiceType
     from .ufunc_arrays import UfuncType
-    for ty in (DeviceFunctionType, UfuncType):
+    # (a function held in a variable that lives across branches needs a slot, an empty one)
+    for ty in (DeviceFunctionType, UfuncType, OverrideChoiceType):
         _data_models.register(ty, models.OpaqueModel)
         lower_constant(ty)(_function_value)
 
