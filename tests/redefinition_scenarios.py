@@ -147,6 +147,29 @@ def k(out):
         "@cuda.jit(device=True)\ndef dev(v):\n    return v * 26.0",
         "expect(k, 26.0, 26.0)",
     ],
+    "recursive_helpers": [
+        """
+@cuda.jit("float64(float64)", device=True)
+def shrink(v):
+    if v < 2.0:
+        return v * 7.0
+    return shrink(v * 0.5)
+def grow(v):
+    if v > 8.0:
+        return v + 3.0
+    return grow(v * 2.0)
+@cuda.jit
+def k(out):
+    out[0] = shrink(out[0]) + grow(out[0])
+""",
+        "expect(k, 7.0, 7.0 + 19.0)",
+        COMPILED,
+        "def grow(v):\n    if v > 8.0:\n        return v + 5.0\n    return grow(v * 2.0)",
+        "expect(k, 5.0, 7.0 + 21.0)",
+        "@cuda.jit('float64(float64)', device=True)\ndef shrink(v):\n    if v < 2.0:\n"
+        "        return v * 9.0\n    return shrink(v * 0.5)",
+        "expect(k, 9.0, 9.0 + 21.0)",
+    ],
     "kernel_redefined": [
         """
 @cuda.jit

@@ -49,6 +49,9 @@ class CompiledFunction:
         self.callees: list[CompiledFunction] = []
         self.bad_calls = []        # (symbol, loc) left by lowering that the device cannot run
         self.mask = {}             # the override mask it was compiled under (resolve.Frame)
+        self.self_call_restypes = []   # return types its calls of itself were typed with
+        self.lowering_fndesc = None    # its descriptor while it is lowered (calls of itself)
+        self.typing_self_call = False  # Numba is re-typing it to find a self-call's type
         self._ir_texts = None
 
     def ir_texts(self):

@@ -244,6 +244,7 @@ def library_call_error(caller, callee, exc, loc):
     new = CompileError(reason, function=name_of(caller), filename=file_of(caller),
                        lineno=line, chain=(), detail=exc.detail or str(exc))
     new.at_caller = True          # the caller's own line: its compile starts the chain anew
+    new.typing = getattr(exc, "typing", False)     # (still a TypingError for the user)
     return new
 
 

@@ -11,14 +11,17 @@ callee changed: ``relink.py``.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
+import types as pytypes
 
 from numba.core import errors as nb_errors
 from numba.core import funcdesc, lowering
 from numba.core.compiler import CompilerBase, DefaultPassBuilder, Flags
 from numba.core.target_extension import target_override
-from numba.core.compiler_machinery import LoweringPass, PassManager, register_pass
+from numba.core.compiler_machinery import (FunctionPass, LoweringPass, PassManager,
+                                           register_pass)
 from numba.core.typed_passes import (AnnotateTypes, IRLegalization,
                                      NoPythonSupportedFeatureValidation)
 
@@ -85,6 +88,9 @@ class GPULowering(LoweringPass):
             state.func_ir, state.typemap, state.return_type, state.calltypes,
             mangler=targetctx.mangler, inline=False, noalias=False,
             abi_tags=[state.flags.get_mangle_string()])
+        if cf is not None and state.func_ir.func_id.func is cf.pyfunc:
+            check_self_calls(cf, state.return_type)
+            cf.lowering_fndesc = fndesc      # what a call of itself calls (resolve.py)
         with targetctx.push_code_library(library):
             lower = _TrackingLower(targetctx, library, fndesc, state.func_ir,
                                    metadata=state.metadata)
@@ -94,11 +100,77 @@ class GPULowering(LoweringPass):
         return True
 
 
+def check_self_calls(cf, restype):
+    """A function that calls itself was typed with the return type its other returns gave at
+    that point; refuse, naming the types, a function whose final return type differs."""
+    for assumed in cf.self_call_restypes:
+        if assumed != restype:
+            raise CompileError(
+                f"{name_of(cf.pyfunc)} calls itself, and that call was typed as returning "
+                f"{assumed} (what its other returns give) but the function returns {restype}: "
+                f"give cuda.jit a signature, e.g. cuda.jit(\"{restype}({', '.join(map(str, cf.argtypes))})\", "
+                f"device=True), or make every return the same type",
+                function=name_of(cf.pyfunc), filename=file_of(cf.pyfunc),
+                lineno=line_referring_to(cf.pyfunc, cf.pyfunc.__name__),
+                chain=(name_of(cf.pyfunc),))
+
+
+_defining = threading.local()        # .funcs: {Python function: its cuda.jit, compiling eagerly}
+
+
+@contextlib.contextmanager
+def defining(pyfunc, jitted):
+    """While ``cuda.jit("sig")`` compiles ``pyfunc`` eagerly, before its name is bound in its
+    module, the body's use of its own name means ``jitted`` (a function calling itself)."""
+    funcs = _defining.__dict__.setdefault("funcs", {})
+    funcs[pyfunc] = jitted
+    try:
+        yield
+    finally:
+        del funcs[pyfunc]
+
+
+@register_pass(mutates_CFG=False, analysis_only=False)
+class BindOwnName(FunctionPass):
+    """Its own name, not yet bound while ``cuda.jit("sig")`` compiles a function eagerly (or
+    bound to the definition a re-run cell replaces), is the function being defined (see
+    ``defining``)."""
+    _name = "gpureplace_bind_own_name"
+
+    def __init__(self):
+        FunctionPass.__init__(self)
+
+    def run_pass(self, state):
+        from numba.core import ir as nir
+        func_id = state.func_ir.func_id
+        jitted = getattr(_defining, "funcs", {}).get(func_id.func)
+        if jitted is None:
+            return False
+        changed = False
+        for block in state.func_ir.blocks.values():
+            for inst in block.body:
+                # (unbound, or still the previous definition of a re-run cell)
+                # (a closure's own name is a free variable: its cell is empty until then)
+                if not isinstance(inst, nir.Assign) or \
+                        not isinstance(inst.value, (nir.Global, nir.FreeVar)) or \
+                        inst.value.name != func_id.func_name or \
+                        isinstance(inst.value.value, pytypes.ModuleType):
+                    continue
+                if isinstance(inst.value, nir.Global):
+                    inst.value = nir.Global(inst.value.name, jitted, inst.value.loc)
+                else:
+                    inst.value = nir.FreeVar(inst.value.index, inst.value.name, jitted,
+                                             inst.value.loc)
+                changed = True
+        return changed
+
+
 class GPUPipeline(CompilerBase):
     def define_pipelines(self):
         dpb = DefaultPassBuilder
         pm = PassManager("gpureplace")
         pm.passes.extend(dpb.define_untyped_pipeline(self.state).passes)
+        pm.add_pass(BindOwnName, "bind the function's own name")
         pm.add_pass(FoldArrayShapes, "fold constant array shapes")
         pm.passes.extend(dpb.define_typed_pipeline(self.state).passes)
         pm.add_pass(NoPythonSupportedFeatureValidation, "check supported features")
@@ -235,15 +307,21 @@ def _compile_device(pyfunc, context, mask, argtypes, options, restype, key):
                 _cache[key] = relinked
                 return relinked
             forget([hit])
-        for frame in resolve.frames():
+        frames = resolve.frames()
+        for frame in frames:
             if frame.key == key:
+                if frame is frames[-1] and _in_progress and _in_progress[-1].pyfunc is pyfunc:
+                    # A function calling itself: the call is typed and lowered by the caller's
+                    # DeviceFunctionType (resolve.py) as a call of the function being built.
+                    return _in_progress[-1]
                 # Reported at the call that closes the cycle; the callers on the way out
                 # prefix themselves to the chain.
-                caller = resolve.frames()[-1].pyfunc
+                caller = frames[-1].pyfunc
                 raise CompileError(
-                    f"recursive calls are not supported in device code ({name_of(caller)} "
+                    f"mutually recursive device functions are not supported ({name_of(caller)} "
                     f"calls {name_of(pyfunc)}, which is already being compiled for the same "
-                    f"argument types); write the recursion as a loop",
+                    f"argument types, and calls it in turn); a function may call itself, or "
+                    f"write the recursion as a loop",
                     function=name_of(caller), filename=file_of(caller),
                     lineno=line_referring_to(caller, pyfunc.__name__),
                     chain=(name_of(pyfunc),))

@@ -282,10 +282,45 @@ class DeviceFunctionType(types.Callable, types.Opaque):
             # Numba's implementation of a builtin, IPython's open, a standard-library function:
             # what failed inside is said at the user's call, not in the library's file.
             raise diagnostics.library_call_error(frame.pyfunc, self.pyfunc, exc, loc) from None
+        if cf.fndesc is None:                     # it is calling itself
+            restype = self._self_call_type(context, cf, folded, args, kws)
+            self._impls[folded] = _self_call_key(context, cf, folded, restype)
+            return signature(restype, *folded).replace(pysig=self.pysig)
         if frame is not None and cf not in frame.callees:
             frame.callees.append(cf)
         self._impls[folded] = cf
         return signature(cf.restype, *folded).replace(pysig=self.pysig)
+
+    def _self_call_type(self, typingctx, cf, argtypes, args, kws):
+        """The return type of a call a function makes of itself: the declared one, else what its
+        other returns give (Numba's partial inference of the frame being typed)."""
+        if cf.declared_restype is not None:
+            restype = cf.declared_restype
+        else:
+            if cf.typing_self_call:
+                # (inside the partial inference below: the call stays untyped there)
+                raise nb_errors.TypingError("a recursive call, typed from the other returns")
+            typing_frame = typingctx.callstack.match(self.pyfunc, tuple(argtypes))
+            restype = None
+            if typing_frame is not None:
+                cf.typing_self_call = True
+                try:
+                    restype = typing_frame.typeinfer.return_types_from_partial()
+                finally:
+                    cf.typing_self_call = False
+                    # Numba remembers that the call failed in that inference, for the whole
+                    # compile: forget it, this call is typed now
+                    typingctx.callstack.lookup_resolve_cache(self, tuple(args), kws).__init__()
+            if restype is None:
+                raise nb_errors.TypingError(
+                    f"cannot type infer runaway recursion: {self.pyfunc.__qualname__} calls "
+                    f"itself on every path, so no return gives its type (a recursive function "
+                    f"needs a return that does not recurse)")
+            # a type that grows with each round ((n, f(n - 1)): a deeper tuple each time) is
+            # refused after a few (Numba's "Return type of recursive function does not converge")
+            typing_frame.add_return_type(restype)
+        cf.self_call_restypes.append(restype)
+        return restype
 
     def _declared_types(self, argtypes):
         """The declared signature the call converts its arguments to (numba-cuda: a device
@@ -320,6 +355,26 @@ class DeviceFunctionType(types.Callable, types.Opaque):
 
     def get_impl_key(self, sig):
         return self._impls[tuple(sig.args)]
+
+
+def _self_call_key(typingctx, cf, argtypes, restype):
+    """The lowering key of a function's call of itself, registered with the target context:
+    a call, through the calling convention, of the function being lowered."""
+    from .frontend import compilers
+    from numba.core import cgutils
+    key = ("self-call", id(cf), tuple(argtypes))
+    targetctx = compilers(cf.context)[1]
+
+    def lower_self_call(context, builder, sig, args):
+        fn = context.declare_function(builder.module, cf.lowering_fndesc)
+        status, res = context.call_conv.call_function(builder, fn, sig.return_type, sig.args,
+                                                      args)
+        with cgutils.if_unlikely(builder, status.is_error):
+            context.call_conv.return_status_propagate(builder, status)
+        return res
+
+    targetctx.insert_func_defn([(lower_self_call, key, tuple(argtypes))])
+    return key
 
 
 class OverloadDispatcher:

@@ -69,12 +69,15 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
                          shared_memory_carveout=shared_memory_carveout)
         gf.extensions.extend(extensions or ())
         if sigs is not None:
-            for sig in (sigs if isinstance(sigs, list) else [sigs]):
-                args, ret = normalize_signature(sig)
-                if device and ret is not None:
-                    gf.declared_returns[args] = ret
-                gf.compile(sig)
-                gf.declared_signatures += (args,)
+            # (compiled before the decorator binds its name: a use of the name in the body, a
+            # call of itself, means the function being defined)
+            with frontend.defining(fn, gf):
+                for sig in (sigs if isinstance(sigs, list) else [sigs]):
+                    args, ret = normalize_signature(sig)
+                    if device and ret is not None:
+                        gf.declared_returns[args] = ret
+                    gf.compile(sig)
+                    gf.declared_signatures += (args,)
         return gf
 
     return wrap if func is None else wrap(func)

@@ -114,3 +114,139 @@ def test_device_function_missing_argument_is_a_clear_error():
         cuda.jit(missing).compile("void(float64[::1])")
     assert info.value.function.endswith("missing")
     assert info.value.lineno == _line_of(missing, "lerp(")
+
+
+# =============================================================================================
+# Functions that call themselves (numba-cuda's recursion_usecases): with a signature, compiled
+# as the decorator runs, before the module binds the name; without one, typed from the returns
+# that do not recurse; undecorated helpers too.  Mutual recursion is refused by name.
+
+_RECURSIVE_SOURCE = '''
+from gpureplace import cuda
+
+@cuda.jit("i8(i8)", device=True)
+def fib_declared(n):
+    if n < 2:
+        return n
+    return fib_declared(n - 1) + fib_declared(n - 2)
+
+@cuda.jit(device=True)
+def fib_inferred(n):
+    if n < 2:
+        return n
+    return fib_inferred(n - 1) + fib_inferred(n - 2)
+
+def factorial(n):
+    if n <= 1:
+        return 1.0
+    return n * factorial(n - 1)
+
+@cuda.jit
+def recursive_calls(r, x):
+    i = cuda.grid(1)
+    if i < x.size:
+        r[0, i] = fib_declared(x[i])
+        r[1, i] = fib_inferred(x[i])
+        r[2, i] = factorial(x[i])
+'''
+
+
+def _recursive_namespace(tmp_path, name):
+    import importlib.util
+    import sys
+    path = tmp_path / f"{name}.py"
+    path.write_text(_RECURSIVE_SOURCE)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)          # fib_declared compiles here, before it is bound
+    return mod
+
+
+def _fib(n):
+    return n if n < 2 else _fib(n - 1) + _fib(n - 2)
+
+
+_REC_X = np.array([0, 1, 2, 7, 10, 15], dtype=np.int64)
+_REC_REF = np.stack([[_fib(int(v)) for v in _REC_X]] * 2 +
+                    [[float(np.prod(np.arange(1, max(int(v), 1) + 1))) for v in _REC_X]])
+
+
+def test_self_recursive_device_functions_compile_and_assemble(tmp_path):
+    mod = _recursive_namespace(tmp_path, "gpr_recursion_compile")
+    spec = _compile(mod.recursive_calls, "void(float64[:, ::1], int64[::1])")
+    assert spec.ptx.count(".func") >= 3                  # fib_declared, fib_inferred, factorial
+    assert "call" in _body(spec.ptx)
+
+
+def test_self_recursive_device_functions_in_the_simulator(tmp_path, monkeypatch):
+    from gpureplace.config import settings
+    monkeypatch.setattr(settings, "backend", "simulator")
+    mod = _recursive_namespace(tmp_path, "gpr_recursion_sim")
+    r = np.zeros((3, _REC_X.size))
+    mod.recursive_calls[1, 32](r, _REC_X)
+    np.testing.assert_array_equal(r, _REC_REF)
+
+
+@pytest.mark.gpu
+def test_self_recursive_device_functions_gpu(tmp_path):
+    cp = _cp()
+    mod = _recursive_namespace(tmp_path, "gpr_recursion_gpu")
+    r = cp.zeros((3, _REC_X.size))
+    mod.recursive_calls[1, 32](r, cp.asarray(_REC_X))
+    np.testing.assert_array_equal(r.get(), _REC_REF)
+
+
+def test_runaway_recursion_is_a_typing_error_at_the_call():
+    from numba.core.errors import TypingError
+
+    @cuda.jit(device=True)
+    def runaway(x):
+        return runaway(x)
+
+    @cuda.jit
+    def calls_runaway(x):
+        x[0] = runaway(1)
+
+    with pytest.raises(TypingError, match="cannot type infer runaway recursion.*runaway calls "
+                                          "itself on every path") as info:
+        calls_runaway.compile("void(float64[::1])")
+    assert isinstance(info.value, CompileError)
+
+
+def test_a_self_call_typed_otherwise_than_the_function_returns_is_refused():
+    def halves(n):
+        if n < 1:
+            return 1
+        return halves(n - 1) + 0.5         # typed int64 from `return 1`; the function: float64
+
+    @cuda.jit
+    def calls_halves(x):
+        x[0] = halves(3)
+
+    with pytest.raises(CompileError, match=r"halves calls itself, and that call was typed as "
+                                           r"returning int64 .* returns float64: give cuda.jit "
+                                           r"a signature") as info:
+        calls_halves.compile("void(float64[::1])")
+    assert info.value.function.endswith("halves")
+
+
+def _ping(n):
+    return 0 if n <= 0 else _pong(n - 1)
+
+
+def _pong(n):
+    return 1 if n <= 0 else _ping(n - 1)
+
+
+def test_mutual_recursion_is_refused_with_both_names():
+    @cuda.jit
+    def pingpong(x):
+        x[0] = _ping(4)
+
+    with pytest.raises(CompileError, match=r"mutually recursive device functions are not "
+                                           r"supported \((_ping calls _pong|_pong calls _ping)"
+                       ) as info:
+        pingpong.compile("void(float64[::1])")
+    caller = {"_ping": _ping, "_pong": _pong}[info.value.function]
+    assert info.value.lineno == caller.__code__.co_firstlineno + 1
