@@ -17,6 +17,10 @@ class Options:
     arch: str = "sm_90"
     opt: int = 3
     lineinfo: bool = False
+    #: ``cuda.jit(debug=True)``: exceptions raised in device code (``raise``, a division by
+    #: zero, a tuple index out of range) stop the thread and are raised on the host after the
+    #: launch, with the thread, block and line (``compiler/exceptions.py``).
+    debug: bool = False
     #: Kernel entry directives (``cuda.jit(max_registers=, launch_bounds=)``): they change only
     #: the kernel's own PTX, so device functions compile without them (``for_device``).
     max_registers: int = 0
@@ -52,6 +56,7 @@ class CompiledFunction:
         self.self_call_restypes = []   # return types its calls of itself were typed with
         self.lowering_fndesc = None    # its descriptor while it is lowered (calls of itself)
         self.typing_self_call = False  # Numba is re-typing it to find a self-call's type
+        self.exception_codes = set()   # status codes its lowering returns for raised exceptions
         self._ir_texts = None
 
     def ir_texts(self):

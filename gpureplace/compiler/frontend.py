@@ -46,11 +46,24 @@ _lock = threading.RLock()
 # Numba pipeline pieces
 
 
+_lowering = threading.local()      # .loc / .name: the statement being lowered, its function
+
+
+def lowering_location():
+    """(function name, file, line) of the statement being lowered on this thread, or None."""
+    loc = getattr(_lowering, "loc", None)
+    if loc is None or loc.filename is None or loc.line is None:
+        return None
+    return (_lowering.name, loc.filename, loc.line)
+
+
 class _TrackingLower(lowering.Lower):
     """Numba's lowering, noting where a call the device cannot run was introduced."""
 
     def lower_inst(self, inst):
         before = len(self.module.globals)
+        _lowering.loc = self.loc
+        _lowering.name = self.func_ir.func_id.func_name
         try:
             super().lower_inst(inst)
         except Exception as exc:
@@ -187,7 +200,8 @@ def numba_flags(options):
     flags.no_cpython_wrapper = True
     flags.no_cfunc_wrapper = True
     flags.nrt = False
-    flags.error_model = "numpy"
+    # debug: Python's error model (a division by zero raises ZeroDivisionError), as numba-cuda
+    flags.error_model = "python" if options.debug else "numpy"
     # lineinfo: line tables only (DebugDirectivesOnly), as numba-cuda's lineinfo=True
     flags.debuginfo = flags.dbg_directives_only = bool(options.lineinfo)
     flags.boundscheck = False

@@ -24,6 +24,7 @@ from numba.core import types
 from ..errors import CompileError
 from . import abi, backend, constructs, frontend
 from .constructs import instructions_with_lines
+from .exceptions import exceptions_of, record_status
 from .records import resident_arrays
 from .target import ADDRSPACE_GLOBAL, RESIDENT_ALIGN, compilers
 from .validate import check_linked
@@ -42,6 +43,8 @@ class KernelSpecialization:
         self.compile_seconds = compile_seconds
         self.param_format = abi.struct_format(argtypes)
         self.uses_printf = "vprintf" in ptx
+        #: debug kernels: {status code: (exception class, args, location)} (exceptions.py)
+        self.exceptions = {}
         #: ``[(symbol, host copy)]``: the global arrays the code reads from device memory,
         #: copied into the module's globals of those names when it loads (runtime/launch.py)
         self.device_arrays = resident_arrays(compiled)
@@ -107,7 +110,10 @@ def compile_kernel(pyfunc, argtypes, context, options, make=KernelSpecialization
     mod, ptx = _finish(cf, _wrapper_module(cf, name, arrays), name,
                        keep={symbol for symbol, _ in arrays})
     ptx = entry_directives(ptx, name, options)
-    return make(cf, name, argtypes, ptx, str(mod), options, time.perf_counter() - t0)
+    spec = make(cf, name, argtypes, ptx, str(mod), options, time.perf_counter() - t0)
+    if options.debug:
+        spec.exceptions = exceptions_of(cf)
+    return spec
 
 
 def entry_directives(ptx, name, options):
@@ -209,7 +215,10 @@ def _wrapper_module(cf, name, device_arrays=()):
     values = [abi.rebuild(targetctx, builder, ty, flat) for ty in cf.argtypes]
     callee = ir.Function(mod, targetctx.call_conv.get_function_type(cf.restype, cf.argtypes),
                          name=cf.mangled_name)
-    targetctx.call_conv.call_function(builder, callee, cf.restype, cf.argtypes, values)
+    status, _ = targetctx.call_conv.call_function(builder, callee, cf.restype, cf.argtypes,
+                                                  values)
+    if cf.options.debug:
+        record_status(builder, status)           # raised on the host after the launch
     builder.ret_void()
     from .intrinsics.cg import BARRIER
     if any(BARRIER in text for each in cf.closure() for text in each.ir_texts()):

@@ -14,7 +14,7 @@ import weakref
 
 import numpy as np
 from llvmlite import ir
-from numba.core import callconv, datamodel, itanium_mangler, types, typing
+from numba.core import datamodel, itanium_mangler, types, typing
 from numba.core.base import BaseContext
 
 from numba.core.target_extension import GPU, target_registry
@@ -368,7 +368,8 @@ class GPUTargetContext(BaseContext):
 
     @functools.cached_property
     def call_conv(self):
-        return callconv.MinimalCallConv(self)
+        from .exceptions import GPUCallConv
+        return GPUCallConv(self)
 
     def mangler(self, name, argtypes, *, abi_tags=(), uid=None):
         return itanium_mangler.mangle(name, argtypes, abi_tags=abi_tags, uid=uid)

@@ -48,14 +48,6 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
                             f"stream, retr) method")
     if not nopython:
         raise TypeError("cuda.jit(nopython=False): device code has no object mode")
-    if debug:
-        import warnings
-        warnings.warn("cuda.jit(debug=True): compiled kernels do not check array bounds or raise "
-                      "exceptions on the device (they get line information, as lineinfo=True "
-                      "gives); run the kernel in the simulator (GPUREPLACE_BACKEND=simulator) to "
-                      "have out-of-bounds accesses reported with the thread, block and line",
-                      UserWarning, stacklevel=2)
-        lineinfo = True
     sigs = None
     if func is not None and not callable(func):
         sigs, func = func, None
@@ -66,7 +58,7 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
         gf = GPUFunction(fn, device=device, context=context, fastmath=fastmath, opt=3 if opt is True
                          else (0 if opt is False else opt), lineinfo=lineinfo,
                          max_registers=max_registers, launch_bounds=launch_bounds, link=link,
-                         shared_memory_carveout=shared_memory_carveout)
+                         shared_memory_carveout=shared_memory_carveout, debug=debug)
         gf.extensions.extend(extensions or ())
         if sigs is not None:
             # (compiled before the decorator binds its name: a use of the name in the body, a
@@ -100,7 +92,8 @@ def compile_ptx(pyfunc, sig, device=False, fastmath=False, cc=None, opt=True, co
     arch = normalize_arch(cc, "compile_ptx(cc=...)") if cc is not None else None
     fn = pyfunc if isinstance(pyfunc, GPUFunction) else GPUFunction(
         pyfunc, device=device, context=context, fastmath=fastmath, opt=3 if opt else 0,
-        lineinfo=lineinfo or bool(debug), arch=arch, launch_bounds=launch_bounds)
+        lineinfo=lineinfo or bool(debug), arch=arch, launch_bounds=launch_bounds,
+        debug=bool(debug))
     argtypes, restype = normalize_signature(sig)
     if device:
         try:

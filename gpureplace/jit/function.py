@@ -38,7 +38,7 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
 
     def __init__(self, py_func, *, device=False, context=None, fastmath=False, opt=3,
                  lineinfo=False, arch=None, max_registers=None, launch_bounds=None, link=None,
-                 shared_memory_carveout=None, _parent=None):
+                 shared_memory_carveout=None, debug=False, _parent=None):
         if not inspect.isfunction(py_func):
             raise TypeError(f"cuda.jit needs a Python function, got {py_func!r}")
         if context is not None and not isinstance(context, Context):
@@ -50,7 +50,8 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         self._context = context          # None: the configured default (config.settings)
         self._fastmath = bool(fastmath)
         self._opt = opt
-        self._lineinfo = lineinfo
+        self._lineinfo = lineinfo or bool(debug)
+        self._debug = bool(debug)
         self._arch = normalize_arch(arch, "arch") if arch is not None else None
         self._link = link_files(link, f"cuda.jit(link=...) of {py_func.__qualname__}")
         self._max_registers = check_max_registers(max_registers)
@@ -86,8 +87,8 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         return Options(
             fastmath=self._fastmath or settings.fastmath or self.context.effective_fastmath,
             arch=arch or self._arch or settings.arch or probe.default_arch(),
-            opt=self._opt, lineinfo=self._lineinfo, max_registers=self._max_registers,
-            launch_bounds=self._launch_bounds)
+            opt=self._opt, lineinfo=self._lineinfo, debug=self._debug,
+            max_registers=self._max_registers, launch_bounds=self._launch_bounds)
 
     @property
     def specialized(self):
@@ -125,7 +126,8 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
                            fastmath=self._fastmath, opt=self._opt, lineinfo=self._lineinfo,
                            arch=self._arch, max_registers=self._max_registers,
                            launch_bounds=self._launch_bounds or None, link=self._link or None,
-                           shared_memory_carveout=self._carveout, _parent=self)
+                           shared_memory_carveout=self._carveout, debug=self._debug,
+                           _parent=self)
         copy.declared_signatures = self.declared_signatures
         copy.declared_returns = dict(self.declared_returns)
         copy.extensions.extend(self._extensions)
@@ -152,7 +154,8 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
 
     def _from_disk_or_compile(self, argtypes, options, disk):
         key = None
-        if disk and diskcache.enabled:
+        if disk and diskcache.enabled and not options.debug:
+            # (debug kernels map status codes to exceptions of this process: never on disk)
             # the PTX ISA this compile would emit (a driver too old for the arch is an error)
             isa = backend.compile_ptx_isa(options.arch)
             key = kernel_cache.kernel_key(self.py_func, argtypes, options, self.context, isa)

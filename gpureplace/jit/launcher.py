@@ -138,7 +138,9 @@ class PreparedLaunch:
         entry.allow_shared(cfg.shared)
         # While a graph is being captured, each call binds again so the graph records it.
         self._age = world.age if rec is None else -1
-        graph = _one_launch_graph(entry, cfg.dims, params) if rec is None else None
+        debug = entry.spec.options.debug
+        graph = _one_launch_graph(entry, cfg.dims, params) if rec is None and not debug \
+            else None
         self._keep = (entry, params, graph)           # what the raw pointers point into
         # One call, with every value a constant: nothing to look up but the world age.
         printf = "    _note_printf()\n" if entry.spec.uses_printf else ""
@@ -150,9 +152,12 @@ class PreparedLaunch:
             go = (f"{printf}    _run({int(entry.fn_ptr)}, {dims}, {int(stream)}, 0, "
                   f"{int(params.extra_ptr)})\n")
             run = entry.launch_kernel
+        if debug:                 # wait and raise what a thread raised (compiler/exceptions.py)
+            go += f"    _check({int(stream)})\n"
         src = (f"def __call__(self):\n    if _world.age != {self._age}: return self._rebind()\n"
                f"{go}\ndef _go(self):\n{go}")
-        env = {"_world": world, "_run": run, "_note_printf": launch.note_printf}
+        env = {"_world": world, "_run": run, "_note_printf": launch.note_printf,
+               "_check": entry.raise_device_exception}
         exec(compile(src, "<gpureplace prepared launch>", "exec"), env)
         own = type(self)
         own.__call__ = own.launch = env["__call__"]

@@ -12,6 +12,7 @@ import struct
 import threading
 
 from .. import probe
+from ..compiler.exceptions import EXCEPTION_GLOBAL, EXCEPTION_WORDS, raise_from_record
 from ..compiler.pipeline import KernelSpecialization
 from ..errors import LaunchError, NoDeviceError
 from . import linking
@@ -72,20 +73,31 @@ class _LineInfoModule:
             pass
 
 
+def _driver():
+    lib = probe.libcuda()
+    if lib is None:
+        raise NoDeviceError("the CUDA driver library (libcuda.so.1) was not found")
+    return lib
+
+
+def global_address(module, symbol, nbytes):
+    """Device address of the global ``symbol`` (of ``nbytes``) of a loaded module."""
+    ptr, size = ctypes.c_uint64(), ctypes.c_size_t()
+    rc = _driver().cuModuleGetGlobal_v2(ctypes.byref(ptr), ctypes.byref(size),
+                                        ctypes.c_void_p(int(module)), symbol.encode())
+    if rc or size.value != nbytes:
+        raise LaunchError(f"internal error: the kernel's module has no global {symbol} of "
+                          f"{nbytes} bytes (driver error {rc}, size {size.value})")
+    return ptr
+
+
 def fill_device_arrays(module, arrays):
     """Copy each global array a kernel reads from device memory (``[(symbol, host copy)]``, see
     compiler/target.py) into its module's global of that name: once per load, from the copy
     the kernel's dependency records keep, which is what the cell hook compares."""
-    lib = probe.libcuda()
-    if lib is None:
-        raise NoDeviceError("the CUDA driver library (libcuda.so.1) was not found")
-    ptr, size = ctypes.c_uint64(), ctypes.c_size_t()
+    lib = _driver()
     for symbol, array in arrays:
-        rc = lib.cuModuleGetGlobal_v2(ctypes.byref(ptr), ctypes.byref(size),
-                                      ctypes.c_void_p(int(module)), symbol.encode())
-        if rc or size.value != array.nbytes:
-            raise LaunchError(f"internal error: the kernel's module has no global {symbol} of "
-                              f"{array.nbytes} bytes (driver error {rc}, size {size.value})")
+        ptr = global_address(module, symbol, array.nbytes)
         rc = lib.cuMemcpyHtoD_v2(ptr, ctypes.c_void_p(array.ctypes.data),
                                  ctypes.c_size_t(array.nbytes))
         if rc:
@@ -116,10 +128,13 @@ class LoadedKernel:
             else:
                 self.module.load(spec.ptx.encode())
                 self.function = self.module.get_function(spec.name)
+            handle = self.module.handle if isinstance(self.module, _LineInfoModule) \
+                else self.module.ptr
             if spec.device_arrays:
-                handle = self.module.handle if isinstance(self.module, _LineInfoModule) \
-                    else self.module.ptr
                 fill_device_arrays(handle, spec.device_arrays)
+            # debug=True: where a failing thread records its exception (compiler/exceptions.py)
+            self.exception_ptr = global_address(handle, EXCEPTION_GLOBAL, 4 * EXCEPTION_WORDS) \
+                if spec.options.debug else None
         self.spec = spec
         self.fn_ptr = self.function.ptr
         if carveout is not None:             # cuda.jit(shared_memory_carveout=...)
@@ -207,6 +222,24 @@ class LoadedKernel:
                 raise LaunchError(f"an argument does not fit its parameter type: {exc}") from None
             self.launch_kernel(self.fn_ptr, grid[0], grid[1], grid[2], block[0], block[1],
                                block[2], shared, stream, 0, self.extra_ptr)
+        if self.exception_ptr is not None:
+            self.raise_device_exception(stream)
+
+    def raise_device_exception(self, stream):
+        """debug=True: wait for the launch on ``stream`` and raise the exception a thread
+        recorded, if one did (the record is cleared for the next launch)."""
+        lib = _driver()
+        with probe.cupy_module().cuda.Device(self.device_id):
+            rc = lib.cuStreamSynchronize(ctypes.c_void_p(int(stream)))
+            if rc:
+                raise LaunchError(f"{self.spec.name}: synchronising after the launch failed "
+                                  f"(driver error {rc})")
+            words = (ctypes.c_int32 * EXCEPTION_WORDS)()
+            lib.cuMemcpyDtoH_v2(words, self.exception_ptr, ctypes.c_size_t(ctypes.sizeof(words)))
+            if words[0]:
+                lib.cuMemsetD32_v2(self.exception_ptr, ctypes.c_uint(0),
+                                   ctypes.c_size_t(EXCEPTION_WORDS))
+                raise_from_record(self.spec.name, self.spec.exceptions, list(words))
 
 
 class Specialization(KernelSpecialization):

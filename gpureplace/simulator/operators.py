@@ -77,9 +77,25 @@ def _binary(op):
 add = _binary(operator.add)
 sub = _binary(operator.sub)
 mul = _binary(operator.mul)
-truediv = _binary(operator.truediv)
-floordiv = _binary(operator.floordiv)
-mod = _binary(operator.mod)
+#: True while a ``debug=True`` kernel runs: Python's error model, in which a division by zero
+#: raises ZeroDivisionError (as the compiled debug kernel does) instead of giving inf or NaN.
+python_error_model = False
+
+
+def _dividing(op):
+    plain = _binary(op)
+
+    def apply(a, b):
+        if python_error_model and b == 0:
+            raise ZeroDivisionError("division by zero")
+        return plain(a, b)
+    apply.__name__ = plain.__name__
+    return apply
+
+
+truediv = _dividing(operator.truediv)
+floordiv = _dividing(operator.floordiv)
+mod = _dividing(operator.mod)
 lshift = _binary(operator.lshift)
 rshift = _binary(operator.rshift)
 matmul = operator.matmul

@@ -26,6 +26,7 @@ from ..runtime import arguments
 from ..runtime.launch import normalize_dims
 from .arrays import SimArray, allocation_around, current_location, wrap_int
 from .blocks import Abort, Block, GridBarrier, NeedThreads, ThreadState
+from . import operators
 from .lang import device_format
 from .resolve import Resolver, frozen_arrays
 
@@ -59,6 +60,11 @@ class Launch:
             return False
         t = getattr(self.tls, "t", None)
         order = (tuple(reversed(t.bid)), t.linear) if t is not None else ()
+        if t is not None:
+            try:
+                exc._gpureplace_thread = (tuple(t.tid), tuple(t.bid))
+            except AttributeError:
+                pass
         with self.atomic_lock:
             self.raised.append((order, exc, self.where(), *at))
         return True
@@ -79,6 +85,19 @@ class Launch:
             f"with an if and write a flag into an array argument",
             KernelRaisedWarning, filename, line, module=py_func.__module__ or filename,
             registry=py_func.__globals__.setdefault("__warningregistry__", {}))
+
+    def raise_first(self):
+        """debug=True: the first thread's exception (block, then thread order), raised after the
+        launch with the thread's position, as a debug kernel's on the GPU."""
+        if not self.raised:
+            return
+        _, exc, _, filename, line = min(self.raised, key=lambda r: r[0])
+        t = exc.__dict__.get("_gpureplace_thread")
+        pos = f"tid={list(t[0])} ctaid={list(t[1])}" if t else ""
+        args = exc.args
+        prefix = f"In function {self.name!r}, file {filename}, line {line}, {pos}"
+        exc.args = (f"{prefix}: {args[0]}",) + tuple(args[1:]) if args else (prefix,)
+        raise exc
 
     def where(self):
         t = getattr(self.tls, "t", None)
@@ -273,19 +292,26 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
     kernel = resolver.function(gpufunction.py_func, {})
     threaded = resolver.needs_threads(kernel)
     values = conv.values
-    if resolver.needs_grid(kernel):
-        _run_grid(sim, kernel, values)
-    elif threaded:
-        _run_threaded(sim, kernel, values)
-    else:
-        snapshot = [(a, a.copy()) for a in conv.host_arrays]
-        try:
-            _run_sequential(sim, kernel, values)
-        except NeedThreads:
-            for a, saved in snapshot:
-                np.copyto(a, saved)
+    debug = gpufunction.options().debug
+    operators.python_error_model = debug
+    try:
+        if resolver.needs_grid(kernel):
+            _run_grid(sim, kernel, values)
+        elif threaded:
             _run_threaded(sim, kernel, values)
-        del snapshot
+        else:
+            snapshot = [(a, a.copy()) for a in conv.host_arrays]
+            try:
+                _run_sequential(sim, kernel, values)
+            except NeedThreads:
+                for a, saved in snapshot:
+                    np.copyto(a, saved)
+                _run_threaded(sim, kernel, values)
+            del snapshot
+    finally:
+        operators.python_error_model = False
+    if debug:
+        sim.raise_first()
     sim.warn_raised(gpufunction.py_func)
     for original, host, how in conv.copy_back:
         if how == "record":

@@ -344,9 +344,13 @@ def test_record_arrays_and_generator_states_round_trip():
     assert len(set(host["s0"].tolist())) == 64
 
 
-def test_debug_true_says_what_it_does_not_do():
-    with pytest.warns(UserWarning, match="simulator"):
-        cuda.jit(debug=True)(lambda x: None)
+def test_debug_true_is_an_option_that_keeps_line_information():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")              # nothing to warn about any more
+        k = cuda.jit(debug=True)(lambda x: None)
+    assert k.options().debug and k.options().lineinfo
+    assert not cuda.jit(lambda x: None).options().debug
 
 
 def test_specialize_fixes_the_argument_types(simulated):
