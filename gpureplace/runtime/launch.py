@@ -8,6 +8,8 @@ Python objects.
 from __future__ import annotations
 
 import ctypes
+import os
+import re
 import struct
 import threading
 
@@ -105,12 +107,43 @@ def fill_device_arrays(module, arrays):
                               f"failed (driver error {rc})")
 
 
+#: The per-thread stack a kernel with recursive device functions gets (the CUDA default is
+#: 1 KiB: fib(15), at some 72 bytes a frame, overflows it, and an overflow is an illegal
+#: address that ends the CUDA context).  The driver reserves it for every resident thread:
+#: 8 KiB is about 2.2 GB on an H200.  ``GPUREPLACE_RECURSION_STACK`` (bytes) changes it.
+RECURSION_STACK_BYTES = int(os.environ.get("GPUREPLACE_RECURSION_STACK", 8192))
+_stack_raised = set()          # devices whose stack limit was raised for recursion
+_FUNC_BODY = re.compile(r"^\.func\s+(?:\([^)]*\)\s*)?(\w+)\s*\((.*?)^\}", re.M | re.S)
+
+
+def is_recursive(ptx):
+    """Whether a device function of ``ptx`` calls itself (its stack depth is then unknown to
+    ptxas; mutual recursion is refused by the compiler)."""
+    if ptx.count(".func") < 2:
+        return False
+    return any(re.search(rf"\bcall(?:\.uni)?\s+(?:\([^)]*\),\s*)?{re.escape(name)}\b", body)
+               for name, body in _FUNC_BODY.findall(ptx))
+
+
+def ensure_recursion_stack(device_id):
+    """Raise the device's per-thread stack limit to RECURSION_STACK_BYTES (once)."""
+    if device_id in _stack_raised:
+        return
+    runtime = probe.cupy_module().cuda.runtime
+    with probe.cupy_module().cuda.Device(device_id):
+        if runtime.deviceGetLimit(runtime.cudaLimitStackSize) < RECURSION_STACK_BYTES:
+            runtime.deviceSetLimit(runtime.cudaLimitStackSize, RECURSION_STACK_BYTES)
+    _stack_raised.add(device_id)
+
+
 class LoadedKernel:
     """A specialisation's PTX loaded on one device, with its parameter buffer."""
 
     def __init__(self, spec, device_id, link=(), carveout=None):
         cp = probe.cupy_module()
         self.device_id = device_id
+        if is_recursive(spec.ptx):
+            ensure_recursion_stack(device_id)
         with cp.cuda.Device(device_id):
             self.module = cp.cuda.function.Module()
             externs = linking.external_symbols(spec.ptx) if ".extern .func" in spec.ptx else ()
@@ -128,7 +161,7 @@ class LoadedKernel:
             else:
                 self.module.load(spec.ptx.encode())
                 self.function = self.module.get_function(spec.name)
-            handle = self.module.handle if isinstance(self.module, _LineInfoModule) \
+            handle = self.module.handle.value if isinstance(self.module, _LineInfoModule) \
                 else self.module.ptr
             if spec.device_arrays:
                 fill_device_arrays(handle, spec.device_arrays)

@@ -167,7 +167,7 @@ def _fib(n):
     return n if n < 2 else _fib(n - 1) + _fib(n - 2)
 
 
-_REC_X = np.array([0, 1, 2, 7, 10, 15], dtype=np.int64)
+_REC_X = np.array([0, 1, 2, 7, 10, 20], dtype=np.int64)   # 20: deeper than CUDA's 1 KiB stack
 _REC_REF = np.stack([[_fib(int(v)) for v in _REC_X]] * 2 +
                     [[float(np.prod(np.arange(1, max(int(v), 1) + 1))) for v in _REC_X]])
 
@@ -177,6 +177,13 @@ def test_self_recursive_device_functions_compile_and_assemble(tmp_path):
     spec = _compile(mod.recursive_calls, "void(float64[:, ::1], int64[::1])")
     assert spec.ptx.count(".func") >= 3                  # fib_declared, fib_inferred, factorial
     assert "call" in _body(spec.ptx)
+    # the loader gives such kernels a deeper stack (runtime/launch.py); others keep the default
+    from gpureplace.runtime.launch import is_recursive
+    assert is_recursive(spec.ptx)
+    plain = ".func f(\n.param .b64 p\n)\n{\n\tret;\n}\n.func g(\n)\n{\n\tcall.uni f, (p);\n}\n"
+    helpers = _compile(helper_calls, "void(float64[::1], float64[::1], float64[:, ::1])")
+    assert not is_recursive(plain) and not is_recursive(helpers.ptx)
+    assert is_recursive(plain.replace("call.uni f,", "call.uni g,"))
 
 
 def test_self_recursive_device_functions_in_the_simulator(tmp_path, monkeypatch):
