@@ -119,11 +119,13 @@ class Launching:
                                   f"device and back around each launch, which a CUDA graph "
                                   f"cannot hold; pass a 1-element record array instead")
             return self._launch_with_records(config, values, entry)
-        if rec is None and not entry.spec.options.debug:
-            # The next launches with these argument types skip all of this (runtime/binder.py);
-            # a debug kernel's launches come here to wait and raise what a thread raised.
-            self._launcher_class.__call__ = make_fast_launch(
-                args, keys, entry, world.age, Launcher.general, launch.retry_errors())
+        if rec is None:
+            if not entry.spec.options.debug:
+                # The next launches with these argument types skip all of this
+                # (runtime/binder.py); a debug kernel's launches come here to wait and raise
+                # what a thread raised.
+                self._launcher_class.__call__ = make_fast_launch(
+                    args, keys, entry, world.age, Launcher.general, launch.retry_errors())
         else:
             # Capturing a graph: every launch comes here (no fast path while it lasts) so the
             # graph knows each specialisation it holds.
