@@ -201,7 +201,8 @@ def numba_flags(options):
     flags.no_cfunc_wrapper = True
     flags.nrt = False
     # debug: Python's error model (a division by zero raises ZeroDivisionError), as numba-cuda
-    flags.error_model = "python" if options.debug else "numpy"
+    # (with fast math, divisions stay unchecked there too)
+    flags.error_model = "python" if options.debug and not options.fastmath else "numpy"
     # lineinfo: line tables only (DebugDirectivesOnly), as numba-cuda's lineinfo=True
     flags.debuginfo = flags.dbg_directives_only = bool(options.lineinfo)
     flags.boundscheck = False

@@ -292,8 +292,9 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
     kernel = resolver.function(gpufunction.py_func, {})
     threaded = resolver.needs_threads(kernel)
     values = conv.values
-    debug = gpufunction.options().debug
-    operators.python_error_model = debug
+    options = gpufunction.options()
+    debug = options.debug
+    operators.python_error_model = debug and not options.fastmath
     try:
         if resolver.needs_grid(kernel):
             _run_grid(sim, kernel, values)

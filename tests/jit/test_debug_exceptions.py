@@ -64,9 +64,13 @@ def test_debug_kernel_records_the_first_failing_thread_and_maps_its_codes():
 
 
 def test_without_debug_there_is_no_record_and_no_zero_division_check():
-    spec = cuda.jit(_divides).compile("void(float64[::1], float64[::1], float64[::1])")
+    sig = "void(float64[::1], float64[::1], float64[::1])"
+    spec = cuda.jit(_divides).compile(sig)
     assert EXCEPTION_GLOBAL not in spec.ptx and spec.exceptions == {}
     assert "div.rn.f64" in spec.ptx and "setp.eq.f64" not in spec.ptx
+    # with fast math a debug kernel's divisions stay unchecked too (numba-cuda's meaning)
+    fast = cuda.jit(debug=True, fastmath=True)(_divides).compile(sig)
+    assert not any(exc is ZeroDivisionError for exc, _, _ in fast.exceptions.values())
 
 
 def test_debug_kernels_are_not_put_in_the_disk_cache(tmp_path, monkeypatch):
@@ -99,6 +103,9 @@ def test_debug_raise_in_the_simulator(simulator):
     with pytest.raises(ZeroDivisionError):
         cuda.jit(debug=True, opt=False)(_divides)[1, 1](r, np.zeros(1), np.ones(1))
     assert r.tolist() == [0.0, 0.0]                       # the thread stopped there
+    with np.errstate(divide="ignore"):
+        cuda.jit(debug=True, fastmath=True)(_divides)[1, 1](r, np.zeros(1), np.ones(1))
+    assert r.tolist() == [np.inf, 1.0]
     # without debug: the thread stops, a warning says so, nothing is raised
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
