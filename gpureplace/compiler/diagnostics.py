@@ -120,6 +120,14 @@ def convert_error(pyfunc, exc):
     reason = _short_reason(getattr(exc, "msg", None) or str(exc))
     if isinstance(exc, nb_errors.TypingError) and "Untyped global name" in reason:
         reason = reason.replace("Untyped global name", "cannot use global name")
+    if reason.startswith("Only accept returning of array passed into the function"):
+        # Numba's check, for a function (often one of Numba's NumPy implementations) that
+        # returns an array other than one of its arguments
+        numpy_call = _numpy_call_at(pyfunc, lineno)
+        what = f"{numpy_call}() returns a new array" if numpy_call else \
+            "a function called here returns an array that is not one of its arguments"
+        reason = (f"{what}, which device code cannot allocate (there is no heap); pass the "
+                  f"output array in as an argument, or use cuda.local.array for scratch space")
     attr = re.search(r"Unknown attribute '(\w+)' of type Module\(<module '([\w.]+)'", reason)
     if attr:
         name, module = attr.groups()
@@ -234,6 +242,9 @@ def library_call_error(caller, callee, exc, loc):
                 break
     if _package(callee) == "numba":
         reason = exc.reason
+        numpy_call = _numpy_call_at(caller, line)
+        if numpy_call and reason.startswith("a function called here returns an array"):
+            reason = reason.replace("a function called here", f"{numpy_call}()", 1)
         host = _host_callable_at(caller, line)
         if host is not None and host[0] in _CONTAINER_BUILTINS:
             reason = _host_callable_reason(host)
@@ -339,6 +350,20 @@ def _has_walrus(pyfunc, lineno):
     node, offset = tree
     return any(isinstance(n, ast.NamedExpr) and n.lineno + offset == lineno
                for n in ast.walk(node))
+
+
+def _numpy_call_at(pyfunc, lineno):
+    """``np.name`` of the first NumPy function called on ``lineno`` of ``pyfunc``, or None."""
+    import numpy as np
+    module = None
+    for ins, line in instructions_with_lines(pyfunc):
+        if line != lineno:
+            continue
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+            module = pyfunc.__globals__.get(ins.argval)
+        elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and module is np:
+            return f"np.{ins.argval}"
+    return None
 
 
 def _host_callable_at(pyfunc, lineno):

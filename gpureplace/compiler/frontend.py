@@ -355,6 +355,11 @@ def _compile_device(pyfunc, context, mask, argtypes, options, restype, key):
 _FSTRING_OPS = frozenset({"FORMAT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC"})
 
 
+def _package_of(pyfunc):
+    globs = getattr(pyfunc, "__globals__", None) or {}
+    return (globs.get("__name__") or "").split(".", 1)[0]
+
+
 def _refuse_fstrings(pyfunc):
     """An f-string that formats values needs a string at run time, which device code cannot
     build; Numba would fail deep inside its str() implementation, so say so at the line."""
@@ -370,7 +375,10 @@ def _refuse_fstrings(pyfunc):
 def _run_front_end(cf, mask, key):
     from .validate import check_compiled
     constructs.refuse(cf.pyfunc, name_of(cf.pyfunc), file_of(cf.pyfunc))
-    _refuse_fstrings(cf.pyfunc)
+    if _package_of(cf.pyfunc) != "numba":
+        # (Numba's own implementations format messages in branches its pruning removes, as
+        # check_axis_bounds for axis=None: what survives fails in typing, with Numba's words)
+        _refuse_fstrings(cf.pyfunc)
     typingctx, targetctx = compilers(cf.context)
     frame = resolve.Frame(cf.pyfunc, cf.context, mask, cf.options, key)
     library = targetctx.codegen().create_library(cf.qualname)

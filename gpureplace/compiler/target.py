@@ -58,6 +58,23 @@ def _register_overload_jit():
 _register_overload_jit()
 
 
+@functools.lru_cache(maxsize=None)
+def _array_reductions_typing():
+    """NumPy's reductions of arrays in device code (``np.all(a)``, ``np.sum``, ``np.nanmax``,
+    ``a.mean()``, ``np.count_nonzero``...): Numba's own implementations (``numba.np.arraymath``,
+    loops compiled as device functions), and the ``np.nditer`` / ``np.ndindex`` typing they
+    iterate with.  What would allocate an array (``np.cumsum``, ``np.sort``) is refused where
+    the kernel is compiled (compiler/validate.py)."""
+    from numba.core.typing import npydecl
+    from numba.core.typing.templates import Registry
+    import numba.np.arraymath  # noqa: F401  (registers its overloads)
+    reg = Registry()
+    for value, typ in npydecl.registry.globals:
+        if value is np.nditer or value is np.ndindex:
+            reg.register_global(value, typ)
+    return reg
+
+
 class GPUTypingContext(typing.BaseContext):
     """Numba typing context whose value resolution goes through a gpureplace ``Context``."""
 
@@ -70,6 +87,7 @@ class GPUTypingContext(typing.BaseContext):
         from .intrinsics import registry as intrinsic_registries
         self.install_registry(cmathdecl.registry)
         self.install_registry(enumdecl.registry)
+        self.install_registry(_array_reductions_typing())
         for reg in intrinsic_registries.typing_registries():
             self.install_registry(reg)
 
@@ -129,6 +147,8 @@ def unsupported_message(kind):
 def _reject_host_only(func, args):
     from numba.core.errors import TypingError
     name = _allocator_name(func)
+    if name == "np.asarray" and len(args) == 1 and isinstance(args[0], types.Array):
+        name = None             # the array itself, nothing allocated (Numba's reductions use it)
     if name is not None:
         raise TypingError(f"{name}() allocates a new array, which device code cannot do (there "
                           f"is no heap); pass the output array in as an argument, or use "

@@ -289,3 +289,81 @@ def _float_max(a, b):
 def _float_min(a, b):
     """``min(a, b)`` of two floats: one min.f32 / min.f64, ignoring a NaN operand."""
     return np.fmin(a, b)
+
+
+def array_table():
+    """{NumPy function: device implementation} for what Numba's own array code cannot do
+    without a heap: ``np.count_nonzero(a)`` (Numba's compares into a new array), and
+    ``np.conjugate`` / ``np.conj`` of a scalar, which Numba's ``np.var`` and ``np.std`` call."""
+    table = {np.count_nonzero: _count_nonzero, np.conjugate: _conjugate}
+    # np.min / np.max and the NaN-ignoring ones of a whole array (Numba's return views, which
+    # its legality check refuses without a heap)
+    for fn in (np.min, np.amin):
+        table[fn] = _array_min
+    for fn in (np.max, np.amax):
+        table[fn] = _array_max
+    table[np.nanmin] = _array_nanmin
+    table[np.nanmax] = _array_nanmax
+    return table
+
+
+def _array_min(a):
+    """``np.min(a)``: the smallest element; NaN if any is NaN (NumPy's)."""
+    if a.size == 0:
+        raise ValueError("zero-size array to reduction operation minimum which has no identity")
+    m = a.flat[0]
+    for v in a.flat:
+        if v != v:
+            return v
+        if v < m:
+            m = v
+    return m
+
+
+def _array_max(a):
+    """``np.max(a)``: the largest element; NaN if any is NaN (NumPy's)."""
+    if a.size == 0:
+        raise ValueError("zero-size array to reduction operation maximum which has no identity")
+    m = a.flat[0]
+    for v in a.flat:
+        if v != v:
+            return v
+        if v > m:
+            m = v
+    return m
+
+
+def _array_nanmin(a):
+    """``np.nanmin(a)``: the smallest element that is not NaN; NaN when all are."""
+    if a.size == 0:
+        raise ValueError("zero-size array to reduction operation fmin which has no identity")
+    m = a.flat[0]
+    for v in a.flat:
+        if m != m or v < m:
+            m = v
+    return m
+
+
+def _array_nanmax(a):
+    """``np.nanmax(a)``: the largest element that is not NaN; NaN when all are."""
+    if a.size == 0:
+        raise ValueError("zero-size array to reduction operation fmax which has no identity")
+    m = a.flat[0]
+    for v in a.flat:
+        if m != m or v > m:
+            m = v
+    return m
+
+
+def _count_nonzero(a):
+    """``np.count_nonzero(a)`` of an array of any layout: how many elements are not zero."""
+    n = 0
+    for v in a.flat:
+        if v != 0:
+            n += 1
+    return n
+
+
+def _conjugate(x):
+    """``np.conjugate(x)`` of a scalar: the complex conjugate (a real number unchanged)."""
+    return x.conjugate()
