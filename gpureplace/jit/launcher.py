@@ -157,7 +157,7 @@ class PreparedLaunch:
         src = (f"def __call__(self):\n    if _world.age != {self._age}: return self._rebind()\n"
                f"{go}\ndef _go(self):\n{go}")
         env = {"_world": world, "_run": run, "_note_printf": launch.note_printf,
-               "_check": entry.raise_device_exception}
+               "_check": entry.raise_device_exception if debug else None}
         exec(compile(src, "<gpureplace prepared launch>", "exec"), env)
         own = type(self)
         own.__call__ = own.launch = env["__call__"]

@@ -50,6 +50,11 @@ class FakeLoaded:
         self.packed_by = None                     # as LoadedKernel.launch: the buffer is rewritten
         self.packer.pack_into(self.buffer, 0, *values)
         self._record(self.fn_ptr, *grid, *block, shared, stream, 0, self.extra_ptr)
+        if self.spec.options.debug:               # as LoadedKernel.launch
+            self.raise_device_exception(stream)
+
+    def raise_device_exception(self, stream):
+        self.checks = getattr(self, "checks", 0) + 1
 
 
 @pytest.fixture
@@ -107,6 +112,24 @@ def test_prepared_launch_packs_once_and_rebinds_after_a_redefinition(fake_gpu):
     gpureplace.refresh()
     run()
     assert len(fake_gpu) == 2
+
+
+def test_debug_kernels_wait_and_check_after_every_launch(fake_gpu):
+    """A debug kernel never takes the fast path nor a graph: each launch, plain or prepared,
+    ends in the check that raises what a thread raised (compiler/exceptions.py)."""
+    @cuda.jit(debug=True)
+    def k(x, a):
+        x[0] = a
+
+    x = ndarray((4,), np.float32, ptr=0x7100)
+    for _ in range(3):
+        k[1, 1](x, 2.0)
+    run = k[1, 1, 9].prepare(x, 3.0)
+    run()
+    run()
+    loaded, = fake_gpu
+    assert len(loaded.calls) == 5 and loaded.checks == 5
+    assert not run.uses_graph
 
 
 def test_bad_arguments_launch_nothing(fake_gpu):
