@@ -15,7 +15,10 @@ only because it uses numba-cuda's internals (its NVVM pipeline, driver bindings,
 stand-ins that raise ``cudapy_shim.InternalModule`` when used) is not applicable, and so is every
 test of a file that cannot even be imported for that reason; the note names the internals.  A
 test that uses numba-cuda API gpureplace lacks (``MissingAPI``) fails.  A test skipped because it
-checks numba-cuda's NVVM output with FileCheck is a skip.  A test numba-cuda expects to fail
+checks numba-cuda's NVVM output with FileCheck is a skip.  A test that fails because gpureplace
+differs on purpose (``DELIBERATE``: each with its reason, e.g. PTX that LLVM spells otherwise, a
+float16 truncated as NumPy truncates, a limitation of numba-cuda's own simulator) is counted as a
+deliberate difference, outside the share.  A test numba-cuda expects to fail
 (``expectedFailure``, for a limitation of its own) that passes is counted as passed.  The share
 that passes is passed / (passed + failed + errors).
 """
@@ -96,6 +99,46 @@ _INTERNAL = re.compile(r"InternalModule: (numba\.cuda[\w.]*) is numba-cuda's int
 _INTERNAL_MODULE = re.compile(r"^numba\.cuda\.(?:core\.|cudadrv\.|typeconv\.)?\w+")
 
 
+#: Tests that fail because gpureplace differs on purpose, each with the reason: they are counted
+#: as "deliberate" (outside the share that passes), never silently as passed.  A test listed here
+#: that passes counts as passed.
+_PTX_ATOM = ("LLVM's NVPTX back end writes the global state space, atom.global.add.f64, where "
+             "NVVM writes the generic atom.add.f64: the same operation")
+_NVVM_DEBUG = ("numba-cuda warns that NVVM may crash with debug=True and optimisation; "
+               "gpureplace's LLVM back end compiles both together, so there is nothing to warn of")
+DELIBERATE = {
+    "test_atomics.py::TestCudaAtomics::test_atomic_add_double_global": _PTX_ATOM,
+    "test_atomics.py::TestCudaAtomics::test_atomic_add_double_global_2": _PTX_ATOM,
+    "test_atomics.py::TestCudaAtomics::test_atomic_add_double_global_3": _PTX_ATOM,
+    "test_casting.py::TestCasting::test_float16_to_int_ptx":
+        "a float16 converted to an integer truncates, as NumPy and Python do; numba-cuda's "
+        "cvt.rni rounds to the nearest",
+    "test_casting.py::TestCasting::test_float16_to_uint_ptx":
+        "a float16 converted to an unsigned integer truncates, as NumPy does (numba-cuda's "
+        "cvt.rni rounds)",
+    "test_casting.py::TestCasting::test_int_to_float16_ptx":
+        "LLVM converts an 8-bit integer through 16 bits (cvt.rn.f16.s16): the same value",
+    "test_casting.py::TestCasting::test_uint_to_float16_ptx":
+        "LLVM converts an 8-bit integer through 16 bits (cvt.rn.f16.u16): the same value",
+    "test_warning.py::TestWarnings::test_warn_on_debug_and_opt": _NVVM_DEBUG,
+    "test_warning.py::TestWarnings::test_warn_on_debug_and_opt_default": _NVVM_DEBUG,
+    "test_warning.py::TestWarnings::test_warn_on_debug_and_opt_with_config": _NVVM_DEBUG,
+    "test_lineinfo.py::TestCudaLineInfo::test_debug_and_lineinfo_warning":
+        "debug=True gives line information in gpureplace (NVVM cannot have both)",
+    # numba-cuda's simulator's own limitations, which gpureplace's simulator does not have
+    "test_array_alignment.py::TestCudasimUnsupportedAlignment::test_local_unsupported":
+        "numba-cuda's simulator refuses alignment=; gpureplace's honours it",
+    "test_array_alignment.py::TestCudasimUnsupportedAlignment::test_shared_unsupported":
+        "numba-cuda's simulator refuses alignment=; gpureplace's honours it",
+    "test_stream_api.py::TestStreamAPI::test_external_stream_simulator_unavailable":
+        "numba-cuda's simulator refuses external streams; gpureplace's accepts them (it runs "
+        "each launch to the end, which orders it after anything on any stream)",
+    "test_exception.py::TestException::test_zero_division_error_in_debug":
+        "with debug=True gpureplace's simulator raises ZeroDivisionError, as the GPU does; "
+        "numba-cuda's raises NumPy's FloatingPointError",
+}
+
+
 def _run_file(path, work, backend, timeout, logs=None):
     xml = work / f"{path.stem}.xml"
     pythonpath = os.pathsep.join(p for p in (str(work / "site"), os.environ.get("PYTHONPATH"))
@@ -118,7 +161,9 @@ def _run_file(path, work, backend, timeout, logs=None):
     if logs:
         (Path(logs) / f"{path.stem}.txt").write_text(out)
     row = {"file": path.name, "passed": 0, "failed": 0, "errors": 0, "skipped": 0,
-           "not_applicable": 0, "seconds": round(time.perf_counter() - t0, 1), "note": ""}
+           "not_applicable": 0, "deliberate": 0, "seconds": round(time.perf_counter() - t0, 1),
+           "note": ""}
+    deliberate = []
     internal = _INTERNAL.search(out)
     used = set()
     reasons = {}
@@ -137,6 +182,11 @@ def _run_file(path, work, backend, timeout, logs=None):
                 row["errors"] += 1                   # the file: decided below
                 continue
             collected = True
+            key = f"{path.name}::{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
+            if bad is not None and key in DELIBERATE:
+                row["deliberate"] += 1
+                deliberate.append(key.split("::", 1)[1])
+                continue
             hit = _INTERNAL.search(text)
             if bad is not None and not hit:
                 why = _reason(bad.get("message") or bad.text or "")
@@ -153,6 +203,8 @@ def _run_file(path, work, backend, timeout, logs=None):
             else:
                 row["passed"] += 1
     row["reasons"] = dict(sorted(reasons.items(), key=lambda kv: -kv[1])[:6])
+    if deliberate:
+        row["deliberate_tests"] = {t: DELIBERATE[f"{path.name}::{t}"] for t in deliberate}
     if used:
         row["note"] = "uses " + ", ".join(sorted(used))
     if internal and row["passed"] == row["failed"] == 0 and not collected:
@@ -193,8 +245,8 @@ def _last_error(out):
 
 
 def _report(rows, meta, out):
-    total = {k: sum(r[k] for r in rows) for k in
-             ("passed", "failed", "errors", "skipped", "not_applicable")}
+    total = {k: sum(r.get(k, 0) for r in rows) for k in
+             ("passed", "failed", "errors", "skipped", "not_applicable", "deliberate")}
     ran = total["passed"] + total["failed"] + total["errors"]
     total["pass_share"] = round(total["passed"] / ran, 4) if ran else None
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -204,13 +256,19 @@ def _report(rows, meta, out):
              f"`python compat/numba_cuda/run.py` (see its docstring for how tests are counted).",
              "", f"**{total['passed']} of {ran} tests that ran pass "
              f"({100 * (total['pass_share'] or 0):.1f} %)**; {total['skipped']} skipped, "
-             f"{total['not_applicable']} not applicable (numba-cuda's internals).", "",
-             "| file | passed | failed | errors | skipped | n/a | note |",
-             "|---|---:|---:|---:|---:|---:|---|"]
+             f"{total['not_applicable']} not applicable (numba-cuda's internals), "
+             f"{total['deliberate']} deliberate differences (listed below, with reasons).", "",
+             "| file | passed | failed | errors | skipped | n/a | deliberate | note |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         note = r["note"].replace("|", "\\|")
         lines.append(f"| {r['file']} | {r['passed']} | {r['failed']} | {r['errors']} | "
-                     f"{r['skipped']} | {r['not_applicable']} | {note} |")
+                     f"{r['skipped']} | {r['not_applicable']} | {r.get('deliberate', 0)} | "
+                     f"{note} |")
+    listed = [(r["file"], t, why) for r in rows for t, why in r.get("deliberate_tests", {}).items()]
+    if listed:
+        lines += ["", "## Deliberate differences", ""]
+        lines += [f"- `{f}::{t}`: {why}" for f, t, why in listed]
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     return total
 

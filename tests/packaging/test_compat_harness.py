@@ -113,6 +113,11 @@ def test_run_py_counts_passed_failed_not_applicable_and_skipped(tmp_path):
     tests = pkg / "tests" / "cudapy"
     tests.mkdir(parents=True)
     (tests / "test_fake.py").write_text(FAKE_TEST)
+    (tests / "test_stream_api.py").write_text(          # a deliberate difference (run.py lists it)
+        "import unittest\n"
+        "class TestStreamAPI(unittest.TestCase):\n"
+        "    def test_external_stream_simulator_unavailable(self):\n"
+        "        raise AssertionError('RuntimeError not raised')\n")
     for i in range(25):                               # numba-cuda's modules (run.py lists them)
         (pkg / f"module{i}.py").write_text("")
     (pkg / "compiler.py").write_text("")
@@ -123,8 +128,13 @@ def test_run_py_counts_passed_failed_not_applicable_and_skipped(tmp_path):
                            "simulator", "--out", str(out), "--jobs", "1"],
                           capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    row = json.loads(out.read_text())["files"][0]
+    report = json.loads(out.read_text())
+    row, = [r for r in report["files"] if r["file"] == "test_fake.py"]
     assert (row["passed"], row["failed"], row["not_applicable"], row["skipped"]) == \
         (3, 1, 1, 1), row
+    other, = [r for r in report["files"] if r["file"] == "test_stream_api.py"]
+    assert (other["failed"], other["deliberate"]) == (0, 1), other
+    assert report["total"]["deliberate"] == 1 and report["total"]["failed"] == 1
+    assert "external streams" in out.with_suffix(".md").read_text()
     assert "numba.cuda.compiler" in row["note"]
     assert out.with_suffix(".md").read_text().count("test_fake.py") == 1
