@@ -28,6 +28,9 @@ class Launching:
         if self.device:
             raise LaunchError(f"{self.__qualname__} is a device function: forall() launches "
                               f"kernels")
+        if isinstance(ntasks, int) and not isinstance(ntasks, bool) and ntasks < 0:
+            raise LaunchError(f"Can't create ForAll with negative task count: forall(ntasks) "
+                              f"takes a non-negative int, got {ntasks}")     # (numba-cuda's words)
         for what, value in (("ntasks", ntasks), ("tpb", tpb), ("sharedmem", sharedmem)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise LaunchError(f"forall: {what} must be a non-negative int, got {value!r}")

@@ -151,8 +151,11 @@ def test_forall_covers_every_task(simulated):
         mark.forall(n, tpb=32)(out)
         assert (out == 1).all(), n
     mark.forall(0)(np.zeros(0, np.int32))
-    with pytest.raises(LaunchError, match="ntasks"):
-        mark.forall(-1)
+    with pytest.raises(ValueError, match=r"Can't create ForAll with negative task count: "
+                                         r"forall\(ntasks\) takes a non-negative int, got -1"):
+        mark.forall(-1)                       # (a LaunchError, also numba-cuda's ValueError)
+    with pytest.raises(LaunchError, match="forall: ntasks must be a non-negative int"):
+        mark.forall(2.5)
     with pytest.raises(LaunchError, match="tpb"):
         mark.forall(10, tpb=1.5)
 
