@@ -125,6 +125,9 @@ DELIBERATE = {
     "test_warning.py::TestWarnings::test_warn_on_debug_and_opt_with_config": _NVVM_DEBUG,
     "test_lineinfo.py::TestCudaLineInfo::test_debug_and_lineinfo_warning":
         "debug=True gives line information in gpureplace (NVVM cannot have both)",
+    "test_array.py::TestCudaArray::test_gpu_array_interleaved":
+        "gpureplace copies a strided host array to the device (through a contiguous staging "
+        "copy); numba-cuda's auto_device refuses it",
     # numba-cuda's simulator's own limitations, which gpureplace's simulator does not have
     "test_array_alignment.py::TestCudasimUnsupportedAlignment::test_local_unsupported":
         "numba-cuda's simulator refuses alignment=; gpureplace's honours it",
