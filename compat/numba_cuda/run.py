@@ -106,6 +106,9 @@ _PTX_ATOM = ("LLVM's NVPTX back end writes the global state space, atom.global.a
              "NVVM writes the generic atom.add.f64: the same operation")
 _NVVM_DEBUG = ("numba-cuda warns that NVVM may crash with debug=True and optimisation; "
                "gpureplace's LLVM back end compiles both together, so there is nothing to warn of")
+_REINTERPRET = ("a kernel given a signature takes arrays of its dtypes only (an int32 array "
+                "for uint32[:] is refused with the signatures it has); numba-cuda launches its one "
+                "overload without checking and reinterprets the memory")
 DELIBERATE = {
     "test_atomics.py::TestCudaAtomics::test_atomic_add_double_global": _PTX_ATOM,
     "test_atomics.py::TestCudaAtomics::test_atomic_add_double_global_2": _PTX_ATOM,
@@ -125,6 +128,8 @@ DELIBERATE = {
     "test_warning.py::TestWarnings::test_warn_on_debug_and_opt_with_config": _NVVM_DEBUG,
     "test_lineinfo.py::TestCudaLineInfo::test_debug_and_lineinfo_warning":
         "debug=True gives line information in gpureplace (NVVM cannot have both)",
+    "test_atomics.py::TestCudaAtomics::test_atomic_sub3": _REINTERPRET,
+    "test_warp_ops.py::TestCudaWarpOperations::test_vote_sync_const_mode_val": _REINTERPRET,
     "test_array.py::TestCudaArray::test_gpu_array_interleaved":
         "gpureplace copies a strided host array to the device (through a contiguous staging "
         "copy); numba-cuda's auto_device refuses it",
