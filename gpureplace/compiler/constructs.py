@@ -249,6 +249,15 @@ def kernel_reason(pyfunc):
     return None
 
 
+def refuse_as_kernel(pyfunc, qualname):
+    """Raise the CompileError of ``kernel_reason`` (at the def line), if there is one."""
+    why = kernel_reason(pyfunc)
+    if why is not None:
+        code = pyfunc.__code__
+        raise CompileError(why, function=qualname, filename=code.co_filename,
+                           lineno=code.co_firstlineno, chain=(qualname,))
+
+
 def signature_reason(pyfunc, role):
     """Why ``pyfunc``'s parameters do not suit ``role`` ("a kernel", "a device function"), or
     None: keyword-only parameters and ``**kwargs`` never do (Numba folds calls positionally)."""

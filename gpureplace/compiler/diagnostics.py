@@ -120,14 +120,14 @@ def convert_error(pyfunc, exc):
     reason = _short_reason(getattr(exc, "msg", None) or str(exc))
     if isinstance(exc, nb_errors.TypingError) and "Untyped global name" in reason:
         reason = reason.replace("Untyped global name", "cannot use global name")
-    if reason.startswith("Only accept returning of array passed into the function"):
+    array_return = reason.startswith("Only accept returning of array passed into the function")
+    if array_return:
         # Numba's check, for a function (often one of Numba's NumPy implementations) that
         # returns an array other than one of its arguments
         numpy_call = _numpy_call_at(pyfunc, lineno)
-        what = f"{numpy_call}() returns a new array" if numpy_call else \
-            "a function called here returns an array that is not one of its arguments"
-        reason = (f"{what}, which device code cannot allocate (there is no heap); pass the "
-                  f"output array in as an argument, or use cuda.local.array for scratch space")
+        reason = _array_return_reason(
+            f"{numpy_call}() returns a new array" if numpy_call else
+            "a function called here returns an array that is not one of its arguments")
     attr = re.search(r"Unknown attribute '(\w+)' of type Module\(<module '([\w.]+)'", reason)
     if attr:
         name, module = attr.groups()
@@ -147,7 +147,15 @@ def convert_error(pyfunc, exc):
     err = CompileError(reason, function=name_of(pyfunc), filename=filename, lineno=lineno,
                        chain=(name_of(pyfunc),), detail=str(exc))
     err.typing = isinstance(exc, nb_errors.TypingError)
+    err.array_return = array_return
     return err
+
+
+def _array_return_reason(what):
+    """The reason for Numba's "Only accept returning of array passed into the function", for
+    ``what`` returns the array."""
+    return (f"{what}, which device code cannot allocate (there is no heap); pass the output "
+            f"array in as an argument, or use cuda.local.array for scratch space")
 
 
 class TypingCompileError(CompileError, nb_errors.TypingError):
@@ -213,10 +221,10 @@ def in_standard_library(filename):
 
 def is_library(pyfunc):
     """Whether ``pyfunc`` is a library's code rather than the user's (see _LIBRARY_PACKAGES)."""
-    return _package(pyfunc) in _LIBRARY_PACKAGES or in_standard_library(file_of(pyfunc))
+    return package_of(pyfunc) in _LIBRARY_PACKAGES or in_standard_library(file_of(pyfunc))
 
 
-def _package(pyfunc):
+def package_of(pyfunc):
     """The top-level package that defines ``pyfunc`` (its globals' ``__name__``: a wrapper's
     ``__module__`` may name another, as IPython's open says it is io's)."""
     globs = getattr(pyfunc, "__globals__", None) or {}
@@ -240,11 +248,13 @@ def library_call_error(caller, callee, exc, loc):
                     ins.argval == callee.__name__:
                 name = ins.argval
                 break
-    if _package(callee) == "numba":
+    if package_of(callee) == "numba":
         reason = exc.reason
         numpy_call = _numpy_call_at(caller, line)
-        if numpy_call and reason.startswith("a function called here returns an array"):
-            reason = reason.replace("a function called here", f"{numpy_call}()", 1)
+        if numpy_call and getattr(exc, "array_return", False):
+            # the NumPy function the user called, not the library function inside it
+            reason = _array_return_reason(
+                f"{numpy_call}() returns an array that is not one of its arguments")
         host = _host_callable_at(caller, line)
         if host is not None and host[0] in _CONTAINER_BUILTINS:
             reason = _host_callable_reason(host)
@@ -398,7 +408,7 @@ def host_function_reason(name, value=None):
     if hasattr(builtins, name) or value is None:
         what = "a Python builtin"
     else:
-        what = f"from {_package(value) or 'the host'}"
+        what = f"from {package_of(value) or 'the host'}"
     return (f"{name}() is a host function ({what}) with no device implementation: kernels and "
             f"device functions cannot call it; do this on the host, before or after the launch")
 

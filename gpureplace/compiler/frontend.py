@@ -32,7 +32,8 @@ from . import builtins as _builtins  # noqa: F401  (fills the built-in table)
 from . import constructs, resolve
 from .compiled import CompiledFunction
 from .constructs import instructions_with_lines
-from .diagnostics import convert_error, file_of, first_line_of, line_referring_to, name_of
+from .diagnostics import (convert_error, file_of, first_line_of, line_referring_to, name_of,
+                          package_of)
 from .fold_shapes import FoldArrayShapes
 from .relink import relink
 from .records import collect_global_reads
@@ -93,7 +94,8 @@ class GPULowering(LoweringPass):
         targetctx = state.targetctx
         library = state.library
         cf = current_compiled()
-        if cf is not None and state.func_ir.func_id.func is cf.pyfunc:
+        own = cf is not None and state.func_ir.func_id.func is cf.pyfunc
+        if own:
             # What the function reads, before lowering: a global array is lowered from the
             # snapshot its record keeps (compiler/target.py), never from the live array.
             cf.global_reads = collect_global_reads(state.func_ir)
@@ -101,7 +103,7 @@ class GPULowering(LoweringPass):
             state.func_ir, state.typemap, state.return_type, state.calltypes,
             mangler=targetctx.mangler, inline=False, noalias=False,
             abi_tags=[state.flags.get_mangle_string()])
-        if cf is not None and state.func_ir.func_id.func is cf.pyfunc:
+        if own:
             check_self_calls(cf, state.return_type)
             cf.lowering_fndesc = fndesc      # what a call of itself calls (resolve.py)
         with targetctx.push_code_library(library):
@@ -355,11 +357,6 @@ def _compile_device(pyfunc, context, mask, argtypes, options, restype, key):
 _FSTRING_OPS = frozenset({"FORMAT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC"})
 
 
-def _package_of(pyfunc):
-    globs = getattr(pyfunc, "__globals__", None) or {}
-    return (globs.get("__name__") or "").split(".", 1)[0]
-
-
 def _refuse_fstrings(pyfunc):
     """An f-string that formats values needs a string at run time, which device code cannot
     build; Numba would fail deep inside its str() implementation, so say so at the line."""
@@ -375,7 +372,7 @@ def _refuse_fstrings(pyfunc):
 def _run_front_end(cf, mask, key):
     from .validate import check_compiled
     constructs.refuse(cf.pyfunc, name_of(cf.pyfunc), file_of(cf.pyfunc))
-    if _package_of(cf.pyfunc) != "numba":
+    if package_of(cf.pyfunc) != "numba":
         # (Numba's own implementations format messages in branches its pruning removes, as
         # check_axis_bounds for axis=None: what survives fails in typing, with Numba's words)
         _refuse_fstrings(cf.pyfunc)

@@ -94,10 +94,7 @@ def compile_kernel(pyfunc, argtypes, context, options, make=KernelSpecialization
     """``pyfunc`` compiled as a kernel for ``argtypes``: a ``make`` (KernelSpecialization, or the
     runtime's subclass that can also ask the GPU about it)."""
     t0 = time.perf_counter()
-    why = constructs.kernel_reason(pyfunc)
-    if why is not None:
-        raise CompileError(why, function=pyfunc.__qualname__, filename=pyfunc.__code__.co_filename,
-                           lineno=pyfunc.__code__.co_firstlineno, chain=(pyfunc.__qualname__,))
+    constructs.refuse_as_kernel(pyfunc, pyfunc.__qualname__)
     cf = frontend.compile_device(pyfunc, context, {}, argtypes, options.for_device())
     if not isinstance(cf.restype, types.NoneType):
         raise CompileError(

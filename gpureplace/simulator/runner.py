@@ -18,9 +18,9 @@ import threading
 import numpy as np
 from numba.core import types as nbtypes
 
-from ..compiler.constructs import kernel_reason
+from ..compiler.constructs import refuse_as_kernel
 from ..compiler.ranking import best_signature, conversion_rank
-from ..errors import CompileError, LaunchError, SignatureError
+from ..errors import LaunchError, SignatureError
 from ..jit import GPUFunction
 from ..runtime import arguments
 from ..runtime.launch import normalize_dims
@@ -259,11 +259,7 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
     if gpufunction.device:
         raise TypeError(f"{gpufunction.__qualname__} is a device function; only kernels are "
                         f"launched")
-    why = kernel_reason(gpufunction.py_func)
-    if why is not None:
-        code = gpufunction.py_func.__code__
-        raise CompileError(why, function=gpufunction.__qualname__, filename=code.co_filename,
-                           lineno=code.co_firstlineno, chain=(gpufunction.__qualname__,))
+    refuse_as_kernel(gpufunction.py_func, gpufunction.__qualname__)
     grid = normalize_dims(grid, "grid")
     block = normalize_dims(block, "block")
     if isinstance(shared_bytes, np.integer):
