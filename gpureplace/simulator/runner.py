@@ -10,7 +10,6 @@ from a snapshot and the launch runs again with threads.
 from __future__ import annotations
 
 import enum
-import dis
 import os
 import sys
 import threading
@@ -28,6 +27,7 @@ from .arrays import SimArray, allocation_around, current_location, wrap_int
 from .blocks import Abort, Block, GridBarrier, NeedThreads, ThreadState
 from . import operators
 from .lang import device_format
+from .raises import KernelRaisedWarning, Raises  # noqa: F401  (the warning, still importable here)
 from .resolve import Resolver, frozen_arrays
 
 #: Type-check and compile each kernel (to PTX) before simulating it, as a GPU launch would.
@@ -49,55 +49,13 @@ class Launch:
         self.atomic_lock = threading.Lock()
         self.dynamic = {}              # id(stub) -> reader of a per-thread value (laneid)
         self.grid_barrier = None       # a blocks.GridBarrier in grid mode
-        self.raised = []               # (thread order, exception, where, file, line) of raises
+        self.raises = Raises(name)     # raise statements the threads executed
 
     def thread_raised(self, exc):
         """Whether ``exc`` comes from a raise (or assert) statement of the kernel's code; if
         so it is noted, and the thread simply stops, as on the GPU: a compiled kernel ignores
         the exception (numba-cuda reports one only with debug=True)."""
-        at = _raise_statement(exc)
-        if at is None:
-            return False
-        t = getattr(self.tls, "t", None)
-        order = (tuple(reversed(t.bid)), t.linear) if t is not None else ()
-        if t is not None:
-            try:
-                exc._gpureplace_thread = (tuple(t.tid), tuple(t.bid))
-            except AttributeError:
-                pass
-        with self.atomic_lock:
-            self.raised.append((order, exc, self.where(), *at))
-        return True
-
-    def warn_raised(self, py_func):
-        """One warning after a launch in which threads raised, naming the raise of the first
-        thread (in block, then thread order: threaded runs finish in any order)."""
-        if not self.raised:
-            return
-        import warnings
-        _, exc, where, filename, line = min(self.raised, key=lambda r: r[0])
-        n = len(self.raised)
-        what = f"{type(exc).__name__}({', '.join(map(repr, exc.args))})"
-        warnings.warn_explicit(
-            f"{self.name}: {n} thread{'s' * (n > 1)} raised {what} and stopped there (the first: "
-            f"{where}); on the GPU a raised exception stops its thread just so, unreported "
-            f"(numba-cuda reports it only with debug=True): to see it there, test the condition "
-            f"with an if and write a flag into an array argument",
-            KernelRaisedWarning, filename, line, module=py_func.__module__ or filename,
-            registry=py_func.__globals__.setdefault("__warningregistry__", {}))
-
-    def raise_first(self):
-        """debug=True: the first thread's exception (block, then thread order), raised after the
-        launch with the thread's position, as a debug kernel's on the GPU."""
-        if not self.raised:
-            return
-        _, exc, _, filename, line = min(self.raised, key=lambda r: r[0])
-        t = exc.__dict__.get("_gpureplace_thread")
-        pos = f"tid={list(t[0])} ctaid={list(t[1])}" if t else ""
-        args = exc.args
-        prefix = f"In function {self.name!r}, file {filename}, line {line}, {pos}"
-        exc.args = (f"{prefix}: {args[0]}",) + tuple(args[1:]) if args else (prefix,)
-        raise exc
+        return self.raises.note(exc, getattr(self.tls, "t", None), self.where())
 
     def where(self):
         t = getattr(self.tls, "t", None)
@@ -115,31 +73,6 @@ class Launch:
                 out.flush()
 
 
-class KernelRaisedWarning(RuntimeWarning):
-    """Threads of a simulated kernel executed a raise (or failed an assert) and stopped."""
-
-
-_RAISE_OPS = frozenset(dis.opmap[name] for name in ("RAISE_VARARGS", "RERAISE")
-                       if name in dis.opmap)
-
-
-def _raise_statement(exc):
-    """(file, line) of the raise or assert statement in the kernel's code (not the
-    simulator's) that raised ``exc``, or None for any other error."""
-    tb = exc.__traceback__
-    if tb is None:
-        return None
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    code = tb.tb_frame.f_code
-    if code.co_filename.startswith(_PACKAGE_DIR) or not 0 <= tb.tb_lasti < len(code.co_code):
-        return None
-    if code.co_code[tb.tb_lasti] not in _RAISE_OPS:
-        return None
-    return code.co_filename, tb.tb_lineno
-
-
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,8 +241,8 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
     finally:
         operators.python_error_model = False
     if debug:
-        sim.raise_first()
-    sim.warn_raised(gpufunction.py_func)
+        sim.raises.raise_first()
+    sim.raises.warn(gpufunction.py_func)
     for original, host, how in conv.copy_back:
         if how == "record":
             for name in host.dtype.names:

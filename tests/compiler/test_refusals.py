@@ -140,7 +140,7 @@ def test_constant_raise_and_assert_compile(kernel):
 
 @pytest.mark.parametrize("kernel", [stops_on_negative, asserts_positive, stops_before_a_barrier])
 def test_the_simulator_stops_a_raising_thread_as_the_gpu_does_and_says_so(simulator, kernel):
-    from gpureplace.simulator.runner import KernelRaisedWarning
+    from gpureplace.simulator.raises import KernelRaisedWarning
     x = np.array([4.0, -1.0, 9.0, -4.0])
     out = np.full(4, 7.0)
     with pytest.warns(KernelRaisedWarning) as record:
