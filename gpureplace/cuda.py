@@ -33,6 +33,8 @@ from .compiler.intrinsics.warp import (activemask, all_sync, any_sync, ballot_sy
                                        lanemask_lt, match_all_sync, match_any_sync, shfl_down_sync,
                                        shfl_sync, shfl_up_sync, shfl_xor_sync)
 from .compiler.intrinsics.bits import (brev, cbrt, clz, ffs, fma, fp16, popc, selp)
+from .compiler.intrinsics.bf16 import bf16
+from .compiler.bfloat16 import bfloat16
 from .compiler.intrinsics.cachehints import (ldca, ldcg, ldcs, ldcv, ldlu, stcg, stcs, stwb,
                                              stwt)
 from .compiler.intrinsics.external import (Archive, Cubin, CUSource, declare_device, Fatbin,
@@ -56,7 +58,8 @@ from .compiler.intrinsics.vectors import (char1, char2, char3, char4, double1, d
 from .hostapi import (as_cuda_array, as_vectors, close, current_context, default_stream,
                       defer_cleanup, detect, device_array, device_array_like, devicearray, event,
                       event_elapsed_time, external_stream, from_cuda_array_interface,
-                      get_current_device, gpus, In, InOut, is_cuda_array, is_float16_supported,
+                      get_current_device, gpus, In, InOut, is_cuda_array, is_bfloat16_supported,
+                      is_float16_supported,
                       legacy_default_stream, list_devices, managed_array, mapped, mapped_array,
                       mapped_array_like, Out, per_thread_default_stream, pinned, pinned_array,
                       pinned_array_like, profile_start, profile_stop, profiling, select_device,
@@ -78,3 +81,4 @@ def is_available():
 
 _register_numba_target()     # numba.vectorize(target='cuda') without numba-cuda
 _sys.modules.setdefault(__name__ + ".extending", extending)
+_sys.modules.setdefault(__name__ + ".bf16", bf16)       # from gpureplace.cuda.bf16 import hadd

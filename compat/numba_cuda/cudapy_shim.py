@@ -53,13 +53,16 @@ ALIASES = {
     "numba.cuda.core.imputils": "numba.core.imputils",       # Registry, lower_builtin
     "numba.cuda.args": "gpureplace.runtime.hints",           # In, Out, InOut, wrap_arg
     "numba.cuda.errors": "numba.core.errors",
+    "numba.cuda.bf16": "gpureplace.cuda.bf16",
+    # numba-cuda's generated bindings that numba.cuda.bf16 re-exports (the same names)
+    "numba.cuda._internal.cuda_bf16": "gpureplace.cuda.bf16",
 }
 
 #: numba-cuda API modules that gpureplace does not offer yet: what a test uses of one fails
 #: (it counts against gpureplace), it is not "not applicable".
 MISSING_API = ("numba.cuda.kernels",
-               "numba.cuda.cudadrv.devicearray", "numba.cuda.api", "numba.cuda.bf16",
-               "numba.cuda.fp8", "numba.cuda.launchconfig")
+               "numba.cuda.cudadrv.devicearray", "numba.cuda.api",
+               "numba.cuda.fp8", "numba.cuda._internal.cuda_fp8", "numba.cuda.launchconfig")
 
 #: Packages that only hold the aliases above (importing them must work).
 PACKAGES = ("numba.cuda.core", "numba.cuda.tests", "numba.cuda.tests.cudapy")
@@ -302,6 +305,9 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if name in ALIASES:
             target = importlib.import_module(ALIASES[name])
             alias = _Alias(name, target)
+            if name == "numba.cuda.types":       # numba-cuda's types add bfloat16 to Numba's
+                from gpureplace.cuda import bfloat16
+                alias.__dict__["bfloat16"] = bfloat16
             if hasattr(target, "__path__"):
                 alias.__dict__["__path__"] = []
             return alias

@@ -14,6 +14,8 @@ from __future__ import annotations
 from llvmlite import ir
 from numba.core import cgutils, types
 
+from .bfloat16 import BFloat16, BFloatType
+
 #: (numba type) -> struct format character of a scalar parameter
 _SCALAR_FORMAT = {
     types.boolean: "?",
@@ -35,6 +37,8 @@ def leaves(ty):
         return [("Q", ir.PointerType(ir.IntType(8)))]      # a raw device address
     if isinstance(ty, types.Boolean):
         return [("?", ir.IntType(8))]
+    if isinstance(ty, BFloat16):
+        return [("H", BFloatType())]                     # its 16 bits (bfloat16.bits_of)
     if isinstance(ty, (types.Integer, types.Float)):
         fmt = _SCALAR_FORMAT[ty]
         lty = {"e": ir.HalfType(), "f": ir.FloatType(), "d": ir.DoubleType()}.get(

@@ -26,6 +26,7 @@ import re
 from numba.core import types, typing
 
 from ..errors import GPUReplaceError
+from .bfloat16 import bfloat16
 
 __all__ = ["SignatureParseError", "normalize_signature", "parse_signature", "SCALARS"]
 
@@ -60,6 +61,7 @@ SCALARS = {name: ty for name, ty in vars(types).items()
 # NumPy's and C's names for two float types, which numba.core.types lacks
 SCALARS.setdefault("half", types.float16)
 SCALARS.setdefault("single", types.float32)
+SCALARS.update(bfloat16=bfloat16, bf16=bfloat16)      # (compiler/bfloat16.py)
 
 #: names that users coming from Python, C or CUDA C write, and what to write instead
 _HINTS = {

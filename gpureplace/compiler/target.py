@@ -21,6 +21,7 @@ from numba.core.target_extension import GPU, target_registry
 
 from ..arch import DEFAULT_ARCH
 from . import abi, backend
+from .bfloat16 import BFloat16, BFloatType, register_dtype
 
 
 class GPUReplaceTarget(GPU):
@@ -81,6 +82,10 @@ class GPUTypingContext(typing.BaseContext):
     def __init__(self, dispatch_context):
         self.dispatch_context = dispatch_context
         super().__init__()
+
+    def resolve_argument_type(self, val):
+        register_dtype()                     # (a bfloat16 array, if ml_dtypes is loaded)
+        return super().resolve_argument_type(val)
 
     def load_additional_registries(self):
         from numba.core.typing import cmathdecl, enumdecl
@@ -210,18 +215,21 @@ class _GPUCodegen:
 
 
 class _FloatModel(datamodel.models.PrimitiveModel):
-    """float16 is a real ``half`` on the device (NVPTX selects f16 arithmetic from sm_53)."""
+    """float16 is a real ``half`` on the device (NVPTX selects f16 arithmetic from sm_53),
+    bfloat16 LLVM's ``bfloat`` (compiler/bfloat16.py)."""
 
     _BE = {16: ir.HalfType(), 32: ir.FloatType(), 64: ir.DoubleType()}
 
     def __init__(self, dmm, fe_type):
-        super().__init__(dmm, fe_type, self._BE[fe_type.bitwidth])
+        be = BFloatType() if isinstance(fe_type, BFloat16) else self._BE[fe_type.bitwidth]
+        super().__init__(dmm, fe_type, be)
 
 
 #: Numba's default data models, plus float16 (a fresh layer in front: Numba's own manager, which
 #: the CPU target uses, is not modified).
 _data_models = datamodel.DataModelManager().chain(datamodel.default_manager)
 _data_models.register(types.Float, _FloatModel)
+_data_models.register(BFloat16, _FloatModel)
 
 
 def _register_function_values():
@@ -256,6 +264,7 @@ class _Subroutine:
         self.modules = list(library.modules)
 
 
+_NARROW_FLOATS = (ir.HalfType, BFloatType)
 _FLOAT_OPS = frozenset(("fadd", "fsub", "fmul", "fdiv", "frem", "fcmp"))
 
 
@@ -486,7 +495,8 @@ class GPUTargetContext(BaseContext):
         # Float operations may contract into FMA, as CUDA C does by default (-fmad=true); fast
         # math adds every other LLVM fast-math flag (FTZ and approximate sqrt/div come from
         # folding __nvvm_reflect in the back end).
-        # Half-precision operations keep their rounding, as CUDA C's __half operators do.
+        # Half-precision and bfloat16 operations keep their rounding, as CUDA C's __half and
+        # __nv_bfloat16 operators do.
         from numba.core import fastmathpass
         from numba.core.cpu_options import FastMathOptions
 
@@ -498,9 +508,9 @@ class GPUTargetContext(BaseContext):
             for block in fn.blocks:
                 for instr in block.instructions:
                     if (instr.opname in _FLOAT_OPS and not instr.flags
-                            and not isinstance(instr.type, ir.HalfType)
+                            and not isinstance(instr.type, _NARROW_FLOATS)
                             and not isinstance(getattr(instr.operands[0], "type", None),
-                                               ir.HalfType)):
+                                               _NARROW_FLOATS)):
                         instr.flags.extend(flags)
         if fast:
             fastmathpass.FastFloatCallVisitor(flags).visit(mod)

@@ -27,7 +27,7 @@ _SELECTABLE = (
     "llvm.lifetime.", "llvm.assume", "llvm.expect.", "llvm.sadd.with.overflow.",
     "llvm.uadd.with.overflow.", "llvm.ssub.with.overflow.", "llvm.usub.with.overflow.",
     "llvm.smul.with.overflow.", "llvm.umul.with.overflow.", "llvm.sadd.sat.", "llvm.uadd.sat.",
-    "llvm.ssub.sat.", "llvm.usub.sat.", "llvm.stacksave", "llvm.stackrestore", "llvm.trap",
+    "llvm.ssub.sat.", "llvm.usub.sat.", "llvm.fptosi.sat.", "llvm.fptoui.sat.", "llvm.stacksave", "llvm.stackrestore", "llvm.trap",
     "llvm.debugtrap", "llvm.invariant.", "llvm.is.fpclass.", "llvm.ptrmask.", "llvm.dbg.",
     "llvm.experimental.constrained.",
 )

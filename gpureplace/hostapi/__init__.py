@@ -28,8 +28,9 @@ from ..runtime.hints import In, InOut, Out  # noqa: F401  (numba-cuda's transfer
 from .arrays import (as_cuda_array, as_vectors, device_array, device_array_like,  # noqa: F401
                      devicearray, from_cuda_array_interface, is_cuda_array, to_device)
 from .devices import (Device, MemoryInfo, close, current_context, defer_cleanup,  # noqa: F401
-                      detect, get_current_device, gpus, is_float16_supported, list_devices,
-                      profile_start, profile_stop, profiling, select_device)
+                      detect, get_current_device, gpus, is_bfloat16_supported,
+                      is_float16_supported, list_devices, profile_start, profile_stop, profiling,
+                      select_device)
 from .memory import (ManagedNDArray, MappedNDArray, managed_array, mapped,  # noqa: F401
                      mapped_array, mapped_array_like, pinned, pinned_array, pinned_array_like)
 from .streams import (Event, Stream, default_stream, event, event_elapsed_time,  # noqa: F401
@@ -43,4 +44,5 @@ __all__ = ["to_device", "device_array", "device_array_like", "pinned_array", "pi
            "external_stream", "event", "event_elapsed_time", "get_current_device",
            "select_device", "list_devices", "gpus", "current_context", "close", "detect",
            "defer_cleanup", "profile_start", "profile_stop", "profiling", "is_float16_supported",
+           "is_bfloat16_supported",
            "devicearray", "In", "Out", "InOut", "as_vectors"]

@@ -210,3 +210,11 @@ def profiling():
 
 def is_float16_supported():
     return True
+
+
+def is_bfloat16_supported():
+    """Whether the current device has bfloat16 arithmetic (compute capability 8.0 or newer).
+    The simulator computes in bfloat16 too: True there."""
+    if simulated():
+        return True
+    return tuple(get_current_device().compute_capability) >= (8, 0)

@@ -16,6 +16,7 @@ from numba.np import numpy_support
 
 from .. import probe
 from ..compiler.abi import contiguous_strides, layout_of
+from ..compiler.bfloat16 import bfloat16, host_dtype, register_dtype
 from ..compiler.intrinsics.vectors import vector_types
 from ..errors import LaunchError
 from .hints import ArgHint
@@ -58,9 +59,11 @@ def _torch_dtype(tdt):
         if tdt is torch.bool:
             name = "bool"
         try:
-            dt = np.dtype(name)
+            dt = host_dtype() if tdt is torch.bfloat16 else np.dtype(name)
         except TypeError:
             raise ArgumentError(f"has PyTorch dtype {tdt}, which kernels cannot take") from None
+        except ImportError as e:
+            raise ArgumentError(f"has PyTorch dtype {tdt}: {e}") from None
         _TORCH_DTYPES[tdt] = dt
     return dt
 
@@ -182,6 +185,8 @@ def np_scalar_handler(v):
     dt = v.dtype
     if dt.kind == "c":
         return ("scalar", dt), (v.real, v.imag)
+    if dt.kind == "V" and dt.name == "bfloat16" and dt.itemsize == 2:
+        return ("bfloat16",), (int(v.view(np.uint16)),)     # ml_dtypes.bfloat16: its bits
     return ("scalar", dt), (v,)
 
 
@@ -303,6 +308,8 @@ def _key_to_type(key):
     kind = key[0]
     if kind == "array":
         _, dt, ndim, layout = key
+        if dt.kind == "V" and dt.name == "bfloat16":
+            register_dtype()                  # (ml_dtypes is loaded: the array has its dtype)
         try:
             return types.Array(numpy_support.from_dtype(dt), ndim, layout)
         except NotImplementedError:
@@ -313,6 +320,8 @@ def _key_to_type(key):
         return types.int64
     if kind == "float64":
         return types.float64
+    if kind == "bfloat16":
+        return bfloat16
     if kind == "complex128":
         return types.complex128
     if kind == "scalar":

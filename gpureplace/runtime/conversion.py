@@ -9,6 +9,7 @@ from numba.core import types
 from numba.np import numpy_support
 
 from ..compiler import abi
+from ..compiler.bfloat16 import BFloat16, bits_of
 from ..compiler.ranking import best_signature
 from .arguments import numba_type_of_key
 
@@ -43,6 +44,12 @@ def _convert_arg(key, values, declared):
         if kind not in ("int64", "scalar") or len(values) != 1 or int(values[0]) < 0:
             return None
         return ("pointer", np.dtype(numpy_support.as_dtype(declared.dtype))), (int(values[0]),)
+    if isinstance(declared, BFloat16):
+        if kind == "bfloat16":
+            return key, values
+        if len(values) != 1:
+            return None
+        return ("bfloat16",), (bits_of(values[0]),)          # rounded to nearest even
     if isinstance(declared, (types.Integer, types.Float, types.Boolean, types.Complex)):
         # (which conversions are allowed is conversion_rank's to say: best_signature chose)
         dt = _declared_scalar_dtype(declared)

@@ -163,7 +163,9 @@ def to_dtype_value(value, dtype):
     if kind in "iu":
         if isinstance(value, (int, np.integer, np.bool_)):
             return wrap_int(value, dtype)
-        if isinstance(value, (float, np.floating)):
+        if isinstance(value, (float, np.floating)) or (
+                isinstance(value, np.generic) and value.dtype.kind == "V"
+                and value.dtype.name == "bfloat16"):
             f = float(value)
             if f != f or f in (float("inf"), float("-inf")):
                 return dtype.type(0)          # undefined on the device; pick something stable

@@ -12,17 +12,20 @@ from fractions import Fraction
 
 import numpy as np
 
+from . import hostbf16
 from .arrays import wrap_int
 
 _F16, _F32, _F64 = np.float16, np.float32, np.float64
 
 
 def _kind(a):
-    """The device type class of a scalar: 'f16' | 'f32' | 'f64' | 'int' | None."""
+    """The device type class of a scalar: 'f16' | 'bf16' | 'f32' | 'f64' | 'int' | None."""
     if isinstance(a, (bool, np.bool_)):
         return "int"
     if isinstance(a, np.floating):
         return {2: "f16", 4: "f32"}.get(a.dtype.itemsize, "f64")
+    if hostbf16.is_bfloat16(a):
+        return "bf16"
     if isinstance(a, float):
         return "f64"
     if isinstance(a, (int, np.integer)):
@@ -39,6 +42,8 @@ def float_type(args, what):
                         f"{bad!r}")
     if kinds and all(k == "f16" for k in kinds):
         return _F16
+    if kinds and all(k == "bf16" for k in kinds):
+        return hostbf16.bfloat16_type()
     if "f64" in kinds:
         return _F64
     if "f32" in kinds:
@@ -152,7 +157,7 @@ class HostMath:
             r = complex_pow(complex(args[0]), complex(args[1]))
             return np.complex64(r) if narrow else np.complex128(r)
         fty = float_type(args, stub.name)
-        ctype = _F32 if fty is _F16 else fty
+        ctype = _F32 if fty is _F16 or hostbf16.is_bfloat16_type(fty) else fty
         cargs = [ctype(a) for a in args]
         r = self._impl(*cargs)
         if stub.result == "tuple":

@@ -8,8 +8,9 @@ import builtins
 import numpy as np
 from numba.core import types as nbtypes
 
+from . import hostbf16
 from .arrays import wrap_int
-from .valuetypes import unified
+from .valuetypes import numba_type_of, unified
 
 _MISSING = object()
 
@@ -31,13 +32,30 @@ def device_builtin(raw):
         return _INT
     if raw is complex:
         return np.complex128
+    if raw is isinstance:
+        return _device_isinstance
     return None
 
 
+def _device_isinstance(value, classinfo):
+    """``isinstance(x, t)`` in device code, where ``t`` may be a Numba type (``float32``,
+    ``cuda.bf16.bfloat16``): whether x has that type on the device."""
+    infos = classinfo if type(classinfo) is tuple else (classinfo,)
+    if not any(isinstance(c, nbtypes.Type) for c in infos):
+        return isinstance(value, classinfo)
+    for c in infos:
+        if isinstance(c, nbtypes.Type):
+            if numba_type_of(value) == c:
+                return True
+        elif isinstance(value, c):
+            return True
+    return False
+
+
 def _FLOAT(value=0.0):
-    """``float(x)`` in device code: a float16 or float32 keeps its type (as Numba and
+    """``float(x)`` in device code: a float16, bfloat16 or float32 keeps its type (as Numba and
     numba-cuda type it), anything else is a float64."""
-    if isinstance(value, (np.float16, np.float32)):
+    if isinstance(value, (np.float16, np.float32)) or hostbf16.is_bfloat16(value):
         return value
     return np.float64(value)
 
@@ -46,7 +64,7 @@ def _INT(value=0, base=_MISSING):
     """``int(x)`` in device code: an int64."""
     if base is not _MISSING:
         return wrap_int(int(value, base), np.dtype(np.int64))
-    if isinstance(value, (float, np.floating)):
+    if isinstance(value, (float, np.floating)) or hostbf16.is_bfloat16(value):
         value = int(value)
     return wrap_int(value, np.dtype(np.int64))
 

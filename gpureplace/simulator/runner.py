@@ -17,6 +17,7 @@ import threading
 import numpy as np
 from numba.core import types as nbtypes
 
+from ..compiler.bfloat16 import register_dtype
 from ..compiler.constructs import refuse_as_kernel
 from ..compiler.ranking import best_signature, conversion_rank
 from ..errors import LaunchError, SignatureError
@@ -206,6 +207,7 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
     if stream is not None and hasattr(stream, "synchronize"):
         stream.synchronize()
 
+    register_dtype()                     # bfloat16 arrays, if ml_dtypes is loaded
     sim = Launch(gpufunction.__qualname__, grid, block, shared_bytes)
     conv = _Args(sim)
     names = list(gpufunction._pysig.parameters)

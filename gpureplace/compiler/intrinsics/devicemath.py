@@ -17,6 +17,7 @@ from numba.core import cgutils, types
 from numba.core.imputils import Registry as LoweringRegistry
 from numba.core.typing.templates import AbstractTemplate, Registry, signature
 
+from ..bfloat16 import BFloatType, bfloat16
 from .requirements import arch_at_least, ptx_at_least
 from .stubs import Stub
 
@@ -70,12 +71,14 @@ _stub("abs", base="fabs")
 
 def _float_of(args):
     """The float type a call computes in: float32 only when every argument is float32 or an int,
-    float16 only when every argument is float16 (computed in float32, rounded back, as numba-cuda's
-    half-precision math does)."""
+    float16 (bfloat16) only when every argument is float16 (bfloat16): computed in float32,
+    rounded back, as numba-cuda's half-precision math does."""
     if any(not isinstance(a, (types.Integer, types.Float, types.Boolean)) for a in args):
         return None
     if args and all(a == types.float16 for a in args):
         return types.float16
+    if args and all(a == bfloat16 for a in args):
+        return bfloat16                       # likewise for bfloat16
     if any(a == types.float64 for a in args):
         return types.float64
     if any(a == types.float32 for a in args):
@@ -139,6 +142,10 @@ def _sqrt(builder, x, fty, fastmath):
     return builder.call(builder.module.declare_intrinsic("llvm.sqrt", [x.type]), [x])
 
 
+#: the narrow float types, computed in float32: Numba type -> LLVM type
+_NARROW = {types.float16: ir.HalfType(), bfloat16: BFloatType()}
+
+
 def _make_lowering(stub):
     def impl(context, builder, sig, args):
         fastmath = _fastmath(context)
@@ -158,12 +165,12 @@ def _make_lowering(stub):
             z = context.make_complex(builder, argty, value=args[0])
             fn = _declare(builder, STUBS["hypot"].symbol(fty, fastmath), fty, 2)
             return builder.call(fn, [z.real, z.imag])
-        if stub.name == "abs" and argty == types.float16:
-            # exact in half precision: the sign bit cleared (abs.f16, as numba-cuda emits)
-            return builder.call(builder.module.declare_intrinsic("llvm.fabs", [ir.HalfType()]),
-                                args)
-        fty = argty if argty != types.float16 else types.float32
-        if argty == types.float16:     # half: compute in float32, round the result back
+        narrow = _NARROW.get(argty)      # float16 / bfloat16: its LLVM type
+        if stub.name == "abs" and narrow is not None:
+            # exact in half precision: the sign bit cleared (abs.f16 / abs.bf16, as numba-cuda)
+            return builder.call(builder.module.declare_intrinsic("llvm.fabs", [narrow]), args)
+        fty = argty if narrow is None else types.float32
+        if narrow is not None:          # compute in float32, round the result back
             args = [builder.fpext(a, ir.FloatType()) for a in args]
         sym = stub.symbol(fty, fastmath)
         if stub.name == "tanh" and fastmath and fty == types.float32 and arch_at_least(75) \
@@ -173,10 +180,10 @@ def _make_lowering(stub):
             # llvm.tanh, which it selects only with afn.
             res = builder.asm(ir.FunctionType(ir.FloatType(), [ir.FloatType()]),
                               "tanh.approx.f32 $0, $1;", "=f,f", args, side_effect=False)
-            return builder.fptrunc(res, ir.HalfType()) if argty == types.float16 else res
+            return builder.fptrunc(res, narrow) if narrow is not None else res
         if stub.name == "sqrt":
             res = _sqrt(builder, args[0], fty, fastmath)
-            return builder.fptrunc(res, ir.HalfType()) if argty == types.float16 else res
+            return builder.fptrunc(res, narrow) if narrow is not None else res
         if stub.result == "bool":
             fn = _declare(builder, sym, fty, 1, ret=ir.IntType(32))
             res = builder.call(fn, args)
@@ -187,8 +194,8 @@ def _make_lowering(stub):
         # (float // float) asks for a float -> float floor.
         if isinstance(sig.return_type, types.Integer):
             return context.cast(builder, res, fty, sig.return_type)
-        if sig.return_type == types.float16:
-            return builder.fptrunc(res, ir.HalfType())
+        if sig.return_type in _NARROW:
+            return builder.fptrunc(res, _NARROW[sig.return_type])
         return res
     return impl
 
@@ -196,7 +203,7 @@ def _make_lowering(stub):
 for _s in STUBS.values():
     typing.register_global(_s, types.Function(_make_template(_s)))
     _impl = _make_lowering(_s)
-    for _fty in (types.float16, types.float32, types.float64):
+    for _fty in (types.float16, bfloat16, types.float32, types.float64):
         _sig_args = [_fty] * _s.nargs
         lowering.lower(_s, *_sig_args)(_impl)
     if _s.name == "abs":

@@ -1,12 +1,13 @@
 """Bit and arithmetic intrinsics in the simulator: ``popc``, ``brev``, ``clz``, ``ffs``, ``fma``,
-``cbrt``, ``selp`` and the ``cuda.fp16`` functions, computed by ``hostmath``."""
+``cbrt``, ``selp`` and the ``cuda.fp16`` functions, computed by ``hostmath``, and ``cuda.bf16``'s
+(``hostbf16``)."""
 
 from __future__ import annotations
 
 import types as pytypes
 
-from ...compiler.intrinsics import bits
-from .. import hostmath
+from ...compiler.intrinsics import bf16, bits
+from .. import hostbf16, hostmath
 
 
 def table(launch):
@@ -20,4 +21,12 @@ def table(launch):
     out[id(bits.fp16)] = pytypes.SimpleNamespace(**hostmath.FP16)
     for name, fn in hostmath.FP16.items():
         out[id(getattr(bits.fp16, name))] = fn
+    # cuda.bf16: its functions (aliases are the same stubs) and the type, which is callable
+    members = {name: getattr(bf16.bf16, name) for name in vars(bf16.bf16) if
+               not name.startswith("_")}
+    out[id(bf16.bf16)] = pytypes.SimpleNamespace(**{
+        name: hostbf16.BF16.get(getattr(m, "__name__", None), m) if name not in
+        ("bfloat16", "nv_bfloat16") else m for name, m in members.items()})
+    for name, fn in hostbf16.BF16.items():
+        out[id(bf16.STUBS[name])] = fn
     return out
