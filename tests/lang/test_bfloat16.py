@@ -8,6 +8,7 @@ checked.
 
 import math
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -18,7 +19,6 @@ from gpureplace.compiler.intrinsics import bf16 as bf16_impl
 from gpureplace.cuda import compile_ptx
 from gpureplace.errors import CompileError
 
-ml_dtypes = pytest.importorskip("ml_dtypes")
 BF = ml_dtypes.bfloat16
 
 MODES = ("rn", "rz", "rd", "ru")
