@@ -6,6 +6,7 @@
     gpureplace.config.settings.verbose = True       # say what recompiles, why, and how long it took
     gpureplace.config.settings.backend = "simulator"  # "gpu", "simulator" or "auto"
     gpureplace.config.settings.host_arrays = "error"  # "warn", "copy" or "error"
+    gpureplace.config.settings.cuda_array_interface_sync = False  # no wait for a CAI's stream
 """
 
 from __future__ import annotations
@@ -36,6 +37,12 @@ class Settings:
         #: "copy" (the same, silently) or "error" (refused).  ``GPUREPLACE_HOST_ARRAYS`` sets
         #: the default (checked when a launch first needs it, as the backend's is).
         self._host_arrays = os.environ.get("GPUREPLACE_HOST_ARRAYS", "warn")
+        #: A device array of another library whose ``__cuda_array_interface__`` names a stream
+        #: (version 3): a launch or ``as_cuda_array`` waits for that stream first, as the
+        #: interface asks of consumers (numba-cuda's CUDA_ARRAY_INTERFACE_SYNC).  False: the user
+        #: orders the work.  ``GPUREPLACE_CAI_SYNC=0`` sets the default.
+        self.cuda_array_interface_sync = os.environ.get(
+            "GPUREPLACE_CAI_SYNC", "1").strip().lower() not in ("0", "false", "no", "off")
 
     @property
     def arch(self):

@@ -15,9 +15,14 @@ added here too (a test checks that they agree).
 """
 # ruff: noqa: F401  (this module is the namespace: every import is an export)
 
-from numba.core.types import (boolean, complex64, complex128, float16, float32, float64, int8,
-                              int16, int32, int64, intp, uint8, uint16, uint32, uint64, uintp,
-                              void)  # (cuda.float32 ..., as numba-cuda offers)
+from numba.core.types import (b1, bool_, boolean, byte, c8, c16, char, complex64, complex128,
+                              deferred_type, double, f4, f8, ffi, ffi_forced_object, float16,
+                              float32, float64, i1, i2, i4, i8, int_, int8, int16, int32, int64,
+                              intc, intp, long_, longlong, none, optional, short, size_t, ssize_t,
+                              u1, u2, u4, u8, uchar, uint, uint8, uint16, uint32, uint64, uintc,
+                              uintp, ulong, ulonglong, ushort, void)
+# (numba.core.types' names, as numba-cuda's ``from numba.cuda.types import *`` offers them;
+# ``cuda.bool`` too, set at the end so that this module's code keeps the builtin)
 
 from . import cuda_random as random          # cuda.random ("gpureplace.cuda.random")
 from . import libdevice                      # cuda.libdevice.X, as in numba-cuda
@@ -82,3 +87,46 @@ def is_available():
 _register_numba_target()     # numba.vectorize(target='cuda') without numba-cuda
 _sys.modules.setdefault(__name__ + ".extending", extending)
 _sys.modules.setdefault(__name__ + ".bf16", bf16)       # from gpureplace.cuda.bf16 import hadd
+
+
+def _cudadrv():
+    """``cuda.cudadrv``: where numba-cuda code finds the driver's classes (``isinstance(s,
+    cuda.cudadrv.driver.Stream)``, ``cuda.cudadrv.devicearray.DeviceNDArray``): gpureplace's."""
+    import types
+    from .errors import CudaDriverError, NoDeviceError
+    from .hostapi import Device, Event, Stream
+    pkg = types.ModuleType(__name__ + ".cudadrv", _cudadrv.__doc__)
+    pkg.__path__ = []
+    pkg.driver = types.ModuleType(pkg.__name__ + ".driver", "numba-cuda's driver classes")
+    pkg.driver.Stream, pkg.driver.Event, pkg.driver.Device = Stream, Event, Device
+    pkg.devicearray = devicearray
+    pkg.error = types.ModuleType(pkg.__name__ + ".error", "numba-cuda's driver errors")
+    pkg.error.CudaDriverError = CudaDriverError
+    pkg.error.CudaSupportError = NoDeviceError          # no GPU (or CuPy) to use
+    for mod in (pkg, pkg.driver, pkg.error):
+        _sys.modules.setdefault(mod.__name__, mod)
+    return pkg
+
+
+cudadrv = _cudadrv()
+
+
+def _kernels():
+    """``cuda.kernels``: numba-cuda's ready-made kernels (``kernels.transpose.transpose``,
+    ``kernels.reduction.Reduce``)."""
+    import types
+    from . import cuda_reduce, cuda_transpose
+    pkg = types.ModuleType(__name__ + ".kernels", _kernels.__doc__)
+    pkg.__path__ = []                    # a package: its modules are imported by name
+    pkg.transpose, pkg.reduction = cuda_transpose, cuda_reduce
+    _sys.modules.setdefault(pkg.__name__, pkg)
+    _sys.modules.setdefault(pkg.__name__ + ".transpose", cuda_transpose)
+    _sys.modules.setdefault(pkg.__name__ + ".reduction", cuda_reduce)
+    return pkg
+
+
+kernels = _kernels()
+
+from numba.core.types import bool as _bool_type  # noqa: E402
+
+globals()["bool"] = _bool_type       # cuda.bool, numba-cuda's alias of cuda.boolean

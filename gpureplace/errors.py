@@ -82,6 +82,11 @@ class NoDeviceError(GPUReplaceError, RuntimeError):
     """A launch needs a GPU (and CuPy) and none was found."""
 
 
+class CudaDriverError(GPUReplaceError, RuntimeError):
+    """CUDA cannot be used here (numba-cuda's ``cudadrv.error.CudaDriverError``): e.g. in a
+    process forked after its parent had initialised CUDA."""
+
+
 class PerformanceWarning(UserWarning):
     """Code that works but costs more than it needs to (e.g. a host array copied around each
     launch).  The warnings gpureplace emits are also Numba's ``NumbaPerformanceWarning``, so

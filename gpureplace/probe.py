@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 
 from .arch import DEFAULT_ARCH
 
@@ -68,6 +69,24 @@ def no_device_message(what="kernels cannot be launched") -> str:
 
 def available() -> bool:
     return device_count() > 0
+
+
+#: True in a process forked from one that had initialised CUDA: CUDA cannot work in it (the
+#: driver's state does not survive fork); the host API says so instead of CuPy's errors.
+forked_after_cuda = False
+#: Set where gpureplace first makes CUDA work (the host API's CuPy, a kernel's module load).
+cuda_used = False
+
+
+def _after_fork_in_child():
+    global forked_after_cuda
+    # (device_count's cache is filled only once CUDA was asked for devices: initialised)
+    if cuda_used or (device_count.cache_info().currsize and device_count() > 0):
+        forked_after_cuda = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @functools.lru_cache(maxsize=None)

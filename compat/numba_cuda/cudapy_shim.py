@@ -54,15 +54,17 @@ ALIASES = {
     "numba.cuda.args": "gpureplace.runtime.hints",           # In, Out, InOut, wrap_arg
     "numba.cuda.errors": "numba.core.errors",
     "numba.cuda.bf16": "gpureplace.cuda.bf16",
+    "numba.cuda.kernels": "gpureplace.cuda.kernels",          # transpose, reduction
+    # the driver's errors numba-cuda code catches (CudaDriverError, CudaSupportError)
+    "numba.cuda.cudadrv.error": "gpureplace.cuda.cudadrv.error",
     # numba-cuda's generated bindings that numba.cuda.bf16 re-exports (the same names)
     "numba.cuda._internal.cuda_bf16": "gpureplace.cuda.bf16",
 }
 
 #: numba-cuda API modules that gpureplace does not offer yet: what a test uses of one fails
 #: (it counts against gpureplace), it is not "not applicable".
-MISSING_API = ("numba.cuda.kernels",
-               "numba.cuda.cudadrv.devicearray", "numba.cuda.api",
-               "numba.cuda.fp8", "numba.cuda._internal.cuda_fp8", "numba.cuda.launchconfig")
+MISSING_API = ("numba.cuda.cudadrv.devicearray", "numba.cuda.api",
+               "numba.cuda.fp8", "numba.cuda.launchconfig")
 
 #: Packages that only hold the aliases above (importing them must work).
 PACKAGES = ("numba.cuda.core", "numba.cuda.tests", "numba.cuda.tests.cudapy")

@@ -109,6 +109,9 @@ _NVVM_DEBUG = ("numba-cuda warns that NVVM may crash with debug=True and optimis
 _REINTERPRET = ("a kernel given a signature takes arrays of its dtypes only (an int32 array "
                 "for uint32[:] is refused with the signatures it has); numba-cuda launches its one "
                 "overload without checking and reinterprets the memory")
+_NUMPY_STRIDES = ("the transpose of a strided view, and an array like it, have NumPy's strides on "
+                  "the GPU as in the simulator (CuPy's views); numba-cuda's GPU arrays give "
+                  "another layout there (its issue #4974), its simulator NumPy's")
 DELIBERATE = {
     "test_atomics.py::TestCudaAtomics::test_atomic_add_double_global": _PTX_ATOM,
     "test_atomics.py::TestCudaAtomics::test_atomic_add_double_global_2": _PTX_ATOM,
@@ -133,6 +136,11 @@ DELIBERATE = {
     "test_array.py::TestCudaArray::test_gpu_array_interleaved":
         "gpureplace copies a strided host array to the device (through a contiguous staging "
         "copy); numba-cuda's auto_device refuses it",
+    "test_cuda_array_interface.py::TestCudaArrayInterface::test_negative_strided_copy_to_host":
+        "gpureplace copies a device array with negative strides to the host (d[::-1]."
+        "copy_to_host()); numba-cuda refuses it with NotImplementedError",
+    "test_transpose.py::TestTranspose::test_transpose_view": _NUMPY_STRIDES,
+    "test_array.py::TestCudaArray::test_array_like_2d_view_transpose_device": _NUMPY_STRIDES,
     # numba-cuda's simulator's own limitations, which gpureplace's simulator does not have
     "test_array_alignment.py::TestCudasimUnsupportedAlignment::test_local_unsupported":
         "numba-cuda's simulator refuses alignment=; gpureplace's honours it",

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..runtime.arguments import VectorArray
 from .common import cupy, sim, simulated
-from .streams import cupy_stream
+from .streams import cupy_stream, wait_for_interface_stream
 
 
 def as_vectors(array, count=4):
@@ -119,26 +119,71 @@ def device_array_class():
                     with (s if s is not None else contextlib.nullcontext()):
                         cp.copyto(base, cp.asarray(host))
 
+            def __array__(self, dtype=None, copy=None):
+                """``np.asarray(d)``: a copy in host memory, as numba-cuda's DeviceNDArray
+                gives (CuPy refuses the implicit copy; numba-cuda code relies on it, e.g.
+                ``np.testing.assert_equal(d_out, expected)``)."""
+                if copy is False:
+                    raise ValueError("a device array cannot be viewed as a NumPy array "
+                                     "without a copy")
+                host = self.copy_to_host()
+                return host if dtype is None else host.astype(dtype, copy=False)
+
             @property
             def device_ctypes_pointer(self):
                 return ctypes.c_void_p(self.data.ptr)
+
+            def __array_finalize__(self, obj):
+                # a view (slice, reshape...) keeps the array's stream
+                self._gr_stream = getattr(obj, "_gr_stream", 0)
+
+            @property
+            def stream(self):
+                """The stream the array belongs to (``device_array(..., stream=s)``, or the
+                one its ``__cuda_array_interface__`` named), 0 for none."""
+                return self.__dict__.get("_gr_stream", 0)
+
+            @property
+            def __cuda_array_interface__(self):
+                desc = cupy_interface.__get__(self)
+                desc["stream"] = interface_stream(self.stream)
+                return desc
 
             def __repr__(self):
                 return (f"<gpureplace.cuda DeviceNDArray shape={self.shape} "
                         f"dtype={self.dtype}>")
 
+        cupy_interface = cp.ndarray.__cuda_array_interface__
         DeviceNDArray.__module__ = "gpureplace.cuda"
         DeviceNDArray.__qualname__ = "DeviceNDArray"
         _DeviceNDArray = DeviceNDArray
     return _DeviceNDArray
 
 
-def array_interface(ary, address):
-    """``__cuda_array_interface__`` (version 3) of the NumPy array ``ary`` at device ``address``."""
+def array_interface(ary, address, stream=0):
+    """``__cuda_array_interface__`` (version 3) of the NumPy array ``ary`` at device ``address``,
+    naming ``stream`` (a ``Stream``, or 0 for none)."""
     return {"shape": ary.shape, "typestr": ary.dtype.str,
             "descr": ary.dtype.descr if ary.dtype.names else [("", ary.dtype.str)],
             "data": (address, False),
-            "strides": None if ary.flags.c_contiguous else ary.strides, "version": 3}
+            "strides": None if ary.flags.c_contiguous else ary.strides, "version": 3,
+            "stream": interface_stream(stream)}
+
+
+def interface_stream(stream):
+    """The ``stream`` entry of a ``__cuda_array_interface__`` for an array of ``stream``: None
+    for none (consumers need not wait), else its handle (1 for the legacy default stream)."""
+    if not stream:
+        return None
+    ptr = getattr(stream, "ptr", stream)
+    return int(ptr) or 1
+
+
+def with_stream(arr, stream):
+    """``arr`` (a DeviceNDArray) belonging to ``stream`` (a ``Stream``, or 0 / None)."""
+    if stream:
+        arr._gr_stream = stream
+    return arr
 
 
 def _f_only(a):
@@ -176,8 +221,8 @@ def to_device(obj, stream=0, copy=True, to=None):
     host = host_array(obj)
     if not (host.flags.c_contiguous or host.flags.f_contiguous):
         host = np.ascontiguousarray(host)
-    arr = cupy().empty(host.shape, host.dtype, order=order_of(host)).view(
-        type=device_array_class())
+    arr = with_stream(cupy().empty(host.shape, host.dtype, order=order_of(host)).view(
+        type=device_array_class()), stream)
     if copy:
         arr.copy_to_device(host, stream=stream)
     return arr
@@ -207,9 +252,9 @@ def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
     cp = cupy()
     cls = device_array_class()
     if strides is None:
-        return cp.empty(shape, dtype, order=order).view(type=cls)
+        return with_stream(cp.empty(shape, dtype, order=order).view(type=cls), stream)
     mem = cp.cuda.alloc(span(shape, tuple(strides), dtype.itemsize))
-    return cp.ndarray(shape, dtype, mem, tuple(strides)).view(type=cls)
+    return with_stream(cp.ndarray(shape, dtype, mem, tuple(strides)).view(type=cls), stream)
 
 
 def device_array_like(ary, stream=0):
@@ -219,7 +264,9 @@ def device_array_like(ary, stream=0):
 
 def as_cuda_array(obj, sync=True):
     """A ``DeviceNDArray`` view of a device array of another library (``__cuda_array_interface__``
-    or DLPack): no copy."""
+    or DLPack): no copy.  When the interface names a stream (version 3), the view belongs to it
+    and, unless ``sync=False`` or ``settings.cuda_array_interface_sync`` is off, the producer's
+    work queued there is waited for first."""
     if simulated():
         return sim().as_cuda_array(obj)
     cp = cupy()
@@ -227,9 +274,20 @@ def as_cuda_array(obj, sync=True):
             is_cuda_array(obj) or isinstance(obj, cp.ndarray) or hasattr(obj, "__dlpack__")):
         raise TypeError(f"as_cuda_array: {type(obj).__name__} is not a device array (it has no "
                         f"__cuda_array_interface__); use to_device to copy host data")
-    arr = obj if isinstance(obj, cp.ndarray) else (
-        cp.asarray(obj) if is_cuda_array(obj) else cp.from_dlpack(obj))
-    return arr.view(type=device_array_class())
+    stream = 0
+    if isinstance(obj, cp.ndarray):
+        arr, stream = obj, getattr(obj, "stream", 0)
+    elif is_cuda_array(obj):
+        cai = obj.__cuda_array_interface__
+        if cai.get("mask") is not None:
+            raise NotImplementedError("as_cuda_array: Masked arrays are not supported (the "
+                                      "__cuda_array_interface__ has a 'mask')")
+        stream = wait_for_interface_stream(cai, sync) or 0
+        # (CuPy is given the description without the stream: the wait is done, once)
+        arr = cp.asarray(_Described(dict(cai, stream=None), obj))
+    else:
+        arr = cp.from_dlpack(obj)
+    return with_stream(arr.view(type=device_array_class()), stream)
 
 
 def from_cuda_array_interface(desc, owner=None, sync=True):
@@ -265,6 +323,16 @@ class _DeviceArrayNamespace:
     @staticmethod
     def is_cuda_ndarray(obj):
         return is_cuda_array(obj)
+
+    @staticmethod
+    def from_array_like(ary, stream=0, gpu_data=None):
+        """numba-cuda's ``devicearray.from_array_like``: an uninitialised device array with
+        ``ary``'s shape, dtype and layout."""
+        if gpu_data is not None:
+            raise NotImplementedError("from_array_like(gpu_data=...): numba-cuda's driver "
+                                      "memory objects do not exist here; use "
+                                      "cuda.from_cuda_array_interface")
+        return device_array_like(ary, stream=stream)
 
     @staticmethod
     def auto_device(obj, stream=0, copy=True, user_explicit=False):

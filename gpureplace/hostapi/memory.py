@@ -57,7 +57,10 @@ class MappedNDArray(np.ndarray):
 
     @property
     def __cuda_array_interface__(self):
-        return array_interface(self, self._device_address())
+        return array_interface(self, self._device_address(), self.stream)
+
+    def __array_finalize__(self, obj):
+        self.stream = getattr(obj, "stream", 0)       # (a view keeps the array's stream)
 
     def _device_address(self):
         return _device_pointer(self.ctypes.data)
@@ -96,7 +99,9 @@ def mapped_array(shape, dtype=np.float64, strides=None, order="C", stream=0, por
         return sim().mapped_array(shape, dtype, strides, order)
     flags = _HOST_ALLOC_MAPPED | (_HOST_ALLOC_PORTABLE if portable else 0) | (
         _HOST_ALLOC_WRITE_COMBINED if wc else 0)
-    return _page_locked(shape, dtype, strides, order, flags).view(MappedNDArray)
+    out = _page_locked(shape, dtype, strides, order, flags).view(MappedNDArray)
+    out.stream = stream or 0
+    return out
 
 
 class ManagedNDArray(MappedNDArray):
@@ -138,7 +143,9 @@ def managed_array(shape, dtype=np.float64, strides=None, order="C", stream=0,
     owner = _ManagedAllocation(nbytes, attach_global)
     buf = (ctypes.c_byte * max(nbytes, 1)).from_address(owner.ptr)
     buf._gpureplace_owner = owner           # the NumPy array keeps the buffer, which keeps this
-    return np.ndarray(shape, dtype, buffer=buf, strides=st).view(ManagedNDArray)
+    out = np.ndarray(shape, dtype, buffer=buf, strides=st).view(ManagedNDArray)
+    out.stream = stream or 0
+    return out
 
 
 def mapped_array_like(ary, stream=0, portable=False, wc=False):

@@ -1,60 +1,12 @@
-"""Streams and events (numba-cuda's ``cuda.stream()``, ``cuda.event()``), wrapping CuPy's."""
+"""Streams and events (numba-cuda's ``cuda.stream()``, ``cuda.event()``), wrapping CuPy's (the
+``Stream`` class is ``runtime/streams.py``'s: launches wait on streams too)."""
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 
 from ..runtime.launch import stream_ptr
+from ..runtime.streams import Stream, wait_for_interface_stream  # noqa: F401  (cuda.Stream)
 from .common import cupy, sim, simulated
-
-
-class Stream:
-    """A CUDA stream (numba-cuda's ``Stream``), wrapping a CuPy stream (``.cupy``).
-
-    Launch configurations (``kernel[grid, block, stream]``), copies and events take it; ``with
-    s:`` makes it CuPy's current stream; ``with s.auto_synchronize():`` also waits for it at the
-    end of the block.
-    """
-
-    __slots__ = ("cupy",)
-
-    def __init__(self, cupy_stream):
-        self.cupy = cupy_stream
-
-    @property
-    def ptr(self):
-        return self.cupy.ptr
-
-    @property
-    def handle(self):
-        return ctypes.c_void_p(self.cupy.ptr)
-
-    def __int__(self):
-        return int(self.cupy.ptr)
-
-    def synchronize(self):
-        self.cupy.synchronize()
-
-    def query(self):
-        """True when everything queued on the stream has finished."""
-        return bool(self.cupy.done)
-
-    @contextlib.contextmanager
-    def auto_synchronize(self):
-        with self:
-            yield self
-        self.synchronize()
-
-    def __enter__(self):
-        self.cupy.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self.cupy.__exit__(*exc)
-
-    def __repr__(self):
-        return f"<gpureplace.cuda.Stream {self.cupy.ptr:#x}>"
 
 
 def cupy_stream(stream):
@@ -102,7 +54,7 @@ def external_stream(ptr):
         raise TypeError(f"external_stream(ptr): ptr must be a stream handle (int), got {ptr!r}")
     if simulated():
         return sim().SimStream(ptr)
-    return Stream(cupy().cuda.ExternalStream(ptr))
+    return Stream(cupy().cuda.ExternalStream(ptr), external=True)
 
 
 class Event:

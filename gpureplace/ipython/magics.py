@@ -69,6 +69,9 @@ class GPUReplace(Magics):
                                        "to the device and back, with a performance warning the "
                                        "first time per kernel), 'copy' (the same, silently) or "
                                        "'error' (refused).").tag(config=True)
+    cuda_array_interface_sync = Bool(True, help="Wait for the stream a device array of another "
+                                                "library names in its __cuda_array_interface__ "
+                                                "before a launch uses it.").tag(config=True)
     check_redefinitions = Bool(True, help="After each cell, compare what compiled kernels "
                                           "depend on with the current bindings.").tag(config=True)
 
@@ -97,6 +100,10 @@ class GPUReplace(Magics):
     @default("cache_dir")
     def _cache_dir_now(self):
         return diskcache.explicit_directory() or ""
+
+    @default("cuda_array_interface_sync")
+    def _cai_sync_now(self):
+        return bool(config.settings.cuda_array_interface_sync)
 
     @default("backend")
     def _backend_now(self):
@@ -154,7 +161,7 @@ class GPUReplace(Magics):
         return value
 
     @observe("arch", "fastmath", "context", "verbose", "cache", "cache_dir", "backend",
-             "host_arrays")
+             "host_arrays", "cuda_array_interface_sync")
     def _apply(self, change):
         name, new = change["name"], change["new"]
         if name == "arch":
@@ -173,6 +180,8 @@ class GPUReplace(Magics):
             config.settings.backend = new
         elif name == "host_arrays":
             config.settings.host_arrays = new
+        elif name == "cuda_array_interface_sync":
+            config.settings.cuda_array_interface_sync = bool(new)
 
     # -- the cell hooks -------------------------------------------------------------------------
     # An error inside them is a warning: it never fails the user's cell nor replaces the user's

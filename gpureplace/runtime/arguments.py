@@ -20,6 +20,7 @@ from ..compiler.bfloat16 import bfloat16, host_dtype, register_dtype
 from ..compiler.intrinsics.vectors import vector_types
 from ..errors import LaunchError
 from .hints import ArgHint
+from .streams import wait_for_interface_stream
 
 
 class ArgumentError(LaunchError, TypeError):
@@ -70,6 +71,12 @@ def _torch_dtype(tdt):
 
 def _cai_handler(obj):
     cai = obj.__cuda_array_interface__
+    if cai.get("stream") is not None:
+        # version 3: the producer's work on that stream comes first (numba-cuda waits too)
+        wait_for_interface_stream(cai)
+    if cai.get("mask") is not None:
+        raise ArgumentError("has a masked __cuda_array_interface__ ('mask'): masked arrays "
+                            "are not supported")
     dt = np.dtype(cai["typestr"])
     if cai.get("descr") and len(cai["descr"]) > 1:
         dt = np.dtype(cai["descr"])

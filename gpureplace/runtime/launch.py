@@ -141,6 +141,7 @@ class LoadedKernel:
 
     def __init__(self, spec, device_id, link=(), carveout=None):
         cp = probe.cupy_module()
+        probe.cuda_used = True          # (a fork from now on cannot use CUDA: probe.py)
         self.device_id = device_id
         if is_recursive(spec.ptx):
             ensure_recursion_stack(device_id)

@@ -236,6 +236,11 @@ def test_managed_arrays_and_foreign_interfaces_on_the_gpu():
     c = cp.arange(6, dtype=cp.float64)
     d = cuda.from_cuda_array_interface(c.__cuda_array_interface__, owner=c)
     assert d.data.ptr == c.data.ptr and d.copy_to_host().tolist() == list(range(6))
+    # np.asarray / np.testing copy a DeviceNDArray to the host, as numba-cuda's does
+    np.testing.assert_equal(d, np.arange(6.0))
+    assert type(np.asarray(d)) is np.ndarray and np.asarray(d, np.int32).dtype == np.int32
+    with pytest.raises(ValueError, match="without a copy"):
+        np.asarray(d, copy=False)
     with pytest.raises(TypeError, match="__cuda_array_interface__ dictionary"):
         cuda.from_cuda_array_interface({"shape": (3,)})
 

@@ -34,10 +34,13 @@ for use in (lambda: numba.cuda.compiler.compile_ptx(None, ()), lambda: driver.ge
             str(exc) or "numba.cuda.compiler.compile_ptx is numba-cuda's internals" in str(exc)
     else:
         raise AssertionError("an internal module was usable")
-from numba.cuda.kernels.transpose import transpose   # API gpureplace lacks: fails when used
+from numba.cuda.kernels.transpose import transpose   # gpureplace's
+import gpureplace.cuda_transpose
+assert transpose is gpureplace.cuda_transpose.transpose
+from numba.cuda.fp8 import typing_registry          # API gpureplace lacks: fails when used
 from numba.cuda import not_a_module_of_numba_cuda
 from numba.cuda.types import not_a_type
-for missing in (transpose, not_a_module_of_numba_cuda, not_a_type):
+for missing in (typing_registry, not_a_module_of_numba_cuda, not_a_type):
     try:
         missing()
     except cudapy_shim.InternalModule:

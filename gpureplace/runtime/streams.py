@@ -1,0 +1,85 @@
+"""A CUDA stream as numba-cuda code sees it (``cuda.stream()`` returns one), and what a consumer
+of a ``__cuda_array_interface__`` owes the stream it names."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+
+from .. import probe
+from ..config import settings
+
+
+class _Handle(ctypes.c_void_p):
+    def __int__(self):
+        return self.value or 0
+
+
+class Stream:
+    """A CUDA stream (numba-cuda's ``Stream``), wrapping a CuPy stream (``.cupy``).
+
+    Launch configurations (``kernel[grid, block, stream]``), copies and events take it; ``with
+    s:`` makes it CuPy's current stream; ``with s.auto_synchronize():`` also waits for it at the
+    end of the block.  ``external``: created elsewhere (``cuda.external_stream``, or the stream a
+    ``__cuda_array_interface__`` names), not owned here.
+    """
+
+    __slots__ = ("cupy", "external")
+
+    def __init__(self, cupy_stream, external=False):
+        self.cupy = cupy_stream
+        self.external = external
+
+    @property
+    def ptr(self):
+        return self.cupy.ptr
+
+    @property
+    def handle(self):
+        """The ``cudaStream_t``: a ``ctypes.c_void_p`` that ``int()`` also converts (numba-cuda
+        code does both: ``s.handle.value``, ``int(s.handle)``)."""
+        return _Handle(self.cupy.ptr)
+
+    def __int__(self):
+        return int(self.cupy.ptr)
+
+    def synchronize(self):
+        self.cupy.synchronize()
+
+    def query(self):
+        """True when everything queued on the stream has finished."""
+        return bool(self.cupy.done)
+
+    @contextlib.contextmanager
+    def auto_synchronize(self):
+        with self:
+            yield self
+        self.synchronize()
+
+    def __enter__(self):
+        self.cupy.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.cupy.__exit__(*exc)
+
+    def __repr__(self):
+        return f"<gpureplace.cuda.Stream {self.cupy.ptr:#x}>"
+
+
+def wait_for_interface_stream(cai, sync=True):
+    """What a consumer of a ``__cuda_array_interface__`` (version 3) owes its producer: when it
+    names a stream, wait for the work queued there (unless
+    ``settings.cuda_array_interface_sync`` is off).  Returns that stream (a ``Stream``), or None
+    when it names none."""
+    handle = cai.get("stream")
+    if handle is None:
+        return None
+    if isinstance(handle, bool) or not isinstance(handle, int) or handle == 0:
+        raise ValueError(f"__cuda_array_interface__['stream'] must be None or a stream handle "
+                         f"(a non-zero int: 1 is the legacy default stream, 2 the per-thread "
+                         f"one), got {handle!r}")
+    s = Stream(probe.cupy_module().cuda.ExternalStream(handle), external=True)
+    if sync and settings.cuda_array_interface_sync:
+        s.synchronize()
+    return s
