@@ -205,8 +205,10 @@ def numba_flags(options):
     # debug: Python's error model (a division by zero raises ZeroDivisionError), as numba-cuda
     # (with fast math, divisions stay unchecked there too)
     flags.error_model = "python" if options.debug and not options.fastmath else "numpy"
-    # lineinfo: line tables only (DebugDirectivesOnly), as numba-cuda's lineinfo=True
-    flags.debuginfo = flags.dbg_directives_only = bool(options.lineinfo)
+    # lineinfo: line tables only (DebugDirectivesOnly), as numba-cuda's lineinfo=True; debug:
+    # full DWARF (variables and their types, for cuda-gdb), as numba-cuda's debug=True
+    flags.debuginfo = bool(options.lineinfo or options.debug)
+    flags.dbg_directives_only = not options.debug
     flags.boundscheck = False
     if options.fastmath:
         flags.fastmath = True

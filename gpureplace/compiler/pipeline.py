@@ -247,7 +247,9 @@ def _line_info_for_wrapper(mod, fn, builder, cf):
     unit = mod.add_debug_info("DICompileUnit", {
         "language": ir.DIToken("DW_LANG_C_plus_plus"), "file": difile,
         "producer": "gpureplace", "runtimeVersion": 0, "isOptimized": True,
-        "emissionKind": ir.DIToken("DebugDirectivesOnly")}, is_distinct=True)
+        "emissionKind": ir.DIToken("FullDebug" if cf.options.debug else
+                                   "DebugDirectivesOnly"),
+        "nameTableKind": ir.DIToken("None")}, is_distinct=True)
     mod.add_named_metadata("llvm.dbg.cu", unit)
     flags = mod.add_named_metadata("llvm.module.flags")
     for key, value in (("Dwarf Version", 4), ("Debug Info Version", 3)):

@@ -14,7 +14,7 @@ import weakref
 
 import numpy as np
 from llvmlite import ir
-from numba.core import datamodel, itanium_mangler, types, typing
+from numba.core import datamodel, debuginfo, itanium_mangler, types, typing
 from numba.core.base import BaseContext
 
 from numba.core.target_extension import GPU, target_registry
@@ -265,6 +265,31 @@ class _Subroutine:
 
 
 _NARROW_FLOATS = (ir.HalfType, BFloatType)
+
+
+class _GPUDIBuilder(debuginfo.DIBuilder):
+    """Numba's debug information (``debug=True``: variables and their types, for cuda-gdb), as
+    NVPTX and ptxas take it: no name tables (one ``.debug_pubnames`` per compile unit would
+    overlap when the kernel's modules are linked, which ptxas refuses); booleans are DWARF
+    booleans, float16 and bfloat16 16-bit floats."""
+
+    def _var_type(self, lltype, size, datamodel=None):
+        fe = getattr(datamodel, "fe_type", None)
+        if isinstance(fe, types.Boolean):
+            name, encoding = "bool", "DW_ATE_boolean"
+        elif isinstance(lltype, _NARROW_FLOATS):
+            name, encoding = str(fe or lltype), "DW_ATE_float"
+        else:
+            return super()._var_type(lltype, size, datamodel)
+        return self.module.add_debug_info("DIBasicType", {
+            "name": name, "size": 8 * size, "encoding": ir.DIToken(encoding)})
+
+    def _di_compile_unit(self):
+        unit = super()._di_compile_unit()
+        unit.operands = tuple(unit.operands) + (("nameTableKind", ir.DIToken("None")),)
+        return unit
+
+
 _FLOAT_OPS = frozenset(("fadd", "fsub", "fmul", "fdiv", "frem", "fcmp"))
 
 
@@ -274,6 +299,7 @@ def _vector_align(ty, align):
 
 
 class GPUTargetContext(BaseContext):
+    DIBuilder = _GPUDIBuilder
     implement_powi_as_math_call = True
     strict_alignment = True
     # Never embed host addresses of global arrays: device code must carry their data.

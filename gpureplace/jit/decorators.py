@@ -16,7 +16,7 @@ from .function import GPUFunction
 
 
 def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinfo=False,
-        debug=False, cache=False, inline=False, forceinline=False, link=None,
+        debug=None, cache=False, inline=False, forceinline=False, link=None,
         max_registers=None, launch_bounds=None, lto=False, shared_memory_carveout=None,
         boundscheck=None, extensions=None, nopython=True, **unknown):
     """``@cuda.jit`` / ``@cuda.jit(device=True)`` / ``@cuda.jit("void(float32[:])")``.
@@ -48,6 +48,10 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
                             f"stream, retr) method")
     if not nopython:
         raise TypeError("cuda.jit(nopython=False): device code has no object mode")
+    if debug is None:
+        # numba-cuda's default: NUMBA_CUDA_DEBUGINFO=1 makes every kernel a debug one
+        from numba.core import config as numba_config
+        debug = bool(getattr(numba_config, "CUDA_DEBUGINFO_DEFAULT", 0))
     sigs = None
     if func is not None and not callable(func):
         sigs, func = func, None

@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 
+from numba.core import config as numba_config
+
 from .. import probe
 from ..config import settings
 
@@ -80,6 +82,8 @@ def wait_for_interface_stream(cai, sync=True):
                          f"(a non-zero int: 1 is the legacy default stream, 2 the per-thread "
                          f"one), got {handle!r}")
     s = Stream(probe.cupy_module().cuda.ExternalStream(handle), external=True)
-    if sync and settings.cuda_array_interface_sync:
+    # (numba-cuda's switch, NUMBA_CUDA_ARRAY_INTERFACE_SYNC=0, is honoured too)
+    if sync and settings.cuda_array_interface_sync and getattr(
+            numba_config, "CUDA_ARRAY_INTERFACE_SYNC", True):
         s.synchronize()
     return s
