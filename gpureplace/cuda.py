@@ -39,6 +39,7 @@ from .compiler.intrinsics.warp import (activemask, all_sync, any_sync, ballot_sy
                                        shfl_sync, shfl_up_sync, shfl_xor_sync)
 from .compiler.intrinsics.bits import (brev, cbrt, clz, ffs, fma, fp16, popc, selp)
 from .compiler.intrinsics.bf16 import bf16
+from .compiler.intrinsics.fp8 import fp8
 from .compiler.bfloat16 import bfloat16
 from .compiler.intrinsics.cachehints import (ldca, ldcg, ldcs, ldcv, ldlu, stcg, stcs, stwb,
                                              stwt)
@@ -80,6 +81,12 @@ from . import probe as _probe
 import sys as _sys
 
 
+def is_fp8_supported():
+    """Whether the 8-bit float types (``cuda.fp8``) can be used: always, here (their conversions
+    are integer code, on every architecture and in the simulator)."""
+    return True
+
+
 def is_available():
     """True when a CUDA GPU (and CuPy) can be used."""
     return _probe.available()
@@ -87,6 +94,7 @@ def is_available():
 _register_numba_target()     # numba.vectorize(target='cuda') without numba-cuda
 _sys.modules.setdefault(__name__ + ".extending", extending)
 _sys.modules.setdefault(__name__ + ".bf16", bf16)       # from gpureplace.cuda.bf16 import hadd
+_sys.modules.setdefault(__name__ + ".fp8", fp8)         # from gpureplace.cuda.fp8 import fp8_e4m3
 
 
 def _cudadrv():

@@ -59,11 +59,13 @@ ALIASES = {
     "numba.cuda.cudadrv.error": "gpureplace.cuda.cudadrv.error",
     # numba-cuda's generated bindings that numba.cuda.bf16 re-exports (the same names)
     "numba.cuda._internal.cuda_bf16": "gpureplace.cuda.bf16",
+    "numba.cuda._internal.cuda_fp8": "gpureplace.cuda.fp8",     # the fp8 types and cvt_*
+    "numba.cuda.api": "gpureplace.cuda",                        # (is_fp8_supported...)
 }
 
 #: numba-cuda API modules that gpureplace does not offer yet: what a test uses of one fails
 #: (it counts against gpureplace), it is not "not applicable".
-MISSING_API = ("numba.cuda.cudadrv.devicearray", "numba.cuda.api",
+MISSING_API = ("numba.cuda.cudadrv.devicearray",
                "numba.cuda.fp8", "numba.cuda.launchconfig")
 
 #: Packages that only hold the aliases above (importing them must work).

@@ -155,10 +155,11 @@ DELIBERATE = {
 }
 
 
-#: Files whose tests numba-cuda writes for its GPU only (they import the bfloat16 names only off
-#: its simulator, which has no bfloat16); gpureplace's simulator computes in bfloat16, so on the
-#: simulator backend these run as the GPU's tests do (``GPUREPLACE_CUDAPY_CUDASIM=0``).
-SIMULATOR_RUNS_GPU_TESTS = ("test_bfloat16.py", "test_bfloat16_bindings.py")
+#: Files whose tests numba-cuda writes for its GPU only (they import the bfloat16 / fp8 names only
+#: off its simulator, which has neither); gpureplace's simulator computes in bfloat16 and fp8, so
+#: on the simulator backend these run as the GPU's tests do (``GPUREPLACE_CUDAPY_CUDASIM=0``).
+SIMULATOR_RUNS_GPU_TESTS = ("test_bfloat16.py", "test_bfloat16_bindings.py",
+                            "test_fp8_bindings.py")
 
 
 def _run_file(path, work, backend, timeout, logs=None):

@@ -15,6 +15,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 
 from .bfloat16 import BFloat16, BFloatType
+from .fp8 import FP8
 
 #: (numba type) -> struct format character of a scalar parameter
 _SCALAR_FORMAT = {
@@ -39,6 +40,8 @@ def leaves(ty):
         return [("?", ir.IntType(8))]
     if isinstance(ty, BFloat16):
         return [("H", BFloatType())]                     # its 16 bits (bfloat16.bits_of)
+    if isinstance(ty, FP8):
+        return [("B", ir.IntType(8))]                    # its byte
     if isinstance(ty, (types.Integer, types.Float)):
         fmt = _SCALAR_FORMAT[ty]
         lty = {"e": ir.HalfType(), "f": ir.FloatType(), "d": ir.DoubleType()}.get(

@@ -108,6 +108,9 @@ class BFloat16(types.Float):
         """``bfloat16(3.14)`` on the host: an ``ml_dtypes.bfloat16``."""
         import ml_dtypes
         register_dtype()
+        if not isinstance(value, (int, float, complex)) and hasattr(value, "__float__") and \
+                not hasattr(value, "dtype"):
+            value = float(value)             # an 8-bit float (exact in float64)
         return ml_dtypes.bfloat16(value)
 
     def can_convert_to(self, typingctx, other):

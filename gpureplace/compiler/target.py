@@ -8,6 +8,8 @@ undecorated helpers); that single hook is what makes dispatch contextual.
 
 from __future__ import annotations
 
+import collections
+import collections.abc
 import functools
 import threading
 import weakref
@@ -22,6 +24,7 @@ from numba.core.target_extension import GPU, target_registry
 from ..arch import DEFAULT_ARCH
 from . import abi, backend
 from .bfloat16 import BFloat16, BFloatType, register_dtype
+from .fp8 import FP8
 
 
 class GPUReplaceTarget(GPU):
@@ -76,6 +79,25 @@ def _array_reductions_typing():
     return reg
 
 
+def _int_constant_class(val):
+    """A class whose members are its own int instances, without being an enum.Enum (whose
+    typing Numba has): cuda-python's enums (``cuda.bindings.runtime.cudaRoundMode``)."""
+    import enum
+    return (isinstance(val, type) and issubclass(val, int) and val not in (int, bool)
+            and not issubclass(val, enum.Enum)
+            and isinstance(getattr(val, "__members__", None), collections.abc.Mapping))
+
+
+@functools.lru_cache(maxsize=None)
+def _int_constants(cls):
+    """A module holding ``cls``'s members as plain ints (what device code reads of it)."""
+    import types as pytypes
+    mod = pytypes.ModuleType(f"{cls.__module__}.{cls.__qualname__}")
+    for name, member in cls.__members__.items():
+        setattr(mod, name, int(member))
+    return mod
+
+
 class GPUTypingContext(typing.BaseContext):
     """Numba typing context whose value resolution goes through a gpureplace ``Context``."""
 
@@ -103,6 +125,10 @@ class GPUTypingContext(typing.BaseContext):
             return ty
         if hasattr(val, "__cuda_array_interface__"):
             return device_array_type(val)       # (mapped and simulated device arrays too)
+        if _int_constant_class(val):
+            # an enumeration of ints that is not an enum.Enum (cuda.bindings' cudaRoundMode):
+            # its members are int constants, read as a module's (cudaRoundMode.cudaRoundZero)
+            return types.Module(_int_constants(val))
         return super().resolve_value_type(val)
 
     def resolve_function_type(self, func, args, kws):
@@ -225,11 +251,29 @@ class _FloatModel(datamodel.models.PrimitiveModel):
         super().__init__(dmm, fe_type, be)
 
 
+class _GPUDataModels(datamodel.DataModelManager):
+    """Numba's lookup by the type's exact class, falling back to its nearest registered base
+    class: a ``types.Dummy`` of the kernel language (``cuda.threadIdx``'s type) is opaque.  Every
+    value then has a model, also where ``debug=True`` describes each variable to the debugger."""
+
+    def lookup(self, fetype):
+        try:
+            return super().lookup(fetype)
+        except KeyError:
+            for base in type(fetype).__mro__[1:]:
+                handler = self._handlers.get(base)
+                if handler is not None:
+                    model = self._cache[fetype] = handler(self, fetype)
+                    return model
+            raise
+
+
 #: Numba's default data models, plus float16 (a fresh layer in front: Numba's own manager, which
 #: the CPU target uses, is not modified).
-_data_models = datamodel.DataModelManager().chain(datamodel.default_manager)
+_data_models = _GPUDataModels(collections.ChainMap({}, datamodel.default_manager._handlers))
 _data_models.register(types.Float, _FloatModel)
 _data_models.register(BFloat16, _FloatModel)
+_data_models.register(FP8, lambda dmm, fe: datamodel.models.PrimitiveModel(dmm, fe, ir.IntType(8)))
 
 
 def _register_function_values():
@@ -256,12 +300,13 @@ _register_function_values()
 class _Subroutine:
     """What ``compile_subroutine`` returns: the descriptor and library Numba's callers read."""
 
-    __slots__ = ("fndesc", "library", "modules")
+    __slots__ = ("fndesc", "library", "modules", "callees")
 
     def __init__(self, fndesc, library):
         self.fndesc = fndesc
         self.library = library
         self.modules = list(library.modules)
+        self.callees = []
 
 
 _NARROW_FLOATS = (ir.HalfType, BFloatType)
@@ -371,18 +416,31 @@ class GPUTargetContext(BaseContext):
             key += tuple(c.cell_contents for c in impl.__closure__)
         sub = self._subroutines.get(key) if caching else None
         if sub is None:
-            library = self.codegen().create_library(impl.__name__)
-            pipeline = frontend.GPUPipeline(self.typing_context, self, library, sig.args,
-                                            sig.return_type, frontend.numba_flags(options),
-                                            locals or {})
-            fndesc = pipeline.compile_extra(impl)
+            outer = frame.callees if frame is not None else None
+            if frame is not None:
+                frame.callees = []         # (collects exactly what this subroutine calls)
+            collected = []
+            try:
+                library = self.codegen().create_library(impl.__name__)
+                pipeline = frontend.GPUPipeline(self.typing_context, self, library, sig.args,
+                                                sig.return_type, frontend.numba_flags(options),
+                                                locals or {})
+                fndesc = pipeline.compile_extra(impl)
+            finally:
+                if frame is not None:
+                    collected, frame.callees = frame.callees, outer
             for mod in library.modules:
                 for fn in mod.functions:
                     if not fn.is_declaration and fn.linkage in ("", "external"):
                         fn.linkage = "weak_odr"
             sub = _Subroutine(fndesc, library)
+            # the device functions it calls (undecorated helpers compiled for it) become the
+            # caller's callees, now and whenever a later caller reuses it
+            sub.callees = collected
             if caching:
                 self._subroutines[key] = sub
+        if frame is not None:
+            frame.callees.extend(cf for cf in sub.callees if cf not in frame.callees)
         self._adopt(sub)
         return sub
 

@@ -136,8 +136,8 @@ def cuda_compile(pyfunc, sig, debug=None, lineinfo=False, device=True, fastmath=
     if cc is None:
         cc = probe.default_arch()
     return compile_ptx(pyfunc, sig, device=device, fastmath=fastmath, cc=cc, opt=opt,
-                       lineinfo=lineinfo, abi=abi if device else "numba", abi_info=abi_info,
-                       launch_bounds=launch_bounds)
+                       lineinfo=lineinfo, debug=bool(debug), abi=abi if device else "numba",
+                       abi_info=abi_info, launch_bounds=launch_bounds)
 
 
 def _check_output(output):

@@ -102,7 +102,9 @@ class Reflection:
 
     def _reflect(self, sig, fn, disk=True):
         specs = self._select(sig, disk)
-        if sig is not None:
+        if sig is not None or (self.specialized and len(specs) == 1):
+            # (a kernel of one signature -- given to cuda.jit, or made by specialize -- answers
+            # for it, as numba-cuda's specialised dispatcher does, not with a dict)
             return fn(specs[0])
         return {s.argtypes: fn(s) for s in specs}
 

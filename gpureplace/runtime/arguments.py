@@ -16,6 +16,7 @@ from numba.np import numpy_support
 
 from .. import probe
 from ..compiler.abi import contiguous_strides, layout_of
+from ..compiler import fp8
 from ..compiler.bfloat16 import bfloat16, host_dtype, register_dtype
 from ..compiler.intrinsics.vectors import vector_types
 from ..errors import LaunchError
@@ -197,6 +198,11 @@ def np_scalar_handler(v):
     return ("scalar", dt), (v,)
 
 
+def fp8_handler(v):
+    """An 8-bit float (``cuda.fp8.fp8_e4m3(1.5)`` on the host): its byte."""
+    return ("fp8", v.type.kind), (v.x,)
+
+
 def record_handler(v):
     """A structured scalar (``arr[i]`` of a record array): passed as a pointer to a device copy
     that the launch makes and copies back afterwards, as numba-cuda does (see
@@ -234,7 +240,8 @@ def _constant_handler(v):
 
 
 _HANDLERS = {bool: bool_handler, int: int_handler, float: float_handler,
-             complex: _complex_handler, tuple: _tuple_handler, np.ndarray: _numpy_array_handler}
+             complex: _complex_handler, tuple: _tuple_handler, np.ndarray: _numpy_array_handler,
+             fp8.FP8Value: fp8_handler}
 
 
 def _find_handler(cls, value):
@@ -329,6 +336,8 @@ def _key_to_type(key):
         return types.float64
     if kind == "bfloat16":
         return bfloat16
+    if kind == "fp8":
+        return fp8.TYPES[key[1]]
     if kind == "complex128":
         return types.complex128
     if kind == "scalar":

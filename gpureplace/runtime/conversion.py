@@ -9,6 +9,7 @@ from numba.core import types
 from numba.np import numpy_support
 
 from ..compiler import abi
+from ..compiler import fp8
 from ..compiler.bfloat16 import BFloat16, bits_of
 from ..compiler.ranking import best_signature
 from .arguments import numba_type_of_key
@@ -44,6 +45,8 @@ def _convert_arg(key, values, declared):
         if kind not in ("int64", "scalar") or len(values) != 1 or int(values[0]) < 0:
             return None
         return ("pointer", np.dtype(numpy_support.as_dtype(declared.dtype))), (int(values[0]),)
+    if isinstance(declared, fp8.FP8):           # (8-bit floats convert explicitly only)
+        return (key, values) if kind == "fp8" and key[1] == declared.kind else None
     if isinstance(declared, BFloat16):
         if kind == "bfloat16":
             return key, values

@@ -15,6 +15,8 @@ import weakref
 
 import numpy as np
 
+from ..compiler.fp8 import FP8Value
+
 try:
     from numpy.lib.array_utils import byte_bounds as _byte_bounds
 except ImportError:                                  # NumPy 1.x
@@ -163,6 +165,10 @@ def to_dtype_value(value, dtype):
     if kind in "iu":
         if isinstance(value, (int, np.integer, np.bool_)):
             return wrap_int(value, dtype)
+        if isinstance(value, FP8Value):
+            # an 8-bit float: truncated, saturated, NaN 0 (as compiled: llvm.fptosi.sat)
+            f, info = float(value), np.iinfo(dtype)
+            return dtype.type(0 if f != f else int(max(min(f, info.max), info.min)))
         if isinstance(value, (float, np.floating)) or (
                 isinstance(value, np.generic) and value.dtype.kind == "V"
                 and value.dtype.name == "bfloat16"):

@@ -87,3 +87,46 @@ def test_debug_kernel_loads_and_runs_on_the_gpu():
     x = cp.zeros(1, cp.int32)
     _kernel(debug=True, opt=False)[1, 1](x, 4)
     assert int(x[0]) == 7
+
+
+@cuda.jit(device=True)
+def _twice(v):
+    return 2 * v
+
+
+def test_debug_describes_every_kind_of_variable():
+    """Variables holding the kernel language's own objects (cuda.threadIdx, a namespace, a
+    device function), tuples, shared arrays and vector values get a description too (the GPU
+    found one that had none: a register's type)."""
+    @cuda.jit(debug=True)
+    def kernel(out, rec):
+        tid = cuda.threadIdx
+        i = tid.x
+        ns = cuda.atomic
+        fn = _twice
+        sh = cuda.shared.array(4, cuda.int32)
+        pair = (i, 2.5)
+        v = cuda.float32x2(1.0, 2.0)
+        b = cuda.bf16.bfloat16(1.5)
+        sh[i % 4] = i
+        cuda.syncthreads()
+        if cuda.blockIdx.x == 1 and i == 2:
+            out[0] = out.shape[-i] + pair[1] + fn(v.x) + cuda.float32(b) + rec.x
+            ns.add(out, 1, 1.0)
+    from numba.np.numpy_support import from_dtype
+    rec = from_dtype(np.dtype([("x", np.float32), ("y", np.int8)]))
+    for arch in ("sm_80", "sm_90"):
+        ptx = kernel.compile((cuda.float32[::1], rec), arch=arch).ptx
+        assert SECTION.search(ptx)
+        assemble(ptx, arch)
+
+
+def test_every_compile_entry_point_honours_debug():
+    def f(x):
+        x[0] = 1
+    sig = "void(int32[::1])"
+    assert SECTION.search(cuda.compile_ptx(f, sig, debug=True)[0])
+    assert SECTION.search(cuda.compile(f, sig, device=False, debug=True)[0])
+    assert SECTION.search(cuda.compile_all(f, sig, device=False, abi="numba", debug=True)[0][0])
+    assert SECTION.search(cuda.compile_for_current_device(f, sig, device=False, debug=True)[0])
+    assert not SECTION.search(cuda.compile(f, sig, device=False)[0])

@@ -3,7 +3,7 @@
 import importlib
 
 _MODULES = ("indexing", "devicemath", "libdevice_calls", "sync", "memory", "constmem", "atomics", "warp",
-            "bits", "bf16", "printing", "external", "cg", "vectors", "cachehints")
+            "bits", "bf16", "fp8", "printing", "external", "cg", "vectors", "cachehints")
 
 
 def _modules():

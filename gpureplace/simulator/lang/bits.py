@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import types as pytypes
 
-from ...compiler.intrinsics import bf16, bits
-from .. import hostbf16, hostmath
+from ...compiler.intrinsics import bf16, bits, fp8
+from .. import hostbf16, hostfp8, hostmath
 
 
 def table(launch):
@@ -29,4 +29,10 @@ def table(launch):
         ("bfloat16", "nv_bfloat16") else m for name, m in members.items()})
     for name, fn in hostbf16.BF16.items():
         out[id(bf16.STUBS[name])] = fn
+    # cuda.fp8: the raw conversions (the types and enums are themselves)
+    out[id(fp8.fp8)] = pytypes.SimpleNamespace(**{
+        name: hostfp8.FP8.get(name, value) for name, value in vars(fp8.fp8).items()
+        if not name.startswith("_")})
+    for name, fn in hostfp8.FP8.items():
+        out[id(fp8.STUBS[name])] = fn
     return out
