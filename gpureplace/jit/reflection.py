@@ -98,13 +98,14 @@ class Reflection:
             if loaded is None:
                 loaded = launch.LoadedKernel(spec, dev, self._link, self._carveout)
             return int(loaded.attribute(name))
-        return self._reflect(signature, read)
+        return self._reflect(signature, read, single=True)
 
-    def _reflect(self, sig, fn, disk=True):
+    def _reflect(self, sig, fn, disk=True, single=False):
         specs = self._select(sig, disk)
-        if sig is not None or (self.specialized and len(specs) == 1):
-            # (a kernel of one signature -- given to cuda.jit, or made by specialize -- answers
-            # for it, as numba-cuda's specialised dispatcher does, not with a dict)
+        if sig is not None or (single and self.specialized and len(specs) == 1):
+            # (``single``: a kernel of one signature -- given to cuda.jit, or made by
+            # specialize -- answers the driver's questions for it, not with a dict, as
+            # numba-cuda's get_regs_per_thread() ...; its inspect_*() give dicts)
             return fn(specs[0])
         return {s.argtypes: fn(s) for s in specs}
 
