@@ -82,6 +82,11 @@ class NoDeviceError(GPUReplaceError, RuntimeError):
     """A launch needs a GPU (and CuPy) and none was found."""
 
 
+class DeviceFunctionError(GPUReplaceError, TypeError, RuntimeError):
+    """A device function used as a kernel (launched, or asked for a kernel's properties).  A
+    TypeError, and a RuntimeError as numba-cuda raises for these."""
+
+
 class CudaDriverError(GPUReplaceError, RuntimeError):
     """CUDA cannot be used here (numba-cuda's ``cudadrv.error.CudaDriverError``): e.g. in a
     process forked after its parent had initialised CUDA."""

@@ -5,6 +5,7 @@ caller wants them; the options both decorators take."""
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 import numpy as np
 from numba.np import numpy_support
@@ -21,13 +22,25 @@ TARGET_OPTIONS = {"nopython", "fastmath", "opt", "lineinfo", "debug", "cache", "
                    "target", "identity", "writable_args"}
 
 
+class UnrecognizedOptions(TypeError, KeyError):
+    """Options vectorize / guvectorize do not know: a TypeError as numba-cuda's decorators
+    raise, a KeyError as Numba's ``vectorize(target="cuda")`` raises."""
+
+    def __str__(self):
+        return str(self.args[0])
+
+
 def check_options(kind, options):
     unknown = sorted(set(options) - TARGET_OPTIONS)
     if unknown:
-        raise TypeError("The following target options are not supported: "
-                        + ", ".join(repr(k) for k in unknown))
+        raise UnrecognizedOptions("The following target options are not supported "
+                                  "(Unrecognized options): "
+                                  + ", ".join(repr(k) for k in unknown))
     if options.get("nopython", True) is not True:
         raise TypeError("nopython flag must be True")
+    if "nopython" in options:
+        warnings.warn("nopython kwarg for cuda target is redundant (device code is always "
+                      "compiled without the interpreter)", RuntimeWarning, stacklevel=3)
     target = options.get("target", "cuda")
     if target not in ("cuda", "gpu"):
         raise ValueError(f"cuda.{kind}: target must be 'cuda', got {target!r}")

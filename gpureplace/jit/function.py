@@ -21,7 +21,7 @@ from ..compiler.resolve import current_frame
 from ..compiler.signature import normalize_signature
 from ..config import settings
 from ..dispatch.context import Context, current_default
-from ..errors import CompileError, LaunchError
+from ..errors import CompileError, DeviceFunctionError, LaunchError
 from ..runtime import arguments, launch
 from ..tracking import deps, world
 from ..tracking.stats import counters
@@ -95,6 +95,19 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         """Whether this kernel compiles nothing new: made by ``specialize``, or given its
         signatures in ``cuda.jit`` (numba-cuda's meaning)."""
         return self._only_keys is not None or bool(self.declared_signatures)
+
+    def compile_device(self, args, return_type=None):
+        """numba-cuda's ``device_function.compile_device(argtypes, return_type=None)``: the
+        device function compiled for ``args`` (a tuple of Numba types); the result has
+        ``fndesc`` (its mangled name), ``restype``, ``inspect_llvm()``."""
+        if not self.device:
+            raise DeviceFunctionError(f"compile_device(): {self.__qualname__} is a kernel; use "
+                                      f"kernel.compile(sig)")
+        if return_type is None:
+            return self._select(tuple(args))[0]
+        # the declared return type: the result converted to it, as a signature declares
+        return frontend.compile_device(self.py_func, self.context, {}, tuple(args),
+                                       self.options(), return_type)
 
     def specialize(self, *args):
         """numba-cuda's ``kernel.specialize(*args)``: the kernel compiled for the types of
@@ -259,8 +272,9 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         launcher = self._configs.get(config) if isinstance(config, tuple) else None
         if launcher is None:
             if self.device:
-                raise TypeError(f"{self.__qualname__} is a device function; only kernels are "
-                                f"launched with [grid, block]")
+                raise DeviceFunctionError(f"Cannot compile a device function as a kernel: "
+                                          f"{self.__qualname__} is a device function; only "
+                                          f"kernels are launched with [grid, block]")
             launcher = self._launcher_class(self, config)
             if isinstance(config, tuple):
                 try:

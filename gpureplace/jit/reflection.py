@@ -7,6 +7,7 @@ from __future__ import annotations
 from .. import probe
 from ..compiler.dispatch_report import dispatch_report
 from ..compiler.pipeline import device_ptx
+from ..errors import DeviceFunctionError
 from ..runtime import launch
 from ..tracking.deps import describe
 
@@ -111,5 +112,7 @@ class Reflection:
 
     def _require_kernel(self, what):
         if self.device:
-            raise TypeError(f"{what}() is for kernels; {self.__qualname__} is a device function "
-                            f"(use inspect_llvm)")
+            what_of = "Cannot inspect SASS of a device function" if what == "inspect_sass" else \
+                f"Cannot ask {what}() of a device function"
+            raise DeviceFunctionError(f"{what_of}: {what}() is for kernels; {self.__qualname__} "
+                                      f"is a device function (use inspect_llvm)")

@@ -20,7 +20,7 @@ from numba.core import types as nbtypes
 from ..compiler.bfloat16 import register_dtype
 from ..compiler.constructs import refuse_as_kernel
 from ..compiler.ranking import best_signature, conversion_rank
-from ..errors import LaunchError, SignatureError
+from ..errors import DeviceFunctionError, LaunchError, SignatureError
 from ..jit import GPUFunction
 from ..runtime import arguments
 from ..runtime.launch import normalize_dims
@@ -191,8 +191,9 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
         raise TypeError(f"simulator.launch() needs a kernel made by cuda.jit, got "
                         f"{gpufunction!r}")
     if gpufunction.device:
-        raise TypeError(f"{gpufunction.__qualname__} is a device function; only kernels are "
-                        f"launched")
+        raise DeviceFunctionError(f"Cannot compile a device function as a kernel: "
+                                  f"{gpufunction.__qualname__} is a device function; only "
+                                  f"kernels are launched")
     refuse_as_kernel(gpufunction.py_func, gpufunction.__qualname__)
     grid = normalize_dims(grid, "grid")
     block = normalize_dims(block, "block")

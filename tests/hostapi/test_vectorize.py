@@ -163,9 +163,14 @@ def test_definition_errors_name_what_is_wrong():
     with pytest.raises(TypeError, match="guvectorized functions cannot return values: the "
                                         "signature .* specifies int32 return type"):
         cuda.guvectorize([int32(int32[:], int32[:])], "(m)->(m)")(lambda a, b: None)
-    with pytest.raises(TypeError, match="The following target options are not supported: "
+    with pytest.raises(TypeError, match=r"The following target options are not supported "
+                                        r"\(Unrecognized options\): "
                                         "'what1'"):
         cuda.vectorize(["f8(f8)"], what1=True)(lambda x: x)
+    with pytest.raises(KeyError, match="Unrecognized options"):      # (Numba's exception)
+        cuda.vectorize(["f8(f8)"], nonexistent=2)(lambda x: x)
+    with pytest.warns(RuntimeWarning, match="nopython kwarg for cuda target is redundant"):
+        cuda.vectorize(["f8(f8)"], nopython=True)(lambda x: x)
     with pytest.raises(TypeError, match="nopython flag must be True"):
         cuda.vectorize(["f8(f8)"], nopython=False)(lambda x: x)
     with pytest.raises(TypeError, match="vectorize takes scalar element types"):

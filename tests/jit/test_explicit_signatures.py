@@ -430,3 +430,25 @@ def _fill(x):
     i = cuda.grid(1)
     if i < x.size:
         x[i] = 1
+
+
+def test_device_functions_compile_device_and_numba_cuda_exception_types():
+    from numba.core.types import int32, int64
+
+    @cuda.jit(device=True)
+    def add(x, y):
+        return x + y
+
+    cres = add.compile_device((int32, int32))
+    assert cres.restype == int64 and "add" in cres.fndesc.mangled_name
+    assert cres.fndesc.mangled_name in add.inspect_llvm((int32, int32))
+    assert add.compile_device((int32, int32), int32).restype == int32
+    # numba-cuda raises RuntimeError for these; gpureplace's errors are TypeErrors too
+    with pytest.raises(RuntimeError, match="Cannot compile a device function as a kernel"):
+        add[1, 1]
+    with pytest.raises(TypeError, match="Cannot compile a device function as a kernel"):
+        add[1, 1]
+    with pytest.raises(RuntimeError, match="Cannot inspect SASS of a device function"):
+        add.inspect_sass((int32, int32))
+    with pytest.raises(TypeError, match="is a kernel"):
+        cuda.jit(_fill).compile_device((int32,))
