@@ -117,8 +117,6 @@ def _run(run, a, b, c, f, ints, to_device=None):
     m = a.size
     outs = (np.zeros((N_BF, m), BF), np.zeros((N_FLAG, m), np.bool_),
             np.zeros((len(TO_INT), m), np.int64), np.zeros(m, np.int32))
-    oint_typed = [np.zeros(m, INTS[n.split("2")[1].split("_")[0]]) for n in TO_INT]
-    del oint_typed
     run(a, b, c, f, ints, *outs)
     return outs
 
@@ -303,36 +301,35 @@ def test_all_functions_simulator():
     _check(outs, _references(a, b, c, f, ints), "simulator ")
 
 
-@pytest.mark.gpu
-def test_all_functions_gpu():
+def _on_the_gpu(*args):
+    """bf16_all on the GPU over host inputs; its outputs (the arguments after the five inputs)
+    copied back into the host arrays."""
     import cupy as cp
+    dev = [cp.asarray(v) for v in args]
+    bf16_all[_grid(args[0].size)](*dev)
+    for host, d in zip(args[5:], dev[5:]):
+        host[...] = cp.asnumpy(d)
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only          # (the simulator runs the same check on fewer values)
+def test_all_functions_gpu():
     a, b, c, f, ints = _inputs(6000, seed=1)
 
-    def run(*args):
-        dev = [cp.asarray(v) for v in args]
-        bf16_all[_grid(a.size)](*dev)
-        for host, d in zip(args[5:], dev[5:]):
-            host[...] = cp.asnumpy(d)
-    outs = _run(run, a, b, c, f, ints)
+    outs = _run(_on_the_gpu, a, b, c, f, ints)
     _check(outs, _references(a, b, c, f, ints), "GPU ")
 
 
 @pytest.mark.gpu
-def test_every_bfloat16_value_gpu_matches_simulator_for_the_exact_functions():
-    """All 65,536 bfloat16 values through the exact unary functions and the conversions to
-    integers, GPU against the reference."""
-    import cupy as cp
+@pytest.mark.gpu_only          # (the simulator runs the same check on fewer values)
+def test_every_bfloat16_value_on_the_gpu():
+    """All 65,536 bfloat16 values through every function, GPU against the reference."""
     a = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(BF)
     b = a[::-1].copy()
     _, _, c, f, ints = _inputs(a.size - 37, seed=2)
     c, f, ints = c[:a.size], f[:a.size], ints[:, :a.size]
 
-    def run(*args):
-        dev = [cp.asarray(v) for v in args]
-        bf16_all[_grid(a.size)](*dev)
-        for host, d in zip(args[5:], dev[5:]):
-            host[...] = cp.asnumpy(d)
-    outs = _run(run, a, b, c, f, ints)
+    outs = _run(_on_the_gpu, a, b, c, f, ints)
     _check(outs, _references(a, b, c, f, ints), "GPU (all values) ")
 
 

@@ -165,6 +165,7 @@ def test_the_kernel_assembles(arch):
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_only          # (the simulator runs the same check on fewer values)
 def test_constructors_conversions_and_raw_cvt_on_the_gpu():
     import cupy as cp
 

@@ -91,9 +91,10 @@ def _to_fp8(context, builder, fromty, toty, val):
         fromty, val = types.uint8, builder.zext(val, _I8)
     if isinstance(fromty, types.Integer):
         if kind == "e8m0" and not (fromty.bitwidth == 64 and not fromty.signed):
-            wide = builder.sext(val, _I64) if fromty.signed else builder.zext(val, _I64)
             if fromty.bitwidth == 64:
                 wide = val
+            else:
+                wide = builder.sext(val, _I64) if fromty.signed else builder.zext(val, _I64)
             res = _call(context, builder, F.int_to_e8m0, (types.int64,), [wide])
             return builder.trunc(res, _I8)
         if kind == "e8m0":                            # uint64: through float64
