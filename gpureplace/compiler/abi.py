@@ -42,6 +42,8 @@ def leaves(ty):
         return [("H", BFloatType())]                     # its 16 bits (bfloat16.bits_of)
     if isinstance(ty, FP8):
         return [("B", ir.IntType(8))]                    # its byte
+    if isinstance(ty, (types.NPDatetime, types.NPTimedelta)):
+        return [("q", ir.IntType(64))]                   # its int64 count of units
     if isinstance(ty, (types.Integer, types.Float)):
         fmt = _SCALAR_FORMAT[ty]
         lty = {"e": ir.HalfType(), "f": ir.FloatType(), "d": ir.DoubleType()}.get(
@@ -144,7 +146,7 @@ def rebuild(context, builder, ty, params):
         return builder.bitcast(params.pop(0), context.get_value_type(ty))
     if isinstance(ty, types.Boolean):
         return builder.icmp_unsigned("!=", params.pop(0), ir.Constant(ir.IntType(8), 0))
-    if isinstance(ty, (types.Integer, types.Float)):
+    if isinstance(ty, (types.Integer, types.Float, types.NPDatetime, types.NPTimedelta, FP8)):
         return params.pop(0)
     if isinstance(ty, (types.EnumMember, types.IntEnumMember)):
         return rebuild(context, builder, ty.dtype, params)
@@ -158,6 +160,10 @@ def rebuild(context, builder, ty, params):
         return context.make_tuple(builder, ty, vals)
     if isinstance(ty, types.Omitted):
         return context.get_dummy_value()
+    if leaves(ty):
+        # (a type passed by value has a rebuild above: a missing one would shift every later
+        # parameter onto the wrong value)
+        raise TypeError(f"{ty}: its kernel parameters have no rebuild")
     return cgutils.get_null_value(context.get_value_type(ty))
 
 

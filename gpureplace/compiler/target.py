@@ -473,6 +473,7 @@ class GPUTargetContext(BaseContext):
         from numba.cpython import rangeobj, iterators, enumimpl  # noqa: F401
         from numba.cpython import cmathimpl
         from numba.np import arrayobj  # noqa: F401
+        from numba.np import npdatetime  # noqa: F401  (datetime64 / timedelta64 arithmetic)
         from numba.np.unsafe import ndarray  # noqa: F401
         from .intrinsics import registry as intrinsic_registries
         self.install_registry(cmathimpl.registry)

@@ -15,6 +15,10 @@ from .operands import (TPB, Operand, array_module, as_result, blocks_for,
 
 # -- vectorize -------------------------------------------------------------------------------
 
+#: what an element function may return (datetime64 / timedelta64 too: their int64 counts)
+_SCALAR_RESULTS = (types.Number, types.Boolean, types.NPDatetime, types.NPTimedelta)
+
+
 class CUDAUFunc:
     """What ``@cuda.vectorize`` returns: call it like a NumPy ufunc."""
 
@@ -46,8 +50,11 @@ class CUDAUFunc:
             raise TypeError(f"cuda.vectorize: {sig!r} has array types; vectorize takes scalar "
                             f"element types (guvectorize takes arrays)")
         if ret is None:
-            raise TypeError(f"cuda.vectorize: the signature {sig!r} needs a return type "
-                            f"('float32(float32, float32)')")
+            # argument types only (Numba's form): the return type is the function's, compiled
+            ret = self._element.compile(tuple(args)).restype
+            if not isinstance(ret, _SCALAR_RESULTS):
+                raise TypeError(f"cuda.vectorize: {self.__qualname__} returns {ret} for "
+                                f"{sig!r}; a vectorized function returns a number")
         self._signatures.append((tuple(dtype_of(t) for t in args), dtype_of(ret)))
 
     @property
@@ -75,7 +82,7 @@ class CUDAUFunc:
         # no signatures: this combination compiles now (its return type from the function)
         argtypes = tuple(numpy_support.from_dtype(d) for d in dtypes)
         restype = self._element.compile(argtypes).restype
-        if not isinstance(restype, (types.Number, types.Boolean)):
+        if not isinstance(restype, _SCALAR_RESULTS):
             raise TypeError(f"{self.__qualname__} returns {restype} for ({', '.join(map(str, dtypes))}); "
                             f"a vectorized function returns a number")
         sig = (tuple(dtypes), dtype_of(restype))

@@ -195,6 +195,8 @@ def np_scalar_handler(v):
         return ("scalar", dt), (v.real, v.imag)
     if dt.kind == "V" and dt.name == "bfloat16" and dt.itemsize == 2:
         return ("bfloat16",), (int(v.view(np.uint16)),)     # ml_dtypes.bfloat16: its bits
+    if dt.kind in "mM":
+        return ("scalar", dt), (int(v.view(np.int64)),)     # datetime64 / timedelta64: units
     return ("scalar", dt), (v,)
 
 

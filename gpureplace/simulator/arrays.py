@@ -30,6 +30,8 @@ def wrap_int(value, dtype):
     (see ``_device_int_type``)."""
     lim = _INT_LIMITS.get(dtype)
     if lim is None:
+        if dtype.kind in "mM":           # a timedelta64 is a NumPy integer too: no wrapping
+            return value if isinstance(value, np.generic) else dtype.type(int(value))
         info = np.iinfo(dtype)
         lim = _INT_LIMITS[dtype] = (info.bits, 1 << info.bits, info.min < 0, info.min, info.max,
                                     _device_int_type(dtype))

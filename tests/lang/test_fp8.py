@@ -252,3 +252,12 @@ def test_fp8_scalars_as_kernel_arguments():
     out = np.zeros(1, np.float32)
     simulator.run(widen, 1, 1, out, fp8_e4m3(0.3))
     assert out[0] == np.float32(0.3).astype(E4).astype(np.float32)
+
+
+def test_an_fp8_parameter_before_an_array_compiles():
+    """A scalar parameter of an 8-bit float (or datetime64) type is rebuilt from its own
+    kernel parameter: the parameters after it stay in place."""
+    @cuda.jit
+    def widen_first(v, out):
+        out[0] = float32(v)
+    assemble(widen_first.compile((fp8_e5m2, cuda.float32[::1])).ptx)
