@@ -45,25 +45,24 @@ def _i64(builder, value):
     return builder.zext(value, _I64) if value.type.width < 64 else value
 
 
-def _encode_f32(context, builder, f32, kind, sat, round_up):
-    """float32 value -> the fp8 byte of ``kind`` (sat / round_up: LLVM i64 values)."""
-    bits = _i64(builder, builder.bitcast(f32, _I32))
-    if kind == "e8m0":
-        res = _call(context, builder, F.f32_to_e8m0, (types.int64,) * 3, [bits, sat, round_up])
+def _encode(context, builder, x, e8m0, e5m2, sat, round_up):
+    """The fp8 byte of the float32 or float64 value ``x``: E8M0 (``e8m0``, a Python bool) or, by
+    the i64 ``e5m2`` flag, E5M2 / E4M3; ``sat`` and ``round_up`` are i64 flags too (``e5m2``
+    matters to E4M3/E5M2 only, ``round_up`` to E8M0 only)."""
+    if x.type == _F64:
+        bits, fn = builder.bitcast(x, _I64), (F.f64_to_e8m0 if e8m0 else F.f64_to_fp8)
     else:
-        res = _call(context, builder, F.f32_to_fp8, (types.int64,) * 3,
-                    [bits, _I64(1 if kind == "e5m2" else 0), sat])
-    return builder.trunc(res, _I8)
+        bits, fn = _i64(builder, builder.bitcast(x, _I32)), (F.f32_to_e8m0 if e8m0 else
+                                                               F.f32_to_fp8)
+    args = [bits, sat, round_up] if e8m0 else [bits, e5m2, sat]
+    return builder.trunc(_call(context, builder, fn, (types.int64,) * 3, args), _I8)
 
 
-def _encode_f64(context, builder, f64, kind, sat, round_up):
-    bits = builder.bitcast(f64, _I64)
-    if kind == "e8m0":
-        res = _call(context, builder, F.f64_to_e8m0, (types.int64,) * 3, [bits, sat, round_up])
-    else:
-        res = _call(context, builder, F.f64_to_fp8, (types.int64,) * 3,
-                    [bits, _I64(1 if kind == "e5m2" else 0), sat])
-    return builder.trunc(res, _I8)
+def _construct(context, builder, x, kind):
+    """CUDA's constructor of ``kind`` from a float32 / float64 value: SATFINITE, to nearest
+    even (E8M0 rounding up)."""
+    return _encode(context, builder, x, kind == "e8m0", _I64(int(kind == "e5m2")), _I64(1),
+                   _I64(1))
 
 
 def _to_f32(context, builder, code, kind):
@@ -78,15 +77,13 @@ def _to_f32(context, builder, code, kind):
 @lowering.lower_cast(types.Number, F.FP8)
 @lowering.lower_cast(types.Boolean, F.FP8)
 def _to_fp8(context, builder, fromty, toty, val):
-    kind, sat, up = toty.kind, _I64(1), _I64(1)
+    kind = toty.kind
     if isinstance(fromty, F.FP8):
-        return _encode_f32(context, builder, _to_f32(context, builder, val, fromty.kind), kind,
-                           sat, up)
+        return _construct(context, builder, _to_f32(context, builder, val, fromty.kind), kind)
     if isinstance(fromty, types.Float):
-        if fromty.bitwidth == 64:
-            return _encode_f64(context, builder, val, kind, sat, up)
-        f32 = val if fromty == types.float32 else builder.fpext(val, _F32)
-        return _encode_f32(context, builder, f32, kind, sat, up)
+        # (float16 and bfloat16 widen to float32 exactly)
+        f = val if fromty.bitwidth in (32, 64) else builder.fpext(val, _F32)
+        return _construct(context, builder, f, kind)
     if isinstance(fromty, types.Boolean):
         fromty, val = types.uint8, builder.zext(val, _I8)
     if isinstance(fromty, types.Integer):
@@ -98,9 +95,9 @@ def _to_fp8(context, builder, fromty, toty, val):
             res = _call(context, builder, F.int_to_e8m0, (types.int64,), [wide])
             return builder.trunc(res, _I8)
         if kind == "e8m0":                            # uint64: through float64
-            return _encode_f64(context, builder, builder.uitofp(val, _F64), kind, sat, up)
+            return _construct(context, builder, builder.uitofp(val, _F64), kind)
         f32 = builder.sitofp(val, _F32) if fromty.signed else builder.uitofp(val, _F32)
-        return _encode_f32(context, builder, f32, kind, sat, up)
+        return _construct(context, builder, f32, kind)
     raise NotImplementedError(f"{fromty} -> {toty}")
 
 
@@ -155,22 +152,23 @@ _WHAT = {_ENUM: "an integer or an enum member (saturation_t, fp8_interpretation_
          (types.Number,): "a number", (types.Integer,): "an integer (a storage byte)",
          (types.NamedUniTuple,): "a bfloat16_raw"}
 
+_NUMBER, _RAW = (types.Number,), (types.NamedUniTuple,)
+
+
+def _conversion(x_kind, x_type, mode):
+    """A raw conversion's entry: x, saturate and ``mode`` (the format, or the rounding)."""
+    return ((("x", x_kind), ("saturate", _ENUM), (mode, _ENUM)), types.uint8,
+            (x_type, types.int64, types.int64))
+
+
 # name -> (argument descriptions, result, argument types to convert to)
 _CVT = {
-    "cvt_float_to_fp8": ((("x", (types.Number,)), ("saturate", _ENUM), ("fp8_interpretation", _ENUM)),
-                         types.uint8, (types.float32, types.int64, types.int64)),
-    "cvt_double_to_fp8": ((("x", (types.Number,)), ("saturate", _ENUM), ("fp8_interpretation", _ENUM)),
-                          types.uint8, (types.float64, types.int64, types.int64)),
-    "cvt_bfloat16raw_to_fp8": ((("x", (types.NamedUniTuple,)), ("saturate", _ENUM),
-                                ("fp8_interpretation", _ENUM)),
-                               types.uint8, (bfloat16_raw, types.int64, types.int64)),
-    "cvt_float_to_e8m0": ((("x", (types.Number,)), ("saturate", _ENUM), ("rounding", _ENUM)),
-                          types.uint8, (types.float32, types.int64, types.int64)),
-    "cvt_double_to_e8m0": ((("x", (types.Number,)), ("saturate", _ENUM), ("rounding", _ENUM)),
-                           types.uint8, (types.float64, types.int64, types.int64)),
-    "cvt_bfloat16raw_to_e8m0": ((("x", (types.NamedUniTuple,)), ("saturate", _ENUM),
-                                 ("rounding", _ENUM)),
-                                types.uint8, (bfloat16_raw, types.int64, types.int64)),
+    "cvt_float_to_fp8": _conversion(_NUMBER, types.float32, "fp8_interpretation"),
+    "cvt_double_to_fp8": _conversion(_NUMBER, types.float64, "fp8_interpretation"),
+    "cvt_bfloat16raw_to_fp8": _conversion(_RAW, bfloat16_raw, "fp8_interpretation"),
+    "cvt_float_to_e8m0": _conversion(_NUMBER, types.float32, "rounding"),
+    "cvt_double_to_e8m0": _conversion(_NUMBER, types.float64, "rounding"),
+    "cvt_bfloat16raw_to_e8m0": _conversion(_RAW, bfloat16_raw, "rounding"),
     "cvt_e8m0_to_bf16raw": ((("x", (types.Integer,)),), bfloat16_raw, (types.uint8,)),
 }
 
@@ -205,28 +203,19 @@ def _cvt_lowering(name):
                          [builder.zext(x, _I64)])
             return context.make_tuple(builder, bfloat16_raw, [builder.trunc(bits, _I16)])
         sat = builder.zext(builder.icmp_signed("!=", rest[0], _I64(0)), _I64)
-        if name.endswith("_to_fp8"):
-            e5m2 = builder.zext(builder.icmp_signed("==", rest[1], _I64(1)), _I64)
-            if name == "cvt_bfloat16raw_to_fp8":
-                x = builder.fpext(builder.bitcast(_raw_bits(builder, x), BFloatType()), _F32)
-            if name == "cvt_double_to_fp8":
-                res = _call(context, builder, F.f64_to_fp8, (types.int64,) * 3,
-                            [builder.bitcast(x, _I64), e5m2, sat])
-            else:
-                res = _call(context, builder, F.f32_to_fp8, (types.int64,) * 3,
-                            [_i64(builder, builder.bitcast(x, _I32)), e5m2, sat])
-            return builder.trunc(res, _I8)
-        up = builder.zext(builder.icmp_signed("==", rest[1], _I64(F.ROUND_POS_INF)), _I64)
+        e8m0 = name.endswith("_to_e8m0")
         if name == "cvt_bfloat16raw_to_e8m0":
+            # CUDA's own rule on the bfloat16 bits (its exponent field), not a rounding of x
+            up = builder.zext(builder.icmp_signed("==", rest[1], _I64(F.ROUND_POS_INF)), _I64)
             res = _call(context, builder, F.bf16_to_e8m0, (types.int64,) * 3,
                         [builder.zext(_raw_bits(builder, x), _I64), sat, up])
-        elif name == "cvt_double_to_e8m0":
-            res = _call(context, builder, F.f64_to_e8m0, (types.int64,) * 3,
-                        [builder.bitcast(x, _I64), sat, up])
-        else:
-            res = _call(context, builder, F.f32_to_e8m0, (types.int64,) * 3,
-                        [_i64(builder, builder.bitcast(x, _I32)), sat, up])
-        return builder.trunc(res, _I8)
+            return builder.trunc(res, _I8)
+        if name == "cvt_bfloat16raw_to_fp8":
+            x = builder.fpext(builder.bitcast(_raw_bits(builder, x), BFloatType()), _F32)
+        # the third argument: the rounding (E8M0) or the format (1: E5M2)
+        flag = builder.zext(builder.icmp_signed(
+            "==", rest[1], _I64(F.ROUND_POS_INF if e8m0 else 1)), _I64)
+        return _encode(context, builder, x, e8m0, flag, sat, flag)
     return impl
 
 
