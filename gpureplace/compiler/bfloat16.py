@@ -30,7 +30,7 @@ from numba.core import types
 from numba.core.typeconv import Conversion
 
 __all__ = ["BFloat16", "bfloat16", "BFloatType", "bits_of", "round_bits", "value_of",
-           "register_dtype", "host_dtype"]
+           "register_dtype", "host_dtype", "is_bfloat16_dtype"]
 
 
 def bits_of(value) -> int:
@@ -144,8 +144,9 @@ class BFloat16(types.Float):
 bfloat16 = BFloat16()
 
 
-def is_bfloat16(ty) -> bool:
-    return isinstance(ty, BFloat16)
+def is_bfloat16_dtype(dt) -> bool:
+    """Whether the NumPy dtype ``dt`` is ml_dtypes' bfloat16 (told without importing it)."""
+    return dt.kind == "V" and dt.name == "bfloat16" and dt.itemsize == 2
 
 
 _registered = False

@@ -17,7 +17,7 @@ from numba.np import numpy_support
 from .. import probe
 from ..compiler.abi import contiguous_strides, layout_of
 from ..compiler import fp8
-from ..compiler.bfloat16 import bfloat16, host_dtype, register_dtype
+from ..compiler.bfloat16 import bfloat16, host_dtype, is_bfloat16_dtype, register_dtype
 from ..compiler.intrinsics.vectors import vector_types
 from ..errors import LaunchError
 from .hints import ArgHint
@@ -193,7 +193,7 @@ def np_scalar_handler(v):
     dt = v.dtype
     if dt.kind == "c":
         return ("scalar", dt), (v.real, v.imag)
-    if dt.kind == "V" and dt.name == "bfloat16" and dt.itemsize == 2:
+    if is_bfloat16_dtype(dt):
         return ("bfloat16",), (int(v.view(np.uint16)),)     # ml_dtypes.bfloat16: its bits
     if dt.kind in "mM":
         return ("scalar", dt), (int(v.view(np.int64)),)     # datetime64 / timedelta64: units
@@ -324,7 +324,7 @@ def _key_to_type(key):
     kind = key[0]
     if kind == "array":
         _, dt, ndim, layout = key
-        if dt.kind == "V" and dt.name == "bfloat16":
+        if is_bfloat16_dtype(dt):
             register_dtype()                  # (ml_dtypes is loaded: the array has its dtype)
         try:
             return types.Array(numpy_support.from_dtype(dt), ndim, layout)

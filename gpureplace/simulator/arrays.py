@@ -15,6 +15,7 @@ import weakref
 
 import numpy as np
 
+from ..compiler.bfloat16 import is_bfloat16_dtype
 from ..compiler.fp8 import FP8Value
 
 try:
@@ -161,6 +162,15 @@ def _device_int_type(dtype):
     return cls
 
 
+def saturated_int(f, dtype):
+    """The float ``f`` as an integer of ``dtype`` the way PTX's ``cvt.rzi`` converts it:
+    truncated toward zero, saturated to the range (infinities too), NaN 0."""
+    if f != f:
+        return dtype.type(0)
+    info = np.iinfo(dtype)
+    return dtype.type(int(max(min(f, info.max), info.min)))
+
+
 def to_dtype_value(value, dtype):
     """``value`` converted as a store into an array of ``dtype`` converts it on the device."""
     kind = dtype.kind
@@ -168,12 +178,9 @@ def to_dtype_value(value, dtype):
         if isinstance(value, (int, np.integer, np.bool_)):
             return wrap_int(value, dtype)
         if isinstance(value, FP8Value):
-            # an 8-bit float: truncated, saturated, NaN 0 (as compiled: llvm.fptosi.sat)
-            f, info = float(value), np.iinfo(dtype)
-            return dtype.type(0 if f != f else int(max(min(f, info.max), info.min)))
+            return saturated_int(float(value), dtype)     # (as compiled: llvm.fptosi.sat)
         if isinstance(value, (float, np.floating)) or (
-                isinstance(value, np.generic) and value.dtype.kind == "V"
-                and value.dtype.name == "bfloat16"):
+                isinstance(value, np.generic) and is_bfloat16_dtype(value.dtype)):
             f = float(value)
             if f != f or f in (float("inf"), float("-inf")):
                 return dtype.type(0)          # undefined on the device; pick something stable

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..compiler.bfloat16 import register_dtype, round_bits
 from ..compiler.intrinsics import bf16 as compiled
+from .arrays import saturated_int
 
 _F32 = np.float32
 _state = {}
@@ -139,17 +140,9 @@ def _hisinf(a):
 
 
 def _to_int(dtype, mode):
-    info = np.iinfo(dtype)
-    rnd = {"rn": round, "rz": math.trunc, "rd": math.floor, "ru": math.ceil}[mode]
-
-    def impl(a):
-        x = _f(a)
-        if math.isnan(x):
-            return dtype(0)
-        if math.isinf(x):
-            return dtype(info.max if x > 0 else info.min)
-        return dtype(min(max(int(rnd(x)), info.min), info.max))
-    return impl
+    """To an integer: rounded to an integral value in ``mode``, then saturated (NaN 0)."""
+    rnd = {"rn": np.rint, "rz": np.trunc, "rd": np.floor, "ru": np.ceil}[mode]
+    return lambda a: saturated_int(float(rnd(_f(a))), dtype)
 
 
 def _from_int(mode):
@@ -216,7 +209,7 @@ for _name in compiled.STUBS:
     for _cname in ("char", "uchar", "short", "ushort", "int", "uint", "ll", "ull"):
         for _mode in ("rn", "rz", "rd", "ru"):
             if _name == f"bfloat162{_cname}_{_mode}":
-                _IMPL[_name] = _to_int(np.dtype(compiled.SIGNATURES[_name][1].name).type, _mode)
+                _IMPL[_name] = _to_int(np.dtype(compiled.SIGNATURES[_name][1].name), _mode)
             elif _name == f"{_cname}2bfloat16_{_mode}":
                 _IMPL[_name] = _from_int(_mode)
 
