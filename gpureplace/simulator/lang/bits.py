@@ -18,21 +18,19 @@ def table(launch):
                      (bits.fma, hostmath.fma), (bits.cbrt, hostmath.cbrt),
                      (bits.selp, hostmath.selp)):
         out[id(stub)] = fn
-    out[id(bits.fp16)] = pytypes.SimpleNamespace(**hostmath.FP16)
-    for name, fn in hostmath.FP16.items():
-        out[id(getattr(bits.fp16, name))] = fn
-    # cuda.bf16: its functions (aliases are the same stubs) and the type, which is callable
-    members = {name: getattr(bf16.bf16, name) for name in vars(bf16.bf16) if
-               not name.startswith("_")}
-    out[id(bf16.bf16)] = pytypes.SimpleNamespace(**{
-        name: hostbf16.BF16.get(getattr(m, "__name__", None), m) if name not in
-        ("bfloat16", "nv_bfloat16") else m for name, m in members.items()})
-    for name, fn in hostbf16.BF16.items():
-        out[id(bf16.STUBS[name])] = fn
-    # cuda.fp8: the raw conversions (the types and enums are themselves)
-    out[id(fp8.fp8)] = pytypes.SimpleNamespace(**{
-        name: hostfp8.FP8.get(name, value) for name, value in vars(fp8.fp8).items()
-        if not name.startswith("_")})
-    for name, fn in hostfp8.FP8.items():
-        out[id(fp8.STUBS[name])] = fn
+    _host_namespace(out, bits.fp16, {n: getattr(bits.fp16, n) for n in hostmath.FP16},
+                    hostmath.FP16)
+    _host_namespace(out, bf16.bf16, bf16.STUBS, hostbf16.BF16)     # (and the callable type)
+    _host_namespace(out, fp8.fp8, fp8.STUBS, hostfp8.FP8)          # (and the types, the enums)
     return out
+
+
+def _host_namespace(out, namespace, stubs, hosts):
+    """``namespace`` (``cuda.fp16``...) as the simulator sees it: each of its ``stubs`` (name ->
+    stub) replaced by the host function of that name in ``hosts``, its other members as they
+    are (aliases are the same stubs); and each stub's own entry in ``out``."""
+    by_stub = {id(stubs[name]): fn for name, fn in hosts.items()}
+    out.update(by_stub)
+    out[id(namespace)] = pytypes.SimpleNamespace(**{
+        name: by_stub.get(id(member), member) for name, member in vars(namespace).items()
+        if not name.startswith("_")})
