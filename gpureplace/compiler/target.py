@@ -8,7 +8,6 @@ undecorated helpers); that single hook is what makes dispatch contextual.
 
 from __future__ import annotations
 
-import collections
 import collections.abc
 import functools
 import threading
@@ -16,15 +15,15 @@ import weakref
 
 import numpy as np
 from llvmlite import ir
-from numba.core import datamodel, debuginfo, itanium_mangler, types, typing
+from numba.core import itanium_mangler, types, typing
 from numba.core.base import BaseContext
 
 from numba.core.target_extension import GPU, target_registry
 
 from ..arch import DEFAULT_ARCH
 from . import abi, backend
-from .bfloat16 import BFloat16, BFloatType, register_dtype
-from .fp8 import FP8
+from .bfloat16 import register_dtype
+from .datamodels import NARROW_FLOATS, GPUDIBuilder, data_models
 
 
 class GPUReplaceTarget(GPU):
@@ -62,23 +61,6 @@ def _register_overload_jit():
 _register_overload_jit()
 
 
-@functools.lru_cache(maxsize=None)
-def _array_reductions_typing():
-    """NumPy's reductions of arrays in device code (``np.all(a)``, ``np.sum``, ``np.nanmax``,
-    ``a.mean()``, ``np.count_nonzero``...): Numba's own implementations (``numba.np.arraymath``,
-    loops compiled as device functions), and the ``np.nditer`` / ``np.ndindex`` typing they
-    iterate with.  What would allocate an array (``np.cumsum``, ``np.sort``) is refused where
-    the kernel is compiled (compiler/validate.py)."""
-    from numba.core.typing import npydecl
-    from numba.core.typing.templates import Registry
-    import numba.np.arraymath  # noqa: F401  (registers its overloads)
-    reg = Registry()
-    for value, typ in npydecl.registry.globals:
-        if value is np.nditer or value is np.ndindex:
-            reg.register_global(value, typ)
-    return reg
-
-
 def _int_constant_class(val):
     """A class whose members are its own int instances, without being an enum.Enum (whose
     typing Numba has): cuda-python's enums (``cuda.bindings.runtime.cudaRoundMode``)."""
@@ -114,7 +96,7 @@ class GPUTypingContext(typing.BaseContext):
         from .intrinsics import registry as intrinsic_registries
         self.install_registry(cmathdecl.registry)
         self.install_registry(enumdecl.registry)
-        self.install_registry(_array_reductions_typing())
+        self.install_registry(intrinsic_registries.array_reductions_typing())
         for reg in intrinsic_registries.typing_registries():
             self.install_registry(reg)
 
@@ -240,42 +222,6 @@ class _GPUCodegen:
         return (backend.TRIPLE, DEFAULT_ARCH, "")
 
 
-class _FloatModel(datamodel.models.PrimitiveModel):
-    """float16 is a real ``half`` on the device (NVPTX selects f16 arithmetic from sm_53),
-    bfloat16 LLVM's ``bfloat`` (compiler/bfloat16.py)."""
-
-    _BE = {16: ir.HalfType(), 32: ir.FloatType(), 64: ir.DoubleType()}
-
-    def __init__(self, dmm, fe_type):
-        be = BFloatType() if isinstance(fe_type, BFloat16) else self._BE[fe_type.bitwidth]
-        super().__init__(dmm, fe_type, be)
-
-
-class _GPUDataModels(datamodel.DataModelManager):
-    """Numba's lookup by the type's exact class, falling back to its nearest registered base
-    class: a ``types.Dummy`` of the kernel language (``cuda.threadIdx``'s type) is opaque.  Every
-    value then has a model, also where ``debug=True`` describes each variable to the debugger."""
-
-    def lookup(self, fetype):
-        try:
-            return super().lookup(fetype)
-        except KeyError:
-            for base in type(fetype).__mro__[1:]:
-                handler = self._handlers.get(base)
-                if handler is not None:
-                    model = self._cache[fetype] = handler(self, fetype)
-                    return model
-            raise
-
-
-#: Numba's default data models, plus float16 (a fresh layer in front: Numba's own manager, which
-#: the CPU target uses, is not modified).
-_data_models = _GPUDataModels(collections.ChainMap({}, datamodel.default_manager._handlers))
-_data_models.register(types.Float, _FloatModel)
-_data_models.register(BFloat16, _FloatModel)
-_data_models.register(FP8, lambda dmm, fe: datamodel.models.PrimitiveModel(dmm, fe, ir.IntType(8)))
-
-
 def _register_function_values():
     """A device function passed as an argument (``apply(twice, x)``) is a compile-time constant:
     its type says which function it is, so the value itself carries nothing."""
@@ -286,7 +232,7 @@ def _register_function_values():
     from .ufunc_arrays import UfuncType
     # (a function held in a variable that lives across branches needs a slot, an empty one)
     for ty in (DeviceFunctionType, UfuncType, OverrideChoiceType):
-        _data_models.register(ty, models.OpaqueModel)
+        data_models.register(ty, models.OpaqueModel)
         lower_constant(ty)(_function_value)
 
 
@@ -309,32 +255,6 @@ class _Subroutine:
         self.callees = []
 
 
-_NARROW_FLOATS = (ir.HalfType, BFloatType)
-
-
-class _GPUDIBuilder(debuginfo.DIBuilder):
-    """Numba's debug information (``debug=True``: variables and their types, for cuda-gdb), as
-    NVPTX and ptxas take it: no name tables (one ``.debug_pubnames`` per compile unit would
-    overlap when the kernel's modules are linked, which ptxas refuses); booleans are DWARF
-    booleans, float16 and bfloat16 16-bit floats."""
-
-    def _var_type(self, lltype, size, datamodel=None):
-        fe = getattr(datamodel, "fe_type", None)
-        if isinstance(fe, types.Boolean):
-            name, encoding = "bool", "DW_ATE_boolean"
-        elif isinstance(lltype, _NARROW_FLOATS):
-            name, encoding = str(fe or lltype), "DW_ATE_float"
-        else:
-            return super()._var_type(lltype, size, datamodel)
-        return self.module.add_debug_info("DIBasicType", {
-            "name": name, "size": 8 * size, "encoding": ir.DIToken(encoding)})
-
-    def _di_compile_unit(self):
-        unit = super()._di_compile_unit()
-        unit.operands = tuple(unit.operands) + (("nameTableKind", ir.DIToken("None")),)
-        return unit
-
-
 _FLOAT_OPS = frozenset(("fadd", "fsub", "fmul", "fdiv", "frem", "fcmp"))
 
 
@@ -344,7 +264,7 @@ def _vector_align(ty, align):
 
 
 class GPUTargetContext(BaseContext):
-    DIBuilder = _GPUDIBuilder
+    DIBuilder = GPUDIBuilder
     implement_powi_as_math_call = True
     strict_alignment = True
     # Never embed host addresses of global arrays: device code must carry their data.
@@ -393,7 +313,7 @@ class GPUTargetContext(BaseContext):
     def init(self):
         self._codegen = _GPUCodegen()
         self._target_data = None
-        self.data_model_manager = _data_models
+        self.data_model_manager = data_models
         self._subroutines = {}
 
     # -- subroutines ----------------------------------------------------------------------------
@@ -593,9 +513,9 @@ class GPUTargetContext(BaseContext):
             for block in fn.blocks:
                 for instr in block.instructions:
                     if (instr.opname in _FLOAT_OPS and not instr.flags
-                            and not isinstance(instr.type, _NARROW_FLOATS)
+                            and not isinstance(instr.type, NARROW_FLOATS)
                             and not isinstance(getattr(instr.operands[0], "type", None),
-                                               _NARROW_FLOATS)):
+                                               NARROW_FLOATS)):
                         instr.flags.extend(flags)
         if fast:
             fastmathpass.FastFloatCallVisitor(flags).visit(mod)
@@ -659,7 +579,7 @@ class DeviceGlobalArray(types.Array):
 
 def _register_device_global_arrays():
     from numba.core.datamodel import models
-    _data_models.register(DeviceGlobalArray, models.ArrayModel)
+    data_models.register(DeviceGlobalArray, models.ArrayModel)
 
 
 _register_device_global_arrays()

@@ -1,6 +1,10 @@
-"""Collects the typing and lowering registries of every intrinsic module."""
+"""Collects the typing and lowering registries of every intrinsic module (and the typing of
+Numba's array reductions that the typing context installs beside them)."""
 
+import functools
 import importlib
+
+import numpy as np
 
 _MODULES = ("indexing", "devicemath", "libdevice_calls", "sync", "memory", "constmem", "atomics", "warp",
             "bits", "bf16", "fp8", "printing", "external", "cg", "vectors", "cachehints")
@@ -22,3 +26,20 @@ def language_modules():
     """Modules whose ``__all__`` names make up ``gpureplace.cuda``."""
     return [m for m in _modules() if m.__name__.rsplit(".", 1)[1] not in ("devicemath",
                                                                            "libdevice_calls")]
+
+
+@functools.lru_cache(maxsize=None)
+def array_reductions_typing():
+    """NumPy's reductions of arrays in device code (``np.all(a)``, ``np.sum``, ``np.nanmax``,
+    ``a.mean()``, ``np.count_nonzero``...): Numba's own implementations (``numba.np.arraymath``,
+    loops compiled as device functions), and the ``np.nditer`` / ``np.ndindex`` typing they
+    iterate with.  What would allocate an array (``np.cumsum``, ``np.sort``) is refused where
+    the kernel is compiled (compiler/validate.py)."""
+    from numba.core.typing import npydecl
+    from numba.core.typing.templates import Registry
+    import numba.np.arraymath  # noqa: F401  (registers its overloads)
+    reg = Registry()
+    for value, typ in npydecl.registry.globals:
+        if value is np.nditer or value is np.ndindex:
+            reg.register_global(value, typ)
+    return reg
