@@ -64,12 +64,12 @@ from .compiler.intrinsics.vectors import (char1, char2, char3, char4, double1, d
 from .hostapi import (as_cuda_array, as_vectors, close, current_context, default_stream,
                       defer_cleanup, detect, device_array, device_array_like, devicearray, event,
                       event_elapsed_time, external_stream, from_cuda_array_interface,
-                      get_current_device, gpus, In, InOut, is_cuda_array, is_bfloat16_supported,
-                      is_float16_supported,
+                      get_current_device, gpus, In, InOut, IpcHandle, is_cuda_array,
+                      is_bfloat16_supported, is_float16_supported,
                       legacy_default_stream, list_devices, managed_array, mapped, mapped_array,
-                      mapped_array_like, Out, per_thread_default_stream, pinned, pinned_array,
-                      pinned_array_like, profile_start, profile_stop, profiling, select_device,
-                      stream, synchronize, to_device)
+                      mapped_array_like, open_ipc_array, Out, per_thread_default_stream, pinned,
+                      pinned_array, pinned_array_like, profile_start, profile_stop, profiling,
+                      select_device, stream, synchronize, to_device)
 from .cuda_reduce import Reduce, reduce
 from .cuda_vectorize import guvectorize, vectorize
 from . import extending                      # gpureplace.cuda.extending (numba-cuda's)
@@ -103,20 +103,26 @@ def _cudadrv():
     import types
     from .errors import CudaDriverError, NoDeviceError
     from .hostapi import Device, Event, Stream
+    from .hostapi.ipc import DeviceMemory, device_to_host, host_to_device
     pkg = types.ModuleType(__name__ + ".cudadrv", _cudadrv.__doc__)
     pkg.__path__ = []
     pkg.driver = types.ModuleType(pkg.__name__ + ".driver", "numba-cuda's driver classes")
     pkg.driver.Stream, pkg.driver.Event, pkg.driver.Device = Stream, Event, Device
+    pkg.driver.IpcHandle, pkg.driver.MemoryPointer = IpcHandle, DeviceMemory
+    pkg.driver.device_to_host, pkg.driver.host_to_device = device_to_host, host_to_device
+    pkg.devices = types.ModuleType(pkg.__name__ + ".devices", "numba-cuda's contexts")
+    pkg.devices.get_context, pkg.devices.gpus = current_context, gpus
     pkg.devicearray = devicearray
     pkg.error = types.ModuleType(pkg.__name__ + ".error", "numba-cuda's driver errors")
     pkg.error.CudaDriverError = CudaDriverError
     pkg.error.CudaSupportError = NoDeviceError          # no GPU (or CuPy) to use
-    for mod in (pkg, pkg.driver, pkg.error):
+    for mod in (pkg, pkg.driver, pkg.devices, pkg.error):
         _sys.modules.setdefault(mod.__name__, mod)
     return pkg
 
 
 cudadrv = _cudadrv()
+driver, devices = cudadrv.driver, cudadrv.devices     # cuda.driver / cuda.devices, as numba-cuda's
 
 
 def _kernels():

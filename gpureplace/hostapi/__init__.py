@@ -21,6 +21,8 @@ timings come from the host clock (``simulator/host.py``).
     arrays.py     DeviceNDArray, to_device, device_array, as_cuda_array, as_vectors
     memory.py     pinned, mapped and managed host memory
     devices.py    Device, gpus, select_device, contexts, profiling
+    ipc.py        CUDA IPC: device memory shared with other processes (get_ipc_handle,
+                  open_ipc_array)
 """
 
 
@@ -31,6 +33,7 @@ from .devices import (Device, MemoryInfo, close, current_context, defer_cleanup,
                       detect, get_current_device, gpus, is_bfloat16_supported,
                       is_float16_supported, list_devices, profile_start, profile_stop, profiling,
                       select_device)
+from .ipc import IpcHandle, open_ipc_array  # noqa: F401
 from .memory import (ManagedNDArray, MappedNDArray, managed_array, mapped,  # noqa: F401
                      mapped_array, mapped_array_like, pinned, pinned_array, pinned_array_like)
 from .streams import (Event, Stream, default_stream, event, event_elapsed_time,  # noqa: F401
@@ -45,4 +48,4 @@ __all__ = ["to_device", "device_array", "device_array_like", "pinned_array", "pi
            "select_device", "list_devices", "gpus", "current_context", "close", "detect",
            "defer_cleanup", "profile_start", "profile_stop", "profiling", "is_float16_supported",
            "is_bfloat16_supported",
-           "devicearray", "In", "Out", "InOut", "as_vectors"]
+           "devicearray", "In", "Out", "InOut", "as_vectors", "IpcHandle", "open_ipc_array"]

@@ -48,6 +48,19 @@ class NumbaArrayMethods:
     def alloc_size(self):
         return int(self.nbytes)
 
+    @property
+    def gpu_data(self):
+        """The device memory the elements lie in (numba-cuda's ``MemoryPointer``): ``ptr``,
+        ``size``, ``owner``; what ``cuda.current_context().get_ipc_handle`` takes."""
+        from .ipc import array_memory
+        return array_memory(self)
+
+    def get_ipc_handle(self):
+        """An ``IpcArrayHandle`` to send (pickled) to another process, which opens it as a
+        device array over this array's memory (``with handle as d_arr:``).  Linux only."""
+        from .ipc import array_ipc_handle
+        return array_ipc_handle(self)
+
     def split(self, section, stream=0):
         """Views of consecutive ``section``-element pieces of a 1-D contiguous array."""
         if self.ndim != 1 or not self.flags.c_contiguous:

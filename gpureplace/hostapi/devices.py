@@ -153,6 +153,13 @@ class _Context:
     def reset(self):
         self.device.reset()
 
+    def get_ipc_handle(self, memory):
+        """An ``IpcHandle`` to ``memory`` (a device array's ``gpu_data``) that another process
+        opens (``handle.open_array(ctx, shape, dtype)``, or its bytes with
+        ``cuda.open_ipc_array``).  Linux only; not in the simulator."""
+        from .ipc import context_ipc_handle
+        return context_ipc_handle(self, memory)
+
     def __repr__(self):
         return f"<CUDA context on {self.device!r}>"
 
