@@ -130,11 +130,15 @@ def normalize_arch(value, what, known=True):
     anything else is refused with the accepted forms.  ``what`` names the option in the message
     (``"compile_ptx(cc=...)"``); ``known``: also refuse an architecture the compiler does not
     know (else that is said when a compile asks for it)."""
-    forms = "a (major, minor) tuple of ints such as (9, 0), or a string such as 'sm_90'"
+    forms = ("a (major, minor) tuple of ints such as (9, 0) (or (9, 0, 'a') for an "
+             "architecture-specific 'sm_90a', (10, 0, 'f') for a family 'sm_100f'), or a "
+             "string such as 'sm_90'")
     if isinstance(value, tuple):
-        if len(value) == 2 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                                   for v in value):
-            return _known(f"sm_{value[0]}{value[1]}", what, known)
+        suffix = value[2] if len(value) == 3 and value[2] in ("a", "f") else ""
+        head = value[:2] if suffix else value
+        if len(head) == 2 and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                  for v in head):
+            return _known(f"sm_{head[0]}{head[1]}{suffix}", what, known)
         hint = ""
         if 1 <= len(value) <= 3 and all(isinstance(v, int) for v in value):
             hint = f" (did you mean {(value + (0,))[:2]!r}?)"

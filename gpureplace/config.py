@@ -7,6 +7,7 @@
     gpureplace.config.settings.backend = "simulator"  # "gpu", "simulator" or "auto"
     gpureplace.config.settings.host_arrays = "error"  # "warn", "copy" or "error"
     gpureplace.config.settings.cuda_array_interface_sync = False  # no wait for a CAI's stream
+    gpureplace.config.settings.low_occupancy_warnings = True  # warn of grids under 128 blocks
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ class Settings:
         #: orders the work.  ``GPUREPLACE_CAI_SYNC=0`` sets the default.
         self.cuda_array_interface_sync = os.environ.get(
             "GPUREPLACE_CAI_SYNC", "1").strip().lower() not in ("0", "false", "no", "off")
+        #: A launch configuration of fewer than 128 blocks gets a performance warning (once per
+        #: configuration of a kernel), as numba-cuda warns by default.  Off by default here:
+        #: notebooks try kernels on small grids.  ``GPUREPLACE_LOW_OCCUPANCY_WARNINGS=1`` (or
+        #: numba-cuda's ``NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=1``) sets the default.
+        self.low_occupancy_warnings = _env_flag(("GPUREPLACE_LOW_OCCUPANCY_WARNINGS",
+                                                 "NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"), False)
 
     @property
     def arch(self):
@@ -74,6 +81,15 @@ class Settings:
             print("gpureplace: no CUDA GPU found; kernels run in the CPU simulator "
                   "(GPUREPLACE_BACKEND=gpu to refuse instead)", file=sys.stderr)
         return "simulator"
+
+def _env_flag(names, default):
+    """The first of the environment variables ``names`` that is set, as a boolean."""
+    for name in names:
+        value = os.environ.get(name)
+        if value is not None and value.strip():
+            return value.strip().lower() not in ("0", "false", "no", "off")
+    return default
+
 
 def _host_arrays_mode(value):
     mode = str(value).strip().lower() or "warn"

@@ -77,6 +77,7 @@ from .cuda_vectorize import register_numba_target as _register_numba_target
 from .jit import (compile_all, compile_for_current_device, compile_ptx,
                   compile_ptx_for_current_device, jit)
 from .jit import cuda_compile as compile     # noqa: A004  (numba-cuda's cuda.compile)
+from .jit import launchconfig                # cuda.launchconfig (numba-cuda's)
 from . import probe as _probe
 import sys as _sys
 
@@ -95,6 +96,7 @@ _register_numba_target()     # numba.vectorize(target='cuda') without numba-cuda
 _sys.modules.setdefault(__name__ + ".extending", extending)
 _sys.modules.setdefault(__name__ + ".bf16", bf16)       # from gpureplace.cuda.bf16 import hadd
 _sys.modules.setdefault(__name__ + ".fp8", fp8)         # from gpureplace.cuda.fp8 import fp8_e4m3
+_sys.modules.setdefault(__name__ + ".launchconfig", launchconfig)
 
 
 def _cudadrv():
@@ -140,6 +142,33 @@ def _kernels():
 
 
 kernels = _kernels()
+
+
+def _descriptor():
+    """``cuda.descriptor.cuda_target``: numba-cuda's handle on its typing and target contexts;
+    here those of the default Context (the configured one when asked)."""
+    import types
+
+    class _Target:
+        @property
+        def typing_context(self):
+            from .compiler.target import compilers
+            from .dispatch.context import current_default
+            return compilers(current_default())[0]
+
+        @property
+        def target_context(self):
+            from .compiler.target import compilers
+            from .dispatch.context import current_default
+            return compilers(current_default())[1]
+
+    mod = types.ModuleType(__name__ + ".descriptor", _descriptor.__doc__)
+    mod.cuda_target = _Target()
+    _sys.modules.setdefault(mod.__name__, mod)
+    return mod
+
+
+descriptor = _descriptor()
 
 from numba.core.types import bool as _bool_type  # noqa: E402
 

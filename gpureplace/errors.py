@@ -66,8 +66,37 @@ class UnknownArchitecture(CompileError, ValueError):
     ``ValueError`` like the other malformed ``cc`` / ``arch`` values."""
 
 
+class KernelReturnsValue(CompileError, TypeError):
+    """A kernel whose body returns a value (a ``TypeError`` too, as numba-cuda raises)."""
+
+
 class LaunchError(GPUReplaceError, ValueError):
     """A launch was refused before anything ran (bad configuration or arguments)."""
+
+
+class DriverRefusal(LaunchError):
+    """A launch the CUDA driver itself would refuse (``CUDA_ERROR_INVALID_VALUE`` ...), refused
+    before it is made, with a message that says why.  Made by ``driver_refusal``: where
+    cuda-python's ``cuda.core`` is installed, the class raised is also its ``CUDAError``, which
+    numba-cuda code catches around launches."""
+
+
+_refusal_class = []
+
+
+def driver_refusal(message, code="CUDA_ERROR_INVALID_VALUE"):
+    """A ``DriverRefusal`` (also ``cuda.core``'s ``CUDAError`` where that is installed) whose
+    message ends with the driver's error code."""
+    if not _refusal_class:
+        try:
+            from cuda.core._utils.cuda_utils import CUDAError
+        except Exception:           # cuda-core not installed (or another layout): ours alone
+            cls = DriverRefusal
+        else:
+            cls = type("DriverRefusal", (DriverRefusal, CUDAError),
+                       {"__doc__": DriverRefusal.__doc__, "__module__": __name__})
+        _refusal_class.append(cls)
+    return _refusal_class[0](f"{message} ({code})")
 
 
 class SignatureError(LaunchError, TypeError):

@@ -35,6 +35,10 @@ class GPUDataModels(datamodel.DataModelManager):
     class: a ``types.Dummy`` of the kernel language (``cuda.threadIdx``'s type) is opaque.  Every
     value then has a model, also where ``debug=True`` describes each variable to the debugger."""
 
+    def registered(self, cls):
+        """The model registered for exactly the type class ``cls`` (not a base), or None."""
+        return self._handlers.get(cls)
+
     def lookup(self, fetype):
         try:
             return super().lookup(fetype)
@@ -45,6 +49,22 @@ class GPUDataModels(datamodel.DataModelManager):
                     model = self._cache[fetype] = handler(self, fetype)
                     return model
             raise
+
+
+def user_value_size(fetype):
+    """Bytes of one ``fetype`` in memory when it is a type of the extension API whose registered
+    data model holds the value in place (a ``StructModel`` of its members, a
+    ``PrimitiveModel``): such types are array elements, as in numba-cuda.  None otherwise."""
+    handler = data_models.registered(type(fetype))
+    if handler is None:
+        return None
+    model = data_models.lookup(fetype)
+    if not isinstance(model, (datamodel.models.StructModel, datamodel.models.PrimitiveModel)) \
+            or isinstance(model, datamodel.models.OpaqueModel):
+        return None
+    from llvmlite import binding as llvm
+    from .backend import data_layout
+    return model.get_data_type().get_abi_size(llvm.create_target_data(data_layout()))
 
 
 #: Numba's default data models, plus the device's (a fresh layer in front: Numba's own manager,

@@ -118,7 +118,16 @@ def convert_error(pyfunc, exc):
     filename = getattr(loc, "filename", None) or file_of(pyfunc)
     lineno = getattr(loc, "line", None) or first_line_of(pyfunc)
     reason = _short_reason(getattr(exc, "msg", None) or str(exc))
-    if isinstance(exc, nb_errors.TypingError) and "Untyped global name" in reason:
+    ufunc = re.search(r"Untyped global name '(\w+)'.*?Cannot determine Numba type of <class "
+                      r"'gpureplace\.cuda_vectorize\.\w+\.(CUDAG?UFunc)'>",
+                      str(exc), re.S)
+    if ufunc:
+        name, kind = ufunc.group(1), ufunc.group(2)
+        decorator = "cuda.guvectorize" if kind == "CUDAGUFunc" else "cuda.vectorize"
+        reason = (f"Untyped global name '{name}': {name} is a {decorator} function, which "
+                  f"launches from the host over whole arrays; device code cannot call it (call "
+                  f"a cuda.jit(device=True) function with its element code instead)")
+    elif isinstance(exc, nb_errors.TypingError) and "Untyped global name" in reason:
         reason = reason.replace("Untyped global name", "cannot use global name")
     array_return = reason.startswith("Only accept returning of array passed into the function")
     if array_return:

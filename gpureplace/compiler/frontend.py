@@ -223,6 +223,19 @@ _in_progress = []    # CompiledFunction being compiled on this thread (innermost
 
 
 
+#: Numba's switches that print what its passes (and ours) produce, as numba-cuda honours them:
+#: with one on, compiles run afresh (no memory or disk cache) so that there is something to print.
+DUMP_SWITCHES = ("DUMP_BYTECODE", "DUMP_CFG", "DUMP_IR", "DUMP_SSA", "DUMP_ANNOTATION",
+                 "DUMP_LLVM", "DUMP_FUNC_OPT", "DUMP_OPTIMIZED", "DUMP_ASSEMBLY", "DEBUG_TYPEINFER")
+
+
+def dumps_requested():
+    """Whether one of Numba's DUMP_* switches is on (``NUMBA_DUMP_IR=1``, or
+    ``numba.core.config.DUMP_IR = True``)."""
+    from numba.core import config
+    return any(getattr(config, name, False) for name in DUMP_SWITCHES)
+
+
 def current_compiled():
     return _in_progress[-1] if _in_progress else None
 
@@ -257,7 +270,7 @@ def compile_device(pyfunc, context, mask, argtypes, options, restype=None) -> Co
     if getattr(_deep, "active", False):
         return _compile_device(pyfunc, context, mask, argtypes, options, restype, key)
     with _lock:
-        hit = _cache.get(key)
+        hit = None if dumps_requested() else _cache.get(key)
         if hit is not None and deps.check(hit) is None:
             return hit
     _deep.active = True
@@ -316,7 +329,7 @@ def _too_deep(pyfunc):
 
 def _compile_device(pyfunc, context, mask, argtypes, options, restype, key):
     with _lock:
-        hit = _cache.get(key)
+        hit = None if dumps_requested() else _cache.get(key)
         if hit is not None:
             # Cached code is reused only while its records still match the current bindings.
             if deps.check(hit) is None:

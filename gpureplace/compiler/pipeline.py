@@ -21,7 +21,7 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 from numba.core import types
 
-from ..errors import CompileError
+from ..errors import CompileError, KernelReturnsValue
 from . import abi, backend, constructs, frontend
 from .constructs import instructions_with_lines
 from .exceptions import exceptions_of, record_status
@@ -50,6 +50,11 @@ class KernelSpecialization:
         self.device_arrays = resident_arrays(compiled)
         self.world = -1                     # world age at which it was last known valid
         self.from_disk = False
+        #: a kernel loaded from the disk cache: what gives the same kernel through the front end
+        #: (whose results, as the type annotation, the disk does not keep)
+        self.front_end = None
+        #: compiled from its launch's configuration (jit/launchconfig.py)
+        self.launch_config_sensitive = False
 
     @property
     def context(self):
@@ -63,6 +68,12 @@ class KernelSpecialization:
     def inspect_asm(self, cc=None):
         """The PTX (for the architecture it was compiled for)."""
         return self.ptx
+
+    @property
+    def _type_annotation(self):
+        """numba-cuda's: Numba's type annotation of the kernel's body (``.typemap`` ...)."""
+        spec = self.front_end() if self.from_disk and self.front_end is not None else self
+        return spec.compiled.type_annotation
 
     def inspect_sass(self):
         """The SASS listing (ptxas and nvdisasm from NVIDIA's wheels; no GPU needed)."""
@@ -97,9 +108,10 @@ def compile_kernel(pyfunc, argtypes, context, options, make=KernelSpecialization
     constructs.refuse_as_kernel(pyfunc, pyfunc.__qualname__)
     cf = frontend.compile_device(pyfunc, context, {}, argtypes, options.for_device())
     if not isinstance(cf.restype, types.NoneType):
-        raise CompileError(
-            f"a kernel cannot return a value (it returns {cf.restype}); write results into an "
-            f"array argument, or declare it with cuda.jit(device=True) to call it from kernels",
+        raise KernelReturnsValue(
+            f"a kernel must have void return type (it returns {cf.restype}); write results into "
+            f"an array argument, or declare it with cuda.jit(device=True) to call it from "
+            f"kernels",
             function=pyfunc.__qualname__, filename=pyfunc.__code__.co_filename,
             lineno=_return_line(pyfunc), chain=(pyfunc.__qualname__,))
     name = plain_name(pyfunc)
@@ -185,9 +197,24 @@ def _finish(cf, wrapper_ir, entry, keep=()):
     isa = backend.compile_ptx_isa(cf.options.arch)
     mod = _link(cf, wrapper_ir)
     backend.internalize_except(mod, {entry, *keep})
+    from numba.core import config
+    if config.DUMP_LLVM:
+        _dump(f"LLVM DUMP {entry}", mod)
     backend.optimize(mod, cf.options.arch, isa, cf.options.opt)
+    if config.DUMP_OPTIMIZED:
+        _dump(f"OPTIMIZED DUMP {entry}", mod)
     check_linked(mod, cf)
-    return mod, backend.emit_ptx(mod, cf.options.arch, isa)
+    ptx = backend.emit_ptx(mod, cf.options.arch, isa)
+    if config.DUMP_ASSEMBLY:
+        _dump(f"ASSEMBLY {entry}", ptx)
+    return mod, ptx
+
+
+def _dump(title, text):
+    """Numba's DUMP_* output (as numba-cuda prints it): a titled rule, the text, a rule."""
+    print(title.center(80, "-"))
+    print(text)
+    print("=" * 80)
 
 
 def _return_line(pyfunc):

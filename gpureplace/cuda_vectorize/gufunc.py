@@ -9,7 +9,7 @@ import numpy as np
 from numba.core import types
 
 from ..compiler.signature import normalize_signature
-from ..jit import jit
+from ..jit import jit, pickling
 from ..jit.backends import simulated
 from .operands import (TPB, Operand, array_module, as_result, blocks_for,
                        check_options, choose, device_view, dtype_of, element_function,
@@ -41,6 +41,7 @@ class CUDAGUFunc:
 
     def __init__(self, func, signatures, layout, identity=None, writable_args=(), **options):
         jit_options = check_options("guvectorize", options)
+        self._given = (func, [], layout, identity, dict(options))   # what a pickle rebuilds
         self.py_func = getattr(func, "py_func", func)
         self._element = element_function(func, "guvectorize", jit_options)
         self.__name__ = getattr(self.py_func, "__name__", "gufunc")
@@ -56,6 +57,12 @@ class CUDAGUFunc:
         for sig in signatures:
             self.add(sig)
 
+    def __reduce__(self):
+        """Pickled as its Python function, signatures and options (jit/pickling.py)."""
+        func, *rest = self._given
+        return (pickling.rebuild, (pickling.identifier(self), _rebuild, type(self),
+                                   pickling.function_bytes(func), *rest))
+
     def add(self, sig):
         args, ret = normalize_signature(sig, f"cuda.guvectorize of {self.__qualname__}")
         if ret is not None and ret != types.void and ret != types.none:
@@ -65,6 +72,7 @@ class CUDAGUFunc:
             raise TypeError(f"cuda.guvectorize: the signature {sig!r} has {len(args)} "
                             f"argument(s), the layout {self.signature!r} {self.nargs}")
         self._signatures.append(tuple(args))
+        self._given[1].append(sig)
 
     def __repr__(self):
         return f"<gpureplace.cuda guvectorize {self.__qualname__} {self.signature}>"
@@ -186,3 +194,8 @@ def _shares(view, base):
     if simulated():
         return np.shares_memory(view, base)
     return view.data.ptr == base.data.ptr
+
+
+def _rebuild(cls, func_bytes, signatures, layout, identity, options):
+    return cls(pickling.loads_function(func_bytes), signatures, layout, identity=identity,
+               **options)

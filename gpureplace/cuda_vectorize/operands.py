@@ -33,9 +33,12 @@ class UnrecognizedOptions(TypeError, KeyError):
 def check_options(kind, options):
     unknown = sorted(set(options) - TARGET_OPTIONS)
     if unknown:
-        raise UnrecognizedOptions("The following target options are not supported "
-                                  "(Unrecognized options): "
-                                  + ", ".join(repr(k) for k in unknown))
+        names = ", ".join(repr(k) for k in unknown)
+        if kind == "guvectorize":       # (numba-cuda's guvectorize words, the names last)
+            raise UnrecognizedOptions(f"The following target options are not supported: "
+                                      f"{names}")
+        raise UnrecognizedOptions(f"The following target options are not supported "
+                                  f"(Unrecognized options): {names}")
     if options.get("nopython", True) is not True:
         raise TypeError("nopython flag must be True")
     if "nopython" in options:

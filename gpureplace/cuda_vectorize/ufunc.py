@@ -7,7 +7,7 @@ from numba.core import types
 from numba.np import numpy_support
 
 from ..compiler.signature import normalize_signature
-from ..jit import jit
+from ..jit import jit, pickling
 from ..jit.backends import simulated
 from .operands import (TPB, Operand, array_module, as_result, blocks_for,
                        check_options, choose, device_view, dtype_of, element_function,
@@ -24,6 +24,7 @@ class CUDAUFunc:
 
     def __init__(self, func, signatures=(), identity=None, **options):
         jit_options = check_options("vectorize", options)
+        self._given = (func, [], identity, dict(options))     # what a pickle rebuilds it from
         self.py_func = getattr(func, "py_func", func)
         self._element = element_function(func, "vectorize", jit_options)
         self.__name__ = getattr(self.py_func, "__name__", "ufunc")
@@ -43,6 +44,12 @@ class CUDAUFunc:
         import inspect
         return len(inspect.signature(self.py_func).parameters)
 
+    def __reduce__(self):
+        """Pickled as its Python function, signatures and options (jit/pickling.py)."""
+        func, *rest = self._given
+        return (pickling.rebuild, (pickling.identifier(self), _rebuild, type(self),
+                                   pickling.function_bytes(func), *rest))
+
     def add(self, sig):
         """Add a signature (``"float32(float32, float32)"``, or Numba types)."""
         args, ret = normalize_signature(sig, f"cuda.vectorize of {self.__qualname__}")
@@ -56,6 +63,7 @@ class CUDAUFunc:
                 raise TypeError(f"cuda.vectorize: {self.__qualname__} returns {ret} for "
                                 f"{sig!r}; a vectorized function returns a number")
         self._signatures.append((tuple(dtype_of(t) for t in args), dtype_of(ret)))
+        self._given[1].append(sig)
 
     @property
     def types(self):
@@ -239,3 +247,7 @@ def _elementwise_kernel(element, scalars, ndim, name):
     env = {"grid": grid, "gridsize": gridsize, "f": element}
     exec(compile(src, f"<cuda.vectorize({name})>", "exec"), env)
     return jit(env[f"vectorized_{name}"])
+
+
+def _rebuild(cls, func_bytes, signatures, identity, options):
+    return cls(pickling.loads_function(func_bytes), signatures, identity=identity, **options)

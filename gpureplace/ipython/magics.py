@@ -72,6 +72,9 @@ class GPUReplace(Magics):
     cuda_array_interface_sync = Bool(True, help="Wait for the stream a device array of another "
                                                 "library names in its __cuda_array_interface__ "
                                                 "before a launch uses it.").tag(config=True)
+    low_occupancy_warnings = Bool(False, help="Warn (once per launch configuration of a "
+                                              "kernel) of grids under 128 blocks, as "
+                                              "numba-cuda does.").tag(config=True)
     check_redefinitions = Bool(True, help="After each cell, compare what compiled kernels "
                                           "depend on with the current bindings.").tag(config=True)
 
@@ -104,6 +107,10 @@ class GPUReplace(Magics):
     @default("cuda_array_interface_sync")
     def _cai_sync_now(self):
         return bool(config.settings.cuda_array_interface_sync)
+
+    @default("low_occupancy_warnings")
+    def _low_occupancy_now(self):
+        return bool(config.settings.low_occupancy_warnings)
 
     @default("backend")
     def _backend_now(self):
@@ -148,8 +155,10 @@ class GPUReplace(Magics):
         super().__init__(shell=shell, **kwargs)
         self._open_cells = []
         self.capture = FdCapture()      # device printf output of the running cell
+        # (reading each value also fixes a dynamic default: a later %config compares with it,
+        # not with the trait's static default, and so never misses a change)
         for name in ("arch", "fastmath", "context", "verbose", "cache", "cache_dir", "backend",
-                     "host_arrays"):
+                     "host_arrays", "cuda_array_interface_sync", "low_occupancy_warnings"):
             self._apply({"name": name, "new": getattr(self, name)})
 
     @validate("backend")
@@ -161,7 +170,7 @@ class GPUReplace(Magics):
         return value
 
     @observe("arch", "fastmath", "context", "verbose", "cache", "cache_dir", "backend",
-             "host_arrays", "cuda_array_interface_sync")
+             "host_arrays", "cuda_array_interface_sync", "low_occupancy_warnings")
     def _apply(self, change):
         name, new = change["name"], change["new"]
         if name == "arch":
@@ -182,6 +191,8 @@ class GPUReplace(Magics):
             config.settings.host_arrays = new
         elif name == "cuda_array_interface_sync":
             config.settings.cuda_array_interface_sync = bool(new)
+        elif name == "low_occupancy_warnings":
+            config.settings.low_occupancy_warnings = bool(new)
 
     # -- the cell hooks -------------------------------------------------------------------------
     # An error inside them is a warning: it never fails the user's cell nor replaces the user's

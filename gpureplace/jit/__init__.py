@@ -9,6 +9,8 @@ CUDA graphs of launches, and the decorators.
     backends.py     the simulator backend, registered from above
     options.py      cuda.jit's options, checked where they are given
     decorators.py   cuda.jit, compile_ptx, cuda.compile
+    launchconfig.py the configuration of the launch that is compiling (cuda.launchconfig)
+    pickling.py     kernels and ufuncs pickled as their Python function and options
 """
 
 from .decorators import (compile_all, compile_for_current_device, compile_ptx,  # noqa: F401

@@ -127,16 +127,25 @@ def compile_ptx_for_current_device(pyfunc, sig, device=False, fastmath=False, op
 
 
 def cuda_compile(pyfunc, sig, debug=None, lineinfo=False, device=True, fastmath=False,
-                 cc=None, opt=True, abi="c", abi_info=None, output="ptx", forceinline=False,
+                 cc=None, opt=True, abi=None, abi_info=None, output="ptx", forceinline=False,
                  launch_bounds=None):
     """numba-cuda's ``cuda.compile`` (``gpureplace.cuda.compile``): ``(code, return type)``; a
-    device function under the C ABI by default.  Only ``output="ptx"``: gpureplace generates PTX with LLVM, not NVVM's
-    LTO-IR."""
+    device function under the C ABI by default (a kernel under Numba's: the C ABI is refused for
+    kernels when asked for).  Only ``output="ptx"``: gpureplace generates PTX with LLVM, not
+    NVVM's LTO-IR."""
     _check_output(output)
+    if forceinline:
+        raise ValueError("Can only designate forced inlining in LTO-IR: cuda.compile("
+                         "forceinline=True) asks NVVM to mark the function always-inline in the "
+                         "LTO-IR it would link later; gpureplace emits PTX (output='ptx'), "
+                         "in which LLVM's optimiser has already inlined device functions into "
+                         "their callers where it pays")
     if cc is None:
         cc = probe.default_arch()
+    if abi is None:
+        abi = "c" if device else "numba"
     return compile_ptx(pyfunc, sig, device=device, fastmath=fastmath, cc=cc, opt=opt,
-                       lineinfo=lineinfo, debug=bool(debug), abi=abi if device else "numba",
+                       lineinfo=lineinfo, debug=bool(debug), abi=abi,
                        abi_info=abi_info, launch_bounds=launch_bounds)
 
 
@@ -147,7 +156,7 @@ def _check_output(output):
 
 
 def compile_all(pyfunc, sig, debug=None, lineinfo=False, device=True, fastmath=False, cc=None,
-                opt=True, abi="c", abi_info=None, output="ptx", forceinline=False,
+                opt=True, abi=None, abi_info=None, output="ptx", forceinline=False,
                 launch_bounds=None):
     """numba-cuda's ``cuda.compile_all``: ``([code, *linked code], return type)``: the PTX of
     ``pyfunc`` and what must be linked with it (the ``link=`` items of the functions it
@@ -164,7 +173,7 @@ def compile_all(pyfunc, sig, debug=None, lineinfo=False, device=True, fastmath=F
 
 
 def compile_for_current_device(pyfunc, sig, debug=None, lineinfo=False, device=True,
-                               fastmath=False, opt=True, abi="c", abi_info=None, output="ptx",
+                               fastmath=False, opt=True, abi=None, abi_info=None, output="ptx",
                                forceinline=False, launch_bounds=None):
     """numba-cuda's ``cuda.compile_for_current_device``: ``cuda.compile`` for the current GPU's
     architecture (the default one without a GPU)."""

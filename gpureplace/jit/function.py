@@ -25,6 +25,7 @@ from ..errors import CompileError, DeviceFunctionError, LaunchError
 from ..runtime import arguments, launch
 from ..tracking import deps, world
 from ..tracking.stats import counters
+from . import launchconfig, pickling
 from .launcher import Launcher
 from .launching import Launching
 from .options import check_carveout, check_launch_bounds, check_max_registers
@@ -64,6 +65,10 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         self._launch_cache = {}    # (arg type keys, device id) -> LoadedKernel
         self._configs = {}         # launch configuration -> Launcher
         self._variants = {}        # Context -> GPUFunction sharing py_func
+        # launch-config sensitive (jit/launchconfig.py): the (grid, block, shared) this one
+        # compiles for, and the copies that compile for the others
+        self._config_key = None
+        self._config_variants = {}
         # Launch configurations of this function; their __call__ becomes the generated launch of
         # the latest specialisation (runtime/binder.py), falling back to Launcher.general.
         self._launcher_class = type("Launcher", (Launcher,), {"__slots__": ()})
@@ -167,7 +172,9 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
 
     def _from_disk_or_compile(self, argtypes, options, disk):
         key = None
-        if disk and diskcache.enabled and not options.debug:
+        if disk and diskcache.enabled and not options.debug and not frontend.dumps_requested() \
+                and self._config_key is None:
+            # (nor with one of Numba's DUMP_* switches on: there would be nothing to print)
             # (debug kernels map status codes to exceptions of this process: never on disk)
             # the PTX ISA this compile would emit (a driver too old for the arch is an error)
             isa = backend.compile_ptx_isa(options.arch)
@@ -176,11 +183,15 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
                                      make=launch.Specialization)
             if spec is not None:
                 counters["disk_hits"] += 1
+                spec.front_end = functools.partial(self._specialize, argtypes, options,
+                                                   disk=False)
                 return spec
         spec = compile_kernel(self.py_func, argtypes, self.context, options,
                               make=launch.Specialization)
         counters["kernel_compiles"] += 1
-        if key is not None:
+        current = launchconfig.current_launch_config()
+        if key is not None and not (current is not None and current.sensitive):
+            # (a kernel compiled from its launch configuration: the disk key has none)
             kernel_cache.store(key, spec)
         return spec
 
@@ -294,6 +305,41 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
     def __repr__(self):
         kind = "device function" if self.device else "kernel"
         return f"<gpureplace {kind} {self.__qualname__} context={self.context.name!r}>"
+
+    def __reduce__(self):
+        """Pickled as its Python function and options (jit/pickling.py): the other process
+        compiles for itself; a context is named (the other process must have one of that
+        name); the default context is whatever is the default there."""
+        if self._parent is not None and self._only_keys is None:
+            return self._parent.__reduce__()          # a with_context() variant: as its parent
+        state = {"device": self.device, "fastmath": self._fastmath, "opt": self._opt,
+                 "lineinfo": self._lineinfo, "debug": self._debug, "arch": self._arch,
+                 "max_registers": self._max_registers,
+                 "launch_bounds": self._launch_bounds or None, "link": self._link or None,
+                 "shared_memory_carveout": self._carveout}
+        extra = {"context": None if self._context is None else self._context.name,
+                 "declared_signatures": self.declared_signatures,
+                 "declared_returns": self.declared_returns, "only_keys": self._only_keys,
+                 "extensions": list(self._extensions)}
+        return (rebuild_function, (pickling.identifier(self),
+                                   pickling.function_bytes(self.py_func), state, extra))
+
+
+def rebuild_function(uid, func_bytes, state, extra):
+    """What a pickled ``GPUFunction`` becomes (see ``GPUFunction.__reduce__``)."""
+    def make():
+        py_func = pickling.loads_function(func_bytes)
+        name = extra["context"]
+        gf = GPUFunction(py_func, context=None if name is None else Context.named(name),
+                         **state)
+        gf.declared_signatures = tuple(extra["declared_signatures"])
+        gf.declared_returns = dict(extra["declared_returns"])
+        gf._only_keys = extra["only_keys"]
+        gf.extensions.extend(extra["extensions"])
+        for args in gf.declared_signatures:
+            gf.compile(args)
+        return gf
+    return pickling.rebuild(uid, make)
 
 
 def _check_definition(py_func, device):

@@ -5,20 +5,33 @@
 from __future__ import annotations
 
 import struct
+import warnings
+
+from numba.core.errors import NumbaPerformanceWarning
 
 from .. import probe
-from ..errors import LaunchError
+from ..config import settings
+from ..errors import LaunchError, PerformanceWarning, driver_refusal
 from ..runtime import arguments, launch
 from ..runtime.hints import ArgHint
 from ..tracking import world
 from . import backends, graphs
 
 
+#: Fewer blocks than this in a launch configuration are warned of
+#: (``settings.low_occupancy_warnings``), as numba-cuda does: an H100 has 132 multiprocessors.
+LOW_OCCUPANCY_BLOCKS = 128
+
+
+class LowOccupancyWarning(PerformanceWarning, NumbaPerformanceWarning):
+    """A launch configuration with too few blocks to occupy the GPU."""
+
+
 class Launcher:
     """``kernel[grid, block, stream, shared]``: a validated launch configuration."""
 
     __slots__ = ("kernel", "grid", "block", "stream", "shared", "_stream_ptr", "dims",
-                 "big_shared")
+                 "big_shared", "callbacks")
 
     def __init__(self, kernel, config):
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
@@ -41,11 +54,69 @@ class Launcher:
         bounds = kernel._launch_bounds
         threads = self.block[0] * self.block[1] * self.block[2]
         if bounds and threads > bounds[0]:
-            raise LaunchError(f"{kernel.__qualname__} was compiled with launch_bounds="
-                              f"{bounds if len(bounds) > 1 else bounds[0]}: at most {bounds[0]} "
-                              f"threads per block, got block {config[1]!r} ({threads})")
+            raise driver_refusal(f"{kernel.__qualname__} was compiled with launch_bounds="
+                                 f"{bounds if len(bounds) > 1 else bounds[0]}: at most "
+                                 f"{bounds[0]} threads per block, got block {config[1]!r} "
+                                 f"({threads})")
+        if settings.low_occupancy_warnings:
+            blocks = self.grid[0] * self.grid[1] * self.grid[2]
+            if blocks < LOW_OCCUPANCY_BLOCKS:
+                warnings.warn(LowOccupancyWarning(
+                    f"Grid size {blocks} of {kernel.__qualname__}[{config[0]!r}, "
+                    f"{config[1]!r}] is under {LOW_OCCUPANCY_BLOCKS} blocks: most of the GPU's "
+                    f"multiprocessors idle (low occupancy); launch more, smaller blocks "
+                    f"(settings.low_occupancy_warnings = False silences this)"), stacklevel=3)
         self.dims = self.grid + self.block + (shared,)     # cuLaunchKernel's order
         self.big_shared = shared > 48 * 1024               # needs an attribute set: general path
+
+    # numba-cuda's names for the configuration
+    @property
+    def dispatcher(self):
+        return self.kernel
+
+    @property
+    def griddim(self):
+        return self.grid
+
+    @property
+    def blockdim(self):
+        return self.block
+
+    @property
+    def sharedmem(self):
+        return self.shared
+
+    @property
+    def pre_launch_callbacks(self):
+        """numba-cuda's list of ``callback(kernel, launch_config)`` run on the host just before
+        each launch of this configuration (``kernel``: the specialisation launched).  Asking
+        for it takes this configuration off the generated fast launch; callbacks must not
+        launch CUDA work themselves."""
+        callbacks = getattr(self, "callbacks", None)
+        if callbacks is None:
+            callbacks = self.callbacks = []
+            self.__class__ = WithCallbacks
+        return callbacks
+
+    def run_callbacks(self, spec):
+        for callback in getattr(self, "callbacks", None) or ():
+            callback(spec, self)
+
+    def __reduce__(self):
+        if getattr(self, "callbacks", None):
+            import pickle
+            raise pickle.PicklingError(
+                f"Cannot pickle configured launches with pre-launch callbacks: "
+                f"{self.kernel.__qualname__}[{self.grid}, {self.block}] has "
+                f"{len(self.callbacks)} (functions of this process)")
+        if self.stream is not None and not (isinstance(self.stream, int) and self.stream == 0):
+            import pickle
+            raise pickle.PicklingError(
+                f"Cannot pickle {self.kernel.__qualname__}[{self.grid}, {self.block}, "
+                f"{self.stream!r}]: a stream belongs to this process; pickle "
+                f"{self.kernel.__qualname__}[{self.grid}, {self.block}] and give the other "
+                f"process's stream there")
+        return (configure, (self.kernel, (self.grid, self.block, 0, self.shared)))
 
     def stream_ptr(self):
         ptr = self._stream_ptr
@@ -62,6 +133,20 @@ class Launcher:
         """Bind ``args`` once: the returned ``PreparedLaunch`` relaunches with nothing to check
         or pack but the world age (à la Warp's recorded launches)."""
         return PreparedLaunch(self, args)
+
+
+class WithCallbacks(Launcher):
+    """A configuration with pre-launch callbacks: always the general path, which runs them."""
+
+    __slots__ = ()
+
+    def __call__(self, *args):
+        self.kernel._launch(self, args)
+
+
+def configure(kernel, config):
+    """``kernel[config]`` (what a pickled configuration becomes)."""
+    return kernel[config]
 
 
 class ForAll:

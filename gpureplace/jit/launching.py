@@ -11,10 +11,12 @@ from .. import probe
 from ..errors import LaunchError, SignatureError
 from ..config import settings
 from ..runtime import arguments, conversion, launch, transfers
+from ..compiler.ranking import best_signature
 from ..runtime.hints import ArgHint
 from ..runtime.binder import make_fast_launch
 from ..tracking import world
 from . import backends, graphs
+from . import launchconfig
 from .launcher import ForAll, Launcher
 
 
@@ -99,6 +101,10 @@ class Launching:
     def _launch(self, config, args):
         if self._only_keys is not None:
             self._check_specialized(args)
+        if self._config_key is not None and self._config_key != launchconfig.key_of(config):
+            # launch-config sensitive (jit/launchconfig.py): another configuration, another
+            # specialisation
+            return self._for_config(launchconfig.key_of(config))._launch(config, args)
         rec = graphs.recorder()
         if self._extensions:
             return self._launch_with_extensions(config, args, rec)
@@ -115,7 +121,7 @@ class Launching:
                 return rec.add(self, config, args)          # run when the graph is replayed
             return backends.simulator().launch(self, config.grid, config.block, config.stream,
                                                config.shared, args)
-        keys, values, entry = self._resolve(args)
+        keys, values, entry = self._resolve(args, config=config)
         if any(k[0] == "record" for k in keys):
             if rec is not None:
                 raise LaunchError(f"{self.__qualname__}: a record argument is copied to the "
@@ -123,7 +129,7 @@ class Launching:
                                   f"cannot hold; pass a 1-element record array instead")
             return self._launch_with_records(config, values, entry)
         if rec is None:
-            if not entry.spec.options.debug:
+            if not entry.spec.options.debug and self._config_key is None:
                 # The next launches with these argument types skip all of this
                 # (runtime/binder.py); a debug kernel's launches come here to wait and raise
                 # what a thread raised.
@@ -135,6 +141,7 @@ class Launching:
             rec.add(self, config, args, keys, entry.device_id, entry)
         if entry.spec.uses_printf:
             launch.note_printf()
+        config.run_callbacks(entry.spec)
         entry.launch(config.grid, config.block, config.stream_ptr(), config.shared, values)
 
     def _launch_with_extensions(self, config, args, rec):
@@ -238,12 +245,13 @@ class Launching:
             return
         # launched like any other, but without taking over the fast path: these argument
         # types (device copies) exist only for this launch
-        keys, values, entry = self._resolve(args)
+        keys, values, entry = self._resolve(args, config=config)
         if any(k[0] == "record" for k in keys):
             self._launch_with_records(config, values, entry)
         else:
             if entry.spec.uses_printf:
                 launch.note_printf()
+            config.run_callbacks(entry.spec)
             entry.launch(config.grid, config.block, stream, config.shared, values)
         transfers.copy_back(back, stream)
 
@@ -266,6 +274,7 @@ class Launching:
             flat.append(v)
         if entry.spec.uses_printf:
             launch.note_printf()
+        config.run_callbacks(entry.spec)
         entry.launch(config.grid, config.block, stream, config.shared, flat)
         for v, host, dev in copies:
             rt.memcpyAsync(host.ctypes.data, dev.ptr, host.nbytes, rt.memcpyDeviceToHost,
@@ -275,11 +284,12 @@ class Launching:
             for name in host.dtype.names:
                 v[name] = host[name]
 
-    def _resolve(self, args, host_arrays_as_keys=False):
+    def _resolve(self, args, host_arrays_as_keys=False, config=None):
         """(type keys, flat parameter values, LoadedKernel) for ``args`` on the current device:
         checks the arguments, compiles or revalidates, loads.  ``host_arrays_as_keys``: host
         arrays (and transfer hints) select the specialisation they will launch as once copied
-        (their values are then meaningless)."""
+        (their values are then meaningless).  ``config``: the launch's configuration, current
+        while a compile it needs runs (jit/launchconfig.py)."""
         if not probe.available():
             # said before the arguments are checked: advice about them would mislead
             launch.require_device(self.__qualname__, "")
@@ -307,19 +317,69 @@ class Launching:
         cache_key = (tuple(keys), dev)
         entry = self._launch_cache.get(cache_key)
         if entry is None or entry.spec.world != world.age:
-            entry = self._prepare(keys, dev, cache_key, entry)
+            entry = self._prepare(keys, dev, cache_key, entry, args, config)
         return keys, values, entry
 
-    def _prepare(self, keys, dev, cache_key, entry):
+    def _prepare(self, keys, dev, cache_key, entry, args=(), config=None):
         """The loaded kernel for these argument keys on ``dev``: compiled, revalidated or
         rebuilt."""
         argtypes = tuple(arguments.numba_type_of_key(k) for k in keys)
-        spec = self._specialize(argtypes, self.options(probe.arch_of(dev)))
+        arch = probe.arch_of(dev)
+        if config is None:
+            spec = self._specialize(argtypes, self.options(arch))
+        else:
+            with launchconfig.compiling_for(config, args) as current:
+                spec = self._compile_for_args(*args, argtypes=argtypes, arch=arch)
+            if current.sensitive:
+                spec.launch_config_sensitive = True
+                if self._config_key is None:
+                    self._config_key = current.key()
+                    self._drop_fast_launch()
         if entry is not None and entry.spec is spec:
             return entry
         loaded = launch.LoadedKernel(spec, dev, self._link, self._carveout)
         self._launch_cache[cache_key] = loaded
         return loaded
+
+    def _compile_for_args(self, *args, **kws):
+        """numba-cuda's: the specialisation a launch with ``args`` runs, compiled (or
+        revalidated) if need be; a launch calls it with its configuration current
+        (``cuda.launchconfig``), so wrapping it sees every compile a launch makes."""
+        argtypes, arch = kws.pop("argtypes", None), kws.pop("arch", None)
+        if kws:
+            raise TypeError(f"_compile_for_args() got unexpected keyword argument(s) "
+                            f"{', '.join(sorted(kws))}")
+        if argtypes is None:
+            keys = self._type_keys(args, "compile")
+            argtypes = tuple(arguments.numba_type_of_key(k) for k in keys)
+            if self.declared_signatures:
+                sig = best_signature(self.declared_signatures, list(argtypes),
+                                                self.__qualname__)
+                if sig is None:
+                    self._explicit_match(keys, [()] * len(keys))     # says what was declared
+                argtypes = tuple(sig)
+        return self._specialize(tuple(argtypes), self.options(arch))
+
+    def mark_launch_config_sensitive(self):
+        """Called by code that runs while a launch compiles this kernel and generates code from
+        the launch configuration: each further configuration gets its own specialisation
+        (jit/launchconfig.py)."""
+        current = launchconfig.ensure_current_launch_config()
+        if current.dispatcher is not self:
+            raise RuntimeError(f"mark_launch_config_sensitive() must be called on the kernel "
+                               f"whose launch is compiling ({current.dispatcher.__qualname__}), "
+                               f"not on {self.__qualname__}")
+        current.sensitive = True
+
+    def _for_config(self, key):
+        """The copy of this launch-config-sensitive kernel that compiles for configuration
+        ``key`` (grid, block, dynamic shared memory)."""
+        variant = self._config_variants.get(key)
+        if variant is None:
+            variant = self._copy(self._context)
+            variant._config_key = key
+            self._config_variants[key] = variant
+        return variant
 
     def _argument_count_error(self, args):
         names = list(self._pysig.parameters)

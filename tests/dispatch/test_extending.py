@@ -4,6 +4,7 @@ that call the overloaded function; Numba's own registries (intrinsics, data mode
 lowering) reach gpureplace kernels; compile errors of typing are also Numba's TypingError."""
 
 import enum
+import re
 
 import numpy as np
 import pytest
@@ -192,6 +193,40 @@ def test_numba_data_models_typing_lowering_and_intrinsics_reach_kernels():
     assemble(_uses_numba_extensions.inspect_asm(sig))
     assert extending.cudaimpl.lower is lower                # numba-cuda's module names
     assert extending.cudadecl.registry is extending.typing_registry
+
+
+@cuda.jit
+def _arrays_of_pairs(outx, outy):
+    local = cuda.local.array(6, dtype=_pair_type)
+    shared = cuda.shared.array((2, 3), dtype=_pair_type)
+    for i in range(local.size):
+        local[i] = _Pair(i, 2 * i)
+    shared[1, 2] = local[3]
+    for i in range(local.size):
+        outx[i] = local[i].x
+        outy[i] = local[i].y + shared[1, 2].x
+
+
+def test_local_and_shared_arrays_of_a_struct_model_type(monkeypatch):
+    sig = (nbt.int32[::1], nbt.int32[::1])
+    spec = _arrays_of_pairs.compile(sig)
+    assert spec._type_annotation.typemap["local"].dtype is _pair_type
+    ptx = spec.ptx
+    # LLVM folds the whole kernel: outy[5] = 2 * 5 + local[3].x, stored as a constant
+    assert re.search(r"st\.global\.b32\s+\[%rd\d+\+20\], 13;", ptx), ptx
+    assemble(ptx)
+    monkeypatch.setattr(settings, "backend", "simulator")
+    outx, outy = np.zeros(6, np.int32), np.zeros(6, np.int32)
+    _arrays_of_pairs[1, 1](outx, outy)
+    assert outx.tolist() == list(range(6)) and outy.tolist() == [2 * i + 3 for i in range(6)]
+    with pytest.raises(CompileError, match=r"or a type registered with a StructModel\), got "
+                                           r"Module"):
+        cuda.jit(_bad_local_dtype).compile((nbt.int32[::1],))
+
+
+def _bad_local_dtype(x):
+    a = cuda.local.array(2, dtype=np)
+    x[0] = a[0]
 
 
 @pytest.mark.gpu

@@ -169,6 +169,9 @@ def test_definition_errors_name_what_is_wrong():
         cuda.vectorize(["f8(f8)"], what1=True)(lambda x: x)
     with pytest.raises(KeyError, match="Unrecognized options"):      # (Numba's exception)
         cuda.vectorize(["f8(f8)"], nonexistent=2)(lambda x: x)
+    with pytest.raises(TypeError, match=r"^The following target options are not supported: "
+                                        r"'ever2', 'what1'$"):
+        cuda.guvectorize(["void(f8[:], f8[:])"], "(n)->(n)", what1=1, ever2=0)(lambda a, b: None)
     with pytest.warns(RuntimeWarning, match="nopython kwarg for cuda target is redundant"):
         cuda.vectorize(["f8(f8)"], nopython=True)(lambda x: x)
     with pytest.raises(TypeError, match="nopython flag must be True"):
@@ -233,3 +236,22 @@ def test_redefining_what_the_element_function_reads_changes_the_result():
     ns["OFFSET"] = 5.0
     gpureplace.refresh()
     assert bump(np.zeros(3)).tolist() == [5.0] * 3
+
+
+def test_device_code_calling_a_ufunc_is_told_what_to_call_instead():
+    from gpureplace.compiler.diagnostics import TypingCompileError
+
+    @cuda.guvectorize(["void(int32[:], int32[:])"], "(n)->(n)")
+    def gufunc_copy(a, b):
+        for i in range(a.shape[0]):
+            b[i] = a[i]
+
+    @cuda.jit
+    def calls_it(a, b):
+        gufunc_copy(a, b)
+
+    with pytest.raises(TypingCompileError, match=r"Untyped global name 'gufunc_copy': "
+                                                 r"gufunc_copy is a cuda.guvectorize function.*"
+                                                 r"cuda.jit\(device=True\)") as info:
+        calls_it.compile("void(int32[::1], int32[::1])")
+    assert info.value.lineno == calls_it.py_func.__code__.co_firstlineno + 2

@@ -55,19 +55,35 @@ def test_tuple_indices_and_pointers():
     assert "ld.global.cs.b32" in ptx
 
 
+def _scalar_index_2d(r, x):
+    r[0] = cuda.ldcs(x, 0)
+
+
 def test_wrong_arguments_are_named():
     @cuda.jit
     def bad(r, x):
         r[0] = cuda.ldcs(x, (0, 1))
 
-    with pytest.raises(CompileError, match=r"cuda.ldcs: index .* does not address one element"):
+    with pytest.raises(CompileError, match=r"cuda.ldcs: Expected 1 indices, got 2: index .* "
+                                           r"does not address one element"):
         bad.compile((t.float32[::1], t.float32[::1]))
+
+    @cuda.jit
+    def bad_kind(r, x):
+        r[0] = cuda.ldcs(x, (0, 1.5))
+
+    with pytest.raises(CompileError, match=r"cuda.ldcs: float64 is not a valid index"):
+        bad_kind.compile((t.float32[::1], t.float32[:, ::1]))
+    with pytest.raises(CompileError, match=r"Expected 2 indices, got a scalar"):
+        cuda.jit(_scalar_index_2d).compile(
+            (t.float32[::1], t.float32[:, ::1]))
 
     @cuda.jit
     def bad_type(r, x):
         r[0] = cuda.ldca(x, 0)
 
-    with pytest.raises(CompileError, match="have no cache-hinted access"):
+    with pytest.raises(CompileError, match="ldca requires array of integer or float type: "
+                                           "elements of complex128 have no cache-hinted access"):
         bad_type.compile((t.complex128[::1], t.complex128[::1]))
 
 

@@ -54,8 +54,9 @@ def _element(what, array):
                           f"pointer, got {array}")
     if not isinstance(dtype, (types.Integer, types.Float)) or dtype.bitwidth not in (8, 16, 32,
                                                                                      64):
-        raise TypingError(f"cuda.{what}: elements of {dtype} have no cache-hinted access "
-                          f"(integers and floats of 8 to 64 bits do)")
+        raise TypingError(f"cuda.{what}: {what} requires array of integer or float type: "
+                          f"elements of {dtype} have no cache-hinted access (integers and floats "
+                          f"of 8 to 64 bits do)")
     return dtype
 
 
@@ -68,6 +69,19 @@ def _index_ok(array, index):
         isinstance(t, types.Integer) for t in index)
 
 
+def _index_problem(array, index):
+    """What is wrong with an index ``_index_ok`` refused, in numba-cuda's words."""
+    items = tuple(index) if isinstance(index, types.BaseTuple) else (index,)
+    bad = next((t for t in items if not isinstance(t, types.Integer)), None)
+    if bad is not None:
+        return f"{bad} is not a valid index"
+    if isinstance(array, types.CPointer):
+        return "a pointer takes one integer offset"
+    if isinstance(index, types.Integer):
+        return f"Expected {array.ndim} indices, got a scalar"
+    return f"Expected {array.ndim} indices, got {len(items)}"
+
+
 def _template(name, store):
     stub = _STUBS[name]
 
@@ -78,8 +92,9 @@ def _template(name, store):
             def typer(array, index, value=None):
                 dtype = _element(name, array)
                 if not _index_ok(array, index):
-                    raise TypingError(f"cuda.{name}: index {index} does not address one element "
-                                      f"of {array}")
+                    raise TypingError(f"cuda.{name}: {_index_problem(array, index)}: index "
+                                      f"{index} does not address one element of {array} (an "
+                                      f"integer, or a tuple of one integer per dimension)")
                 if store:
                     if value is None:
                         raise TypingError(f"cuda.{name}(array, index, value) needs the value")

@@ -28,6 +28,7 @@ from numba.core.typing.templates import CallableTemplate, Registry
 from numba.np import numpy_support
 from numba.np.arrayobj import make_array, populate_array
 
+from ..datamodels import user_value_size
 from . import usage
 from .requirements import compile_target
 from .stubs import IntrinsicArgumentError, Namespace, Stub, register_namespace
@@ -117,9 +118,12 @@ def _element_type(fname, dtype):
         vector = getattr(getattr(dtype, "typing_key", None), "vector_type", None)
         if vector is not None:
             return vector                  # cuda.float32x4 and its kind: arrays of vectors
+        if nbtype is not None and user_value_size(nbtype) is not None:
+            return nbtype                  # a type of the extension API with a struct model
         raise TypingError(f"{fname}(shape, dtype): dtype must be a scalar type such as "
                           f"np.float32, numba.int32, np.dtype('float64') or 'float32' "
-                          f"(or a record type), got {got}")
+                          f"(or a record type, or a type registered with a StructModel), "
+                          f"got {got}")
     return nbtype
 
 
@@ -173,7 +177,8 @@ def itemsize_of(eltype):
     from .vectors import VectorType
     if isinstance(eltype, VectorType):
         return eltype.element.bitwidth // 8 * eltype.count
-    return numpy_support.as_dtype(eltype).itemsize
+    size = user_value_size(eltype)
+    return size if size is not None else numpy_support.as_dtype(eltype).itemsize
 
 
 def format_bytes(n):

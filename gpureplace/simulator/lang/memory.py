@@ -8,6 +8,7 @@ import types as pytypes
 
 import numpy as np
 from numba.core import types as nbtypes
+from numba.core.errors import NumbaNotImplementedError
 from numba.np import numpy_support
 
 from ...compiler.intrinsics import memory
@@ -55,7 +56,11 @@ def _dtype_of(dtype, what):
     if isinstance(dtype, nbtypes.Type):
         try:
             return numpy_support.as_dtype(dtype)
-        except NotImplementedError:
+        except (NotImplementedError, NumbaNotImplementedError):
+            from ...compiler.datamodels import user_value_size
+            if user_value_size(dtype) is not None:
+                # a type of the extension API (a StructModel): its Python objects, as they are
+                return np.dtype(object)
             raise TypeError(f"{what}: dtype {dtype} has no NumPy equivalent") from None
     try:
         return np.dtype(dtype)

@@ -1,0 +1,96 @@
+"""Kernels, device functions, launch configurations and ufuncs pickle as their Python function
+and options: another process (here a fresh interpreter running the simulator) rebuilds them and
+compiles for itself; the same process gets the same object back."""
+
+import os
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gpureplace import Context, cuda
+
+
+def _define(ns_extra=None):
+    """Functions defined the way a notebook cell defines them (not importable by name)."""
+    ns = {"cuda": cuda, "SCALE": 3}
+    ns.update(ns_extra or {})
+    exec("@cuda.jit(device=True)\n"
+         "def inner(a):\n    return a * SCALE + 1\n"
+         "@cuda.jit\n"
+         "def lazy(arr):\n    arr[0] = inner(arr[0])\n"
+         "@cuda.jit('void(intp[:])', fastmath=True, launch_bounds=64)\n"
+         "def eager(arr):\n    arr[0] = inner(arr[0])\n"
+         "@cuda.vectorize(['intp(intp)', 'float64(float64)'])\n"
+         "def twice(x):\n    return x * 2\n"
+         "@cuda.guvectorize(['void(float64[:], float64[:])'], '(n)->()')\n"
+         "def total(x, out):\n"
+         "    s = 0.0\n"
+         "    for v in x:\n        s += v\n"
+         "    out[0] = s\n", ns)
+    return ns
+
+
+def _in_a_new_process(payload, script):
+    env = dict(os.environ, GPUREPLACE_BACKEND="simulator")
+    code = ("import pickle, sys, numpy as np\n"
+            "objs = pickle.loads(sys.stdin.buffer.read())\n" + script)
+    done = subprocess.run([sys.executable, "-c", code], input=payload, capture_output=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode().split()
+
+
+def test_the_same_process_gets_the_same_objects_back():
+    ns = _define()
+    for name in ("inner", "lazy", "eager", "twice", "total"):
+        assert pickle.loads(pickle.dumps(ns[name])) is ns[name]
+    cfg = pickle.loads(pickle.dumps(ns["lazy"][5, 8]))
+    assert cfg.kernel is ns["lazy"]
+    assert (cfg.griddim, cfg.blockdim, cfg.sharedmem) == ((5, 1, 1), (8, 1, 1), 0)
+
+
+def test_another_process_rebuilds_and_compiles_them():
+    ns = _define()
+    payload = pickle.dumps((ns["lazy"], ns["eager"], ns["lazy"][1, 1], ns["twice"], ns["total"]))
+    out = _in_a_new_process(payload, (
+        "lazy, eager, cfg, twice, total = objs\n"
+        "a = np.array([2]); lazy[1, 1](a); print(a[0])\n"
+        "eager[1, 1](a); cfg(a); print(a[0])\n"
+        "print(eager.declared_signatures == ((eager.declared_signatures[0][0],),),"
+        " eager.options().fastmath, eager._launch_bounds)\n"
+        "print(*twice(np.arange(3)), *twice(np.arange(3.0)))\n"
+        "print(*total(np.arange(6.0).reshape(2, 3)))\n"))
+    # 2*3+1 = 7; then (7*3+1)*3+1 = 67; signatures and options as given
+    assert out == ["7", "67", "True", "True", "(64,)", "0", "2", "4", "0.0", "2.0", "4.0",
+                   "3.0", "12.0"]
+
+
+def test_globals_travel_with_the_function_by_value():
+    ns = _define({"SCALE": 10})
+    out = _in_a_new_process(pickle.dumps(ns["lazy"]),
+                            "a = np.array([1]); objs[1, 1](a); print(a[0])\n")
+    assert out == ["11"]
+
+
+def test_a_named_context_is_looked_up_by_name_and_must_exist():
+    ctx = Context("pickled-ctx")
+    ns = _define()
+    k = ns["lazy"].with_context(ctx)
+    assert pickle.loads(pickle.dumps(ns["lazy"])) is ns["lazy"]
+    fresh = cuda.jit(ns["lazy"].py_func, context=ctx)
+    data = pickle.dumps(fresh)
+    done = subprocess.run([sys.executable, "-c", "import pickle, sys; "
+                           "pickle.loads(sys.stdin.buffer.read())"], input=data,
+                          capture_output=True, timeout=300,
+                          env=dict(os.environ, GPUREPLACE_BACKEND="simulator"))
+    assert done.returncode != 0 and b"no context is called 'pickled-ctx'" in done.stderr
+    assert k.context is ctx
+
+
+def test_a_configuration_with_a_stream_is_refused_by_name():
+    ns = _define()
+    with pytest.raises(pickle.PicklingError, match="a stream belongs to this process"):
+        pickle.dumps(ns["lazy"][1, 1, cuda.stream()])
