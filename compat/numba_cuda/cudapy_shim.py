@@ -233,7 +233,10 @@ def _testing_module():
             self.__cuda_array_interface__ = arr.__cuda_array_interface__
 
     mod.ForeignArray = ForeignArray
-    mod.test_data_dir = None
+    # the suite's data files, copied beside its tests by run.py (numba-cuda's tests/data)
+    import pathlib
+    data = pathlib.Path(_cudapy_dir()).parent / "data" if _cudapy_dir() else None
+    mod.test_data_dir = data if data is not None and data.is_dir() else None
     return mod
 
 
@@ -255,6 +258,13 @@ def _config_module():
                 "CUDA_ARRAY_INTERFACE_SYNC": 1}
 
     class Config(types.ModuleType):
+        def __setattr__(self, attr, value):
+            # numba-cuda settings gpureplace has under its own name
+            if attr == "CUDA_LOW_OCCUPANCY_WARNINGS":
+                from gpureplace.config import settings
+                settings.low_occupancy_warnings = bool(value)
+            super().__setattr__(attr, value)
+
         def __getattr__(self, attr):
             try:
                 return getattr(numba_config, attr)
