@@ -111,7 +111,20 @@ class GPUTypingContext(typing.BaseContext):
             # an enumeration of ints that is not an enum.Enum (cuda.bindings' cudaRoundMode):
             # its members are int constants, read as a module's (cudaRoundMode.cudaRoundZero)
             return types.Module(_int_constants(val))
+        if type(val).__module__.startswith(("cffi", "_cffi_backend")):
+            self._with_cffi()
         return super().resolve_value_type(val)
+
+    def _with_cffi(self):
+        """Numba's CFFI support (``ffi.from_buffer(array)``, functions of out-of-line modules),
+        installed the first time device code reads a CFFI object."""
+        if getattr(self, "_cffi_installed", False):
+            return
+        from numba.core.typing import cffi_utils
+        from numba.misc import cffiimpl
+        self.install_registry(cffi_utils.registry)
+        compilers(self.dispatch_context)[1].install_registry(cffiimpl.registry)
+        self._cffi_installed = True
 
     def resolve_function_type(self, func, args, kws):
         _reject_host_only(func, args)

@@ -222,6 +222,8 @@ class Resolver:
             return device_const(raw)          # a global constant, typed as Numba freezes it
         if raw is print:
             return self.launch.device_print
+        if type(raw).__module__.startswith("cffi") and hasattr(raw, "from_buffer"):
+            return SimFFI(raw)
         builtin = device_builtin(raw)
         if builtin is not None:
             return builtin
@@ -413,3 +415,28 @@ class UfuncOnArrays:
 
 def _is_array(a):
     return hasattr(a, "shape") and not isinstance(a, (np.generic, int, float, complex, bool))
+
+#: C element types of ``ffi.from_buffer``'s pointer, by NumPy dtype (what Numba types it as).
+_C_TYPES = {"f4": "float", "f8": "double", "i1": "int8_t", "i2": "int16_t", "i4": "int32_t",
+            "i8": "int64_t", "u1": "uint8_t", "u2": "uint16_t", "u4": "uint32_t",
+            "u8": "uint64_t", "b1": "_Bool"}
+
+
+class SimFFI:
+    """A CFFI ``FFI`` object read by simulated device code: ``from_buffer(array)`` gives a
+    pointer to the array's elements, typed as the compiled code types it (Numba's
+    ``CPointer(dtype)``); anything else is the FFI's own."""
+
+    def __init__(self, ffi):
+        self._ffi = ffi
+
+    def from_buffer(self, obj):
+        host = np.asarray(obj)
+        ctype = _C_TYPES.get(host.dtype.str[1:])
+        if ctype is None:
+            raise TypeError(f"ffi.from_buffer(): arrays of {host.dtype} have no C element type "
+                            f"here")
+        return self._ffi.from_buffer(f"{ctype}[]", host)
+
+    def __getattr__(self, name):
+        return getattr(self._ffi, name)
