@@ -2,6 +2,7 @@
 
     from gpureplace import cuda, override, Context, default_context, libdevice
     gpureplace.graph(fn, *args) / with gpureplace.capture() as g: ...   (CUDA graphs)
+    gpureplace.benchmark(kernel[blocks, threads], *args)   (timing: benchmarking.py)
 """
 
 from .version import __version__  # noqa: F401
@@ -58,4 +59,7 @@ def __getattr__(name):
     if name == "simulator":
         import importlib
         return importlib.import_module(".simulator", __name__)
+    if name in ("benchmark", "BenchmarkResult"):
+        from . import benchmarking
+        return getattr(benchmarking, name)
     raise AttributeError(f"module 'gpureplace' has no attribute {name!r}")

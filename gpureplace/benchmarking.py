@@ -1,0 +1,358 @@
+"""Timing a kernel where you write it: ``gpureplace.benchmark`` and ``%cuda_timeit``.
+
+    r = gpureplace.benchmark(saxpy[blocks, threads], a, x, y, out)
+    r.median, r.bandwidth, r.bandwidth_fraction        # seconds, bytes/s, share of the peak
+    r = gpureplace.benchmark(kernel[g, b], *args, flops=2 * n)   # FLOP/s and the roofline too
+
+On the GPU each run is timed by a pair of CUDA events around the launch, on the launch's stream,
+as ``cupyx.profiler.benchmark`` and ``triton.testing.do_bench`` time kernels: the first launch
+(which may compile and load) is a warm-up, then runs repeat until ``min_time`` seconds or
+``max_repeat`` runs, at least ``min_repeat``.  Before each run the L2 cache is flushed (a write
+of twice its size, outside the events) so that a small working set is not timed from cache;
+``flush_l2=False`` times warm runs.
+
+The bytes a run moves are the sizes of its array arguments, each counted once (read or written;
+``bytes=`` gives the true count, e.g. ``2 * x.nbytes`` for a read-modify-write), the floating-point
+operations only when given (``flops=``).  Both become rates and shares of the device's peak: its
+memory bandwidth (bus width x memory clock, both from the driver) and its float32 FMA rate
+(multiprocessors x float32 lanes per multiprocessor x 2 x clock).  In a notebook the result
+shows a table, the runs, and where the kernel sits under the device's roofline.
+
+In the simulator the same call runs the kernel on the CPU and times it with the host clock: the
+result says so, and gives no rates against a GPU's peak (there is none to compare with).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from .arch import arch_number
+from .jit import backends
+
+#: float32 lanes per multiprocessor, by compute capability (major, minor); later ones as sm_90
+_FP32_LANES = {(6, 0): 64, (6, 1): 128, (7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64,
+               (8, 6): 128, (8, 7): 128, (8, 9): 128, (9, 0): 128}
+
+#: Driver attributes (CUdevice_attribute) read for the peaks
+_ATTR = {"clock_khz": 13, "sms": 16, "memory_clock_khz": 36, "bus_width_bits": 37,
+         "l2_bytes": 38}
+
+
+class DevicePeaks:
+    """What a device can do at most: ``bandwidth`` (bytes/s), ``fp32_flops`` (FLOP/s),
+    ``l2_bytes``; None where the driver does not say."""
+
+    def __init__(self, name, bandwidth, fp32_flops, l2_bytes):
+        self.name, self.bandwidth, self.fp32_flops, self.l2_bytes = \
+            name, bandwidth, fp32_flops, l2_bytes
+
+    def __repr__(self):
+        bw = f"{self.bandwidth / 1e9:,.0f} GB/s" if self.bandwidth else "bandwidth unknown"
+        fl = f"{self.fp32_flops / 1e12:,.1f} TFLOP/s fp32" if self.fp32_flops else \
+            "fp32 rate unknown"
+        return f"<DevicePeaks {self.name}: {bw}, {fl}>"
+
+
+def device_peaks(device_id=None):
+    """The current (or given) GPU's peaks, from the driver's attributes."""
+    import ctypes
+
+    from . import probe
+    lib = probe.libcuda()
+    dev = probe.current_device() if device_id is None else int(device_id)
+    values = {}
+    for key, attr in _ATTR.items():
+        out = ctypes.c_int()
+        ok = lib is not None and lib.cuDeviceGetAttribute(ctypes.byref(out), attr, dev) == 0
+        values[key] = out.value if ok and out.value > 0 else None
+    number = arch_number(probe.arch_of(dev))
+    cc = (number // 10, number % 10)
+    bandwidth = None
+    if values["memory_clock_khz"] and values["bus_width_bits"]:
+        # double data rate: two transfers a clock
+        bandwidth = 2 * values["memory_clock_khz"] * 1e3 * values["bus_width_bits"] / 8
+    flops = None
+    if values["clock_khz"] and values["sms"] and cc is not None:
+        lanes = _FP32_LANES.get(cc, 128)
+        flops = values["sms"] * lanes * 2 * values["clock_khz"] * 1e3
+    name = probe.cupy_module().cuda.runtime.getDeviceProperties(dev)["name"]
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    return DevicePeaks(name, bandwidth, flops, values["l2_bytes"])
+
+
+def argument_bytes(args):
+    """Bytes of the array arguments (device arrays, NumPy arrays, arrays in tuples), each counted
+    once however often it appears."""
+    seen, total = set(), 0
+    stack = list(args)
+    while stack:
+        a = stack.pop()
+        value = getattr(a, "value", a)            # cuda.In / Out / InOut hints
+        if isinstance(value, tuple):
+            stack.extend(value)
+            continue
+        nbytes = getattr(value, "nbytes", None)
+        if nbytes is None or np.isscalar(value) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        total += int(nbytes)
+    return total
+
+
+class BenchmarkResult:
+    """Times of the runs (``times``, seconds) and what they give: ``median``, ``mean``, ``min``,
+    ``std``; ``bandwidth`` and ``flop_rate`` (per second, at the median); their shares of the
+    device's peaks (``bandwidth_fraction``, ``flop_fraction``); ``simulated``."""
+
+    def __init__(self, name, times, nbytes, flops, peaks, simulated, warm, note=""):
+        self.name = name
+        self.times = np.asarray(times, dtype=np.float64)
+        self.bytes = nbytes
+        self.flops = flops
+        self.peaks = peaks
+        self.simulated = simulated
+        self.flushed = not warm
+        self.note = note
+
+    median = property(lambda self: float(np.median(self.times)))
+    mean = property(lambda self: float(np.mean(self.times)))
+    min = property(lambda self: float(np.min(self.times)))
+    std = property(lambda self: float(np.std(self.times)))
+
+    @property
+    def bandwidth(self):
+        return self.bytes / self.median if self.bytes and self.median > 0 else None
+
+    @property
+    def flop_rate(self):
+        return self.flops / self.median if self.flops and self.median > 0 else None
+
+    @property
+    def intensity(self):
+        """FLOP per byte moved (the roofline's x axis)."""
+        return self.flops / self.bytes if self.flops and self.bytes else None
+
+    @property
+    def bandwidth_fraction(self):
+        peak = self.peaks.bandwidth if self.peaks else None
+        return self.bandwidth / peak if self.bandwidth and peak else None
+
+    @property
+    def flop_fraction(self):
+        peak = self.peaks.fp32_flops if self.peaks else None
+        return self.flop_rate / peak if self.flop_rate and peak else None
+
+    def lines(self):
+        """The summary, one fact a line."""
+        where = "simulator (CPU; host-clock times, not a GPU's)" if self.simulated else \
+            (self.peaks.name if self.peaks else "GPU")
+        out = [f"{self.name} on {where}: median {_time(self.median)}, min {_time(self.min)}, "
+               f"mean {_time(self.mean)} ± {_time(self.std)} over {len(self.times)} runs"
+               + ("" if self.simulated else
+                  (" (L2 flushed before each)" if self.flushed else " (warm L2)"))]
+        if self.simulated:
+            counts = [f"{_size(self.bytes)}" if self.bytes else "",
+                      f"{self.flops:,} FLOP" if self.flops else ""]
+            counts = " and ".join(c for c in counts if c)
+            out.append((f"{counts} a run; " if counts else "") +
+                       "no rates: the simulator's times say nothing of a GPU's")
+            return out + ([self.note] if self.note else [])
+        if self.bandwidth:
+            share = f" = {self.bandwidth_fraction:.0%} of {self.peaks.bandwidth / 1e9:,.0f} GB/s" \
+                if self.bandwidth_fraction else ""
+            out.append(f"memory: {_size(self.bytes)} a run, {self.bandwidth / 1e9:,.1f} GB/s"
+                       f"{share}")
+        if self.flop_rate:
+            share = f" = {self.flop_fraction:.0%} of {self.peaks.fp32_flops / 1e12:,.1f} " \
+                    f"TFLOP/s fp32" if self.flop_fraction else ""
+            out.append(f"compute: {self.flops:,} FLOP a run, {self.flop_rate / 1e9:,.1f} GFLOP/s"
+                       f"{share}; {self.intensity:.2f} FLOP/byte")
+        if self.note:
+            out.append(self.note)
+        return out
+
+    def __repr__(self):
+        return "\n".join(self.lines())
+
+    def _repr_html_(self):
+        import html
+        rows = "".join(f"<div>{html.escape(line)}</div>" for line in self.lines())
+        return (f'<div class="gpureplace-timeit" style="font-family: monospace; '
+                f'font-size: 12px">{rows}{self.svg()}</div>')
+
+    def svg(self):
+        """A small picture: the runs (left) and, on a GPU with a known FLOP count, the kernel's
+        place under the device's roofline (right; else its share of the peak bandwidth)."""
+        w, h, pad = 260, 120, 24
+        times = self.times * 1e6
+        lo, hi = float(times.min()), float(times.max())
+        span = (hi - lo) or max(hi, 1e-9) * 0.1
+        n = len(times)
+        dots = "".join(
+            f'<circle cx="{pad + (w - 2 * pad) * (i / max(n - 1, 1)):.1f}" '
+            f'cy="{h - pad - (h - 2 * pad) * ((t - lo) / span):.1f}" r="2" fill="#4878d0"/>'
+            for i, t in enumerate(times))
+        med_y = h - pad - (h - 2 * pad) * ((self.median * 1e6 - lo) / span)
+        runs = (f'<svg width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">'
+                f'<rect x="0" y="0" width="{w}" height="{h}" fill="white" stroke="#ccc"/>'
+                f'<line x1="{pad}" y1="{med_y:.1f}" x2="{w - pad}" y2="{med_y:.1f}" '
+                f'stroke="#d65f5f" stroke-dasharray="3,2"/>{dots}'
+                f'<text x="4" y="12" font-size="10">runs (µs): {lo:,.2f} – {hi:,.2f}, median '
+                f'dashed</text></svg>')
+        return f'<div style="display: flex; gap: 8px">{runs}{self._roof_svg(w, h, pad)}</div>'
+
+    def _roof_svg(self, w, h, pad):
+        peaks = self.peaks
+        if self.simulated or peaks is None or not peaks.bandwidth:
+            return ""
+        head = (f'<svg width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">'
+                f'<rect x="0" y="0" width="{w}" height="{h}" fill="white" stroke="#ccc"/>')
+        if not (self.intensity and self.flop_rate and peaks.fp32_flops):
+            share = min(self.bandwidth_fraction or 0.0, 1.0)
+            bar = (w - 2 * pad) * share
+            return (f'{head}<rect x="{pad}" y="{h / 2 - 10}" width="{w - 2 * pad}" height="20" '
+                    f'fill="#eee"/><rect x="{pad}" y="{h / 2 - 10}" width="{bar:.1f}" '
+                    f'height="20" fill="#4878d0"/><text x="4" y="12" font-size="10">'
+                    f'{share:.0%} of peak bandwidth (give flops= for the roofline)</text></svg>')
+        # log-log: x = FLOP/byte from 1/64 to 256, y = FLOP/s from peak/1e4 to 2 x peak
+        x0, x1 = math.log10(1 / 64), math.log10(256)
+        y1 = math.log10(2 * peaks.fp32_flops)
+        y0 = y1 - 4.5
+
+        def px(ai):
+            return pad + (w - 2 * pad) * (math.log10(ai) - x0) / (x1 - x0)
+
+        def py(rate):
+            return h - pad - (h - 2 * pad) * (max(math.log10(rate), y0) - y0) / (y1 - y0)
+        ridge = peaks.fp32_flops / peaks.bandwidth
+        xs = [1 / 64, ridge, 256]
+        roof = " ".join(f"{px(a):.1f},{py(min(peaks.fp32_flops, a * peaks.bandwidth)):.1f}"
+                        for a in xs)
+        return (f'{head}<polyline points="{roof}" fill="none" stroke="#333"/>'
+                f'<circle cx="{px(min(max(self.intensity, 1 / 64), 256)):.1f}" '
+                f'cy="{py(self.flop_rate):.1f}" r="4" fill="#d65f5f"/>'
+                f'<text x="4" y="12" font-size="10">roofline: {self.intensity:.2f} FLOP/byte, '
+                f'{self.flop_rate / 1e9:,.0f} GFLOP/s</text></svg>')
+
+
+def _time(seconds):
+    if seconds >= 1:
+        return f"{seconds:.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.2f} µs"
+
+
+def _size(n):
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n} bytes"
+
+
+def benchmark(launch, *args, warmup=1, min_repeat=10, max_repeat=1000, min_time=0.1,
+              flops=None, bytes=None, flush_l2=True, name=None):  # noqa: A002 (numba's names)
+    """Time ``launch(*args)`` (a configured kernel, ``kernel[blocks, threads]``, or any callable
+    that launches GPU work on the current stream); see the module's docstring.  Returns a
+    ``BenchmarkResult``."""
+    _check_counts(warmup=warmup, min_repeat=min_repeat, max_repeat=max_repeat)
+    if not callable(launch):
+        raise TypeError(f"benchmark(launch, *args): launch must be a configured kernel "
+                        f"(kernel[blocks, threads]) or a callable, got {launch!r}")
+    if min_repeat > max_repeat:
+        raise ValueError(f"benchmark: min_repeat ({min_repeat}) is more than max_repeat "
+                         f"({max_repeat})")
+    for what, value in (("flops", flops), ("bytes", bytes)):
+        if value is not None and (not isinstance(value, (int, float)) or
+                                  isinstance(value, bool) or value < 0):
+            raise TypeError(f"benchmark({what}=...) takes a non-negative number, got {value!r}")
+    if name is None:
+        kernel = getattr(launch, "kernel", None)
+        name = getattr(kernel, "__qualname__", None) or getattr(launch, "__qualname__", None) \
+            or repr(launch)
+        if kernel is not None:
+            name += f"[{_dims(launch.grid)}, {_dims(launch.block)}]"
+    nbytes = argument_bytes(args) if bytes is None else bytes
+    note = ""
+    if any(type(getattr(a, "value", a)) is np.ndarray for a in args) and \
+            not backends.simulated():
+        note = ("note: host NumPy arrays among the arguments are copied to the device and back "
+                "around each launch, and those copies are timed too; pass device arrays "
+                "(cuda.to_device) to time the kernel alone")
+    if backends.simulated():
+        times = _host_timed(launch, args, warmup, min_repeat, max_repeat, min_time)
+        return BenchmarkResult(name, times, nbytes, flops, None, True, True, note)
+    times, peaks = _event_timed(launch, args, warmup, min_repeat, max_repeat, min_time,
+                                flush_l2)
+    return BenchmarkResult(name, times, nbytes, flops, peaks, False, not flush_l2, note)
+
+
+def _dims(d):
+    d = tuple(d)
+    while len(d) > 1 and d[-1] == 1:
+        d = d[:-1]
+    return str(d[0]) if len(d) == 1 else str(d)
+
+
+def _check_counts(**counts):
+    for what, value in counts.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < (0 if what == "warmup"
+                                                                             else 1):
+            raise TypeError(f"benchmark({what}=...) takes a "
+                            f"{'non-negative' if what == 'warmup' else 'positive'} int, got "
+                            f"{value!r}")
+
+
+def _host_timed(launch, args, warmup, min_repeat, max_repeat, min_time):
+    """The simulator: host-clock times of whole runs (the simulator runs a launch to its end)."""
+    for _ in range(warmup):
+        launch(*args)
+    times, start = [], time.perf_counter()
+    # (the simulator is slow: min_time bounds the runs past the first few)
+    while len(times) < max_repeat and (len(times) < min(min_repeat, 3) or
+                                       time.perf_counter() - start < min_time):
+        t0 = time.perf_counter()
+        launch(*args)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def _event_timed(launch, args, warmup, min_repeat, max_repeat, min_time, flush_l2):
+    from . import probe
+    cp = probe.cupy_module()
+    stream_of = getattr(launch, "stream_ptr", None)
+    ptr = stream_of() if callable(stream_of) else cp.cuda.get_current_stream().ptr
+    stream = cp.cuda.ExternalStream(ptr)
+    peaks = device_peaks()
+    scratch = None
+    if flush_l2:
+        size = 2 * (peaks.l2_bytes or 64 * 2**20)
+        scratch = cp.empty(size // 4, dtype=cp.int32)
+    for _ in range(max(warmup, 1)):
+        launch(*args)                 # (the first launch may compile and load)
+    stream.synchronize()
+    starts = [cp.cuda.Event() for _ in range(max_repeat)]
+    ends = [cp.cuda.Event() for _ in range(max_repeat)]
+    times, total, n = [], 0.0, 0
+    while n < max_repeat:
+        batch = min(max_repeat - n, max(1, min_repeat - n) if n < min_repeat else
+                    max(1, n))                             # double the runs each round
+        for i in range(n, n + batch):
+            if scratch is not None:
+                with stream:
+                    scratch.fill(i)
+            starts[i].record(stream)
+            launch(*args)
+            ends[i].record(stream)
+        ends[n + batch - 1].synchronize()
+        for i in range(n, n + batch):
+            t = cp.cuda.get_elapsed_time(starts[i], ends[i]) / 1e3
+            times.append(t)
+            total += t
+        n += batch
+        if n >= min_repeat and total >= min_time:
+            break
+    return times, peaks

@@ -1,0 +1,106 @@
+"""Warm the compiler (and CUDA) in the background while the user types.
+
+A notebook's first kernel pays for what nothing has done yet: Numba's typing and lowering
+registries, the device's typing and target contexts, LLVM's NVPTX target, libdevice's bitcode,
+CUDA's start-up and the first module load.  ``start()`` does all of it in a daemon thread, by
+compiling (and, with a GPU, loading) a small kernel of this module's own, so that the user's first
+``%%cuda`` kernel finds everything ready.  The IPython extension starts it when it loads
+(``%config GPUReplace.prewarm = False`` before ``%load_ext``, or ``GPUREPLACE_PREWARM=0``, turns
+it off).
+
+What it leaves behind: nothing the user's kernels depend on (its kernel is private to this
+module and never written to the disk cache) and nothing counted in ``gpureplace.stats()``.
+
+Hazards, and how they are met:
+
+* The thread holds the GIL while it compiles (about a second): a cell run meanwhile is slowed,
+  not blocked; a compile the user starts meanwhile waits for the warm-up's compile lock, no longer
+  than its own compile would have taken.
+* With a GPU, CUDA is started in the process.  A child made by ``os.fork`` (multiprocessing's
+  default start method on Linux) cannot use CUDA after its parent did, as with CuPy, PyTorch and
+  numba-cuda; gpureplace says so in the child (``CudaDriverError``).  Use the "spawn" or
+  "forkserver" start method, or turn the warm-up off.
+* A fork *while* the thread runs could copy a lock it holds into the child; ``wait()`` returns
+  once it is done (``gpureplace.prewarm.wait()`` before forking, if you fork early).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+
+from .compiler.intrinsics.indexing import grid
+
+_thread = None
+_done = threading.Event()
+_report = {}                 # what the warm-up did, and how long each step took (seconds)
+
+
+def enabled():
+    return os.environ.get("GPUREPLACE_PREWARM", "1").strip().lower() not in ("0", "false", "no",
+                                                                          "off")
+
+
+def start():
+    """Begin the warm-up once per process; returns the thread (None when off or done)."""
+    global _thread
+    if _thread is not None or not enabled():
+        return None
+    _thread = threading.Thread(target=_warm, name="gpureplace-prewarm", daemon=True)
+    _thread.start()
+    return _thread
+
+
+def wait(timeout=None):
+    """Wait for the warm-up to finish; True when it has (or never started)."""
+    if _thread is None:
+        return True
+    return _done.wait(timeout)
+
+
+def report():
+    """``{step: seconds}`` of the warm-up so far (``error``: what stopped it, if anything)."""
+    return dict(_report)
+
+
+def _warm_kernel(x, a):
+    i = grid(1)
+    if i < x.size:
+        x[i] = math.sin(a * x[i]) + math.exp(x[i])
+
+
+def _warm():
+    import time
+    try:
+        t0 = time.perf_counter()
+        from numba.core import types
+
+        from . import probe
+        from .compiler.compiled import Options
+        from .compiler.pipeline import compile_kernel
+        from .config import settings
+        from .dispatch.context import current_default
+        from .tracking.stats import counters
+        argtypes = (types.float32[::1], types.float32)
+        options = Options(arch=settings.arch or probe.default_arch())
+        _report["imports"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        # (straight through the pipeline: no disk cache, no specialisation table; the one
+        # front-end run it counts is taken back, so that stats() counts the user's work)
+        spec = compile_kernel(_warm_kernel, argtypes, current_default(), options)
+        counters["device_compiles"] -= len(spec.compiled.closure())
+        _report["compile"] = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        # (not settings.launch_backend(): the no-GPU notice is for the user's first launch)
+        if settings.backend in ("auto", "gpu") and probe.available():
+            from .runtime import launch
+            dev = probe.current_device()
+            launch.ensure_context(dev)
+            if probe.arch_of(dev) == options.arch:
+                launch.LoadedKernel(spec, dev)          # the driver's first module load
+            _report["cuda"] = time.perf_counter() - t2
+    except Exception as exc:           # a warm-up must never disturb the session
+        _report["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        _done.set()
