@@ -17,6 +17,7 @@ import sys
 
 from . import probe
 from .arch import normalize_arch
+from .errors import signature_text
 
 _BACKENDS = ("auto", "gpu", "simulator")
 #: What a launch does with a host NumPy array among its arguments (numba-cuda copies it).
@@ -32,7 +33,10 @@ class Settings:
         #: Where launches run: "gpu", "simulator", or "auto" (the GPU when there is one, else the
         #: simulator, said once).  ``GPUREPLACE_BACKEND`` sets the default.
         self.backend = os.environ.get("GPUREPLACE_BACKEND", "auto").strip().lower() or "auto"
-        self._noticed = False
+        self._noticed = False           # (no_gpu_noticed)
+        #: Where a launch gives that notice: "stderr", or "stdout" in a notebook (the extension
+        #: sets it), where it stays in order with the cell's other output.
+        self.notice_stream = "stderr"
         #: A host NumPy array given to a launch: "warn" (the default: copied to the device and
         #: back, with a performance warning the first time per kernel, as numba-cuda does),
         #: "copy" (the same, silently) or "error" (refused).  ``GPUREPLACE_HOST_ARRAYS`` sets
@@ -60,6 +64,16 @@ class Settings:
         self._arch = normalize_arch(value, "settings.arch", known=False) if value else None
 
     @property
+    def no_gpu_noticed(self):
+        """Whether the notice that launches run in the simulator was given (once per process:
+        the IPython extension gives it where the notebook shows it, when it loads)."""
+        return self._noticed
+
+    @no_gpu_noticed.setter
+    def no_gpu_noticed(self, value):
+        self._noticed = bool(value)
+
+    @property
     def host_arrays(self):
         return _host_arrays_mode(self._host_arrays)
 
@@ -76,11 +90,40 @@ class Settings:
             return backend
         if probe.available():
             return "gpu"
-        if not self._noticed:
-            self._noticed = True
-            print("gpureplace: no CUDA GPU found; kernels run in the CPU simulator "
-                  "(GPUREPLACE_BACKEND=gpu to refuse instead)", file=sys.stderr)
+        if not self.no_gpu_noticed:
+            self.no_gpu_noticed = True
+            if self.notice_stream == "stdout":
+                print(NO_GPU_NOTICE, file=sys.stdout)
+            else:
+                print(f"{NO_GPU_NOTICE} (GPUREPLACE_BACKEND=gpu to refuse instead)",
+                      file=sys.stderr)
         return "simulator"
+
+    def gpu_surely_absent(self):
+        """Whether launches will run in the simulator because no GPU can be used, when that is
+        known without initialising CUDA (CuPy not installed, or no NVIDIA driver library): what
+        the IPython extension asks when it loads (initialising CUDA there would make a later
+        fork unusable).  False when a GPU might be there or the backend is not "auto"."""
+        if self.backend != "auto":
+            return False
+        import importlib.util
+        return importlib.util.find_spec("cupy") is None or probe.libcuda() is None
+
+
+#: Said once when launches run in the CPU simulator because no GPU was found.
+NO_GPU_NOTICE = "gpureplace: no CUDA GPU found; kernels run in the CPU simulator"
+
+
+def recompiled_message(name, argtypes, seconds, reason):
+    """The verbose line of a recompile, under 100 characters where the names allow, the reason
+    on its own indented line: ``gpureplace: saxpy(float32, float32[::1]) recompiled in 42 ms``
+    then ``  because helper: 'scale' (line 3) was redefined``.  ``reason``: the ``Stale`` that
+    said why (``module.function: what``), shown with the function's name alone."""
+    head = f"gpureplace: {signature_text(name, argtypes)} recompiled in {1e3 * seconds:.0f} ms"
+    who, sep, what = str(reason).partition(": ")
+    why = f"{who.rsplit('.', 1)[-1]}: {what}" if sep and " " not in who else str(reason)
+    return f"{head}\n  because {why}"
+
 
 def _env_flag(names, default):
     """The first of the environment variables ``names`` that is set, as a boolean."""

@@ -7,13 +7,148 @@ detail from the front end (Numba's own message) is kept on the exception for tho
 
 from __future__ import annotations
 
+import functools
+import linecache
+import os
 
 #: Set by the IPython extension: (filename, line) -> "Cell In[3], line 5".
 location_formatter = None
 
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def describe_location(filename, lineno, plain=None):
+    """How messages name a line of the user's code: ``Cell In[3], line 5`` for a notebook cell
+    (the IPython extension's ``location_formatter``), else ``plain`` (default ``file, line 5``)."""
+    fmt = location_formatter
+    if fmt is not None:
+        try:
+            return fmt(filename, lineno)
+        except Exception:            # naming a place must never fail the error that names it
+            pass
+    return plain if plain is not None else f"{filename}, line {lineno}"
+
+
+def type_text(ty):
+    """A Numba type as a signature writes it: ``float32[::1]`` for a C-contiguous array,
+    ``float64[:, :]`` for any layout; other types as Numba prints them."""
+    if type(ty).__name__ != "Array" or not hasattr(ty, "layout"):
+        return str(ty)
+    dims = [":"] * ty.ndim
+    if dims and ty.layout == "C":
+        dims[-1] = "::1"
+    elif dims and ty.layout == "F":
+        dims[0] = "::1"
+    text = f"{ty.dtype}[{', '.join(dims)}]"
+    return text if getattr(ty, "mutable", True) else f"readonly {text}"
+
+
+def signature_text(name, argtypes):
+    """``saxpy(float32, float32[::1], float32[::1])``: a specialisation as messages name it."""
+    return f"{name}({', '.join(type_text(t) for t in argtypes)})"
+
+
+def _in_package(filename):
+    """gpureplace's own files, and the code it generates (``<gpureplace launcher>``,
+    ``<cuda.reduce(sum)>``)."""
+    if filename.startswith(("<gpureplace", "<cuda.")):
+        return True
+    return not filename.startswith("<") and os.path.abspath(filename).startswith(_PACKAGE_DIR)
+
+
+@functools.lru_cache(maxsize=None)
+def _library_dirs():
+    import sysconfig
+    paths = sysconfig.get_paths()
+    return tuple(os.path.abspath(paths[k]) + os.sep
+                 for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths)
+
+
+def is_library_file(filename):
+    """Whether ``filename`` is a file of the standard library or of an installed package (not
+    the user's code: IPython's frames above a cell, ``math``, ``numpy``)."""
+    return not filename.startswith("<") and os.path.abspath(filename).startswith(_library_dirs())
+
+
+def _is_users(filename):
+    """A frame of the user's code: neither gpureplace's nor library code."""
+    return not _in_package(filename) and not is_library_file(filename)
+
+
+def call_site(tb):
+    """``(filename, lineno)`` of the line of the user's code that called into gpureplace (a launch,
+    ``kernel.compile(...)``): along the traceback ``tb``, the last user frame before the first
+    frame of the gpureplace package (the innermost user frame when none is gpureplace's), or
+    None."""
+    frames = []
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
+        tb = tb.tb_next
+    first = next((i for i, (f, _) in enumerate(frames) if _in_package(f)), len(frames))
+    users = [fl for fl in frames[:first] if _is_users(fl[0])]
+    return users[-1] if users else None
+
+
+def _inner_user_line(tb, outer):
+    """``(function, filename, lineno)`` of the innermost user frame past the first gpureplace
+    frame (kernel code the simulator ran, a user callback), or None."""
+    found, entered = None, False
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if _in_package(code.co_filename):
+            entered = True
+        elif entered and _is_users(code.co_filename) and \
+                (code.co_filename, tb.tb_lineno) != outer:
+            found = (code.co_name, code.co_filename, tb.tb_lineno)
+        tb = tb.tb_next
+    return found
+
+
+def _source_line(filename, lineno):
+    line = linecache.getline(filename, lineno).strip()
+    return f": {line}" if line else ""
+
+
+def render_one_block(exc):
+    """What IPython shows for an error of a launch (or another call into gpureplace): its type
+    and message, and the user's line that made the call, instead of a traceback through
+    gpureplace's own files (the lines of ``_render_traceback_``)."""
+    lines = [f"{type(exc).__name__}: {exc}"]
+    lines += [str(note) for note in getattr(exc, "__notes__", ()) or ()]
+    outer = call_site(exc.__traceback__)
+    inner = _inner_user_line(exc.__traceback__, outer)
+    if inner is not None:
+        where = describe_location(inner[1], inner[2])
+        if where not in lines[0]:
+            lines.append(f"  in {inner[0]}, {where}{_source_line(inner[1], inner[2])}")
+    if outer is not None:
+        lines.append(f"  at {describe_location(*outer)}{_source_line(*outer)}")
+    cause = exc.__cause__
+    if cause is not None and not isinstance(cause, GPUReplaceError):
+        lines.append(f"  caused by {type(cause).__name__}: {cause}")
+    return lines
+
+
+def render_as_one_block(exc):
+    """Give ``exc`` -- of any class, raised to the user by a launch: kernel code the simulator
+    ran, an index out of bounds -- the rendering of ``render_one_block`` in IPython.  Its class
+    stays what it is (code catches ``IndexError``); the method IPython looks for is set on the
+    instance.  Returns ``exc``."""
+    if getattr(exc, "_render_traceback_", None) is None:
+        try:
+            exc._render_traceback_ = functools.partial(render_one_block, exc)
+        except (AttributeError, TypeError):   # a class without an instance dictionary
+            pass
+    return exc
+
 
 class GPUReplaceError(Exception):
-    """Base class of every gpureplace error."""
+    """Base class of every gpureplace error.  In IPython each shows as one block: the type, the
+    message and the user's line that called gpureplace (``render_one_block``), not a traceback
+    through gpureplace's own files."""
+
+    def _render_traceback_(self):
+        return render_one_block(self)
 
 
 class CompileError(GPUReplaceError):
@@ -46,10 +181,7 @@ class CompileError(GPUReplaceError):
         if self.function:
             where = f"in {self.function}"
             if self.filename:
-                fmt = location_formatter
-                loc = fmt(self.filename, self.lineno) if fmt else \
-                    f"{self.filename}, line {self.lineno}"
-                where += f" ({loc})"
+                where += f" ({describe_location(self.filename, self.lineno)})"
             where += ": "
         msg = f"{where}{self.reason}"
         if len(self.chain) > 1:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 from ..tracking.names import qualified_name
 from .intrinsics.devicemath import MathStub
 from .intrinsics.libdevice_calls import LibdeviceStub
@@ -41,26 +43,86 @@ class DispatchReport(list):
                          for row in rows)
 
 
+def _key(value):
+    """What identifies a callable across a relink (which keeps the typed IR of the old
+    definition of a callee, and records the new one): a function by its module and name."""
+    fn = getattr(value, "py_func", value)
+    if isinstance(fn, types.FunctionType):
+        return ("function", fn.__module__, fn.__qualname__)
+    return ("id", id(value))
+
+
+def _call_sites(cf):
+    """``(calls, reads)``: ``_key`` of a value the function ``cf`` reads -> the lines of its
+    typed IR that call it, and the lines that read it.
+
+    The lines come from the IR, where each call has its own.  A resolution records one line per
+    callable, from Numba's error context of the moment, which Numba does not set while it types
+    globals: a stale location, left by the compile before (often the previous specialisation of
+    the same function, hence two lines for one call) -- a fallback only."""
+    import operator
+
+    from numba.core import ir
+    calls, reads, values = {}, {}, {}
+    annotation = getattr(cf, "type_annotation", None)
+    for block in getattr(annotation, "blocks", {}).values():
+        for inst in block.body:
+            line = inst.loc.line if inst.loc is not None else 0
+            if isinstance(inst, (ir.SetItem, ir.StaticSetItem)):
+                calls.setdefault(_key(operator.setitem), []).append(line)
+            if not isinstance(inst, ir.Assign):
+                continue
+            value = inst.value
+            if isinstance(value, (ir.Global, ir.FreeVar)):
+                values[inst.target.name] = value.value
+                reads.setdefault(_key(value.value), []).append(line)
+            elif isinstance(value, ir.Expr):
+                if value.op == "getattr" and value.value.name in values:
+                    got = getattr(values[value.value.name], value.attr, None)
+                    values[inst.target.name] = got
+                    reads.setdefault(_key(got), []).append(line)
+                elif value.op == "call" and value.func.name in values:
+                    calls.setdefault(_key(values[value.func.name]), []).append(line)
+                elif value.op in ("binop", "inplace_binop", "unary"):
+                    calls.setdefault(_key(value.fn), []).append(line)
+                elif value.op in ("getitem", "static_getitem"):
+                    calls.setdefault(_key(operator.getitem), []).append(line)
+    return calls, reads
+
+
+def _row(each, res, line, fastmath):
+    row = {"function": each.pyfunc.__qualname__, "line": line,
+           "callable": qualified_name(res.host)}
+    if not res.candidates:
+        row["layer"] = "(none)"
+        row["implementation"] = _implementation(res.host, fastmath)
+    elif res.candidates[0].types is None:
+        ovr = res.candidates[0]
+        row["layer"] = ovr.context.name
+        row["implementation"] = _implementation(ovr.impl, fastmath)
+    else:
+        row["layer"] = ", ".join(dict.fromkeys(o.context.name for o in res.candidates))
+        row["implementation"] = "; ".join(
+            f"{_implementation(o.impl, fastmath)} for {o.types}" if o.types else
+            _implementation(o.impl, fastmath) for o in res.candidates)
+    return row
+
+
 def dispatch_report(cf):
+    """One row per call site of each callable the call graph resolved (a callable read but not
+    called: the line that reads it), in the order of the functions, then of their lines."""
     out = DispatchReport()
     for each in cf.closure():
         fastmath = each.options.fastmath if hasattr(each, "options") else False
-        for res in sorted(getattr(each, "resolutions", ()), key=lambda r: r.line):
+        calls, reads = _call_sites(each)
+        rows = {}
+        for res in getattr(each, "resolutions", ()):
             if not res.candidates and _is_language_builtin(res.host):
                 continue          # operators and builtins with no override: Numba's own meaning
-            row = {"function": each.pyfunc.__qualname__, "line": res.line,
-                   "callable": qualified_name(res.host)}
-            if not res.candidates:
-                row["layer"] = "(none)"
-                row["implementation"] = _implementation(res.host, fastmath)
-            elif res.candidates[0].types is None:
-                ovr = res.candidates[0]
-                row["layer"] = ovr.context.name
-                row["implementation"] = _implementation(ovr.impl, fastmath)
-            else:
-                row["layer"] = ", ".join(dict.fromkeys(o.context.name for o in res.candidates))
-                row["implementation"] = "; ".join(
-                    f"{_implementation(o.impl, fastmath)} for {o.types}" if o.types else
-                    _implementation(o.impl, fastmath) for o in res.candidates)
-            out.append(row)
+            key = _key(res.host)
+            lines = calls.get(key) or reads.get(key) or [res.line]
+            for line in lines:
+                rows.setdefault((line, qualified_name(res.host)),
+                                _row(each, res, line, fastmath))
+        out.extend(row for _, row in sorted(rows.items(), key=lambda kv: kv[0]))
     return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import warnings
 
-from .. import errors
+from .. import config, errors
 from ..runtime import launch
 from .cells import CudaCellTransformer
 from .magics import GPUReplace
@@ -54,6 +54,20 @@ def load_ipython_extension(ip):
     errors.location_formatter = ext.location
     launch.set_printf_listener(ext.start_capture)
     _loaded = ext
+    _notice_backend(ip)
+
+
+def _notice_backend(ip):
+    """Say once, where the notebook shows it, that kernels will run in the CPU simulator: when
+    the extension is loaded from a cell and no GPU can be there, now, as a plain line; else at
+    the first launch that finds none, on stdout (in order with the cell's output), not as a
+    separate stderr box."""
+    settings = config.settings
+    settings.notice_stream = "stdout"
+    running = getattr(ip.displayhook, "exec_result", None) is not None
+    if running and not settings.no_gpu_noticed and settings.gpu_surely_absent():
+        settings.no_gpu_noticed = True
+        print(config.NO_GPU_NOTICE)
 
 
 def unload_ipython_extension(ip):
@@ -76,6 +90,7 @@ def unload_ipython_extension(ip):
     if ext in ip.configurables:
         ip.configurables.remove(ext)
     errors.location_formatter = None
+    config.settings.notice_stream = "stderr"
     launch.set_printf_listener(None)
     ext.capture.stop()
     _loaded = None

@@ -11,6 +11,7 @@ anything set before the extension loaded) stay in force when it loads or reloads
 
 from __future__ import annotations
 
+import functools
 import math
 import shlex
 import sys
@@ -26,19 +27,26 @@ from traitlets import Bool, TraitError, Unicode, default, observe, validate
 from .. import config, cuda as cuda_ns, probe
 from ..arch import arch_number
 from ..compiler import diskcache
+from ..compiler.signature import SignatureParseError, normalize_signature
 from ..dispatch.context import Context
+from ..errors import DeviceFunctionError, GPUReplaceError
 from ..jit import GPUFunction, live_functions
 from ..runtime import launch
 from ..tracking import bindings, deps
 from ..tracking.stats import snapshot as stats_snapshot
+from . import render
 from .cells import OpenCell, show_first_line_as_typed
 from .output import FdCapture
 
 
-def _show(text, language):
-    """Highlighted in notebooks (IPython.display.Code), plain text in a terminal."""
-    from IPython.display import Code, display
-    display(Code(text, language=language))
+def _show_compiled(name, what, spec):
+    """``%%cuda --show``: the code of a specialisation the function just compiled."""
+    render.show([render.listing(name, spec.argtypes, what, _REFLECTORS[what](spec),
+                                spec.ptx if what == "ptx" else None)])
+
+
+def _a(word):
+    return f"an {word}" if word[:1].lower() in "aeiou" else f"a {word}"
 
 
 def _warn_hook_failure(what, exc):
@@ -221,11 +229,9 @@ class GPUReplace(Magics):
             return
         changed = bindings.check()
         if changed and self.verbose:
-            what = ", ".join(f"{name} {how}" for _, name, how in changed)
             kernels = deps.dependents(live_functions(), changed)
-            tail = (f"{', '.join(kernels)} will recompile on next launch" if kernels
-                    else "no compiled kernel uses it")
-            print(f"gpureplace: {what} — {tail}")
+            print(render.redefinition_message([(name, how) for _, name, how in changed],
+                                              kernels))
 
     def start_capture(self):
         """The printf listener: called inside the user's launch, so it must not fail it."""
@@ -353,31 +359,66 @@ class GPUReplace(Magics):
         if args.show:
             # Each function shows its code whenever it compiles a specialisation (at its first
             # launch with new argument types, or kernel.compile(sig)).
-            what = args.show
             for name in defined:
-                ns[name].on_compile = (lambda spec, what=what:
-                                       _show(_REFLECTORS[what](spec), _LANGUAGE[what]))
+                ns[name].on_compile = functools.partial(_show_compiled, name, args.show)
 
     # -- reflection -----------------------------------------------------------------------------
-    def _kernel_and_sig(self, line):
-        parts = shlex.split(line)
+    def _kernel_and_sig(self, line, magic, method):
+        """The kernel a reflection magic's line names (evaluated in the notebook) and the
+        signature after it (None: every specialisation so far); a ``UsageError`` saying what is
+        wrong otherwise."""
+        usage = f'%{magic} KERNEL [SIGNATURE], e.g. %{magic} saxpy "void(float32, float32[:])"'
+        try:
+            parts = shlex.split(line)
+        except ValueError as exc:          # an unclosed quote
+            raise UsageError(f"%{magic}: {exc} in {line!r}; usage: {usage}") from None
         if not parts:
-            raise ValueError("usage: %cuda_ptx KERNEL [SIGNATURE]")
-        obj = self.shell.ev(parts[0])
-        sig = " ".join(parts[1:]) or None
-        return obj, sig
+            raise UsageError(f"%{magic} needs a kernel: {usage}")
+        expr = parts[0]
+        try:
+            obj = self.shell.ev(expr)
+        except NameError:
+            raise UsageError(f"%{magic}: {expr!r} is not defined in this notebook (a kernel "
+                             f"comes from a %%cuda cell or @cuda.jit)") from None
+        except Exception as exc:
+            raise UsageError(f"%{magic}: cannot evaluate {expr!r}: {type(exc).__name__}: "
+                             f"{exc}") from None
+        if not callable(getattr(obj, method, None)):
+            raise UsageError(f"%{magic}: {expr} is {_a(type(obj).__name__)}, not a gpureplace "
+                             f"kernel (define it in a %%cuda cell, or decorate it with "
+                             f"@cuda.jit)")
+        return obj, " ".join(parts[1:]) or None
+
+    def _by_signature(self, kernel, magic, method, sig):
+        """``{argument types: answer}`` of ``kernel.<method>(sig)``.  A malformed signature, a
+        device function where a kernel is needed and a missing tool (ptxas, nvdisasm) are a
+        ``UsageError`` with their message."""
+        try:
+            out = getattr(kernel, method)(sig)
+        except (SignatureParseError, DeviceFunctionError) as exc:
+            raise UsageError(f"%{magic}: {exc}") from None
+        except RuntimeError as exc:
+            if isinstance(exc, GPUReplaceError):
+                raise
+            raise UsageError(f"%{magic}: {exc}") from None
+        return out if sig is None else {normalize_signature(sig)[0]: out}
 
     def _reflect(self, line, what):
-        kernel, sig = self._kernel_and_sig(line)
-        method = {"ptx": kernel.inspect_ptx, "llvm": kernel.inspect_llvm,
-                  "types": kernel.inspect_types, "sass": kernel.inspect_sass}[what]
-        out = method(sig)
-        texts = [out] if isinstance(out, str) else list(out.values())
+        magic = f"cuda_{what}"
+        kernel, sig = self._kernel_and_sig(line, magic, f"inspect_{what}")
+        texts = self._by_signature(kernel, magic, f"inspect_{what}", sig)
         if not texts:
             print(f"{kernel.__qualname__} has not been compiled yet: launch it, or give a "
-                  f"signature such as %cuda_{what} {line.split()[0]} \"void(float32[:])\"")
-        for text in texts:
-            _show(text, _LANGUAGE[what])
+                  f"signature such as %{magic} {line.split()[0]} \"void(float32[:])\"")
+            return
+        ptx = {}                        # PTX and SASS listings give ptxas's resource report
+        if what == "ptx":
+            ptx = texts
+        elif what == "sass":
+            ptx = self._by_signature(kernel, magic, "inspect_ptx", sig)
+        render.show([render.listing(kernel.__qualname__, argtypes, what, text,
+                                    ptx.get(argtypes))
+                     for argtypes, text in texts.items()])
 
     @line_magic
     def cuda_ptx(self, line):
@@ -401,20 +442,15 @@ class GPUReplace(Magics):
 
     @line_magic
     def cuda_deps(self, line):
-        """``%cuda_deps KERNEL [SIGNATURE]``: what the kernel depends on, and what changed."""
-        kernel, sig = self._kernel_and_sig(line)
-        deps = kernel.dependencies(sig)
-        tables = [deps] if sig is not None else list(deps.values())
+        """``%cuda_deps KERNEL [SIGNATURE]``: what the kernel depends on, and what changed: one
+        table per specialisation (identical ones once), without the builtins, modules and
+        library attributes no cell redefines."""
+        kernel, sig = self._kernel_and_sig(line, "cuda_deps", "dependencies")
+        tables = self._by_signature(kernel, "cuda_deps", "dependencies", sig)
         if not tables:
             print(f"{kernel.__qualname__} has not been compiled yet")
-        for table in tables:
-            print("functions: " + ", ".join(f.rsplit(".", 1)[-1] for f in table["functions"]))
-            for g in table["globals"]:
-                state = " (deleted)" if g["deleted"] else " (changed)" if g["changed"] else ""
-                print(f"  {g['function'].rsplit('.', 1)[-1]}, line {g['line']}: {g['name']}"
-                      f"{state}")
-            for o in table["overrides"]:
-                print(f"  override: {o['host']} -> {o['impl']} in context {o['context']!r}")
+            return
+        print(render.deps_report(kernel.__qualname__, tables))
 
     @line_magic
     def cuda_cache(self, line):
@@ -433,9 +469,9 @@ class GPUReplace(Magics):
                 print(f"disk cache: {info['entries']} kernel(s), {info['bytes']} bytes in "
                       f"{info['directory']} ({'on' if info['enabled'] else 'off'})")
         else:
-            print("usage: %cuda_cache [stats|clear]")
+            raise UsageError(f"%cuda_cache: unknown action {action!r}; usage: %cuda_cache "
+                             f"[stats|clear]")
 
 
 _REFLECTORS = {"ptx": lambda s: s.ptx, "llvm": lambda s: s.llvm_ir,
                "types": lambda s: str(s.compiled.type_annotation)}
-_LANGUAGE = {"ptx": "text", "llvm": "llvm", "types": "python", "sass": "text"}

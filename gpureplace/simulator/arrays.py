@@ -17,6 +17,7 @@ import numpy as np
 
 from ..compiler.bfloat16 import is_bfloat16_dtype
 from ..compiler.fp8 import FP8Value
+from ..errors import describe_location
 
 try:
     from numpy.lib.array_utils import byte_bounds as _byte_bounds
@@ -236,6 +237,13 @@ def current_location(depth=1):
     return code.co_name, code.co_filename, f.f_lineno
 
 
+def current_place():
+    """``oob at file.py:4`` -- in a notebook ``oob at Cell In[3], line 4`` -- for the nearest
+    frame outside the simulator: where an error of the kernel's code names its line."""
+    name, filename, line = current_location()
+    return f"{name} at {describe_location(filename, line, f'{filename}:{line}')}"
+
+
 # The memory of the simulator's device arrays, so that a raw pointer into one (a CPointer
 # argument) is bounds-checked: the simulator's device memory is the process's own, and a stray
 # store through a pointer would corrupt it.  Keyed by id, dropped when the array dies.
@@ -323,9 +331,8 @@ class SimArray:
         return idx
 
     def _oob(self, idx, what):
-        name, filename, line = current_location()
         raise IndexError(f"{what}: index {index_text(idx)} of an array of shape {self.shape}, in "
-                         f"{name} at {filename}:{line}, {self._sim.where()}")
+                         f"{current_place()}, {self._sim.where()}")
 
     def __getitem__(self, idx):
         i = self._check(idx)
@@ -337,10 +344,9 @@ class SimArray:
 
     def __setitem__(self, idx, value):
         if not self._writable:
-            name, filename, line = current_location()
             raise TypeError(f"the array is read-only on the device (a constant or a read-only "
-                            f"argument): cannot store at index {index_text(idx)}, in {name} at "
-                            f"{filename}:{line}, {self._sim.where()}")
+                            f"argument): cannot store at index {index_text(idx)}, in "
+                            f"{current_place()}, {self._sim.where()}")
         i = self._check(idx)
         if isinstance(value, SimArray):
             value = value._a

@@ -14,6 +14,8 @@ import os
 import threading
 import warnings
 
+from ..errors import describe_location, render_as_one_block
+
 
 class KernelRaisedWarning(RuntimeWarning):
     """Threads of a simulated kernel executed a raise (or failed an assert) and stopped."""
@@ -88,6 +90,7 @@ class Raises:
         _, exc, _, position, filename, line = first
         pos = f"tid={position[0]} ctaid={position[1]}" if position else ""
         args = exc.args
-        prefix = f"In function {self.name!r}, file {filename}, line {line}, {pos}"
+        where = describe_location(filename, line, f"file {filename}, line {line}")
+        prefix = f"In function {self.name!r}, {where}, {pos}"
         exc.args = (f"{prefix}: {args[0]}",) + tuple(args[1:]) if args else (prefix,)
-        raise exc
+        raise render_as_one_block(exc)

@@ -20,11 +20,11 @@ from numba.core import types as nbtypes
 from ..compiler.bfloat16 import register_dtype
 from ..compiler.constructs import refuse_as_kernel
 from ..compiler.ranking import best_signature, conversion_rank
-from ..errors import DeviceFunctionError, LaunchError, SignatureError
+from ..errors import DeviceFunctionError, LaunchError, SignatureError, render_as_one_block
 from ..jit import GPUFunction
 from ..runtime import arguments
 from ..runtime.launch import normalize_dims
-from .arrays import SimArray, allocation_around, current_location, wrap_int
+from .arrays import SimArray, allocation_around, current_place, wrap_int
 from .blocks import Abort, Block, GridBarrier, NeedThreads, ThreadState
 from . import operators
 from .lang import device_format
@@ -241,6 +241,9 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
                     np.copyto(a, saved)
                 _run_threaded(sim, kernel, values)
             del snapshot
+    except Exception as exc:
+        render_as_one_block(exc)        # in a notebook: the error and the launch's line
+        raise
     finally:
         operators.python_error_model = False
     if debug:
@@ -503,11 +506,10 @@ class RawPointer:
         low, high = self.bounds
         size = self.dtype.itemsize
         first, last = -((self.address - low) // size), (high - self.address) // size - 1
-        name, filename, line = current_location()
         where = f", {self._launch.where()}" if self._launch is not None else ""
         raise IndexError(f"index {i} of a pointer to {self.dtype} is outside the allocation it "
                          f"points into ({high - low} bytes; indices {first} to {last} from this "
-                         f"pointer are in it), in {name} at {filename}:{line}{where}")
+                         f"pointer are in it), in {current_place()}{where}")
 
     def __getitem__(self, i):
         return self._element(i)[0]

@@ -13,8 +13,10 @@ cell's changes invalidate (``dependents``).
 from __future__ import annotations
 
 import builtins
+import sys
+import types
 
-from ..errors import CompileError
+from ..errors import CompileError, is_library_file
 from . import world
 from .fingerprint import fingerprint
 from .names import qualified_name
@@ -166,7 +168,12 @@ def stale_error(kernel_name, stale):
 
 
 def describe(cf):
-    """``{"functions": [...], "globals": [...], "overrides": [...]}`` for ``cf`` and its callees."""
+    """``{"functions": [...], "globals": [...], "overrides": [...]}`` for ``cf`` and its callees.
+
+    Each global says whether it is ``library``: a builtin, a module, or an attribute of a module
+    of the standard library or an installed package (``math.sin``, ``cuda.grid``) -- names a
+    notebook does not redefine, which ``%cuda_deps`` leaves out.  The user's own globals and the
+    attributes of the user's modules are not."""
     functions, globals_, overrides = [], [], []
     for each in cf.closure():
         functions.append(each.qualname)
@@ -175,9 +182,33 @@ def describe(cf):
             globals_.append({"function": each.qualname, "kind": rec.kind,
                              "namespace": rec.namespace, "name": rec.name, "line": rec.lineno,
                              "changed": stale is not None,
-                             "deleted": stale is not None and stale.deleted})
+                             "deleted": stale is not None and stale.deleted,
+                             "library": _is_library(each, rec)})
         for host, ovr in each.overrides_used:
             overrides.append({"function": each.qualname, "host": qualified_name(host),
                               "context": ovr.context.name,
                               "impl": qualified_name(ovr.impl)})
     return {"functions": functions, "globals": globals_, "overrides": overrides}
+
+
+def _is_library(cf, rec):
+    """Whether the binding ``rec`` (read by ``cf``) is one only library code provides."""
+    if rec.kind == "attr":
+        owner = rec.owner if rec.owner is not None else sys.modules.get(rec.namespace)
+        return owner is not None and _library_module(owner)
+    value = current_value(cf, rec)
+    if isinstance(value, types.ModuleType):
+        return True                     # ``math``, ``cuda``, ``np``: what a module binds
+    return rec.kind == "global" and value is not MISSING and \
+        rec.name not in cf.pyfunc.__globals__      # found among the builtins
+
+
+def _library_module(module):
+    """A module of the standard library, of an installed package or of gpureplace itself."""
+    name = getattr(module, "__name__", "") or ""
+    if name == "__main__":
+        return False
+    if name.split(".")[0] in sys.stdlib_module_names or name.split(".")[0] == "gpureplace":
+        return True
+    path = getattr(module, "__file__", None)
+    return not path or is_library_file(path)       # (no file: built into the interpreter)

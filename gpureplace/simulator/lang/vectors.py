@@ -66,10 +66,9 @@ class SimVectorArray:
         return tuple(out)
 
     def _fail(self, idx, what):
-        from ..arrays import index_text, current_location
-        name, filename, line = current_location()
+        from ..arrays import current_place, index_text
         raise IndexError(f"{what}: index {index_text(idx)} of a {self.vector_type.name} array of shape "
-                         f"{self.shape}, in {name} at {filename}:{line}, {self._launch.where()}")
+                         f"{self.shape}, in {current_place()}, {self._launch.where()}")
 
     def __getitem__(self, idx):
         row = self._a[self._index(idx)]
