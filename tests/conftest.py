@@ -44,6 +44,10 @@ if SIMULATE:
 
 # Tests never touch the user's own disk cache.
 os.environ.setdefault("GPUREPLACE_CACHE_DIR", tempfile.mkdtemp(prefix="gpureplace-test-cache-"))
+# The background warm-up the IPython extension starts (gpureplace.prewarm) compiles in a thread
+# while a test runs: off, but where a test turns it on to check it (tests/jit/test_prewarm.py,
+# tests/ipython/test_timeit_prewarm.py).
+os.environ.setdefault("GPUREPLACE_PREWARM", "0")
 
 
 def has_gpu():

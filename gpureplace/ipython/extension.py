@@ -19,7 +19,8 @@ from ..runtime import launch
 from .cells import CudaCellTransformer
 from .magics import GPUReplace
 
-_LINE_MAGICS = ("cuda_ptx", "cuda_sass", "cuda_llvm", "cuda_types", "cuda_deps", "cuda_cache")
+_LINE_MAGICS = ("cuda_ptx", "cuda_sass", "cuda_llvm", "cuda_types", "cuda_deps", "cuda_cache",
+                "cuda_timeit")
 
 _loaded = None          # the GPUReplace object of the shell the extension is loaded in
 
@@ -55,6 +56,11 @@ def load_ipython_extension(ip):
     launch.set_printf_listener(ext.start_capture)
     _loaded = ext
     _notice_backend(ip)
+    if ext.prewarm:
+        # the compiler and CUDA warmed while the user types (gpureplace/prewarm.py: what it
+        # does, and its hazards)
+        from .. import prewarm
+        prewarm.start()
 
 
 def _notice_backend(ip):

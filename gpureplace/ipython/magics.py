@@ -85,6 +85,11 @@ class GPUReplace(Magics):
                                               "numba-cuda does.").tag(config=True)
     check_redefinitions = Bool(True, help="After each cell, compare what compiled kernels "
                                           "depend on with the current bindings.").tag(config=True)
+    prewarm = Bool(True, help="When the extension loads, warm the compiler and CUDA in a "
+                              "background thread (gpureplace.prewarm), so that the first "
+                              "kernel finds them ready.  Set it before %load_ext (e.g. in "
+                              "ipython_kernel_config.py); GPUREPLACE_PREWARM=0 does the "
+                              "same.").tag(config=True)
 
     # Defaults: what the process has now (environment variables, earlier settings).
     @default("arch")
@@ -451,6 +456,14 @@ class GPUReplace(Magics):
             print(f"{kernel.__qualname__} has not been compiled yet")
             return
         print(render.deps_report(kernel.__qualname__, tables))
+
+    @line_magic
+    def cuda_timeit(self, line):
+        """``%cuda_timeit [--flops EXPR] [--bytes EXPR] [--warm] [-o] kernel[blocks,
+        threads](args)``: CUDA-event timing of the launch (``gpureplace.benchmark``), with its
+        bandwidth and FLOP/s against the device's peaks; in the simulator, labelled as such."""
+        from .timing import cuda_timeit
+        return cuda_timeit(self.shell, line)
 
     @line_magic
     def cuda_cache(self, line):

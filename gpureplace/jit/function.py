@@ -19,7 +19,7 @@ from ..compiler.intrinsics.external import link_files
 from ..compiler.pipeline import compile_kernel
 from ..compiler.resolve import current_frame
 from ..compiler.signature import normalize_signature
-from ..config import settings
+from ..config import recompiled_message, settings
 from ..dispatch.context import Context, current_default
 from ..errors import CompileError, DeviceFunctionError, LaunchError
 from ..runtime import arguments, launch
@@ -229,9 +229,8 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
             spec.world = age
             reason, self._stale_reason = self._stale_reason, None
             if settings.verbose and reason:
-                args = ", ".join(map(str, argtypes))
-                print(f"gpureplace: {self.__qualname__}({args}) recompiled in "
-                      f"{1e3 * (time.perf_counter() - t0):.0f} ms ({reason})")
+                print(recompiled_message(self.__qualname__, argtypes,
+                                         time.perf_counter() - t0, reason))
             self._specs[key] = spec
         if self.on_compile is not None and not self.device:
             self.on_compile(spec)

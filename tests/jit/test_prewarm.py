@@ -30,7 +30,8 @@ print(gpureplace.stats()["kernel_compiles"], gpureplace.stats()["device_compiles
 
 
 def test_the_warm_up_leaves_no_trace_and_speeds_up_the_first_compile(tmp_path):
-    env = dict(os.environ, GPUREPLACE_CACHE_DIR=str(tmp_path), GPUREPLACE_BACKEND="simulator")
+    env = dict(os.environ, GPUREPLACE_CACHE_DIR=str(tmp_path), GPUREPLACE_BACKEND="simulator",
+               GPUREPLACE_PREWARM="1")
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
                          env=env, timeout=300)
     assert out.returncode == 0, out.stderr

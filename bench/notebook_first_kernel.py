@@ -1,0 +1,122 @@
+"""The first kernel in a notebook, through a real Jupyter kernel: gpureplace's kernel ("Python 3
+(gpureplace)": IPython with ``--ext=gpureplace``) against CuPy's RawKernel in a plain IPython
+kernel, started the same way in the same run.
+
+Each kernel starts, sits idle ``--idle`` seconds (the user typing; gpureplace warms the compiler
+and CUDA meanwhile, ``gpureplace.prewarm``), then runs a cell that defines a kernel and a cell
+that launches it and reads a result back; then the same for a second kernel.  The times are
+from the execute request to its reply, per cell, so they hold what the user waits for.
+
+Usage: python bench/notebook_first_kernel.py [--idle 3] [--repeat 3] [--json OUT]
+(needs a GPU, CuPy, ipykernel and jupyter_client; ``--no-prewarm`` measures gpureplace with the
+warm-up off).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+GPUREPLACE_CELLS = [
+    ("define", '%%cuda\ndef saxpy(a, x, y, out):\n    i = cuda.grid(1)\n    if i < out.size:\n'
+               '        out[i] = a * x[i] + y[i]\n'),
+    ("launch", "import cupy as cp\nx = cp.ones(1 << 20, cp.float32); y = cp.ones_like(x); "
+               "out = cp.empty_like(x)\nsaxpy[(x.size + 255) // 256, 256](2.0, x, y, out)\n"
+               "float(out[0])"),
+    ("define 2", '%%cuda\ndef scale(a, x, out):\n    i = cuda.grid(1)\n    if i < out.size:\n'
+                 '        out[i] = a * x[i]\n'),
+    ("launch 2", "scale[(x.size + 255) // 256, 256](3.0, x, out)\nfloat(out[0])"),
+]
+
+CUPY_CELLS = [
+    ("define", 'import cupy as cp\nsaxpy = cp.RawKernel(r"""\nextern "C" __global__ void '
+               'saxpy(float a, const float* x, const float* y, float* out, int n) {\n'
+               '  int i = blockIdx.x * blockDim.x + threadIdx.x;\n'
+               '  if (i < n) out[i] = a * x[i] + y[i];\n}\n""", "saxpy")'),
+    ("launch", "x = cp.ones(1 << 20, cp.float32); y = cp.ones_like(x); out = cp.empty_like(x)\n"
+               "saxpy(((x.size + 255) // 256,), (256,), (cp.float32(2.0), x, y, out, "
+               "cp.int32(x.size)))\nfloat(out[0])"),
+    ("define 2", 'scale = cp.RawKernel(r"""\nextern "C" __global__ void scale(float a, '
+                 'const float* x, float* out, int n) {\n'
+                 '  int i = blockIdx.x * blockDim.x + threadIdx.x;\n'
+                 '  if (i < n) out[i] = a * x[i];\n}\n""", "scale")'),
+    ("launch 2", "scale(((x.size + 255) // 256,), (256,), (cp.float32(3.0), x, out, "
+                 "cp.int32(x.size)))\nfloat(out[0])"),
+]
+
+
+def run_kernel(cells, extension, idle, env_extra):
+    """Start a kernel, wait ``idle`` s, run ``cells``; {label: seconds} and the last output."""
+    from jupyter_client.manager import start_new_kernel
+    env = dict(os.environ, **env_extra)
+    argv_extra = ["--ext=gpureplace"] if extension else []
+    km, kc = start_new_kernel(kernel_name="python3", env=env, extra_arguments=argv_extra)
+    try:
+        time.sleep(idle)
+        times, last = {}, None
+        for label, code in cells:
+            t0 = time.perf_counter()
+            reply = kc.execute_interactive(code, timeout=300, output_hook=lambda m: None)
+            times[label] = time.perf_counter() - t0
+            if reply["content"]["status"] != "ok":
+                raise RuntimeError(f"cell {label!r} failed: {reply['content'].get('evalue')}")
+        last = kc.execute_interactive("print(float(out[0]))", timeout=60,
+                                      output_hook=lambda m: None)["content"]["status"]
+        return times, last
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--idle", type=float, default=3.0)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-prewarm", action="store_true")
+    ap.add_argument("--json", help="write the measurements here")
+    ap.add_argument("--simulator", action="store_true",
+                    help="a smoke test without a GPU: gpureplace's cells on the simulator "
+                         "(NumPy arrays), no CuPy kernel")
+    args = ap.parse_args()
+    rows = {"gpureplace": [], "cupy": []}
+    cells = GPUREPLACE_CELLS
+    if args.simulator:
+        cells = [(label, code.replace("import cupy as cp", "import numpy as cp"))
+                 for label, code in cells]
+    for _ in range(args.repeat):
+        env = {"GPUREPLACE_CACHE": "0"}           # a cold compile, as a new kernel's first
+        if args.no_prewarm:
+            env["GPUREPLACE_PREWARM"] = "0"
+        if args.simulator:
+            env["GPUREPLACE_BACKEND"] = "simulator"
+        rows["gpureplace"].append(run_kernel(cells, True, args.idle, env)[0])
+        if args.simulator:
+            rows["cupy"].append({label: float("nan") for label, _ in CUPY_CELLS})
+            continue
+        rows["cupy"].append(run_kernel(CUPY_CELLS, False, args.idle,
+                                       {"CUPY_CACHE_DIR": f"/tmp/cupy-cache-{time.time()}"})[0])
+    summary = {}
+    for name, runs in rows.items():
+        summary[name] = {label: statistics.median([r[label] for r in runs])
+                         for label in runs[0]}
+    print(f"{'cell':<10} {'gpureplace ms':>14} {'CuPy ms':>10} {'ratio':>7}")
+    for label in summary["gpureplace"]:
+        g, c = 1e3 * summary["gpureplace"][label], 1e3 * summary["cupy"][label]
+        print(f"{label:<10} {g:>14.1f} {c:>10.1f} {g / c:>6.2f}x")
+    first = 1e3 * (summary["gpureplace"]["define"] + summary["gpureplace"]["launch"])
+    second = 1e3 * (summary["gpureplace"]["define 2"] + summary["gpureplace"]["launch 2"])
+    print(f"first kernel's cells: {first:.0f} ms (goal <= 150), a further kernel's: "
+          f"{second:.0f} ms (goal <= 35)" + (" [prewarm off]" if args.no_prewarm else ""))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"runs": rows, "median": summary, "idle": args.idle,
+                       "prewarm": not args.no_prewarm, "python": sys.version.split()[0]},
+                      fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

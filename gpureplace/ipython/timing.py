@@ -1,0 +1,95 @@
+"""``%cuda_timeit kernel[blocks, threads](args)``: ``gpureplace.benchmark`` from a notebook line.
+
+    %cuda_timeit saxpy[blocks, 256](2.0, x, y, out)
+    %cuda_timeit --flops 2*n --bytes 3*x.nbytes saxpy[blocks, 256](2.0, x, y, out)
+    r = %cuda_timeit -o saxpy[blocks, 256](2.0, x, y, out)
+
+Options (before the launch): ``--flops EXPR`` and ``--bytes EXPR`` (Python expressions in the
+notebook's namespace: the FLOP count and bytes a run moves), ``--warm`` (no L2 flush between
+runs), ``--runs N`` (at least N timed runs), ``--max-runs N``, ``--min-time SECONDS``, ``-o``
+(return the ``BenchmarkResult`` instead of only showing it).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from IPython.core.error import UsageError
+
+USAGE = ("usage: %cuda_timeit [--flops EXPR] [--bytes EXPR] [--warm] [--runs N] [--max-runs N] "
+         "[--min-time SECONDS] [-o] kernel[blocks, threads](args)")
+
+_VALUED = {"--flops": "flops", "--bytes": "bytes", "--runs": "min_repeat",
+           "--max-runs": "max_repeat", "--min-time": "min_time"}
+
+
+def parse(line):
+    """(options as source text, flags, the launch statement) of a ``%cuda_timeit`` line."""
+    rest = line.strip()
+    options, flags = {}, set()
+    while rest.startswith("-"):
+        word, _, tail = rest.partition(" ")
+        if word in ("--warm", "-o"):
+            flags.add(word)
+            rest = tail.lstrip()
+            continue
+        if word not in _VALUED:
+            raise UsageError(f"%cuda_timeit: unknown option {word!r}\n{USAGE}")
+        value, _, rest = tail.lstrip().partition(" ")
+        if not value:
+            raise UsageError(f"%cuda_timeit: {word} needs a value\n{USAGE}")
+        options[_VALUED[word]] = value
+        rest = rest.lstrip()
+    if not rest:
+        raise UsageError(f"%cuda_timeit: no launch to time\n{USAGE}")
+    try:
+        tree = ast.parse(rest, mode="eval")
+    except SyntaxError as exc:
+        raise UsageError(f"%cuda_timeit: {rest!r} is not a Python expression ({exc.msg})\n"
+                         f"{USAGE}") from None
+    call = tree.body
+    if not isinstance(call, ast.Call) or call.keywords:
+        raise UsageError(f"%cuda_timeit: {rest!r} is not a launch: write "
+                         f"kernel[blocks, threads](args) (positional arguments)\n{USAGE}")
+    return options, flags, call
+
+
+def cuda_timeit(shell, line):
+    """Run the magic in ``shell``: the result is displayed (and returned with ``-o``)."""
+    from IPython.display import display
+
+    from ..benchmarking import benchmark
+    options, flags, call = parse(line)
+    ns = shell.user_ns
+
+    def value(node, what):
+        source = ast.unparse(node)
+        try:
+            return eval(compile(ast.Expression(node), "<cuda_timeit>", "eval"), ns)  # noqa: S307
+        except Exception as exc:
+            raise UsageError(f"%cuda_timeit: {what} {source!r}: {type(exc).__name__}: "
+                             f"{exc}") from None
+
+    launch = value(call.func, "the launch")
+    args = tuple(value(a, "argument") for a in call.args)
+    kwargs = {}
+    for key, source in options.items():
+        try:
+            node = ast.parse(source, mode="eval").body
+        except SyntaxError:
+            raise UsageError(f"%cuda_timeit: {source!r} is not a Python expression") from None
+        kwargs[key] = value(node, f"--{key.replace('_', '-')}")
+    for key in ("min_repeat", "max_repeat"):
+        if key in kwargs and not isinstance(kwargs[key], int):
+            raise UsageError(f"%cuda_timeit: --{'runs' if key == 'min_repeat' else 'max-runs'} "
+                             f"takes an int, got {kwargs[key]!r}")
+    if "--warm" in flags:
+        kwargs["flush_l2"] = False
+    try:
+        result = benchmark(launch, *args, name=ast.unparse(call.func), **kwargs)
+    except (TypeError, ValueError) as exc:
+        if getattr(exc, "_render_traceback_", None) is not None:
+            raise                                       # gpureplace's own: rendered as it is
+        raise UsageError(f"%cuda_timeit: {exc}") from None
+    display(result)
+    return result if "-o" in flags else None
