@@ -6,9 +6,12 @@ checking and recording results.
 
 from __future__ import annotations
 
+import glob
 import json
 import math
 import os
+import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -36,7 +39,34 @@ def _ptx_stats(ptx):
             "approx": body.count(".approx."),
             "bar_sync": body.count("bar.sync") + body.count("barrier.sync"),
             "shared_ops": body.count(".shared."),
-            "wide_accesses": body.count("ld.global.v4.") + body.count("st.global.v4.")}
+            "wide_accesses": body.count("ld.global.v4.") + body.count("st.global.v4."),
+            "shared_v4": body.count("ld.shared.v4.") + body.count("st.shared.v4."),
+            "shared_atomics": body.count("atom.shared.") + body.count("red.shared."),
+            "global_atomics": body.count("atom.global.") + body.count("red.global."),
+            "shfl": body.count("shfl.sync."),
+            "sqrt_rn": body.count("sqrt.rn.f32"),
+            "rsqrt": body.count("rsqrt.approx."),
+            "half_ops": len(re.findall(r"\b(?:fma|mul|add)(?:\.rn)?\.(?:bf16|f16)\b", body)),
+            "local_ops": body.count("ld.local.") + body.count("st.local.")}
+
+
+def _ptxas_usage(stderr):
+    """Registers and spill bytes from ``ptxas -v``'s report (None where it says nothing)."""
+    regs = re.search(r"Used (\d+) registers", stderr)
+    spills = [int(v) for v in re.findall(r"(\d+) bytes spill (?:stores|loads)", stderr)]
+    return {"registers": int(regs.group(1)) if regs else None,
+            "spill_bytes": sum(spills) if spills else None}
+
+
+def _assemble(ptxas, ptx):
+    """(ok, ptxas stderr, registers / spill bytes) of ``ptx`` assembled for sm_90."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "k.ptx")
+        with open(path, "w") as fh:
+            fh.write(ptx)
+        proc = subprocess.run([ptxas, "-arch=sm_90", "-v", "-o", path + ".cubin", path],
+                              capture_output=True, text=True)
+    return proc.returncode == 0, proc.stderr, _ptxas_usage(proc.stderr)
 
 
 def check_compile(args):
@@ -51,41 +81,46 @@ def check_compile(args):
             row.update(_ptx_stats(spec.ptx))
             row["ok"] = True
             if ptxas:
-                with tempfile.TemporaryDirectory() as tmp:
-                    path = os.path.join(tmp, "k.ptx")
-                    with open(path, "w") as fh:
-                        fh.write(spec.ptx)
-                    proc = subprocess.run([ptxas, "-arch=sm_90", "-o", path + ".cubin", path],
-                                          capture_output=True, text=True)
-                row["ptxas"] = proc.returncode == 0
-                if proc.returncode != 0:
+                ok, err, usage = _assemble(ptxas, spec.ptx)
+                row["ptxas"] = ok
+                row.update(usage)
+                if not ok:
                     row["ok"] = False
-                    row["error"] = "ptxas: " + proc.stderr.strip()[-800:]
+                    row["error"] = "ptxas: " + err.strip()[-800:]
         except Exception as exc:
             row["error"] = f"{type(exc).__name__}: {exc}"[:2000]
         rows.append(row)
         status = "OK  " if row["ok"] else "FAIL"
         extra = (f"ptx {row['ptx_lines']:5d} lines, fma {row['fma']:3d}, approx {row['approx']:3d}"
                  if "ptx_lines" in row else row.get("error", ""))
-        print(f"{status} {label:22s} {str(sig):62s} {extra}")
+        if row.get("registers") is not None:
+            extra += f", {row['registers']:3d} registers, {row['spill_bytes']} B spilled"
+        print(f"{status} {label:22s} {str(sig)[:62]:62s} {extra}")
 
     nvcc_rows = []
     nvcc = args.nvcc or os.environ.get("GPUREPLACE_BENCH_NVCC")
     if nvcc:
+        flags = shlex.split(getattr(args, "nvcc_flags", None) or "")
         for label, src, _ in cuda_c_sources():
             for opts in (CUDA_C_OPTIONS, CUDA_C_FAST_OPTIONS):
+                usage = {}
                 with tempfile.TemporaryDirectory() as tmp:
                     path = os.path.join(tmp, "k.cu")
                     with open(path, "w") as fh:
                         fh.write(src)
-                    proc = subprocess.run([nvcc, "-ptx", "-arch=sm_90", *opts, "-o",
+                    proc = subprocess.run([nvcc, "-ptx", "-arch=sm_90", *opts, *flags, "-o",
                                            os.path.join(tmp, "k.ptx"), path],
                                           capture_output=True, text=True)
+                    if proc.returncode == 0 and ptxas:
+                        with open(os.path.join(tmp, "k.ptx")) as fh:
+                            usage = _assemble(ptxas, fh.read())[2]
                 ok = proc.returncode == 0
-                nvcc_rows.append({"kernel": label, "options": list(opts), "ok": ok,
+                nvcc_rows.append({"kernel": label, "options": list(opts), "ok": ok, **usage,
                                   "error": None if ok else proc.stderr.strip()[-800:]})
+                regs = (f", {usage['registers']:3d} registers, {usage['spill_bytes']} B spilled"
+                        if usage.get("registers") is not None else "")
                 print(f"{'OK  ' if ok else 'FAIL'} CUDA C {label:18s} nvcc -ptx {' '.join(opts)}"
-                      + ("" if ok else "\n" + proc.stderr))
+                      + regs + ("" if ok else "\n" + proc.stderr))
 
     n_ok = sum(r["ok"] for r in rows)
     print(f"compiled {n_ok}/{len(rows)} gpureplace kernels"
@@ -101,6 +136,19 @@ def check_compile(args):
 
 # ---------------------------------------------------------------------------------------------
 # GPU runs
+
+
+def _cuda_include_dirs():
+    """Folders with CUDA's cuda_fp16.h: the NVIDIA wheels' (nvidia/cu13/include,
+    nvidia/cuda_runtime/include), then CUDA_PATH, CUDA_HOME and /usr/local/cuda."""
+    dirs = []
+    for base in sys.path:
+        for pattern in (("nvidia", "cu*", "include"), ("nvidia", "cuda_runtime", "include")):
+            dirs += sorted(glob.glob(os.path.join(base or ".", *pattern)), reverse=True)
+    for root in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if root:
+            dirs.append(os.path.join(root, "include"))
+    return [d for d in dict.fromkeys(dirs) if os.path.isfile(os.path.join(d, "cuda_fp16.h"))]
 
 
 class Bench:
@@ -126,21 +174,29 @@ class Bench:
 
     # -- building -------------------------------------------------------------------------------
     def raw(self, src, name, fast=False):
-        """A compiled cupy.RawKernel; falls back to NVRTC defaults if it rejects the options."""
-        opts = CUDA_C_FAST_OPTIONS if fast else CUDA_C_OPTIONS
-        try:
-            k = self.cp.RawKernel(src, name, options=opts)
-            k.compile()
+        """A compiled cupy.RawKernel; falls back to NVRTC defaults if it rejects the options, and
+        for a source that includes CUDA's headers (cuda_fp16.h, cuda_bf16.h) where CuPy's own
+        include path lacks them, adds ``-I`` for a folder that has them (recorded in
+        raw_notes)."""
+        opts = tuple(CUDA_C_FAST_OPTIONS if fast else CUDA_C_OPTIONS)
+        tries = [opts] if fast else [opts, ()]
+        if "#include" in src:
+            tries += [t + (f"-I{d}",) for t in tries for d in _cuda_include_dirs()]
+        errors = []
+        for t in tries:
+            try:
+                k = self.cp.RawKernel(src, name, options=t)
+                k.compile()
+            except Exception as exc:
+                errors.append(f"{t}: {type(exc).__name__}: {str(exc)[:200]}")
+                continue
+            if t != opts:
+                note = (f"NVRTC rejected {opts}: {errors[0].split(': ', 1)[1]}; used "
+                        + (" ".join(t) if t else "defaults"))
+                self.raw_notes[name] = note
+                print("CUDA C:", note, file=sys.stderr)
             return k
-        except Exception as exc:
-            if fast:
-                raise
-            note = f"NVRTC rejected {opts}: {type(exc).__name__}: {str(exc)[:200]}; used defaults"
-            self.raw_notes[name] = note
-            print("CUDA C:", note, file=sys.stderr)
-            k = self.cp.RawKernel(src, name)
-            k.compile()
-            return k
+        raise RuntimeError(f"NVRTC could not compile {name}: " + " | ".join(errors))
 
     def numba_kernel(self, gp_kernel, fastmath=False):
         """numba-cuda's compile of the same bytecode (its own ``cuda`` module in the globals);

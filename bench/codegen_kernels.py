@@ -1,8 +1,12 @@
 """bench/codegen.py's kernels: each benchmark kernel in gpureplace Python and as the CUDA C that a
 careful CUDA programmer writes for the same algorithm, the problem sizes both are generated from,
 and the list of specialisations the benchmark launches (what ``--check-compile`` compiles).
+The kernels people write in notebooks (transpose, histogram, warp shuffles, n-body, softmax,
+float16 / bfloat16, convolution) are in codegen_kernels_notebook.py; ``compile_plan()`` and
+``cuda_c_sources()`` list them too.
 
-Imports no sibling module: tests load it (through bench/codegen.py) to check the generated code.
+Imports only codegen_kernels_notebook: tests load it (through bench/codegen.py) to check the
+generated code.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from numba import float32
 
 import gpureplace
 from gpureplace import cuda
+
+from codegen_kernels_notebook import notebook_plan, notebook_sources
 
 # ---------------------------------------------------------------------------------------------
 # Problem sizes and kernel constants (the CUDA C sources are generated from the same constants)
@@ -285,7 +291,7 @@ def cuda_c_sources():
             out.append((name, src, name))
     out += [("block_sum", BLOCK_SUM_C, "block_sum"), ("stencil5", STENCIL_C, "stencil5"),
             ("matmul_tiled", MATMUL_C, "matmul_tiled")]
-    return out
+    return out + notebook_sources()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,5 +320,5 @@ def compile_plan():
              ("stencil5", stencil5, "void(float32[:, ::1], float32[:, ::1], float32, float32)"),
              ("matmul_tiled", matmul_tiled,
               "void(float32[:, ::1], float32[:, ::1], float32[:, ::1])")]
-    return plan
+    return plan + notebook_plan()
 

@@ -1,5 +1,6 @@
 """bench/codegen.py's report: the Markdown table (with the saxpy bandwidth and matmul TFLOP/s
-lines and the geometric mean) and the bar chart of ratios against CUDA C.
+lines, the notebook kernels' rates and the geometric mean) and the bar chart of ratios against
+CUDA C.
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ def markdown(result):
         lines.append(f"| {r['kernel']} | {r.get('size', '')} | {_fmt(r['gpureplace_ms'])} | "
                      f"{_fmt(r['cuda_c_ms'])} | {_fmt(ratio, '.3f')}{mark} | "
                      f"{_fmt(r.get('numba_cuda_ms'))} | {check} |")
+    lines.append("")
     sax = next((r for r in result["rows"] if r["kernel"].startswith("saxpy") and
                 r.get("copy_GBps")), None)
     if sax:
-        lines.append("")
         lines.append("saxpy bandwidth (3 x 4 B per element): " + ", ".join(
             f"{who} {sax[who + '_GBps']:.0f} GB/s ({sax[who + '_pct_of_copy']:.1f}% of copy)"
             for who in ("gpureplace", "cuda_c", "numba_cuda", "stride_gpureplace",
@@ -49,6 +50,12 @@ def markdown(result):
         lines.append("matmul: " + ", ".join(
             f"{who} {mm[who + '_TFLOPs']:.2f} TFLOP/s"
             for who in ("gpureplace", "cuda_c", "numba_cuda") if who + "_TFLOPs" in mm) + ".")
+    names = {"gpureplace": "gpureplace", "cuda_c": "CUDA C", "numba_cuda": "numba-cuda"}
+    for r in result["rows"]:
+        rates = r.get("rates")
+        if rates and any(w in rates for w in names):
+            lines.append(f"{r['kernel']}: " + ", ".join(
+                f"{names[w]} {rates[w]:,.4g} {rates['unit']}" for w in names if w in rates) + ".")
     if result.get("numba_cuda_note"):
         lines.append(f"numba-cuda column empty: {result['numba_cuda_note']}")
     ratios = [r["ratio"] for r in result["rows"] if r.get("ratio")]

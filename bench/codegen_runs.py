@@ -1,6 +1,7 @@
 """bench/codegen.py's benchmarks, one function per kernel family: each builds its arrays, checks
 gpureplace and the CUDA C against NumPy on a small size, times gpureplace, CUDA C and numba-cuda
-on the full size (codegen_harness.Bench.time_group) and checks the results against CUDA C.
+on the full size (codegen_harness.Bench.time_group) and checks the results against CUDA C.  The
+notebook kernels' benchmarks are in codegen_runs_notebook.py; ``BENCHES`` lists them all.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from codegen_kernels import (BLOCK_SUM_C, CHAINS, CUDA_C_FAST_OPTIONS, CUDA_C_OP
                              STENCIL_BLOCK, STENCIL_C, STENCIL_N, TILE, TPB, TRANS_N, TRANS_REPS,
                              block_sum, chain_c, matmul_tiled, saxpy, saxpy_stride, saxpy_vec4,
                              stencil5)
+from codegen_runs_notebook import NOTEBOOK_BENCHES
 
 
 def bench_saxpy(b):
@@ -336,6 +338,8 @@ def bench_matmul(b):
                        extra=extra)]
 
 
-
-BENCHES = [("saxpy", bench_saxpy), ("chains", None), ("reduction", bench_reduction),
-           ("stencil", bench_stencil), ("matmul", bench_matmul)]
+# (key, benchmark): ``--only S`` runs those whose key contains S, and from those in ROW_FILTERED
+# (called as fn(b, only)) the rows whose label contains S.
+BENCHES = [("saxpy", bench_saxpy), ("chains", bench_chains), ("reduction", bench_reduction),
+           ("stencil", bench_stencil), ("matmul", bench_matmul)] + NOTEBOOK_BENCHES
+ROW_FILTERED = ("chains", "nbody")
