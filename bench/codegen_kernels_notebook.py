@@ -432,7 +432,7 @@ extern "C" __global__ void softmax_rows(const float* a, float* out, int m)
     int t = threadIdx.x;
     const float* x = a + (long long)blockIdx.x * m;
     float* y = out + (long long)blockIdx.x * m;
-    float v = -INFINITY;
+    float v = __int_as_float(0xff800000);   // -inf (NVRTC has no INFINITY without math.h)
     for (int j = t; j < m; j += @TPB@) v = fmaxf(v, x[j]);
     buf[t] = v;
     __syncthreads();

@@ -100,7 +100,9 @@ def _checks(args, keys, remember=False):
                          arguments.bool_handler):
             lines.append(f"if type({v}) is not C{i}: return None")
             outs.append(v)
-        elif handler is arguments.np_scalar_handler and key[1].kind != "c":
+        elif handler is arguments.np_scalar_handler and len(key) > 1 and key[1].kind != "c":
+            # (a NumPy scalar of a NumPy dtype; complex and ml_dtypes' bfloat16, keyed by kind
+            # alone, go to the general handler below)
             lines.append(f"if type({v}) is not C{i}: return None")
             outs.append(v)
         elif handler is arguments.record_handler:

@@ -143,3 +143,21 @@ def test_bad_arguments_launch_nothing(fake_gpu):
     with pytest.raises(gpureplace.LaunchError, match="takes 2 argument"):
         k[1, 1](x, 1.0, 2.0)
     assert all(not inst.calls for inst in fake_gpu)
+
+
+def test_a_bfloat16_scalar_argument_takes_the_fast_path_too(fake_gpu):
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    ns = {"cuda": cuda}
+    exec("@cuda.jit\ndef axpb(a, x, out):\n    i = cuda.grid(1)\n    if i < x.size:\n"
+         "        out[i] = a * x[i]\n", ns)
+    k = ns["axpb"]
+    x = ndarray((64,), ml_dtypes.bfloat16, ptr=0x5000)
+    out = ndarray((64,), ml_dtypes.bfloat16, ptr=0x6000)
+    two, three = ml_dtypes.bfloat16(2.0), ml_dtypes.bfloat16(3.0)
+    k[1, 64](two, x, out)                              # general path, then the fast one is built
+    k[1, 64](three, x, out)                            # the fast path
+    calls = fake_gpu[0].calls
+    assert len(fake_gpu) == 1 and len(calls) == 2
+    # the scalar travels as its 16 bits (bfloat16 2.0 is 0x4000, 3.0 is 0x4040)
+    assert calls[0][4][0] == 0x4000 and calls[1][4][0] == 0x4040
+    assert type(k[1, 64]).__call__ is not type(k[1, 64]).__mro__[1].__call__
