@@ -32,6 +32,16 @@ _initialized = False
 #: at 3000 it unrolls as nvcc does.  It is a process-wide LLVM option, set once.
 UNROLL_THRESHOLD = 3000
 
+#: LLVM's threshold for *partial* unrolling (a constant trip count too large to unroll fully).
+#: NVPTX sets it to a quarter of the full threshold as LLVM's default was (300 / 4 = 75) before
+#: UNROLL_THRESHOLD raised the latter, so the 256-step inner loop of an n-body kernel (about 30
+#: instructions a step) unrolled only 2x, where nvcc unrolls it 4x (8x with rsqrtf): each step's
+#: square root then waits for the loop's branch instead of overlapping the next steps'.  At 300
+#: (and RUNTIME_UNROLL_MAX_COUNT's cap of 4) it unrolls 4x: n-body with 1 / sqrt went from 0.945x
+#: to 0.983x of CUDA C on the H200; of bench/codegen.py's 29 specialisations only n-body's three
+#: and the row softmax (unchanged in time) compile differently.
+PARTIAL_UNROLL_THRESHOLD = 300
+
 #: Runtime unrolling of loops whose trip count is known only at run time, such as the grid-stride
 #: loop ``while i < x.size: acc += x[i]; i += cuda.gridsize(1)``.
 #:
@@ -85,6 +95,7 @@ SINK_COMMON_INSTRUCTIONS = False
 #: Process-wide LLVM options, set once (they also apply to anything else compiled by llvmlite in
 #: this process, as the unroll threshold already did).
 LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
+                f"-unroll-partial-threshold={PARTIAL_UNROLL_THRESHOLD}",
                 f"-simplifycfg-sink-common={'true' if SINK_COMMON_INSTRUCTIONS else 'false'}",
                 f"-scev-cheap-expansion-budget={SCEV_EXPANSION_BUDGET}",
                 f"-unroll-max-count={RUNTIME_UNROLL_MAX_COUNT}",
@@ -95,9 +106,10 @@ LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
 #: source, options and versions (2: libdevice.tune_trig; 3: round(float32, n) in float64; 4: fast
 #: math flushes denormals in every function and uses tanh.approx.f32; 5: local arrays zeroed by a
 #: loop, opt=True is O3; 6: float % and // call libdevice's fmod, see exact_remainders; 7: max and
-#: min of two floats are one max / min instruction, ignoring NaN as numba-cuda's do), so that no
-#: process is served code that an older gpureplace compiled.
-CODEGEN_REVISION = 7
+#: min of two floats are one max / min instruction, ignoring NaN as numba-cuda's do; 8: partial
+#: unrolling up to PARTIAL_UNROLL_THRESHOLD), so that no process is served code that an older
+#: gpureplace compiled.
+CODEGEN_REVISION = 8
 
 
 @functools.lru_cache(maxsize=None)

@@ -157,6 +157,18 @@ def test_runtime_unroll_factor_is_4_as_nvvm():
     assert max(loads_per_loop(ptx)) == 4, ptx
 
 
+def test_a_constant_trip_count_too_long_to_unroll_fully_is_unrolled_4x():
+    # bench/codegen.py's n-body: 256 steps of ~30 instructions over a shared-memory tile; LLVM's
+    # NVPTX default partial threshold (75) gave 2 copies, nvcc makes 4 (backend.py)
+    from numba.core import types
+    vt = cuda.float32x4.vector_type
+    import codegen_kernels_notebook as notebook_kernels      # (on sys.path once _BENCH loaded)
+    ptx = notebook_kernels.nbody.compile((vt[::1], vt[::1], types.float32), arch="sm_90").ptx
+    assemble(ptx)
+    bodies = [b for b in single_block_loops(ptx) if any("ld.shared" in line for line in b)]
+    assert [sum(line.startswith("sqrt.rn.f32") for line in b) for b in bodies] == [4], ptx
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [0, 1, 3, 255, 256 * 8 - 1, 256 * 8 * 4 + 5, 100_003])
 def test_unrolled_grid_stride_sum_is_exact(n):
