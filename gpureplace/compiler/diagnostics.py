@@ -140,6 +140,9 @@ def convert_error(pyfunc, exc):
     attr = re.search(r"Unknown attribute '(\w+)' of type Module\(<module '([\w.]+)'", reason)
     if attr:
         name, module = attr.groups()
+        if getattr(loc, "line", None) is None:
+            # (Numba's error has no location here: the line that reads the attribute)
+            lineno = line_reading_attribute(pyfunc, name) or lineno
         mod = sys.modules.get(module)
         if mod is not None and hasattr(mod, name):
             reason = (f"{module}.{name} has no device implementation: it cannot be called in "
@@ -147,6 +150,10 @@ def convert_error(pyfunc, exc):
                       f"Context.override({module}.{name}, ...))")
         else:
             reason = f"module {module!r} has no attribute {name!r}"
+    missing_attr = re.fullmatch(r"module '[\w.]+' has no attribute '(\w+)'", reason)
+    if missing_attr and getattr(loc, "line", None) is None:
+        # (Python's own AttributeError, raised while the front end read the module: no location)
+        lineno = line_reading_attribute(pyfunc, missing_attr.group(1)) or lineno
     if "UndefinedType" in reason:
         missing = _undefined_globals(pyfunc, lineno)
         if missing:
@@ -432,6 +439,14 @@ def _undefined_globals(pyfunc, lineno):
             if name not in pyfunc.__globals__ and not hasattr(builtins, name):
                 names.append((line != lineno, name))
     return [n for _, n in sorted(names)]
+
+
+def line_reading_attribute(pyfunc, name):
+    """The first line of ``pyfunc`` that reads an attribute ``name`` (``math.foo``), or None."""
+    for ins, line in instructions_with_lines(pyfunc):
+        if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and ins.argval == name:
+            return line
+    return None
 
 
 def line_referring_to(pyfunc, name):

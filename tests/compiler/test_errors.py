@@ -256,3 +256,17 @@ def test_recursion_try_and_fstrings_are_named_at_their_line():
                                            r"print\(\"value\", x\[i\]\)") as info:
         _prints_an_fstring.compile("void(float64[::1])")
     assert info.value.lineno == _prints_an_fstring.py_func.__code__.co_firstlineno + 2
+
+
+def _reads_a_missing_module_attribute(x):
+    y = x[0]
+    x[1] = y + math.sin(1.0)
+    x[2] = math.no_such_function(1.0)
+
+
+def test_a_missing_module_attribute_is_reported_at_the_line_that_reads_it():
+    with pytest.raises(CompileError, match="module 'math' has no attribute "
+                                           "'no_such_function'") as info:
+        cuda.jit(_reads_a_missing_module_attribute).compile("void(float32[::1])")
+    first = _reads_a_missing_module_attribute.__code__.co_firstlineno
+    assert info.value.lineno == first + 3
