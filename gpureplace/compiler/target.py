@@ -413,6 +413,11 @@ class GPUTargetContext(BaseContext):
         for reg in intrinsic_registries.lowering_registries():
             self.install_registry(reg)
 
+    def refresh(self):
+        super().refresh()
+        from .rangeloops import take_precedence
+        take_precedence(self._defns)          # for j in range(...) steps marked nsw
+
     @functools.cached_property
     def call_conv(self):
         from .exceptions import GPUCallConv

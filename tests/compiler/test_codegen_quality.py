@@ -157,6 +157,52 @@ def test_runtime_unroll_factor_is_4_as_nvvm():
     assert max(loads_per_loop(ptx)) == 4, ptx
 
 
+@cuda.jit
+def block_stride_copy(a, out):
+    t = cuda.threadIdx.x
+    for j in range(t, a.size, 256):
+        out[j] = a[j]
+
+
+@cuda.jit
+def offset_stride_copy(a, out, start):
+    for j in range(start + cuda.threadIdx.x, a.size, 256):      # a start of unknown sign
+        out[j] = a[j]
+
+
+def test_a_range_from_a_thread_index_needs_no_negative_index_correction():
+    # range steps are nsw (compiler/rangeloops.py): j = t, t + 256, ... stays >= 0, so a[j]
+    # needs no Python wraparound (nvcc's PTX has none either); with a start of unknown sign
+    # the correction stays
+    correction = re.compile(r"icmp slt i64 %[\w.]+, 0\b")
+    spec = block_stride_copy.compile("void(float32[::1], float32[::1])", arch="sm_90")
+    assemble(spec.ptx)
+    assert not correction.search(spec.llvm_ir), spec.llvm_ir
+    spec = offset_stride_copy.compile("void(float32[::1], float32[::1], int64)", arch="sm_90")
+    assert correction.search(spec.llvm_ir)
+
+
+def test_range_loops_still_step_as_python_does(monkeypatch):
+    from gpureplace.config import settings
+    monkeypatch.setattr(settings, "backend", "simulator")
+
+    @cuda.jit
+    def walk(out, start, stop, step):
+        k = 0
+        for j in range(start, stop, step):
+            out[k] = j
+            k += 1
+        out[k] = -999
+
+    for args in ((0, 10, 3), (10, -1, -3), (5, 5, 1), (-7, 7, 5), (2**62, 2**63 - 1, 2**61)):
+        out = np.zeros(16, np.int64)
+        walk[1, 1](out, *args)
+        expected = list(range(*args))
+        assert out[:len(expected)].tolist() == expected and out[len(expected)] == -999
+    ptx = walk.compile("void(int64[::1], int64, int64, int64)", arch="sm_90").ptx
+    assemble(ptx)
+
+
 def test_a_constant_trip_count_too_long_to_unroll_fully_is_unrolled_4x():
     # bench/codegen.py's n-body: 256 steps of ~30 instructions over a shared-memory tile; LLVM's
     # NVPTX default partial threshold (75) gave 2 copies, nvcc makes 4 (backend.py)
