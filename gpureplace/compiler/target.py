@@ -8,7 +8,6 @@ undecorated helpers); that single hook is what makes dispatch contextual.
 
 from __future__ import annotations
 
-import collections.abc
 import functools
 import threading
 import weakref
@@ -24,6 +23,7 @@ from ..arch import DEFAULT_ARCH
 from . import abi, backend
 from .bfloat16 import register_dtype
 from .datamodels import NARROW_FLOATS, GPUDIBuilder, data_models
+from .hostconstants import install_cffi, int_constant_class, int_constants
 
 
 class GPUReplaceTarget(GPU):
@@ -61,25 +61,6 @@ def _register_overload_jit():
 _register_overload_jit()
 
 
-def _int_constant_class(val):
-    """A class whose members are its own int instances, without being an enum.Enum (whose
-    typing Numba has): cuda-python's enums (``cuda.bindings.runtime.cudaRoundMode``)."""
-    import enum
-    return (isinstance(val, type) and issubclass(val, int) and val not in (int, bool)
-            and not issubclass(val, enum.Enum)
-            and isinstance(getattr(val, "__members__", None), collections.abc.Mapping))
-
-
-@functools.lru_cache(maxsize=None)
-def _int_constants(cls):
-    """A module holding ``cls``'s members as plain ints (what device code reads of it)."""
-    import types as pytypes
-    mod = pytypes.ModuleType(f"{cls.__module__}.{cls.__qualname__}")
-    for name, member in cls.__members__.items():
-        setattr(mod, name, int(member))
-    return mod
-
-
 class GPUTypingContext(typing.BaseContext):
     """Numba typing context whose value resolution goes through a gpureplace ``Context``."""
 
@@ -107,24 +88,16 @@ class GPUTypingContext(typing.BaseContext):
             return ty
         if hasattr(val, "__cuda_array_interface__"):
             return device_array_type(val)       # (mapped and simulated device arrays too)
-        if _int_constant_class(val):
+        if int_constant_class(val):
             # an enumeration of ints that is not an enum.Enum (cuda.bindings' cudaRoundMode):
             # its members are int constants, read as a module's (cudaRoundMode.cudaRoundZero)
-            return types.Module(_int_constants(val))
-        if type(val).__module__.startswith(("cffi", "_cffi_backend")):
-            self._with_cffi()
+            return types.Module(int_constants(val))
+        if type(val).__module__.startswith(("cffi", "_cffi_backend")) and \
+                not getattr(self, "_cffi_installed", False):
+            # Numba's CFFI support (ffi.from_buffer(array)...), the first time it is needed
+            install_cffi(self, compilers(self.dispatch_context)[1])
+            self._cffi_installed = True
         return super().resolve_value_type(val)
-
-    def _with_cffi(self):
-        """Numba's CFFI support (``ffi.from_buffer(array)``, functions of out-of-line modules),
-        installed the first time device code reads a CFFI object."""
-        if getattr(self, "_cffi_installed", False):
-            return
-        from numba.core.typing import cffi_utils
-        from numba.misc import cffiimpl
-        self.install_registry(cffi_utils.registry)
-        compilers(self.dispatch_context)[1].install_registry(cffiimpl.registry)
-        self._cffi_installed = True
 
     def resolve_function_type(self, func, args, kws):
         _reject_host_only(func, args)
