@@ -134,6 +134,7 @@ def test_the_gpu_path_times_each_run_between_events_and_rates_it(monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_only        # (CUDA events and the driver's peaks; 16M threads in the simulator)
 def test_saxpy_on_the_gpu_moves_a_plausible_share_of_the_peak_bandwidth():
     import cupy as cp
     saxpy = _saxpy()
