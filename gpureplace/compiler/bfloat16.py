@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 import struct
 import sys
-from fractions import Fraction
 
 from llvmlite import ir
 from numba.core import types
@@ -43,6 +42,7 @@ def round_bits(value, mode: str = "rn") -> int:
     """The bfloat16 bits of ``value`` (a float, an int or a ``Fraction``, taken exactly) rounded
     once in ``mode``: "rn" to nearest even, "rz" toward zero, "rd" down, "ru" up.  An overflow
     gives infinity where the mode rounds away from zero, else the largest finite value."""
+    from fractions import Fraction        # (imports decimal: ~40 ms that import gpureplace spares)
     if isinstance(value, float):
         if math.isnan(value):
             return 0xFFC0 if math.copysign(1.0, value) < 0 else 0x7FC0

@@ -468,3 +468,15 @@ def test_import_gpureplace_does_not_import_ml_dtypes():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_import_gpureplace_does_not_import_decimal():
+    # fractions (for the exact bfloat16 rounding of constants) imports decimal: ~40 ms of every
+    # process's import, paid only where a bfloat16 constant is rounded
+    import subprocess
+    import sys
+    code = "import sys, gpureplace, gpureplace.cuda\nprint('decimal' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+    assert cuda.bf16.bfloat16(1 / 3) == BF(1 / 3)          # the rounding still imports it
