@@ -10,8 +10,11 @@ _MODULES = ("indexing", "devicemath", "libdevice_calls", "sync", "memory", "cons
             "bits", "bf16", "fp8", "printing", "external", "cg", "vectors", "cachehints")
 
 
+@functools.lru_cache(maxsize=None)
 def _modules():
-    return [importlib.import_module(f"{__package__}.{name}") for name in _MODULES]
+    # (once: the typing and target contexts ask for the registries at every refresh, several
+    # times a compile; importlib's lookups cost more than the rest of the refresh)
+    return tuple(importlib.import_module(f"{__package__}.{name}") for name in _MODULES)
 
 
 def typing_registries():
