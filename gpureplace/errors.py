@@ -213,22 +213,21 @@ class DriverRefusal(LaunchError):
     numba-cuda code catches around launches."""
 
 
-_refusal_class = []
+@functools.lru_cache(maxsize=None)
+def _refusal_class():
+    """DriverRefusal, made also cuda.core's CUDAError where cuda-core is installed (once)."""
+    try:
+        from cuda.core._utils.cuda_utils import CUDAError
+    except Exception:           # cuda-core not installed (or another layout): ours alone
+        return DriverRefusal
+    return type("DriverRefusal", (DriverRefusal, CUDAError),
+                {"__doc__": DriverRefusal.__doc__, "__module__": __name__})
 
 
 def driver_refusal(message, code="CUDA_ERROR_INVALID_VALUE"):
     """A ``DriverRefusal`` (also ``cuda.core``'s ``CUDAError`` where that is installed) whose
     message ends with the driver's error code."""
-    if not _refusal_class:
-        try:
-            from cuda.core._utils.cuda_utils import CUDAError
-        except Exception:           # cuda-core not installed (or another layout): ours alone
-            cls = DriverRefusal
-        else:
-            cls = type("DriverRefusal", (DriverRefusal, CUDAError),
-                       {"__doc__": DriverRefusal.__doc__, "__module__": __name__})
-        _refusal_class.append(cls)
-    return _refusal_class[0](f"{message} ({code})")
+    return _refusal_class()(f"{message} ({code})")
 
 
 class SignatureError(LaunchError, TypeError):

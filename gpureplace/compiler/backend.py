@@ -159,6 +159,12 @@ def data_layout() -> str:
     return str(target_machine(DEFAULT_ARCH, 80).target_data)
 
 
+@functools.lru_cache(maxsize=None)
+def target_data():
+    """LLVM's target data of that layout (type sizes and alignments), made once."""
+    return llvm.create_target_data(data_layout())
+
+
 def pass_builder(level: int, arch: str = DEFAULT_ARCH, ptx: int = 80):
     tm = target_machine(arch, ptx)
     pto = llvm.create_pipeline_tuning_options(speed_level=level)

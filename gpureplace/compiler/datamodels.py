@@ -62,9 +62,8 @@ def user_value_size(fetype):
     if not isinstance(model, (datamodel.models.StructModel, datamodel.models.PrimitiveModel)) \
             or isinstance(model, datamodel.models.OpaqueModel):
         return None
-    from llvmlite import binding as llvm
-    from .backend import data_layout
-    return model.get_data_type().get_abi_size(llvm.create_target_data(data_layout()))
+    from .backend import target_data
+    return model.get_data_type().get_abi_size(target_data())
 
 
 #: Numba's default data models, plus the device's (a fresh layer in front: Numba's own manager,

@@ -298,7 +298,6 @@ class GPUTargetContext(BaseContext):
 
     def init(self):
         self._codegen = _GPUCodegen()
-        self._target_data = None
         self.data_model_manager = data_models
         self._subroutines = {}
 
@@ -368,10 +367,7 @@ class GPUTargetContext(BaseContext):
 
     @property
     def target_data(self):
-        if self._target_data is None:
-            import llvmlite.binding as llvm
-            self._target_data = llvm.create_target_data(backend.data_layout())
-        return self._target_data
+        return backend.target_data()
 
     def load_additional_registries(self):
         # Importing these registers their lowerings in Numba's builtin registry.

@@ -41,7 +41,8 @@ class CUDAGUFunc:
 
     def __init__(self, func, signatures, layout, identity=None, writable_args=(), **options):
         jit_options = check_options("guvectorize", options)
-        self._given = (func, [], layout, identity, dict(options))   # what a pickle rebuilds
+        # what a pickle rebuilds it from: the function, the signatures added, the options
+        self._given = (func, [], dict(options, identity=identity))
         self.py_func = getattr(func, "py_func", func)
         self._element = element_function(func, "guvectorize", jit_options)
         self.__name__ = getattr(self.py_func, "__name__", "gufunc")
@@ -59,9 +60,8 @@ class CUDAGUFunc:
 
     def __reduce__(self):
         """Pickled as its Python function, signatures and options (jit/pickling.py)."""
-        func, *rest = self._given
-        return (pickling.rebuild, (pickling.identifier(self), _rebuild, type(self),
-                                   pickling.function_bytes(func), *rest))
+        func, sigs, kwargs = self._given
+        return pickling.reduce_made(self, func, (sigs, self.signature), kwargs)
 
     def add(self, sig):
         args, ret = normalize_signature(sig, f"cuda.guvectorize of {self.__qualname__}")
@@ -194,8 +194,3 @@ def _shares(view, base):
     if simulated():
         return np.shares_memory(view, base)
     return view.data.ptr == base.data.ptr
-
-
-def _rebuild(cls, func_bytes, signatures, layout, identity, options):
-    return cls(pickling.loads_function(func_bytes), signatures, layout, identity=identity,
-               **options)

@@ -24,7 +24,8 @@ class CUDAUFunc:
 
     def __init__(self, func, signatures=(), identity=None, **options):
         jit_options = check_options("vectorize", options)
-        self._given = (func, [], identity, dict(options))     # what a pickle rebuilds it from
+        # what a pickle rebuilds it from: the function, the signatures added, the options
+        self._given = (func, [], dict(options, identity=identity))
         self.py_func = getattr(func, "py_func", func)
         self._element = element_function(func, "vectorize", jit_options)
         self.__name__ = getattr(self.py_func, "__name__", "ufunc")
@@ -46,9 +47,8 @@ class CUDAUFunc:
 
     def __reduce__(self):
         """Pickled as its Python function, signatures and options (jit/pickling.py)."""
-        func, *rest = self._given
-        return (pickling.rebuild, (pickling.identifier(self), _rebuild, type(self),
-                                   pickling.function_bytes(func), *rest))
+        func, sigs, kwargs = self._given
+        return pickling.reduce_made(self, func, (sigs,), kwargs)
 
     def add(self, sig):
         """Add a signature (``"float32(float32, float32)"``, or Numba types)."""
@@ -247,7 +247,3 @@ def _elementwise_kernel(element, scalars, ndim, name):
     env = {"grid": grid, "gridsize": gridsize, "f": element}
     exec(compile(src, f"<cuda.vectorize({name})>", "exec"), env)
     return jit(env[f"vectorized_{name}"])
-
-
-def _rebuild(cls, func_bytes, signatures, identity, options):
-    return cls(pickling.loads_function(func_bytes), signatures, identity=identity, **options)

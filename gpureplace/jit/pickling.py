@@ -47,6 +47,16 @@ def rebuild(uid, make, *args):
     return obj
 
 
+def reduce_made(obj, func, args, kwargs):
+    """``__reduce__`` of an object made as ``type(obj)(func, *args, **kwargs)`` (the ufuncs of
+    ``cuda.vectorize`` / ``guvectorize``): ``func`` pickled by ``function_bytes``."""
+    return (rebuild, (identifier(obj), _make, type(obj), function_bytes(func), args, kwargs))
+
+
+def _make(cls, func_bytes, args, kwargs):
+    return cls(loads_function(func_bytes), *args, **kwargs)
+
+
 def loads_function(data):
     import pickle
     return pickle.loads(data)

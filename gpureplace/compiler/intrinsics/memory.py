@@ -177,7 +177,7 @@ def itemsize_of(eltype):
     from .vectors import VectorType
     if isinstance(eltype, VectorType):
         return eltype.element.bitwidth // 8 * eltype.count
-    size = user_value_size(eltype)
+    size = user_value_size(eltype) if not isinstance(eltype, DTYPE_KINDS) else None
     return size if size is not None else numpy_support.as_dtype(eltype).itemsize
 
 
