@@ -116,7 +116,6 @@ def llvm_param_types(argtypes):
 def rebuild(context, builder, ty, params):
     """Numba value of type ``ty`` from the flat kernel parameters (consumed from ``params``)."""
     if isinstance(ty, types.Array):
-        from numba.np.arrayobj import make_array
         ptr = params.pop(0)
         from .intrinsics.vectors import VectorType
         if isinstance(ty.dtype, VectorType) and isinstance(ptr, ir.Argument):
@@ -124,24 +123,26 @@ def rebuild(context, builder, ty, params):
             # and store each vector with one wide access (ld.global.v4.f32 for float32x4)
             ptr.attributes.align = ty.dtype.alignment
         shape = [params.pop(0) for _ in range(ty.ndim)]
-        dataty = context.get_data_type(ty.dtype)
-        itemsize = context.get_abi_sizeof(dataty)
+        itemsize = _itemsize(context, ty.dtype)
         if passes_strides(ty):
             strides = [params.pop(0) for _ in range(ty.ndim)]
         else:
             strides = _contiguous_strides(builder, shape, itemsize, ty.layout)
-        ary = make_array(ty)(context, builder)
-        nitems = context.get_constant(types.intp, 1)
+        nitems = ir.Constant(ir.IntType(64), 1)
         for s in shape:
             nitems = builder.mul(nitems, s)
-        ary.data = builder.bitcast(ptr, ary.data.type)
-        ary.shape = _pack(builder, shape)
-        ary.strides = _pack(builder, strides)
-        ary.itemsize = context.get_constant(types.intp, itemsize)
-        ary.nitems = nitems
-        ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
-        ary.parent = cgutils.get_null_value(ary.parent.type)
-        return ary._getvalue()
+        # Numba's array struct, built field by field (meminfo and parent stay null): a struct
+        # proxy would put it in an alloca, and ask the context for ``__array__`` each time
+        model = context.data_model_manager[ty]
+        struct = model.get_value_type()
+        value = ir.Constant(struct, None)
+        data_at = model.get_field_position("data")
+        fields = (("nitems", nitems), ("itemsize", ir.Constant(ir.IntType(64), itemsize)),
+                  ("data", builder.bitcast(ptr, struct.elements[data_at])),
+                  ("shape", _pack(builder, shape)), ("strides", _pack(builder, strides)))
+        for name, field in fields:
+            value = builder.insert_value(value, field, model.get_field_position(name))
+        return value
     if isinstance(ty, (types.Record, types.CPointer)):
         return builder.bitcast(params.pop(0), context.get_value_type(ty))
     if isinstance(ty, types.Boolean):
@@ -165,6 +166,18 @@ def rebuild(context, builder, ty, params):
         # parameter onto the wrong value)
         raise TypeError(f"{ty}: its kernel parameters have no rebuild")
     return cgutils.get_null_value(context.get_value_type(ty))
+
+
+_ITEMSIZES = {}
+
+
+def _itemsize(context, dtype):
+    """Bytes of one element of ``dtype`` in device memory (llvmlite parses a module to size a
+    type, a fraction of a millisecond each time: remembered per type)."""
+    size = _ITEMSIZES.get(dtype)
+    if size is None:
+        size = _ITEMSIZES[dtype] = context.get_abi_sizeof(context.get_data_type(dtype))
+    return size
 
 
 def _pack(builder, values):

@@ -13,6 +13,8 @@ import ast
 import dis
 import functools
 import inspect
+import linecache
+import re
 import textwrap
 
 from ..errors import CompileError
@@ -115,11 +117,37 @@ class _Finder(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+_DEF_LINE = re.compile(r"^(\s*def\s)|(\s*async\s+def\s)|(.*(?<!\w)lambda(:|\s))|^(\s*@)")
+
+
+def source_lines(code):
+    """(lines, first line number) of the source of the function whose code is ``code``, as
+    ``inspect.getsourcelines`` finds them, without its search of every imported module for the
+    file (a few milliseconds a call, most of a small kernel's check here): the lines come from
+    ``linecache`` by the code's file name (IPython registers its cells there), or, where it has
+    none for a file (a zip import), from ``inspect``.  Raises OSError without source."""
+    filename = code.co_filename
+    generated = filename.startswith("<") and filename.endswith(">")   # exec's "<string>"
+    if not generated:
+        linecache.checkcache(filename)
+    lines = linecache.getlines(filename)
+    if not lines:
+        if generated:                      # (inspect finds nothing more for these)
+            raise OSError(f"no source for {filename}")
+        return inspect.getsourcelines(code)
+    at = code.co_firstlineno - 1
+    if at >= len(lines):
+        raise OSError(f"line {at + 1} is beyond the end of {filename}")
+    while at > 0 and not _DEF_LINE.match(lines[at]):
+        at -= 1
+    return inspect.getblock(lines[at:]), at + 1
+
+
 @functools.lru_cache(maxsize=2048)
 def tree_of(code):
     """(AST of the function whose code is ``code``, line offset), or None without source."""
     try:
-        lines, start = inspect.getsourcelines(code)
+        lines, start = source_lines(code)
     except (OSError, TypeError, IndexError):
         return None
     try:

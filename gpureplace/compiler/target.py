@@ -72,6 +72,12 @@ class GPUTypingContext(typing.BaseContext):
         register_dtype()                     # (a bfloat16 array, if ml_dtypes is loaded)
         return super().resolve_argument_type(val)
 
+    def refresh(self):
+        if _unchanged(self, ("functions", "attributes", "globals")):
+            return
+        super().refresh()
+        _unchanged(self, ("functions", "attributes", "globals"))
+
     def load_additional_registries(self):
         from numba.core.typing import cmathdecl, enumdecl
         from .intrinsics import registry as intrinsic_registries
@@ -115,6 +121,22 @@ class GPUTypingContext(typing.BaseContext):
 _ALLOCATORS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
                "full_like", "array", "asarray", "arange", "linspace", "copy", "concatenate",
                "stack", "eye", "identity")
+
+
+def _unchanged(context, lists):
+    """Whether no registry ``context`` has installed has gained a registration since this was
+    last asked (and remember the answer's state).  Numba refreshes a context at every lookup
+    that misses (each array ``make_array`` asks for ``__array__``, which plain arrays lack), a
+    quarter of a millisecond a time; registries only grow, and every one a refresh would install
+    is installed at the first, so equal counts mean a refresh would install nothing."""
+    mark = (len(context._registries),
+            sum(len(getattr(reg, name, ())) for reg in context._registries for name in lists))
+    seen = context.__dict__.get("_refreshed_mark")
+    context._refreshed_mark = mark
+    return seen == mark
+
+
+_LOWERING_LISTS = ("functions", "getattrs", "setattrs", "casts", "constants")
 
 
 def _allocator_name(func):
@@ -383,9 +405,13 @@ class GPUTargetContext(BaseContext):
             self.install_registry(reg)
 
     def refresh(self):
+        if _unchanged(self, _LOWERING_LISTS):
+            self.typing_context.refresh()
+            return
         super().refresh()
         from .rangeloops import take_precedence
         take_precedence(self._defns)          # for j in range(...) steps marked nsw
+        _unchanged(self, _LOWERING_LISTS)
 
     @functools.cached_property
     def call_conv(self):

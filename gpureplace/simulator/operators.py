@@ -25,13 +25,13 @@ runs as it is.
 from __future__ import annotations
 
 import ast
-import inspect
 import operator
 import textwrap
 import types as pytypes
 
 import numpy as np
 
+from ..compiler.constructs import source_lines
 from .arrays import DEVICE_VALUE_TYPES, wrap_int
 
 #: the global name the rewritten code reads this module under
@@ -255,7 +255,7 @@ def rewrite(pyfunc):
 def _rewrite(pyfunc, code):
     if code.co_name == "<lambda>":
         return None
-    lines, first = inspect.getsourcelines(pyfunc)
+    lines, first = source_lines(code)
     tree = ast.parse(textwrap.dedent("".join(lines)))
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) or \
             tree.body[0].name != code.co_name:

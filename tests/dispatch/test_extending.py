@@ -290,3 +290,33 @@ def test_enum_members_are_kernel_arguments(monkeypatch):
     assemble(radius.inspect_asm(psig))
     _enums.compile((arguments.numba_type_of_key(key),) * 2 + (nbt.int64[::1],))
     assemble(_enums.inspect_asm((arguments.numba_type_of_key(key),) * 2 + (nbt.int64[::1],)))
+
+
+def test_typing_and_lowering_registered_after_kernels_compiled_are_found():
+    # Contexts skip a refresh while no registry has grown (compiler/target.py): one registered
+    # after kernels have compiled must still be installed when a kernel first uses it.
+    _uses_numba_extensions.compile((nbt.int64[::1], nbt.int64))
+
+    def tripled(x):
+        raise NotImplementedError("host stand-in")
+
+    @type_callable(tripled)
+    def _type_tripled(context):
+        def typer(x):
+            if isinstance(x, types.Integer):
+                return x
+        return typer
+
+    @lower(tripled, types.Integer)
+    def _lower_tripled(context, builder, sig, args):
+        return builder.mul(args[0], context.get_constant(sig.args[0], 3))
+
+    @cuda.jit
+    def uses_late(out, a):
+        out[0] = tripled(a)
+
+    sig = (nbt.int64[::1], nbt.int64)
+    uses_late.compile(sig)
+    ptx = uses_late.inspect_asm(sig)
+    assert re.search(r"mul\.lo\.s64\s+%rd\d+, %rd\d+, 3;", ptx), ptx   # a * 3, as lowered
+    assemble(ptx)
