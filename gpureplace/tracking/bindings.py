@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import builtins
 import threading
+from itertools import repeat
+from operator import is_
 
 from . import world
 from .contents import snapshot as take_snapshot
@@ -22,6 +24,30 @@ _MISSING = object()
 _lock = threading.Lock()
 _tracked = {}       # id(namespace dict) -> (namespace dict, {name: [value, fingerprint, snapshot]})
 _cells = {}         # id(closure cell) -> (cell, function name, variable, [value, fp, snapshot])
+_views = {}         # id(namespace dict) -> its _View (dropped whenever an entry may change)
+
+
+class _View:
+    """A namespace's tracked bindings as ``check`` reads them in bulk: the names bound in the
+    namespace with no arrays to compare (``plain``) and the values seen for them, compared by
+    identity in C loops (``map``) -- a tenth of a microsecond per binding where a Python loop
+    took four times that; the rest (arrays, names found in builtins) one at a time."""
+
+    __slots__ = ("names", "plain", "seen", "others")
+
+    def __init__(self, ns, names):
+        self.names = names                  # (whose view this is: ids of dicts are reused)
+        self.plain, self.seen, self.others = [], [], []
+        for name, entry in names.items():
+            if entry[2] is None and name in ns:
+                self.plain.append(name)
+                self.seen.append(entry[0])
+            else:
+                self.others.append(name)
+
+    def unchanged(self, ns):
+        """Whether every plain name is still bound to the object seen."""
+        return all(map(is_, map(ns.get, self.plain, repeat(_MISSING)), self.seen))
 
 
 class Change(tuple):
@@ -40,6 +66,7 @@ def track(namespace, name, value, fp, snap=None):
         if entry is None or entry[0] is not namespace:
             entry = _tracked[id(namespace)] = (namespace, {})
         entry[1][name] = [value, fp, snap]
+        _views.pop(id(namespace), None)
 
 
 def _track_cell(pyfunc, rec):
@@ -94,16 +121,26 @@ def check():
     changed = []
     bdict = vars(builtins)
     with _lock:
-        for ns, names in _tracked.values():
-            for name, entry in names.items():
+        for key, (ns, names) in _tracked.items():
+            view = _views.get(key)
+            if view is None or view.names is not names:
+                view = _views[key] = _View(ns, names)
+            if view.unchanged(ns):
+                todo = view.others                 # the common case, kept cheap
+            else:
+                todo = names
+                del _views[key]
+            for name in todo:
+                entry = names[name]
                 cur = ns.get(name, _MISSING)
                 if cur is _MISSING:
                     cur = bdict.get(name, _MISSING)
                 if cur is entry[0] and entry[2] is None:
-                    continue                       # the common case, kept cheap
+                    continue
                 how = _compare(entry, cur)
                 if how is not None:
                     changed.append(Change(ns.get("__name__", "?"), name, how, ns))
+                    _views.pop(key, None)
         for cell, owner, name, entry in _cells.values():
             try:
                 cur = cell.cell_contents
@@ -123,3 +160,4 @@ def clear():
     with _lock:
         _tracked.clear()
         _cells.clear()
+        _views.clear()
