@@ -63,6 +63,11 @@ class CUDAGUFunc:
         func, sigs, kwargs = self._given
         return pickling.reduce_made(self, func, (sigs, self.signature), kwargs)
 
+    def __dask_tokenize__(self):
+        """Dask's token: the digest of its definition (a redefinition gets a new one)."""
+        func, sigs, kwargs = self._given
+        return pickling.made_token(self, func, (sigs, self.signature), kwargs)
+
     def add(self, sig):
         args, ret = normalize_signature(sig, f"cuda.guvectorize of {self.__qualname__}")
         if ret is not None and ret != types.void and ret != types.none:

@@ -50,6 +50,11 @@ class CUDAUFunc:
         func, sigs, kwargs = self._given
         return pickling.reduce_made(self, func, (sigs,), kwargs)
 
+    def __dask_tokenize__(self):
+        """Dask's token: the digest of its definition (a redefinition gets a new one)."""
+        func, sigs, kwargs = self._given
+        return pickling.made_token(self, func, (sigs,), kwargs)
+
     def add(self, sig):
         """Add a signature (``"float32(float32, float32)"``, or Numba types)."""
         args, ret = normalize_signature(sig, f"cuda.vectorize of {self.__qualname__}")

@@ -20,6 +20,7 @@ import weakref
 from ..config import settings
 from ..tracking import world
 from ..tracking.fingerprint import fingerprint
+from ..tracking.pickled import Defined, digesting, pickled_digest
 from ..tracking.names import qualified_name
 
 _MISSING = object()
@@ -40,14 +41,27 @@ def host_key(obj):
 class Override:
     """One entry of a context's table: ``host`` replaced by ``impl`` on the device."""
 
-    __slots__ = ("host", "impl", "context", "types", "serial")
+    __slots__ = ("host", "impl", "context", "types", "serial", "digest")
 
-    def __init__(self, host, impl, context, types=None):
+    def __init__(self, host, impl, context, types=None, digest=None):
         self.host = host
         self.impl = impl
         self.context = context
         self.types = types
         self.serial = next(_ids)
+        self.digest = digest          # of the pickled implementation, once pickled
+
+    def definition_digest(self):
+        """Digest of the implementation as pickled now (cloudpickle: by value, with the globals
+        it reads, where it cannot be imported by name), remembered as ``digest``: what another
+        process compares to tell an unchanged override from a redefined one."""
+        self.digest = pickled_digest(self.impl)
+        return self.digest
+
+    def match_key(self):
+        """What identifies this override across processes: the host's qualified name (a host
+        defined in a notebook arrives as a new object with every pickle) and the types."""
+        return (repr(qualified_name(self.host)), self.types)
 
     def __repr__(self):
         return (f"<Override {qualified_name(self.host)} -> {qualified_name(self.impl)} "
@@ -220,6 +234,78 @@ class Context:
                 h.update(f"{qualified_name(ovr.host)}->{fp}|{ovr.types!r};".encode())
         return h.hexdigest()
 
+    # -- pickling (Dask workers, multiprocessing) --------------------------------------------
+    def __reduce__(self):
+        """Pickled by what defines it: the built-in table as a reference (every process has
+        it); any other context as its name, parent, fast-math flag, options and its own
+        overrides.  Unpickled where a context of that name exists, that context is brought up
+        to date -- overrides whose pickled implementation is unchanged are kept, so what was
+        compiled with them stays valid; a changed or removed one moves the world, as a
+        redefinition does -- else one is made."""
+        if self is builtin_context:
+            return (_builtin, ())
+        if digesting():
+            return (Defined, (self.definition_digest(),))
+        from numba import cloudpickle      # (a notebook's functions go by value)
+        mine = self.overrides()
+        table = cloudpickle.dumps([(o.host, o.impl, o.types) for o in mine])
+        return (_rebuild_context, (self.name, self.parent, self.fastmath, dict(self.options),
+                                   table, [o.definition_digest() for o in mine]))
+
+    def definition_digest(self):
+        """Digest of this context's stack as pickled (names, flags, options, every override's
+        pickled implementation): part of the Dask token of a kernel compiled in it."""
+        h = hashlib.blake2b(digest_size=16)
+        for layer in self.stack():
+            h.update(f"{layer.name}|{layer.fastmath}|{sorted(layer.options.items())!r};".encode())
+            if layer is builtin_context:
+                continue
+            for ovr in sorted(layer.overrides(), key=Override.match_key):
+                h.update(f"{ovr.match_key()!r}->{ovr.definition_digest()};".encode())
+        return h.hexdigest()
+
+    def __dask_tokenize__(self):
+        return ("gpureplace.Context", self.definition_digest())
+
+    def _adopt(self, parent, fastmath, options, overrides):
+        """Bring this context to the pickled definition (see ``__reduce__``)."""
+        with _lock:
+            if parent is not self._parent:
+                self.parent = parent
+            if bool(fastmath) != self.fastmath or dict(options) != self.options:
+                self.fastmath, self.options = bool(fastmath), dict(options)
+                self._bump()
+            mine = {o.match_key(): o for o in self.overrides()}
+            arrived = set()
+            for host, impl, argtypes, digest in overrides:
+                ovr = Override(host, impl, self, argtypes, digest)
+                key = ovr.match_key()
+                arrived.add(key)
+                have = mine.get(key)
+                if have is not None and have.digest == digest:
+                    continue                          # unchanged: compiled code stays valid
+                if have is not None:
+                    self._remove(have)
+                self._insert(ovr)
+            for key, have in mine.items():
+                if key not in arrived:
+                    self._remove(have)
+
+    def _insert(self, ovr):
+        if ovr.types is None:
+            self._table[host_key(ovr.host)] = ovr
+        else:
+            self._typed.setdefault(host_key(ovr.host), {})[ovr.types] = ovr
+        self._bump()
+
+    def _remove(self, ovr):
+        key = host_key(ovr.host)
+        if ovr.types is None:
+            self._table.pop(key, None)
+        else:
+            self._typed.get(key, {}).pop(ovr.types, None)
+        self._bump()
+
     @property
     def effective_fastmath(self):
         return any(layer.fastmath for layer in self.stack())
@@ -302,6 +388,22 @@ default_context = Context("default", parent=builtin_context)
 #: single-precision denormals flush to zero in every function (backend.flush_denormals),
 #: division and square root are approximate, and LLVM's fast-math flags are on.
 fastmath_context = Context("fastmath", parent=default_context, fastmath=True)
+
+
+def _builtin():
+    return builtin_context
+
+
+def _rebuild_context(name, parent, fastmath, options, table, digests):
+    """A pickled context in this process (see ``Context.__reduce__``)."""
+    import pickle
+    overrides = [(*entry, digest) for entry, digest in zip(pickle.loads(table), digests)]
+    with _lock:
+        ctx = _named.get(name)
+        if ctx is None:
+            ctx = Context(name, parent=parent, fastmath=fastmath, **options)
+        ctx._adopt(parent, fastmath, options, overrides)
+    return ctx
 
 
 def current_default():

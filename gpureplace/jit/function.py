@@ -306,39 +306,77 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         return f"<gpureplace {kind} {self.__qualname__} context={self.context.name!r}>"
 
     def __reduce__(self):
-        """Pickled as its Python function and options (jit/pickling.py): the other process
-        compiles for itself; a context is named (the other process must have one of that
-        name); the default context is whatever is the default there."""
+        """Pickled as its Python function, options and context (jit/pickling.py): the other
+        process compiles for itself, or keeps what it compiled for an earlier pickle of the
+        same definition; the context travels with its overrides (dispatch/context.py)."""
         if self._parent is not None and self._only_keys is None:
             return self._parent.__reduce__()          # a with_context() variant: as its parent
+        uid = pickling.identifier(self)
+        if pickling.is_pickling_function_of(uid):      # itself, in its own globals (recursion)
+            return (pickling.SelfReference, ("" if pickling.digesting() else uid,))
+        if pickling.digesting():
+            return (pickling.Defined, (self.definition_digest(),))
+        return self._reduce_now()
+
+    def _reduce_now(self):
+        uid = pickling.identifier(self)
+        state, extra = self._definition()
+        with pickling.pickling_function_of(uid):
+            data = pickling.function_bytes(self.py_func)
+        return (rebuild_function, (uid, data, state, dict(extra, context=self._context),
+                                   self.definition_digest()))
+
+    def _definition(self):
+        """(options, the rest of what defines it but the function and its context)."""
         state = {"device": self.device, "fastmath": self._fastmath, "opt": self._opt,
                  "lineinfo": self._lineinfo, "debug": self._debug, "arch": self._arch,
                  "max_registers": self._max_registers,
                  "launch_bounds": self._launch_bounds or None, "link": self._link or None,
                  "shared_memory_carveout": self._carveout}
-        extra = {"context": None if self._context is None else self._context.name,
-                 "declared_signatures": self.declared_signatures,
+        extra = {"declared_signatures": self.declared_signatures,
                  "declared_returns": self.declared_returns, "only_keys": self._only_keys,
                  "extensions": list(self._extensions)}
-        return (rebuild_function, (pickling.identifier(self),
-                                   pickling.function_bytes(self.py_func), state, extra))
+        return state, extra
+
+    def definition_digest(self):
+        """Digest of what defines it (jit/pickling.py): its function as pickled, with the
+        globals it reads and the definitions of the device functions it calls, and its
+        options; its context's overrides are digested apart (they may change alone)."""
+        if self._parent is not None and self._only_keys is None:
+            return self._parent.definition_digest()
+        return self._digest_now()
+
+    def _digest_now(self):
+        state, extra = self._definition()
+        with pickling.pickling_function_of(pickling.identifier(self)):
+            data = pickling.pickled_digest(self.py_func)
+        return pickling.digest(data, state, extra)
+
+    def __dask_tokenize__(self):
+        """Dask's token: the digest of its definition and of its context's (a redefinition of
+        it, of a function it calls or of an override it may use gets a new token)."""
+        return ("gpureplace.GPUFunction", self.definition_digest(),
+                self.context.definition_digest())
 
 
-def rebuild_function(uid, func_bytes, state, extra):
+def rebuild_function(uid, func_bytes, state, extra, definition=None):
     """What a pickled ``GPUFunction`` becomes (see ``GPUFunction.__reduce__``)."""
     def make():
         py_func = pickling.loads_function(func_bytes)
-        name = extra["context"]
-        gf = GPUFunction(py_func, context=None if name is None else Context.named(name),
-                         **state)
+        context = extra["context"]
+        if isinstance(context, str):                # (pickled by a version that named it)
+            context = Context.named(context)
+        gf = GPUFunction(py_func, context=context, **state)
         gf.declared_signatures = tuple(extra["declared_signatures"])
         gf.declared_returns = dict(extra["declared_returns"])
         gf._only_keys = extra["only_keys"]
         gf.extensions.extend(extra["extensions"])
+        gf.__dict__["_pickle_uid"] = uid
+        pickling.resolve_self_references(py_func, gf)
         for args in gf.declared_signatures:
             gf.compile(args)
         return gf
-    return pickling.rebuild(uid, make)
+    return pickling.rebuild(uid, make, definition=definition)
 
 
 def _check_definition(py_func, device):

@@ -8,16 +8,30 @@ by reference when its module can be imported by name, by value otherwise (a func
 a notebook cell, in ``__main__`` or inside another function), with the globals it reads: a device
 function it calls is pickled the same way, recursively.
 
-Each pickled object carries an identifier: unpickled in the process that pickled it (or a second
-time anywhere), it is the same object again, with its compiled kernels, not a copy.
+Each pickled object carries an identifier and a digest of its definition (the pickled function,
+its globals and callees, its context's overrides, its options): unpickled where an object of
+that identifier and digest lives (the process that pickled it, or a Dask worker that ran an
+earlier task), it is that object again, with its compiled kernels, not a copy.  A new digest
+under a known identifier is a redefinition made where it was pickled (a notebook cell re-run):
+the new definition is built and compiled; what did not change -- device functions and other
+kernels, each with its own identifier and digest -- stays as it was, compiled.  The digest is
+also what Dask's ``tokenize`` sees (``__dask_tokenize__``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import uuid
 import weakref
 
+from ..tracking.pickled import Defined, digest, digesting, pickled_digest  # noqa: F401
+
 _objects = weakref.WeakValueDictionary()      # identifier -> object pickled or rebuilt here
+#: identifier -> object rebuilt here, kept alive: a Dask worker's task holds its kernel only
+#: while it runs, and the next task of the same definition must find it, compiled (one object
+#: per identifier: a redefinition replaces the one before)
+_rebuilt = {}
 
 
 def identifier(obj):
@@ -30,27 +44,89 @@ def identifier(obj):
     return uid
 
 
+_active = threading.local()                   # .uids: objects whose function is being pickled
+
+
+@contextlib.contextmanager
+def pickling_function_of(uid):
+    """While the function of the object ``uid`` is pickled (a recursive device function's
+    globals hold the object itself: see ``self_reference``)."""
+    uids = _active.__dict__.setdefault("uids", set())
+    uids.add(uid)
+    try:
+        yield
+    finally:
+        uids.discard(uid)
+
+
+def is_pickling_function_of(uid):
+    return uid in getattr(_active, "uids", ())
+
+
+class SelfReference:
+    """Where a pickled function referred to the object being pickled (itself, for a recursive
+    device function): replaced by the rebuilt object (``resolve_self_references``)."""
+
+    def __init__(self, uid):
+        self.uid = uid
+
+    def __reduce__(self):
+        return (SelfReference, (self.uid,))
+
+
+def resolve_self_references(func, obj):
+    """Put ``obj`` where ``func``'s globals and closure hold a ``SelfReference`` to it."""
+    uid = obj.__dict__.get("_pickle_uid")
+    for name, value in list(func.__globals__.items()):
+        if isinstance(value, SelfReference) and value.uid == uid:
+            func.__globals__[name] = obj
+    for cell in func.__closure__ or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            continue
+        if isinstance(value, SelfReference) and value.uid == uid:
+            cell.cell_contents = obj
+
+
 def function_bytes(func):
     """``func`` pickled by cloudpickle (by value where it cannot be imported by name)."""
     from numba import cloudpickle
     return cloudpickle.dumps(func)
 
 
-def rebuild(uid, make, *args):
-    """The object pickled as ``uid``: the live one if this process has it, else ``make(*args)``
-    (remembered under ``uid``)."""
+def rebuild(uid, make, *args, definition=None):
+    """The object pickled as ``uid``: the live one if this process has it with the same
+    ``definition`` digest, else ``make(*args)`` (remembered under ``uid``, replacing an earlier
+    definition's)."""
     obj = _objects.get(uid)
-    if obj is None:
+    if obj is None or (definition is not None and
+                       obj.__dict__.get("_pickle_digest", definition) != definition):
         obj = make(*args)
         obj.__dict__["_pickle_uid"] = uid
-        _objects[uid] = obj
+        _objects[uid] = _rebuilt[uid] = obj
+    if definition is not None:
+        obj.__dict__.setdefault("_pickle_digest", definition)
     return obj
 
 
 def reduce_made(obj, func, args, kwargs):
     """``__reduce__`` of an object made as ``type(obj)(func, *args, **kwargs)`` (the ufuncs of
     ``cuda.vectorize`` / ``guvectorize``): ``func`` pickled by ``function_bytes``."""
-    return (rebuild, (identifier(obj), _make, type(obj), function_bytes(func), args, kwargs))
+    if digesting():
+        return (Defined, (made_token(obj, func, args, kwargs),))
+    data = function_bytes(func)
+    return (_rebuild_made, (identifier(obj), type(obj), data, args, kwargs,
+                            made_token(obj, func, args, kwargs)))
+
+
+def made_token(obj, func, args, kwargs):
+    """``__dask_tokenize__`` of such an object: its definition's digest."""
+    return digest(type(obj).__qualname__, pickled_digest(func), args, sorted(kwargs.items()))
+
+
+def _rebuild_made(uid, cls, func_bytes, args, kwargs, definition):
+    return rebuild(uid, _make, cls, func_bytes, args, kwargs, definition=definition)
 
 
 def _make(cls, func_bytes, args, kwargs):

@@ -2,6 +2,7 @@
 and options: another process (here a fresh interpreter running the simulator) rebuilds them and
 compiles for itself; the same process gets the same object back."""
 
+import math
 import os
 import pickle
 import subprocess
@@ -75,18 +76,21 @@ def test_globals_travel_with_the_function_by_value():
     assert out == ["11"]
 
 
-def test_a_named_context_is_looked_up_by_name_and_must_exist():
+def test_a_context_travels_with_its_overrides():
     ctx = Context("pickled-ctx")
+    ctx.override(math.exp, math.sin)
     ns = _define()
     k = ns["lazy"].with_context(ctx)
     assert pickle.loads(pickle.dumps(ns["lazy"])) is ns["lazy"]
     fresh = cuda.jit(ns["lazy"].py_func, context=ctx)
     data = pickle.dumps(fresh)
-    done = subprocess.run([sys.executable, "-c", "import pickle, sys; "
-                           "pickle.loads(sys.stdin.buffer.read())"], input=data,
-                          capture_output=True, timeout=300,
+    done = subprocess.run([sys.executable, "-c", "import pickle, sys, math; "
+                           "k = pickle.loads(sys.stdin.buffer.read()); "
+                           "print(k.context.name, k.context.lookup(math.exp).impl is math.sin)"],
+                          input=data, capture_output=True, timeout=300,
                           env=dict(os.environ, GPUREPLACE_BACKEND="simulator"))
-    assert done.returncode != 0 and b"no context is called 'pickled-ctx'" in done.stderr
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [b"pickled-ctx", b"True"]
     assert k.context is ctx
 
 

@@ -10,6 +10,22 @@ from numba.core import errors as nb_errors
 from numba.core import types
 
 
+_stubs = {}            # qualified name -> Stub (what a pickled stub names)
+
+
+def stub_named(qualname):
+    """The stub called ``qualname`` (``"cuda.syncthreads"``, ``"devicemath.abs"``) in this
+    process: how a stub unpickles (a context's overrides and a kernel's globals refer to them)."""
+    if qualname not in _stubs:
+        from . import registry
+        registry.language_modules()                 # (imports every intrinsic module)
+    try:
+        return _stubs[qualname]
+    except KeyError:
+        raise LookupError(f"this process's gpureplace has no device intrinsic {qualname} "
+                          f"(is it an older version than the one that pickled it?)") from None
+
+
 class Stub:
     """A device-only function, such as ``cuda.syncthreads``."""
 
@@ -18,6 +34,7 @@ class Stub:
         self.__qualname__ = f"{namespace}.{name}"
         self.__module__ = f"gpureplace.{namespace}"
         self.__doc__ = doc
+        _stubs.setdefault(self.__qualname__, self)
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"{self.__qualname__}() can only be used inside a kernel or device "
@@ -27,7 +44,7 @@ class Stub:
         return f"<device intrinsic {self.__qualname__}>"
 
     def __reduce__(self):
-        return self.__qualname__
+        return (stub_named, (self.__qualname__,))
 
 
 class Namespace:
