@@ -56,9 +56,9 @@ def unload_ipython_extension(ipython):
 
 def __getattr__(name):
     # ``gpureplace.simulator`` is imported on first use (most sessions never need it).
-    if name == "simulator":
+    if name in ("simulator", "dask"):           # (gpureplace.dask imports Dask)
         import importlib
-        return importlib.import_module(".simulator", __name__)
+        return importlib.import_module(f".{name}", __name__)
     if name in ("benchmark", "BenchmarkResult"):
         from . import benchmarking
         return getattr(benchmarking, name)

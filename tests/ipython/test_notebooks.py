@@ -17,7 +17,7 @@ def _kernel_installed():
     return "gpureplace" in KernelSpecManager().find_kernel_specs()
 
 
-@pytest.mark.parametrize("name", ["quickstart", "redefinition"])
+@pytest.mark.parametrize("name", ["quickstart", "redefinition", "dask"])
 def test_notebook_executes(name, tmp_path):
     if not _kernel_installed():
         pytest.skip("the gpureplace kernelspec is not installed (pip install the package)")
@@ -39,6 +39,9 @@ def test_notebook_executes(name, tmp_path):
         assert "scale redefined" in outputs and "saxpy will recompile" in outputs
         assert ".entry saxpy" in outputs
         assert "16-byte loads and stores: 3" in outputs
+    elif name == "dask":
+        assert "matches NumPy" in outputs
+        assert "the workers ran the new offset; recompiled: shifted" in outputs
     else:
         assert "refused:" in outputs and "fixed: recompiled" in outputs
         # helper is typed in the second code cell (In[2]), line 6 counting the %%cuda line

@@ -1,0 +1,137 @@
+"""gpureplace kernels as Dask tasks (issue 18's bench rows), on ``LocalCluster`` worker processes
+that share this machine's first GPU:
+
+1. overhead per task: a CuPy-backed Dask array of many small blocks through a gpureplace kernel
+   (``gpureplace.dask.map_blocks``) against the same kernel as a CuPy ``RawKernel`` in the same
+   kind of graph, warm (both compiled on every worker); goal <= 1.05x;
+2. a redefinition reaching the workers: a helper redefined on the client, then the same graph
+   computed again (each worker compiles the kernel anew); against one recompile (measured on
+   the client) plus one task round trip (a warm one-block graph).
+
+Usage: python bench/dask_tasks.py [--workers 4] [--blocks 64] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import types
+
+CELL = '''
+from gpureplace import cuda
+
+def helper(v):
+    return v * 2.0
+
+@cuda.jit
+def scaled(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = helper(x[i]) + 1.0
+'''
+
+RAW = r'''extern "C" __global__ void scaled(const float* x, float* out, long n) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x; if (i < n) out[i] = x[i] * 2.0f + 1.0f; }
+'''
+
+
+def raw_block(block):
+    import cupy as cp
+    kernel = cp.RawKernel(RAW, "scaled")           # (CuPy caches the module per process)
+    out = cp.empty_like(block)
+    kernel(((block.size + 255) // 256,), (256,), (block, out, cp.int64(block.size)))
+    return out
+
+
+def timed(fn, repeat=5):
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--blocks", type=int, default=64)
+    ap.add_argument("--block-size", type=int, default=1 << 16)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+
+    import cupy as cp
+    import dask.array as da
+    import numpy as np
+    from distributed import Client, LocalCluster
+
+    import gpureplace
+    # worker processes sharing this machine's first GPU (LocalCUDACluster makes one per GPU)
+    cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1,
+                           dashboard_address=None, silence_logs=40)
+    client = Client(cluster)
+    client.wait_for_workers(args.workers)
+    nworkers = len(client.scheduler_info()["workers"])
+
+    mod = types.ModuleType("bench_cell")                   # defined as a notebook cell is
+    exec(CELL, mod.__dict__)
+    n = args.blocks * args.block_size
+    x = da.from_array(np.arange(n, dtype=np.float32), chunks=args.block_size)
+    x = x.map_blocks(cp.asarray).persist()
+    ours = gpureplace.dask.map_blocks(mod.scaled, x)
+    theirs = x.map_blocks(raw_block, dtype=np.float32)
+    expect = np.arange(n, dtype=np.float32) * 2.0 + 1.0
+    assert np.array_equal(cp.asnumpy(ours.compute()), expect)
+    assert np.array_equal(cp.asnumpy(theirs.compute()), expect)
+    client.run(lambda: None)
+
+    def run(graph):
+        return lambda: client.compute(graph).result()
+    for _ in range(2):                                     # warm: compiled on every worker
+        run(ours)()
+        run(theirs)()
+    t_ours = min(timed(run(ours)), timed(run(ours)))
+    t_theirs = min(timed(run(theirs)), timed(run(theirs)))
+
+    one = gpureplace.dask.map_blocks(mod.scaled, x.blocks[0])
+    run(one)()
+    round_trip = timed(run(one))
+    # one recompile of the kernel (warm: compiled once before), here on the client
+    mod.scaled.compile("void(float32[::1], float32[::1])")
+    exec("def helper(v):\n    return v * 2.5\n", mod.__dict__)
+    gpureplace.refresh()
+    t0 = time.perf_counter()
+    mod.scaled.compile("void(float32[::1], float32[::1])")
+    recompile = time.perf_counter() - t0
+    exec("def helper(v):\n    return v * 3.0\n", mod.__dict__)
+    t0 = time.perf_counter()
+    got = client.compute(ours).result()
+    redefinition = time.perf_counter() - t0
+    assert np.array_equal(cp.asnumpy(got), np.arange(n, dtype=np.float32) * 3.0 + 1.0)
+
+    result = {
+        "cluster": type(cluster).__name__, "workers": nworkers, "blocks": args.blocks,
+        "block_size": args.block_size,
+        "per_task_ms_gpureplace": 1e3 * t_ours / args.blocks,
+        "per_task_ms_cupy_rawkernel": 1e3 * t_theirs / args.blocks,
+        "ratio": t_ours / t_theirs,
+        "redefinition_to_result_ms": 1e3 * redefinition,
+        "one_recompile_ms": 1e3 * recompile, "one_task_round_trip_ms": 1e3 * round_trip,
+        "redefinition_vs_goal": redefinition / (recompile + round_trip),
+    }
+    for key, value in result.items():
+        print(f"{key:32s} {value:.3f}" if isinstance(value, float) else f"{key:32s} {value}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    client.close()
+    cluster.close()
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("GPUREPLACE_PREWARM", "0")
+    sys.exit(main())

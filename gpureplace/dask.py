@@ -1,0 +1,103 @@
+"""Kernels over Dask arrays: ``gpureplace.dask.map_blocks``.
+
+A kernel, device function or ``vectorize`` object pickles by what defines it (jit/pickling.py):
+a Dask worker compiles it for its own GPU, or keeps what it compiled for an earlier task of the
+same definition, and a redefinition in the notebook reaches the workers with the next task,
+where only what changed is compiled again.  Dask tokenizes them by the same definition
+(``__dask_tokenize__``), so graphs built with ``pure=True`` (the default) recompute after a
+redefinition and not otherwise.
+
+``map_blocks`` is the common case: a kernel launched once per block of one or more Dask arrays
+(CuPy-backed on GPU workers; NumPy-backed under the simulator), writing a new block allocated
+where the task runs::
+
+    y = gpureplace.dask.map_blocks(saxpy, 2.0, x, x)     # saxpy(a, x, y, out), out per block
+"""
+
+from __future__ import annotations
+
+import numbers
+
+__all__ = ["map_blocks", "launch_block"]
+
+_DEFAULT_THREADS = {1: 256, 2: (16, 16), 3: (8, 8, 4)}
+
+
+def map_blocks(kernel, *args, dtype=None, threads=None, name=None):
+    """A Dask array whose blocks are ``kernel`` launched on the blocks of the Dask arrays in
+    ``args``.
+
+    ``kernel(*args, out)``: every Dask array argument is passed block by block (they must be
+    chunked alike), anything else as it is; ``out`` is a new block of the first array's block
+    shape and ``dtype`` (default: the first array's), allocated by that block's array library
+    (CuPy on a GPU worker).  The launch has one thread per element: ``threads`` per block
+    (an int for one-dimensional blocks, default 256; else a tuple with one entry per dimension,
+    default (16, 16) or (8, 8, 4)), and as many blocks as the block's shape needs, so the kernel
+    indexes with ``cuda.grid(ndim)`` and checks the bounds against ``out.shape``.  ``name``:
+    the output's key name (as Dask's ``map_blocks``; by default one made from the kernel's name
+    and the token of everything that defines the result).
+    """
+    import dask.array as da
+    from .jit.function import GPUFunction
+
+    if not isinstance(kernel, GPUFunction) or kernel.device:
+        raise TypeError(f"gpureplace.dask.map_blocks: the first argument must be a kernel "
+                        f"(a function decorated with cuda.jit), got {kernel!r}")
+    arrays = [a for a in args if isinstance(a, da.Array)]
+    if not arrays:
+        raise TypeError(f"gpureplace.dask.map_blocks({kernel.__name__}, ...): no argument is a "
+                        f"Dask array (pass the arrays whose blocks the kernel runs over)")
+    first = arrays[0]
+    for i, a in enumerate(arrays[1:], 2):
+        if a.shape != first.shape or a.chunks != first.chunks:
+            raise ValueError(f"gpureplace.dask.map_blocks({kernel.__name__}, ...): Dask array "
+                             f"argument {i} has shape {a.shape} and chunks {a.chunks}, the "
+                             f"first has {first.shape} and {first.chunks}; rechunk them alike")
+    import numpy as np
+    dtype = np.dtype(first.dtype if dtype is None else dtype)
+    threads = _threads(threads, first.ndim, kernel)
+    import dask
+    first_at = next(i for i, a in enumerate(args) if a is first)
+    meta = _empty_like(first._meta, (0,) * first.ndim, dtype)
+    # The kernel is one value of the graph that every block's task reads (pickled once per
+    # computation, not once per task); its key is its definition's token.
+    shared = dask.delayed(kernel, pure=True, traverse=False)
+    naming = {"name": name} if name else {"token": f"gpureplace-{kernel.__name__}"}
+    return da.map_blocks(launch_block, shared, threads, dtype.str, first_at, *args,
+                         dtype=dtype, meta=meta, **naming)
+
+
+def launch_block(kernel, threads, dtype, first_at, *args):
+    """One task of ``map_blocks``: a new block shaped as ``args[first_at]``, ``kernel``
+    launched over it."""
+    block = args[first_at]
+    out = _empty_like(block, block.shape, dtype)
+    if out.size:
+        grid = tuple(-(-n // t) for n, t in zip(out.shape, threads))
+        kernel[grid if len(grid) > 1 else grid[0],
+               threads if len(threads) > 1 else threads[0]](*args, out)
+    return out
+
+
+def _threads(threads, ndim, kernel):
+    if ndim not in _DEFAULT_THREADS:
+        raise ValueError(f"gpureplace.dask.map_blocks({kernel.__name__}, ...): arrays of "
+                         f"{ndim} dimensions; a launch covers 1 to 3")
+    threads = _DEFAULT_THREADS[ndim] if threads is None else threads
+    threads = (threads,) if isinstance(threads, numbers.Integral) else tuple(threads)
+    if len(threads) != ndim or not all(isinstance(t, numbers.Integral) and t > 0
+                                       for t in threads):
+        raise ValueError(f"gpureplace.dask.map_blocks({kernel.__name__}, ...): threads="
+                         f"{threads!r} must give a positive int for each of the {ndim} "
+                         f"dimensions of the arrays")
+    return tuple(int(t) for t in threads)
+
+
+def _empty_like(template, shape, dtype):
+    """A new array of ``shape`` and ``dtype`` from ``template``'s library (CuPy, NumPy)."""
+    module = type(template).__module__.split(".", 1)[0]
+    if module == "cupy":
+        import cupy
+        return cupy.empty(shape, dtype)
+    import numpy as np
+    return np.empty(shape, dtype)
