@@ -56,14 +56,13 @@ def map_blocks(kernel, *args, dtype=None, threads=None, name=None):
     import numpy as np
     dtype = np.dtype(first.dtype if dtype is None else dtype)
     threads = _threads(threads, first.ndim, kernel)
-    import dask
     first_at = next(i for i, a in enumerate(args) if a is first)
     meta = _empty_like(first._meta, (0,) * first.ndim, dtype)
-    # The kernel is one value of the graph that every block's task reads (pickled once per
-    # computation, not once per task); its key is its definition's token.
-    shared = dask.delayed(kernel, pure=True, traverse=False)
+    # The kernel goes in every task (not as a value of the graph under its token's key: a
+    # worker still holding that value from before a redefinition would run the old code); its
+    # pickle is remembered while nothing it reads changes (jit/pickling.py), so this is cheap.
     naming = {"name": name} if name else {"token": f"gpureplace-{kernel.__name__}"}
-    return da.map_blocks(launch_block, shared, threads, dtype.str, first_at, *args,
+    return da.map_blocks(launch_block, kernel, threads, dtype.str, first_at, *args,
                          dtype=dtype, meta=meta, **naming)
 
 

@@ -316,7 +316,7 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
             return (pickling.SelfReference, ("" if pickling.digesting() else uid,))
         if pickling.digesting():
             return (pickling.Defined, (self.definition_digest(),))
-        return self._reduce_now()
+        return pickling.remembered(self, "reduce", self._memo_key(), self._reduce_now)
 
     def _reduce_now(self):
         uid = pickling.identifier(self)
@@ -325,6 +325,11 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
             data = pickling.function_bytes(self.py_func)
         return (rebuild_function, (uid, data, state, dict(extra, context=self._context),
                                    self.definition_digest()))
+
+    def _memo_key(self):
+        """When its pickle may be reused: nothing it reads and none of its options changed."""
+        reads = pickling.reads_key(self.py_func)
+        return None if reads is None else (reads, repr(self._definition()))
 
     def _definition(self):
         """(options, the rest of what defines it but the function and its context)."""
@@ -344,7 +349,7 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         options; its context's overrides are digested apart (they may change alone)."""
         if self._parent is not None and self._only_keys is None:
             return self._parent.definition_digest()
-        return self._digest_now()
+        return pickling.remembered(self, "digest", self._memo_key(), self._digest_now)
 
     def _digest_now(self):
         state, extra = self._definition()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import types
 import uuid
 import weakref
 
@@ -87,6 +88,91 @@ def resolve_self_references(func, obj):
             continue
         if isinstance(value, SelfReference) and value.uid == uid:
             cell.cell_contents = obj
+
+
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), type(Ellipsis), range,
+              frozenset, types.ModuleType, types.BuiltinFunctionType)
+_MISSING = object()
+
+
+def reads_key(func):
+    """What cloudpickle would pickle of ``func`` may have changed unless this is the same: the
+    objects its code, defaults and closure hold and every global it (and each plain function
+    or gpureplace function it reaches) reads, compared by identity (kept alive by the key, so
+    that an identity is never reused); None where identity cannot tell (a global array, list
+    or instance can change in place), and then nothing is remembered."""
+    import numpy as np
+    seen, stack, held = set(), [func], []
+    while stack:
+        f = stack.pop()
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        held += [f, f.__code__, f.__defaults__, f.__kwdefaults__]
+        values = [cell.cell_contents for cell in f.__closure__ or () if _filled(cell)]
+        g = f.__globals__
+        values += [g.get(name, _MISSING) for name in _global_names(f.__code__)]
+        for value in values:
+            held.append(value)
+            if isinstance(value, (_IMMUTABLE, np.generic)) or value is _MISSING:
+                continue
+            if isinstance(value, types.FunctionType):
+                stack.append(value)
+            elif hasattr(value, "py_func") and hasattr(value, "definition_digest"):
+                stack.append(value.py_func)           # a gpureplace function it calls
+            elif isinstance(value, tuple) and all(isinstance(v, _IMMUTABLE) for v in value):
+                continue
+            elif type(value).__module__.startswith(("numba.", "gpureplace.")) and \
+                    not hasattr(value, "__array_interface__"):
+                continue                     # types, intrinsics, contexts (pickled apart)
+            else:
+                return None
+    return _Key(held)
+
+
+class _Key:
+    """Objects compared by identity (and held, so that no identity is reused meanwhile)."""
+
+    __slots__ = ("objects", "ids")
+
+    def __init__(self, objects):
+        self.objects = objects
+        self.ids = tuple(map(id, objects))
+
+    def __eq__(self, other):
+        return isinstance(other, _Key) and self.ids == other.ids
+
+    __hash__ = None
+
+
+def _filled(cell):
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def _global_names(code):
+    names = list(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names += _global_names(const)
+    return names
+
+
+def remembered(obj, what, key, make):
+    """``make()``, remembered on ``obj`` under ``what`` while ``key`` (``reads_key``) is the
+    same; made afresh whenever ``key`` is None."""
+    if key is None:
+        return make()
+    memo = obj.__dict__.setdefault("_pickle_memo", {})
+    hit = memo.get(what)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    value = make()
+    memo[what] = (key, value)
+    return value
 
 
 def function_bytes(func):

@@ -7,6 +7,7 @@ import os
 import pickle
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -98,3 +99,37 @@ def test_a_configuration_with_a_stream_is_refused_by_name():
     ns = _define()
     with pytest.raises(pickle.PicklingError, match="a stream belongs to this process"):
         pickle.dumps(ns["lazy"][1, 1, cuda.stream()])
+
+
+def test_a_remembered_pickle_follows_every_change_of_what_it_reads():
+    import cloudpickle
+    ns = {"__name__": "a_cell_not_importable"}
+    exec(textwrap.dedent('''
+        import numpy as np
+        from gpureplace import cuda
+        TABLE = np.arange(4.0)
+        SCALE = 2.0
+        def helper(v):
+            return v * SCALE
+        @cuda.jit
+        def k(out):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = helper(TABLE[i % 4])
+        @cuda.jit
+        def plain(out):
+            out[0] = helper(1.0)
+        '''), ns)
+    for name in ("k", "plain"):
+        first = cloudpickle.dumps(ns[name])
+        assert cloudpickle.dumps(ns[name]) == first          # nothing changed: the same
+        ns["SCALE"] = 3.0                                    # a global of a helper, rebound
+        second = cloudpickle.dumps(ns[name])
+        assert second != first
+        exec("def helper(v):\n    return v * SCALE + 1.0\n", ns)     # the helper redefined
+        assert cloudpickle.dumps(ns[name]) != second
+        ns["SCALE"] = 2.0
+        exec("def helper(v):\n    return v * SCALE\n", ns)
+    before = cloudpickle.dumps(ns["k"])
+    ns["TABLE"][1] = 7.0                                     # an array changed in place
+    assert cloudpickle.dumps(ns["k"]) != before
