@@ -153,10 +153,12 @@ DASK = [
     "np.testing.assert_allclose(got, 2.0 * (x_np + 1.0))\nprint('matches NumPy')",
     "def compiles():\n    return sum(s['kernel_compiles'] for s in client.run(gpureplace.stats).values())\n"
     "before = compiles()",
-    "md:Redefine the helper: the next task carries the new definition, even in a graph built "
-    "before.",
+    "md:Redefine the helper: the next task carries the new definition. (Build the graph again, "
+    "as re-running its cell does: a graph built before keeps its keys, and Dask may hand back "
+    "results it still holds for them.)",
     "%%cuda\ndef offset(v):\n    return v - 1.0",
-    "got = y.compute()                    # the same task graph\n"
+    "y = gpureplace.dask.map_blocks(shifted, np.float32(2.0), x)   # the same code, run again\n"
+    "got = y.compute()\n"
     "got = got.get() if HAVE_GPU else got\n"
     "np.testing.assert_allclose(got, 2.0 * (x_np - 1.0))\n"
     "assert compiles() == before + 1      # shifted, once, on the one worker\n"
