@@ -364,6 +364,9 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
                 self.context.definition_digest())
 
 
+_MISSING = object()
+
+
 def rebuild_function(uid, func_bytes, state, extra, definition=None):
     """What a pickled ``GPUFunction`` becomes (see ``GPUFunction.__reduce__``)."""
     def make():
@@ -381,7 +384,31 @@ def rebuild_function(uid, func_bytes, state, extra, definition=None):
         for args in gf.declared_signatures:
             gf.compile(args)
         return gf
-    return pickling.rebuild(uid, make, definition=definition)
+
+    def adopt(gf):
+        # The same function with other globals (a helper redefined where it was pickled): the
+        # new values are bound in the globals of the one rebuilt here, as a notebook cell
+        # rebinds them, and the cell hook's check moves the world, so that the next launch
+        # compiles again only what changed (the helper) and relinks the rest.
+        py_func = pickling.loads_function(func_bytes)
+        old = gf.py_func
+        if py_func.__code__ != old.__code__ or py_func.__defaults__ != old.__defaults__ or \
+                py_func.__kwdefaults__ != old.__kwdefaults__ or \
+                bool(py_func.__closure__) or bool(old.__closure__) or \
+                repr(gf._definition()) != repr((state, {k: v for k, v in extra.items()
+                                                        if k != "context"})) or \
+                extra["context"] is not gf._context:
+            return False
+        pickling.resolve_self_references(py_func, gf)
+        namespace = old.__globals__
+        for name, value in py_func.__globals__.items():
+            if namespace.get(name, _MISSING) is not value:
+                namespace[name] = value
+        from ..tracking import bindings
+        bindings.check()
+        return True
+
+    return pickling.rebuild(uid, make, definition=definition, adopt=adopt)
 
 
 def _check_definition(py_func, device):

@@ -181,18 +181,25 @@ def function_bytes(func):
     return cloudpickle.dumps(func)
 
 
-def rebuild(uid, make, *args, definition=None):
+def rebuild(uid, make, *args, definition=None, adopt=None):
     """The object pickled as ``uid``: the live one if this process has it with the same
     ``definition`` digest, else ``make(*args)`` (remembered under ``uid``, replacing an earlier
-    definition's)."""
+    definition's).  ``adopt(live)``: bring an object rebuilt here earlier to the new definition
+    in place, if it can (True) -- never an object this process defined itself."""
     obj = _objects.get(uid)
-    if obj is None or (definition is not None and
-                       obj.__dict__.get("_pickle_digest", definition) != definition):
+    if obj is not None and _rebuilt.get(uid) is not obj:
+        return obj                      # this process defined it: the live definition
+    if obj is not None and definition is not None and \
+            obj.__dict__.get("_pickle_digest") != definition:
+        if adopt is not None and adopt(obj):
+            obj.__dict__["_pickle_digest"] = definition
+            return obj
+        obj = None
+    if obj is None:
         obj = make(*args)
         obj.__dict__["_pickle_uid"] = uid
+        obj.__dict__["_pickle_digest"] = definition
         _objects[uid] = _rebuilt[uid] = obj
-    if definition is not None:
-        obj.__dict__.setdefault("_pickle_digest", definition)
     return obj
 
 

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pytest
 
 from gpureplace import Context, cuda
@@ -133,3 +132,22 @@ def test_a_remembered_pickle_follows_every_change_of_what_it_reads():
     before = cloudpickle.dumps(ns["k"])
     ns["TABLE"][1] = 7.0                                     # an array changed in place
     assert cloudpickle.dumps(ns["k"]) != before
+
+
+def test_an_older_pickle_never_rebinds_the_globals_of_the_process_that_defined_it():
+    ns = {"__name__": "a_cell_not_importable_2"}
+    exec(textwrap.dedent('''
+        from gpureplace import cuda
+        def helper(v):
+            return v * 2.0
+        @cuda.jit
+        def k(out):
+            out[0] = helper(out[0])
+        '''), ns)
+    old = pickle.dumps(ns["k"])
+    exec("def helper(v):\n    return v * 3.0\n", ns)
+    new_helper = ns["helper"]
+    again = pickle.loads(old)                  # here, its own object: the live definition
+    assert again is ns["k"]
+    assert ns["helper"] is new_helper          # the notebook's own bindings are untouched
+    assert pickle.loads(pickle.dumps(ns["k"])) is ns["k"]
