@@ -13,9 +13,13 @@ its globals and callees, its context's overrides, its options): unpickled where 
 that identifier and digest lives (the process that pickled it, or a Dask worker that ran an
 earlier task), it is that object again, with its compiled kernels, not a copy.  A new digest
 under a known identifier is a redefinition made where it was pickled (a notebook cell re-run):
-the new definition is built and compiled; what did not change -- device functions and other
-kernels, each with its own identifier and digest -- stays as it was, compiled.  The digest is
-also what Dask's ``tokenize`` sees (``__dask_tokenize__``).
+an object rebuilt here earlier whose function only reads other globals now takes them in place
+(bound where its function reads them, then checked as the cell hook checks a notebook, so only
+what changed compiles and the rest relinks); otherwise the new definition is built.  What did
+not change -- device functions and other kernels, each with its own identifier and digest --
+stays as it was, compiled.  In the process that defined an object, a pickle of it always gives
+the live object and changes nothing.  The digest is also what Dask's ``tokenize`` sees
+(``__dask_tokenize__``).
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ _active = threading.local()                   # .uids: objects whose function is
 @contextlib.contextmanager
 def pickling_function_of(uid):
     """While the function of the object ``uid`` is pickled (a recursive device function's
-    globals hold the object itself: see ``self_reference``)."""
+    globals hold the object itself: see ``SelfReference``)."""
     uids = _active.__dict__.setdefault("uids", set())
     uids.add(uid)
     try:
