@@ -135,13 +135,8 @@ class Context:
             if fn is host:
                 raise ValueError(f"override({qualified_name(host)}): a function cannot override "
                                  f"itself")
-            ovr = Override(host, fn, self, argtypes)
             with _lock:
-                if argtypes is None:
-                    self._table[host_key(host)] = ovr
-                else:
-                    self._typed.setdefault(host_key(host), {})[argtypes] = ovr
-                self._bump()
+                self._insert(Override(host, fn, self, argtypes))
             return fn
 
         return register if impl is None else register(impl)
