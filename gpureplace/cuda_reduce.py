@@ -22,7 +22,7 @@ from . import hostapi
 from .compiler.intrinsics.indexing import blockIdx, grid, gridDim, threadIdx
 from .compiler.intrinsics.memory import shared
 from .compiler.intrinsics.sync import syncthreads
-from .jit import jit
+from .jit import jit, pickling
 from .jit.backends import simulated
 
 _TPB = 256
@@ -84,6 +84,14 @@ class Reduce:
         exec(compile(_KERNELS, f"<cuda.reduce({name})>", "exec"), env)
         self._reduce_blocks = jit(env["reduce_blocks"])
         self._fold_init = jit(env["fold_init"])
+
+    def __reduce__(self):
+        """Pickled as its functor (cloudpickle: a lambda of a notebook by value), as the
+        kernels it launches are (jit/pickling.py)."""
+        return pickling.reduce_made(self, self._functor, (), {})
+
+    def __dask_tokenize__(self):
+        return pickling.made_token(self, self._functor, (), {})
 
     def __call__(self, arr, size=None, res=None, init=0, stream=0):
         """Combine the first ``size`` elements of ``arr`` (all by default) and ``init``.

@@ -310,7 +310,11 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         process compiles for itself, or keeps what it compiled for an earlier pickle of the
         same definition; the context travels with its overrides (dispatch/context.py)."""
         if self._parent is not None and self._only_keys is None:
-            return self._parent.__reduce__()          # a with_context() variant: as its parent
+            # a with_context() variant: its parent's variant for its context, there too
+            if pickling.digesting():
+                return (pickling.Defined, (pickling.digest(
+                    self._parent.definition_digest(), self.context.definition_digest()),))
+            return (_variant_of, (self._parent, self._context))
         uid = pickling.identifier(self)
         if pickling.is_pickling_function_of(uid):      # itself, in its own globals (recursion)
             return (pickling.SelfReference, ("" if pickling.digesting() else uid,))
@@ -365,6 +369,11 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
 
 
 _MISSING = object()
+
+
+def _variant_of(parent, context):
+    """A pickled ``with_context()`` variant: the rebuilt parent's variant for ``context``."""
+    return parent.with_context(context)
 
 
 def rebuild_function(uid, func_bytes, state, extra, definition=None):

@@ -103,21 +103,38 @@ def fibs(out):
 @cuda.vectorize(["float64(float64)"])
 def twice(v):
     return 2.0 * v
+
+@cuda.guvectorize(["void(float64[:], float64[:])"], "(n)->()")
+def total(x, out):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i]
+    out[0] = s
+
+@cuda.jit("void(float64[:])")
+def declared(x):
+    x[0] = 5.0
+
+summed = cuda.Reduce(lambda a, b: a + b)
 ''')
     ctx = gpureplace.Context("dask_test_ctx")
     ctx.override(math.sin, ns["helper"])
     ctx.override(math.cos, ns["bump"], types=("float64",))
-    objects = [ns["uses_helper"], ns["bump"], ns["fib"], ns["fibs"], ns["twice"], ctx,
-               gpureplace.default_context]
+    objects = [ns["uses_helper"], ns["bump"], ns["fib"], ns["fibs"], ns["twice"], ns["total"],
+               ns["declared"], ns["summed"], ctx, gpureplace.default_context]
     for obj in objects:
         assert pickle.loads(pickle.dumps(obj)) is obj, obj
     assert pickle.loads(pickle.dumps(objects)) == objects
+    variant = ns["fibs"].with_context(ctx)                          # a with_context variant
+    assert pickle.loads(pickle.dumps(variant)) is variant and variant.context is ctx
     launch = pickle.loads(pickle.dumps(ns["uses_helper"][4, 32]))   # a configured launch
     assert launch.kernel is ns["uses_helper"] and (launch.grid, launch.block) == (
         (4, 1, 1), (32, 1, 1))
 
     (tmp_path / "objs.pkl").write_bytes(pickle.dumps(
         {"fibs": ns["fibs"], "uses": ns["uses_helper"], "twice": ns["twice"], "ctx": ctx,
+         "total": ns["total"], "declared": ns["declared"], "summed": ns["summed"],
+         "variant": ns["uses_helper"].with_context(ctx),
          "stubs": [cuda.syncthreads, cuda.atomic.add, gpureplace.default_context.lookup(abs).impl]}))
     script = f'''
 import pickle, math, numpy as np, gpureplace
@@ -133,6 +150,9 @@ def k(out):
     out[1] = math.cos(3.0)
 out = np.zeros(2); k[1, 1](out); print(out.tolist(), ctx.name, ctx is gpureplace.Context.named(ctx.name))
 print(d["stubs"][:2] == [cuda.syncthreads, cuda.atomic.add], repr(d["stubs"][2]))
+out = np.zeros(2); d["total"](np.arange(6.0).reshape(2, 3), out); print(out.tolist())
+x = np.zeros(1); d["declared"][1, 1](x); print(x[0], float(d["summed"](np.arange(10.0))))
+print(d["variant"].context is ctx)
 '''
     env = dict(os.environ, GPUREPLACE_BACKEND="simulator", GPUREPLACE_PREWARM="0")
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
@@ -144,6 +164,9 @@ print(d["stubs"][:2] == [cuda.syncthreads, cuda.atomic.add], repr(d["stubs"][2])
     assert lines[2] == str([0.0, 2.0, 4.0])
     assert lines[3] == "[6.0, 4.0] dask_test_ctx True"       # sin(3) -> helper, cos(3) -> bump
     assert lines[4] == "True <device intrinsic devicemath.abs>"   # device intrinsics by name
+    assert lines[5] == "[3.0, 12.0]"                                 # guvectorize
+    assert lines[6] == "5.0 45.0"                  # a declared signature; cuda.Reduce (lambda)
+    assert lines[7] == "True"                      # a with_context variant keeps its context
 
 
 def test_tokens_are_deterministic_and_follow_redefinitions():
