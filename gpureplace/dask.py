@@ -37,7 +37,11 @@ def map_blocks(kernel, *args, dtype=None, threads=None, name=None):
     the output's key name (as Dask's ``map_blocks``; by default one made from the kernel's name
     and the token of everything that defines the result).
     """
-    import dask.array as da
+    try:
+        import dask.array as da
+    except ImportError as exc:
+        raise ImportError(f"gpureplace.dask.map_blocks needs Dask's arrays ({exc}): pip install "
+                          f"'dask[array]' distributed (or gpureplace's 'dask' extra)") from exc
     from .jit.function import GPUFunction
 
     if not isinstance(kernel, GPUFunction) or kernel.device:

@@ -287,3 +287,9 @@ def test_a_cuda_cluster_runs_a_kernel_over_a_cupy_dask_array_and_follows_a_redef
             print(f"{type(cluster).__name__}: {len(c.scheduler_info()['workers'])} worker(s)")
     finally:
         cluster.close()
+
+
+def test_without_dask_the_error_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "dask.array", None)      # (as if it were not installed)
+    with pytest.raises(ImportError, match="pip install 'dask\\[array\\]' distributed"):
+        gpureplace.dask.map_blocks(notebook()["uses_helper"], None)
