@@ -293,3 +293,40 @@ def test_without_dask_the_error_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "dask.array", None)      # (as if it were not installed)
     with pytest.raises(ImportError, match="pip install 'dask\\[array\\]' distributed"):
         gpureplace.dask.map_blocks(notebook()["uses_helper"], None)
+
+
+def test_an_override_changed_in_the_client_reaches_the_workers(client):
+    ns = notebook('''
+import math
+import gpureplace
+from gpureplace import cuda
+ctx = gpureplace.Context("dask_worker_ctx")
+def fake_sin(v):
+    return v + 100.0
+ctx.override(math.sin, fake_sin)
+@cuda.jit(context=ctx)
+def in_ctx(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = math.sin(x[i])
+@cuda.jit
+def in_default(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = math.sin(x[i])
+''')
+    w0 = sorted(client.scheduler_info()["workers"])[0]
+    x = da.from_array(np.zeros(8), chunks=4)
+
+    def run(name):
+        return client.compute(gpureplace.dask.map_blocks(ns[name], x), workers=[w0]).result()
+
+    assert run("in_ctx").tolist() == [100.0] * 8
+    assert run("in_default").tolist() == [0.0] * 8
+    before = worker_stats(client, w0)["kernel_compiles"]
+    exec("def fake_sin2(v):\n    return v + 200.0\nctx.override(math.sin, fake_sin2)\n", ns)
+    assert run("in_ctx").tolist() == [200.0] * 8              # the new override, there
+    assert run("in_default").tolist() == [0.0] * 8
+    assert worker_stats(client, w0)["kernel_compiles"] == before + 1     # in_ctx alone
+    ns["ctx"].remove_override(math.sin)
+    assert run("in_ctx").tolist() == [0.0] * 8                # removed there too
