@@ -146,3 +146,58 @@ def test_raise_stops_the_thread_gpu():
     out = cp.full(4, 7.0)
     raises_on_negative[1, 32](cp.asarray(x), out)
     np.testing.assert_array_equal(out.get(), [2.0, 7.0, 3.0, 7.0])
+
+
+# range's count of values (compiler/rangeloops.py computes it as ceil(max(span, 0) / |step|) with
+# an unsigned division, for ScalarEvolution): every sign and edge, int64 and int32, against Python.
+_RANGE_EDGES = [(s, e, st) for s in (-7, -1, 0, 1, 5, 12) for e in (-9, -1, 0, 1, 6, 12, 13)
+                for st in (-8, -3, -1, 1, 2, 3, 8, 100)] + [
+    (0, 2**62, 2**61), (-2**62, 2**62, 2**61), (2**62, -2**62, -2**61), (0, -10, -2**63),
+    (5, 5, 1), (5, 5, -1), (2**63 - 10, 2**63 - 1, 4), (-2**63, -2**63 + 9, 2)]
+
+
+@cuda.jit
+def range_counts(starts, stops, steps, out):
+    i = cuda.grid(1)
+    if i < starts.size:
+        n = 0
+        total = 0
+        for v in range(starts[i], stops[i], steps[i]):
+            n += 1
+            total += v % 1000
+        out[0, i] = n
+        out[1, i] = total
+
+
+@cuda.jit
+def range_counts32(starts, stops, steps, out):
+    i = cuda.grid(1)
+    if i < starts.size:
+        n = 0
+        for v in range(starts[i], stops[i], steps[i]):
+            n += 1
+        out[i] = n
+
+
+def test_range_counts_compile():
+    _compile(range_counts, "void(int64[::1], int64[::1], int64[::1], int64[:, ::1])")
+    _compile(range_counts32, "void(int32[::1], int32[::1], int32[::1], int64[::1])")
+
+
+@pytest.mark.gpu
+def test_range_counts_gpu():
+    cp = _cp()
+    starts, stops, steps = (np.array(c, dtype=np.int64) for c in zip(*_RANGE_EDGES))
+    out = cp.zeros((2, starts.size), dtype=np.int64)
+    range_counts[_grid(starts.size), THREADS](cp.asarray(starts), cp.asarray(stops),
+                                               cp.asarray(steps), out)
+    got = out.get()
+    for k, (a, b, c) in enumerate(_RANGE_EDGES):         # (each runs at most 21 values)
+        assert (got[0, k], got[1, k]) == (len(range(a, b, c)),
+                                          sum(v % 1000 for v in range(a, b, c))), (a, b, c)
+    small = [(a, b, c) for a, b, c in _RANGE_EDGES if max(abs(a), abs(b), abs(c)) < 2**31]
+    s32, e32, st32 = (np.array(c, dtype=np.int32) for c in zip(*small))
+    out32 = cp.zeros(s32.size, dtype=np.int64)
+    range_counts32[_grid(s32.size), THREADS](cp.asarray(s32), cp.asarray(e32),
+                                             cp.asarray(st32), out32)
+    assert out32.get().tolist() == [len(range(a, b, c)) for a, b, c in small]
