@@ -146,11 +146,11 @@ class Context:
         key = host_key(host)
         with _lock:
             if types is None:
-                removed = self._table.pop(key, None)
+                removed = self._table.get(key)
             else:
-                removed = self._typed.get(key, {}).pop(_normalize_types(host, types), None)
+                removed = self._typed.get(key, {}).get(_normalize_types(host, types))
             if removed is not None:
-                self._bump()
+                self._remove(removed)
 
     def candidates(self, host, start=None):
         """Overrides that may apply to ``host`` walking up from ``start``, in priority order:
@@ -217,7 +217,7 @@ class Context:
         cache key; a kernel loaded from disk is stale when it changes."""
         h = hashlib.blake2b(digest_size=16)
         for layer in self.stack():
-            h.update(f"{layer.name}|{layer.fastmath}|{sorted(layer.options.items())!r};".encode())
+            h.update(layer._header())
             if layer.parent is None:
                 continue       # the built-in table is part of the gpureplace version
             by_host = sorted(layer.overrides(),
@@ -228,6 +228,10 @@ class Context:
                     return None
                 h.update(f"{qualified_name(ovr.host)}->{fp}|{ovr.types!r};".encode())
         return h.hexdigest()
+
+    def _header(self):
+        """What a digest of a context stack holds of this layer beside its overrides."""
+        return f"{self.name}|{self.fastmath}|{sorted(self.options.items())!r};".encode()
 
     # -- pickling (Dask workers, multiprocessing) --------------------------------------------
     def __reduce__(self):
@@ -252,7 +256,7 @@ class Context:
         pickled implementation): part of the Dask token of a kernel compiled in it."""
         h = hashlib.blake2b(digest_size=16)
         for layer in self.stack():
-            h.update(f"{layer.name}|{layer.fastmath}|{sorted(layer.options.items())!r};".encode())
+            h.update(layer._header())
             if layer is builtin_context:
                 continue
             for ovr in sorted(layer.overrides(), key=Override.match_key):

@@ -86,11 +86,8 @@ def resolve_self_references(func, obj):
         if isinstance(value, SelfReference) and value.uid == uid:
             func.__globals__[name] = obj
     for cell in func.__closure__ or ():
-        try:
-            value = cell.cell_contents
-        except ValueError:
-            continue
-        if isinstance(value, SelfReference) and value.uid == uid:
+        if _filled(cell) and isinstance(cell.cell_contents, SelfReference) and \
+                cell.cell_contents.uid == uid:
             cell.cell_contents = obj
 
 
