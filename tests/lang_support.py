@@ -8,6 +8,15 @@ from conftest import assemble
 
 THREADS = 128
 
+#: (start, stop, step) of ranges of every sign and edge, each running at most 21 values: int64
+#: overflow of stop - start and of -step included (range loops' counts, rangeloops.py).
+RANGE_EDGES = [(s, e, st) for s in (-7, -1, 0, 1, 5, 12) for e in (-9, -1, 0, 1, 6, 12, 13)
+               for st in (-8, -3, -1, 1, 2, 3, 8, 100)] + [
+    (0, 2**62, 2**61), (-2**62, 2**62, 2**61), (2**62, -2**62, -2**61), (0, -10, -2**63),
+    (5, 5, 1), (5, 5, -1), (2**63 - 10, 2**63 - 1, 4), (-2**63, -2**63 + 9, 2),
+    (-2**63, 2**63 - 1, 2**62), (2**63 - 1, -2**63, -2**62), (-2**63, 2**63 - 1, 2**63 - 1),
+    (2**63 - 1, -2**63, -2**63)]
+
 
 def _compile(kernel, sig):
     """Compile ``kernel`` for ``sig``, assemble its PTX, return the specialisation."""

@@ -108,9 +108,10 @@ LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
 #: loop, opt=True is O3; 6: float % and // call libdevice's fmod, see exact_remainders; 7: max and
 #: min of two floats are one max / min instruction, ignoring NaN as numba-cuda's do; 8: partial
 #: unrolling up to PARTIAL_UNROLL_THRESHOLD; 9: range loops step nsw, see rangeloops.py; 10: a
-#: range's count in a form ScalarEvolution bounds, rangeloops.range_getiter), so that no process
-#: is served code that an older gpureplace compiled.
-CODEGEN_REVISION = 10
+#: range's count in a form ScalarEvolution bounds, rangeloops.range_getiter; 11: that count
+#: unsigned, right where stop - start exceeds int64), so that no process is served code that an
+#: older gpureplace compiled.
+CODEGEN_REVISION = 11
 
 
 @functools.lru_cache(maxsize=None)

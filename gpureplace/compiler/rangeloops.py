@@ -10,12 +10,15 @@ same iterator marks them ``nsw``.  Only the increment after the range's last val
 int64 (``range(0, 2**63 - 1, 2**62)``); that value is stored but never read, as the count is 0
 by then.
 
-The count itself (``range_getiter``) is ``ceil(max(stop - start, 0) / step)``, made with a max
-and an unsigned division where Numba's used a signed division and remainder that LLVM cannot
-bound: ``for r in range(ty, 12, 8)`` (a block loading a halo into shared memory) then runs at
-most twice as far as LLVM can tell, and is not runtime-unrolled into a copied body and its
-remainder (the 5 x 5 convolution of bench/codegen.py: 568 SASS instructions -> 328, 39
-registers -> 32, as its CUDA C twin).  Unsigned ranges keep Numba's lowering.
+The count itself (``range_getiter``) is ``ceil(max(stop - start, 0) / |step|)``, made with a max
+and an unsigned division and remainder where Numba's used signed ones that LLVM cannot bound:
+``for r in range(ty, 12, 8)`` (a block loading a halo into shared memory) then runs at most twice
+as far as LLVM can tell, and is not runtime-unrolled into a copied body and its remainder (the
+5 x 5 convolution of bench/codegen.py: 568 SASS instructions -> 328, 39 registers -> 32).  The
+span and ``|step|`` are unsigned numbers, since ``stop - start`` may exceed int64
+(``range(-2**62, 2**62, 2**61)``, which a signed max counted as empty) and ``-step`` too
+(``step = -2**63``); tests/compiler/test_host_semantics.py runs the compiled count on the CPU
+against Python.  Unsigned ranges keep Numba's lowering.
 """
 
 from __future__ import annotations
@@ -48,18 +51,25 @@ def range_getiter(context, builder, sig, args):
     it = context.make_helper(builder, iter_type)
     start, stop, step = state.start, state.stop, state.step
     ity = start.type
-    zero, one = ity(0), ity(1)
+    zero = ity(0)
     it.iter = cgutils.alloca_once_value(builder, start)
     it.stop, it.step = stop, step
     it.count = cgutils.alloca_once(builder, ity)
     with cgutils.if_unlikely(builder, builder.icmp_unsigned("==", step, zero)):
         context.call_conv.return_user_exc(builder, ValueError,
                                           ("range() arg 3 must not be zero",))
+    # The span and |step| as unsigned numbers: stop - start may exceed int64 (range(-2**62,
+    # 2**62, 2**61)), and -step too (step = -2**63), never uint64.  The span is
+    # smax(start, stop) - start (smin for a negative step): 0 for an empty range, in a form
+    # ScalarEvolution reads as a max.
     up = builder.icmp_signed(">", step, zero)
-    span = builder.select(up, builder.sub(stop, start), builder.sub(start, stop))
+    high = builder.select(builder.icmp_signed(">", stop, start), stop, start)       # smax
+    low = builder.select(builder.icmp_signed("<", stop, start), stop, start)        # smin
+    span = builder.select(up, builder.sub(high, start, flags=["nuw"]),
+                          builder.sub(start, low, flags=["nuw"]))
     stride = builder.select(up, step, builder.sub(zero, step))
-    span = builder.select(builder.icmp_signed(">", span, zero), span, zero)      # smax(., 0)
-    count = builder.udiv(builder.add(span, builder.sub(stride, one)), stride)
+    rest = builder.zext(builder.icmp_unsigned("!=", builder.urem(span, stride), zero), ity)
+    count = builder.add(builder.udiv(span, stride), rest, flags=["nuw"])
     builder.store(count, it.count)
     return impl_ret_untracked(context, builder, iter_type, it._getvalue())
 

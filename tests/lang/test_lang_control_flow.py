@@ -15,7 +15,7 @@ import pytest
 from numba import types
 
 from gpureplace import cuda
-from lang_support import THREADS, _compile, _cp, _grid
+from lang_support import RANGE_EDGES as _RANGE_EDGES, THREADS, _compile, _cp, _grid
 
 
 # =============================================================================================
@@ -150,12 +150,6 @@ def test_raise_stops_the_thread_gpu():
 
 # range's count of values (compiler/rangeloops.py computes it as ceil(max(span, 0) / |step|) with
 # an unsigned division, for ScalarEvolution): every sign and edge, int64 and int32, against Python.
-_RANGE_EDGES = [(s, e, st) for s in (-7, -1, 0, 1, 5, 12) for e in (-9, -1, 0, 1, 6, 12, 13)
-                for st in (-8, -3, -1, 1, 2, 3, 8, 100)] + [
-    (0, 2**62, 2**61), (-2**62, 2**62, 2**61), (2**62, -2**62, -2**61), (0, -10, -2**63),
-    (5, 5, 1), (5, 5, -1), (2**63 - 10, 2**63 - 1, 4), (-2**63, -2**63 + 9, 2)]
-
-
 @cuda.jit
 def range_counts(starts, stops, steps, out):
     i = cuda.grid(1)
