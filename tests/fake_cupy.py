@@ -5,21 +5,22 @@ import numpy as np
 
 
 class _Mem:
-    def __init__(self, ptr):
+    def __init__(self, ptr, device_id=0):
         self.ptr = ptr
+        self.device_id = device_id           # CuPy's MemoryPointer.device_id
 
 
 class ndarray:  # noqa: N801 - named like CuPy's so the argument code treats it as one
     __module__ = "cupy._core.core"
 
-    def __init__(self, shape, dtype, strides=None, ptr=0x7000):
+    def __init__(self, shape, dtype, strides=None, ptr=0x7000, device=0):
         host = np.empty(shape, dtype)
         self.shape = host.shape
         self.dtype = host.dtype
         self.strides = host.strides if strides is None else strides
         self.ndim = len(self.shape)
         self.size = host.size
-        self.data = _Mem(ptr)
+        self.data = _Mem(ptr, device)
         if self.flags:      # CuPy's contiguity flags, as CuPy computes them (size-1 axes ignored)
             view = np.lib.stride_tricks.as_strided(np.empty(64 * host.size + 64, host.dtype),
                                                    self.shape, self.strides)

@@ -16,7 +16,8 @@ launches: ``graph(fn, ...)`` by calling ``fn`` again, the ``with`` form by issui
 launches again (possible when they were all the graph held; otherwise the replay raises
 ``GraphStaleError`` naming the kernel, and never runs the old code).
 
-Arguments are bound at capture, as in any CUDA graph: arrays must stay alive and are read in place
+A graph replays on the device it was captured on, whichever device is current then (as a prepared
+launch does).  Arguments are bound at capture, as in any CUDA graph: arrays must stay alive and are read in place
 (the graph keeps references to them), and rebinding a Python name does not reach the graph.
 Launches inside a capture must use the current stream (no explicit stream in ``[grid, block,
 stream]``); host synchronisation (``.get()``, ``synchronize``) is not allowed while capturing.
@@ -195,7 +196,8 @@ class Graph:
 
     # -- replaying --------------------------------------------------------------------------------
     def launch(self, stream=None):
-        """Replay the graph on ``stream`` (default: CuPy's current stream)."""
+        """Replay the graph on ``stream`` (default: CuPy's current stream on the graph's
+        device)."""
         if self._age is None:
             raise GraphCaptureError(f"{self.name}: the graph was never captured (its capture "
                                     f"raised, or the with block has not ended)")
@@ -203,11 +205,13 @@ class Graph:
             for rl in self._launches:
                 rl.kernel._launch(rl.config, rl.args)
             return
+        if probe.current_device() != self.device:
+            # A graph belongs to the device it was captured on: it replays (and captures again,
+            # after a redefinition) there, whichever device is current.
+            with probe.cupy_module().cuda.Device(self.device):
+                return self.launch(stream)
         if self._age != world.age:
             self._revalidate()
-        if probe.current_device() != self.device:
-            raise LaunchError(f"{self.name}: the graph was captured on device {self.device}; "
-                              f"the current device is {probe.current_device()}")
         if self._printf:
             launch.note_printf()
         probe.cupy_module().cuda.runtime.graphLaunch(self._exec, launch.stream_ptr(stream))

@@ -12,7 +12,7 @@ from numba.core.errors import NumbaPerformanceWarning
 from .. import probe
 from ..config import settings
 from ..errors import LaunchError, PerformanceWarning, driver_refusal
-from ..runtime import arguments, launch
+from ..runtime import arguments, launch, placement
 from ..runtime.hints import ArgHint
 from ..tracking import world
 from . import backends, graphs
@@ -185,7 +185,7 @@ class PreparedLaunch:
         own = type("PreparedLaunch", (cls,), {"__slots__": ()})
         return object.__new__(own)
 
-    __slots__ = ("config", "args", "_age", "_keep", "__weakref__")
+    __slots__ = ("config", "args", "_age", "_keep", "_device", "__weakref__")
 
     def __init__(self, config, args):
         self.config = config
@@ -205,6 +205,14 @@ class PreparedLaunch:
             self._age = None
             type(self).__call__ = type(self).launch = PreparedLaunch._simulate
             return
+        # A prepared launch stays on the device it was prepared on: its graph, stream and
+        # module are that device's, and binding again (after a redefinition) happens there too.
+        placed = placement.multi_gpu()
+        if getattr(self, "_device", None) is None:
+            self._device = probe.current_device()
+        if placed and probe.current_device() != self._device:
+            with probe.cupy_module().cuda.Device(self._device):
+                return self._bind()
         keys, values, entry = kernel._resolve(self.args)
         if any(k[0] == "record" for k in keys):
             raise LaunchError(f"{kernel.__qualname__}: prepare() cannot bind a record argument "
@@ -239,10 +247,13 @@ class PreparedLaunch:
             run = entry.launch_kernel
         if debug:                 # wait and raise what a thread raised (compiler/exceptions.py)
             go += f"    _check({int(stream)})\n"
+        if placed:                # launched from another current device: switch to its own
+            go = f"    if _current_device() != {self._device}: return self._on_device()\n" + go
         src = (f"def __call__(self):\n    if _world.age != {self._age}: return self._rebind()\n"
                f"{go}\ndef _go(self):\n{go}")
         env = {"_world": world, "_run": run, "_note_printf": launch.note_printf,
-               "_check": entry.raise_device_exception if debug else None}
+               "_check": entry.raise_device_exception if debug else None,
+               "_current_device": probe.current_device}
         exec(compile(src, "<gpureplace prepared launch>", "exec"), env)
         own = type(self)
         own.__call__ = own.launch = env["__call__"]
@@ -251,6 +262,15 @@ class PreparedLaunch:
     def _rebind(self):
         self._bind()
         type(self)._go(self)
+
+    def _on_device(self):
+        with probe.cupy_module().cuda.Device(self._device):
+            type(self)._go(self)
+
+    @property
+    def device_id(self):
+        """The device this launch was prepared on, where it always runs (None when simulated)."""
+        return getattr(self, "_device", None)
 
     @property
     def uses_graph(self):

@@ -10,7 +10,7 @@ import numpy as np
 from .. import probe
 from ..errors import LaunchError, SignatureError
 from ..config import settings
-from ..runtime import arguments, conversion, launch, transfers
+from ..runtime import arguments, conversion, launch, placement, transfers
 from ..compiler.ranking import best_signature
 from ..runtime.hints import ArgHint
 from ..runtime.binder import make_fast_launch
@@ -313,6 +313,8 @@ class Launching:
         if self.declared_signatures:
             keys, values = self._explicit_match(keys, per_arg)
         dev = probe.current_device()
+        if placement.multi_gpu():
+            placement.check_devices(self, args, dev)
         launch.ensure_context(dev)
         cache_key = (tuple(keys), dev)
         entry = self._launch_cache.get(cache_key)
@@ -337,6 +339,12 @@ class Launching:
                     self._drop_fast_launch()
         if entry is not None and entry.spec is spec:
             return entry
+        if entry is not None:
+            # The old code is unloaded from every device that loaded it, not only this one.
+            stale = entry.spec
+            for key, other in list(self._launch_cache.items()):
+                if other.spec is stale:
+                    del self._launch_cache[key]
         loaded = launch.LoadedKernel(spec, dev, self._link, self._carveout)
         self._launch_cache[cache_key] = loaded
         return loaded

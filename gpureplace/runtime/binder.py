@@ -8,8 +8,9 @@ per-argument function calls, dictionaries or loops on the path of a cached launc
 
 from __future__ import annotations
 
+from .. import probe
 from ..tracking import world
-from . import arguments, launch
+from . import arguments, launch, placement
 from .launch import param_offsets
 
 
@@ -31,7 +32,7 @@ def _nothing():
     return None
 
 
-def _checks(args, keys, remember=False):
+def _checks(args, keys, remember=False, placed=False):
     """Per argument: (source lines that ``return None`` unless it matches, its value expressions,
     whether those values are remembered), and the environment the lines read.
 
@@ -39,6 +40,9 @@ def _checks(args, keys, remember=False):
     ``_remembered_array``): their lines refer to globals ``R{i}`` (a weak reference to the array
     of the last call), ``V{i}`` (its parameter values) and ``H{i}`` (its shape), which start as a
     reference to nothing, and set ``fresh = True`` when they take another array.
+
+    With ``placed`` (a process with several GPUs), each device array must be on device ``DEV``
+    (placement.py; a remembered array is checked when it is taken, its device cannot change).
     """
     env, per_arg = {"_value_key": arguments.value_key}, []
     for i, (arg, key) in enumerate(zip(args, keys)):
@@ -46,6 +50,7 @@ def _checks(args, keys, remember=False):
         handler = arguments.handler_of(arg)
         env[f"C{i}"] = type(arg)
         lines, outs, kept = [], [], False
+        away = placement.fast_check(v, handler) if placed else None
         if handler is arguments.cupy_handler:
             _, dt, ndim, layout = key
             env[f"D{i}"] = dt
@@ -54,17 +59,19 @@ def _checks(args, keys, remember=False):
                 flag = None                       # a CuPy without the flag: compare strides
             dtype_differs = f"({v}.dtype is not D{i} and {v}.dtype != D{i})"
             if flag is not None and remember and _weakrefable(arg):
-                lines, outs, kept = _remembered_array(v, i, ndim, flag, dtype_differs), \
+                lines, outs, kept = _remembered_array(v, i, ndim, flag, dtype_differs, away), \
                     [f"*V{i}"], True
                 env.update({f"R{i}": _nothing, f"V{i}": (), f"H{i}": None})
             elif flag is not None and ndim <= 1:
                 # The common case, in one test: a contiguous vector (or 0-d array), whose size is
                 # its only shape field; contiguous arrays pass no strides.
                 lines.append(f"if type({v}) is not C{i} or {dtype_differs} or not {v}.{flag} "
-                              f"or {v}.ndim != {ndim}: return None")
+                              f"or {v}.ndim != {ndim}{f' or {away}' if away else ''}: "
+                              f"return None")
                 outs += [f"{v}.data.ptr"] + ([f"{v}.size"] if ndim else [])
             else:
-                lines += [f"if type({v}) is not C{i} or {dtype_differs}: return None",
+                lines += [f"if type({v}) is not C{i} or {dtype_differs}"
+                          f"{f' or {away}' if away else ''}: return None",
                           f"{v}_sh = {v}.shape",
                           f"if len({v}_sh) != {ndim}: return None"]
                 if flag is not None:
@@ -82,8 +89,8 @@ def _checks(args, keys, remember=False):
             _, dt, ndim, layout = key
             env[f"T{i}"] = arg.dtype
             isz = dt.itemsize
-            lines += [f"if type({v}) is not C{i} or {v}.dtype is not T{i} or not {v}.is_cuda: "
-                      f"return None",
+            lines += [f"if type({v}) is not C{i} or {v}.dtype is not T{i} or not {v}.is_cuda"
+                      f"{f' or {away}' if away else ''}: return None",
                       f"{v}_sh = {v}.shape",
                       f"if len({v}_sh) != {ndim}: return None"]
             if layout == "C":
@@ -112,6 +119,9 @@ def _checks(args, keys, remember=False):
             env[f"K{i}"] = key
             lines += [f"{v}_k, {v}_v = _value_key({v})",
                       f"if {v}_k != K{i}: return None"]
+            if placed:
+                env["_elsewhere"] = placement.elsewhere
+                lines.append(f"if _elsewhere({v}, DEV) is not None: return None")
             outs.append(f"*{v}_v")
         per_arg.append((lines, outs, kept))
     if remember:
@@ -129,7 +139,7 @@ def _weakrefable(arg):
     return True
 
 
-def _remembered_array(v, i, ndim, flag, dtype_differs):
+def _remembered_array(v, i, ndim, flag, dtype_differs, away=None):
     """Lines for a contiguous CuPy array that skip its checks when it is the array of the last
     call: global ``R{i}`` is a weak reference to that array, ``V{i}`` its parameter values and
     ``H{i}`` its shape.
@@ -137,15 +147,18 @@ def _remembered_array(v, i, ndim, flag, dtype_differs):
     A CuPy array's dtype, data pointer, size and strides cannot be assigned; only ``shape`` can
     (an in-place reshape that keeps the size), so the same object with the same shape (for a
     vector: the same rank) has the same parameters.  The weak reference keeps nothing alive.
+    ``away``: the condition that the array is on another device than the launch's (checked
+    when the array is taken: its device cannot change either).
     """
+    away = f" or {away}" if away else ""
     if ndim <= 1:
         return [f"if R{i}() is not {v} or {v}.ndim != {ndim}:",
                 f"    if type({v}) is not C{i} or {dtype_differs} or not {v}.{flag} or "
-                f"{v}.ndim != {ndim}: return None",
+                f"{v}.ndim != {ndim}{away}: return None",
                 f"    R{i}, V{i}, fresh = _ref({v}), ({v}.data.ptr, "
                 f"{f'{v}.size' if ndim else ''}), True"]
     return [f"if R{i}() is not {v} or {v}.shape != H{i}:",
-            f"    if type({v}) is not C{i} or {dtype_differs}: return None",
+            f"    if type({v}) is not C{i} or {dtype_differs}{away}: return None",
             f"    {v}_sh = {v}.shape",
             f"    if len({v}_sh) != {ndim} or not {v}.{flag}: return None",
             f"    R{i}, V{i}, H{i}, fresh = _ref({v}), ({v}.data.ptr, *{v}_sh), {v}_sh, True"]
@@ -220,7 +233,8 @@ def make_fast_launch(args, keys, loaded, age, general, retry=()):
     import struct
 
     n = len(args)
-    per_arg, env = _checks(args, keys, remember=True)
+    placed = placement.multi_gpu()
+    per_arg, env = _checks(args, keys, remember=True, placed=placed)
     kept = [i for i, (_, _, k) in enumerate(per_arg) if k]
     lines = [line.replace("return None", "raise _Miss") for lines, _, _ in per_arg
              for line in lines]
@@ -242,6 +256,10 @@ def make_fast_launch(args, keys, loaded, age, general, retry=()):
                _loaded=loaded, _ME=token)
     head = [f"if len(args) != {n} or _world.age != AGE or cfg.big_shared: "
             f"return _general(cfg, args)"]
+    if placed:
+        # another device current: the general path loads the kernel there
+        env["_current_device"] = probe.current_device
+        head.append("if _current_device() != DEV: return _general(cfg, args)")
     if n:
         head.append(f"{', '.join(f'a{i}' for i in range(n))}{',' if n == 1 else ''} = args")
     head += ["stream = cfg._stream_ptr",

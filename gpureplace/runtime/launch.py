@@ -198,6 +198,14 @@ class LoadedKernel:
                     code.teardown_callback(self.module)
                 except Exception:                   # (at interpreter exit: nothing to do)
                     pass
+        # The module unloads from its own device's context (cuModuleUnload acts on the current
+        # one): where another device may be current, it is dropped with its device current.
+        if getattr(self, "module", None) is not None and probe.device_count() > 1:
+            try:
+                with probe.cupy_module().cuda.Device(self.device_id):
+                    self.function = self.module = None
+            except Exception:                       # (at interpreter exit: nothing to do)
+                pass
 
     def allow_shared(self, shared):
         """Raise the function's dynamic shared-memory limit to ``shared`` bytes when needed (over
