@@ -1,4 +1,4 @@
-"""Generated-code throughput: the same kernels as gpureplace Python, CUDA C (CuPy RawKernel / NVRTC)
+"""Generated-code throughput: the same kernels as gpureplace Python, CUDA C (NVRTC)
 and, when it imports and compiles, numba-cuda.
 
 Kernels: saxpy (2**28 float32, with GB/s and % of the device-to-device copy bandwidth), chained
@@ -35,9 +35,12 @@ rows whose label contains it ('sin f32', fastmath, rsqrt).
 Fairness notes: the CUDA C is what a careful CUDA programmer writes for the same algorithm: plain
 pointers (no ``__restrict__``), 64-bit linear indices in the 1-D kernels (what ``cuda.grid(1)``
 gives), ``int`` coordinates in the 2-D ones (and ``int`` body indices in n-body, as GPU Gems 3
-writes it).  NVRTC contracts ``a * b + c`` into FMA by default, and CuPy appends ``-ftz=true``
-to every RawKernel's NVRTC options: the CUDA C flushes float32 denormals (``sqrt.rn.ftz``,
-``rcp.rn.ftz`` in n-body's 1 / sqrt), gpureplace's default context keeps them.  The float16 /
+writes it).  NVRTC contracts ``a * b + c`` into FMA by default.  The CUDA C compiles with
+NVRTC's defaults (nvcc's: float32 denormals kept, IEEE division and square root), or
+``--use_fast_math`` in the fast-math rows, straight to a cubin: not through ``cupy.RawKernel``,
+which appends ``-ftz=true`` to every compile, so that its code flushes denormals where
+gpureplace's default context keeps them (until 2026-12-02 the twins were RawKernels: n-body's
+rsqrt row then compared code without rsqrtf's denormal scaling against code with it).  The float16 /
 bfloat16 CUDA C uses cuda_fp16.h's operators, whose ``mul.f16`` / ``add.f16`` (no rounding
 modifier) ptxas may fuse into one HFMA; gpureplace rounds the product (``mul.rn``).
 numba-cuda is left out of the rows whose arrays are gpureplace vector views (float4 saxpy, n-body)

@@ -35,7 +35,10 @@ MM_N = 2048
 TILE = 16
 TPB = 256                 # threads per block of the 1-D elementwise kernels
 
-CUDA_C_OPTIONS = ("-O3",)
+#: The CUDA C twins' compiler options (NVRTC, bench/codegen_harness.py): none for the default-context
+#: rows -- NVRTC's defaults are nvcc's (-ftz=false -prec-div=true -prec-sqrt=true -fmad=true; device
+#: code is optimised, NVRTC takes no -O level) -- and fast math for the fast-math rows.
+CUDA_C_OPTIONS = ()
 CUDA_C_FAST_OPTIONS = ("--use_fast_math",)
 
 
