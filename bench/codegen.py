@@ -37,7 +37,7 @@ pointers (no ``__restrict__``), 64-bit linear indices in the 1-D kernels (what `
 gives), ``int`` coordinates in the 2-D ones (and ``int`` body indices in n-body, as GPU Gems 3
 writes it).  NVRTC contracts ``a * b + c`` into FMA by default.  The CUDA C compiles with
 NVRTC's defaults (nvcc's: float32 denormals kept, IEEE division and square root), or
-``--use_fast_math`` in the fast-math rows, straight to a cubin: not through ``cupy.RawKernel``,
+``--use_fast_math`` in the fast-math rows, to PTX loaded as ours: not through ``cupy.RawKernel``,
 which appends ``-ftz=true`` to every compile, so that its code flushes denormals where
 gpureplace's default context keeps them (until 2026-12-02 the twins were RawKernels: n-body's
 rsqrt row then compared code without rsqrtf's denormal scaling against code with it).  The float16 /

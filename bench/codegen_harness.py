@@ -152,21 +152,22 @@ def _cuda_include_dirs():
 
 
 def _nvrtc_function(cp, src, name, options):
-    """``src`` compiled by NVRTC to a cubin for the current GPU with exactly ``options``, loaded;
-    its function ``name``."""
+    """``src`` compiled by NVRTC to PTX for the current GPU with exactly ``options`` and loaded
+    by the driver's JIT, as gpureplace's PTX is; its function ``name``.  (Not a cubin from
+    NVRTC: cupy_backends' ``getCUBIN`` handed back another program's cubin on the H200.)"""
     from cupy_backends.cuda.libs import nvrtc
     cc = cp.cuda.Device().compute_capability
     prog = nvrtc.createProgram(src, f"{name}.cu", (), ())
     try:
         try:
-            nvrtc.compileProgram(prog, (f"-arch=sm_{cc}",) + tuple(options))
+            nvrtc.compileProgram(prog, (f"-arch=compute_{cc}",) + tuple(options))
         except Exception as exc:
             raise RuntimeError(f"{exc}: {nvrtc.getProgramLog(prog).strip()[:500]}") from None
-        cubin = nvrtc.getCUBIN(prog)
+        ptx = nvrtc.getPTX(prog)
     finally:
         nvrtc.destroyProgram(prog)
     module = cp.cuda.function.Module()
-    module.load(bytes(cubin))
+    module.load(ptx if isinstance(ptx, bytes) else ptx.encode())
     return module.get_function(name)          # (the function keeps its module loaded)
 
 
@@ -193,7 +194,7 @@ class Bench:
 
     # -- building -------------------------------------------------------------------------------
     def raw(self, src, name, fast=False):
-        """The CUDA C kernel compiled by NVRTC to a cubin for this GPU and loaded (a CuPy
+        """The CUDA C kernel compiled by NVRTC for this GPU and loaded (a CuPy
         ``Function``, called as a RawKernel is).  Not through ``cupy.RawKernel``: CuPy appends
         ``-ftz=true`` to every RawKernel's options, so its float32 code flushes denormals
         (rsqrtf then skips the denormal scaling, 1 / sqrtf uses ``.ftz`` instructions) where
