@@ -109,9 +109,10 @@ LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
 #: min of two floats are one max / min instruction, ignoring NaN as numba-cuda's do; 8: partial
 #: unrolling up to PARTIAL_UNROLL_THRESHOLD; 9: range loops step nsw, see rangeloops.py; 10: a
 #: range's count in a form ScalarEvolution bounds, rangeloops.range_getiter; 11: that count
-#: unsigned, right where stop - start exceeds int64), so that no process is served code that an
-#: older gpureplace compiled.
-CODEGEN_REVISION = 11
+#: unsigned, right where stop - start exceeds int64; 12: libdevice's float operations contract,
+#: libdevice_tuning.contract_float_ops), so that no process is served code that an older
+#: gpureplace compiled.
+CODEGEN_REVISION = 12
 
 
 @functools.lru_cache(maxsize=None)

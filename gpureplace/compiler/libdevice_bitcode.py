@@ -33,7 +33,7 @@ import threading
 import llvmlite.binding as llvm
 
 from ..errors import LibdeviceNotFound
-from .libdevice_tuning import DEFINE_NAME, tune_trig
+from .libdevice_tuning import DEFINE_NAME, contract_float_ops, tune_trig
 
 
 class LibdeviceInvalid(LibdeviceNotFound):
@@ -496,11 +496,12 @@ def _forget_old_texts(keep):
 def _prune(wanted, reflect):
     text = _text_index().module_text(wanted)
     try:
-        folded = llvm.parse_assembly(tune_trig(fold_reflect(text, reflect)))
+        folded = llvm.parse_assembly(contract_float_ops(tune_trig(fold_reflect(text, reflect))))
     except RuntimeError:
         # A libdevice whose text does not cut as this one does (metadata that names functions,
         # say): let LLVM do the pruning, slower but whatever the layout.
-        folded = llvm.parse_assembly(tune_trig(fold_reflect(_pruned_by_llvm(wanted), reflect)))
+        folded = llvm.parse_assembly(contract_float_ops(tune_trig(fold_reflect(
+            _pruned_by_llvm(wanted), reflect))))
     return folded.as_bitcode()
 
 
