@@ -339,3 +339,26 @@ def test_a_halo_loop_bounded_by_its_range_gets_no_runtime_remainder():
     assemble(ptx)
     assert len(re.findall(r"ld\.global", ptx)) <= 2, ptx
     assert len(re.findall(r"st\.shared", ptx)) <= 2, ptx
+
+
+@cuda.jit
+def _exp_sum(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        v = x[i]
+        acc = math.exp(v)
+        for _ in range(3):
+            v += float32(0.5)
+            acc += math.exp(v)
+        out[i] = acc
+
+
+def test_libdevice_float_operations_contract_with_the_callers():
+    # libdevice's expf ends in a multiply; under CUDA C's -fmad=true NVVM fuses it with the
+    # caller's add.  Without the contract flag on libdevice's operations the NVPTX back end
+    # wrote mul.rn.f32 (never fused), one FMUL + FADD per call where nvcc has an FFMA.
+    ptx = _exp_sum.compile("void(float32[::1], float32[::1])").ptx
+    assemble(ptx)
+    assert "ex2.approx" in ptx
+    assert "mul.rn.f32" not in ptx, ptx
+    assert "add.rn.f32" not in ptx
