@@ -65,14 +65,22 @@ def devices_of(value):
 
 def elsewhere(value, dev):
     """The device other than ``dev`` that ``value``'s memory is on, or None."""
+    if isinstance(value, VectorArray):
+        return elsewhere(value.array, dev)
+    if isinstance(value, tuple):
+        for item in value:
+            other = elsewhere(item, dev)
+            if other is not None:
+                return other
+        return None
     for d in devices_of(value):
         if d != dev:
-            if isinstance(value, (tuple, VectorArray)) or handler_of(value) is not cupy_handler:
-                return d
-            # a CuPy array's allocation device: managed memory (cupy.cuda.malloc_managed)
-            # is reachable from every device
-            if _pointer_device(value.data.ptr) not in (None, dev):
-                return d
+            # a CuPy array's allocation device: managed memory (cupy.cuda.malloc_managed) is
+            # reachable from every device
+            if handler_of(value) is cupy_handler and \
+                    _pointer_device(value.data.ptr) in (None, dev):
+                return None
+            return d
     return None
 
 

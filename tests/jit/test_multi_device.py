@@ -113,6 +113,9 @@ def test_managed_memory_and_scalars_pass(two_gpus, monkeypatch):
     monkeypatch.setattr(placement, "_pointer_device", lambda ptr: None)   # managed memory
     k[2, 32](_array(1), 1.0)
     assert len(loaded[0].calls) == 1
+    # inside a tuple or a vector view too
+    assert placement.elsewhere((_array(0), _array(1)), 0) is None
+    assert placement.elsewhere(cuda.as_vectors(_array(1), 4), 0) is None
 
 
 def test_arrays_inside_tuples_and_vector_views_are_checked(two_gpus):
