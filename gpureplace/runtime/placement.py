@@ -38,49 +38,51 @@ def _pointer_device(ptr):
     return attrs.device if attrs.type == 2 else None       # cudaMemoryTypeDevice
 
 
-def devices_of(value):
-    """The devices of the device memory ``value`` holds (an array, or a tuple of them)."""
-    handler = handler_of(value)
-    if handler is cupy_handler:
-        dev = value.data.device_id
-        if dev is not None and value.size:
-            yield dev
-    elif handler is torch_handler:
-        if value.is_cuda:
-            yield value.device.index
-    elif isinstance(value, VectorArray):
-        yield from devices_of(value.array)
+def _leaves(value):
+    """The values inside ``value``: itself, or the arrays of a tuple or a vector view."""
+    if isinstance(value, VectorArray):
+        yield from _leaves(value.array)
     elif isinstance(value, tuple):
         for item in value:
-            yield from devices_of(item)
-    elif hasattr(value, "__cuda_array_interface__"):
-        dev = _pointer_device(value.__cuda_array_interface__["data"][0])
+            yield from _leaves(item)
+    else:
+        yield value
+
+
+def _device(value):
+    """The device of the device memory one argument value holds, or None (no device memory)."""
+    handler = handler_of(value)
+    if handler is cupy_handler:
+        return value.data.device_id if value.size else None
+    if handler is torch_handler:
+        return value.device.index if value.is_cuda else None
+    if hasattr(value, "__cuda_array_interface__"):
+        return _pointer_device(value.__cuda_array_interface__["data"][0])
+    if hasattr(value, "__dlpack_device__") and hasattr(value, "__dlpack__"):
+        kind, dev = value.__dlpack_device__()
+        return int(dev) if int(kind) == _DL_CUDA else None
+    return None
+
+
+def devices_of(value):
+    """The devices of the device memory ``value`` holds (an array, or a tuple of them)."""
+    for leaf in _leaves(value):
+        dev = _device(leaf)
         if dev is not None:
             yield dev
-    elif hasattr(value, "__dlpack_device__") and hasattr(value, "__dlpack__"):
-        kind, dev = value.__dlpack_device__()
-        if int(kind) == _DL_CUDA:
-            yield int(dev)
 
 
 def elsewhere(value, dev):
     """The device other than ``dev`` that ``value``'s memory is on, or None."""
-    if isinstance(value, VectorArray):
-        return elsewhere(value.array, dev)
-    if isinstance(value, tuple):
-        for item in value:
-            other = elsewhere(item, dev)
-            if other is not None:
-                return other
-        return None
-    for d in devices_of(value):
-        if d != dev:
-            # a CuPy array's allocation device: managed memory (cupy.cuda.malloc_managed) is
-            # reachable from every device
-            if handler_of(value) is cupy_handler and \
-                    _pointer_device(value.data.ptr) in (None, dev):
-                return None
-            return d
+    for leaf in _leaves(value):
+        d = _device(leaf)
+        if d is None or d == dev:
+            continue
+        # a CuPy array's allocation device: managed memory (cupy.cuda.malloc_managed) is
+        # reachable from every device
+        if handler_of(leaf) is cupy_handler and _pointer_device(leaf.data.ptr) in (None, dev):
+            continue
+        return d
     return None
 
 
