@@ -14,7 +14,7 @@ from __future__ import annotations
 import builtins
 import threading
 from itertools import repeat
-from operator import is_
+from operator import is_, itemgetter
 
 from . import world
 from .contents import snapshot as take_snapshot
@@ -29,11 +29,12 @@ _views = {}         # id(namespace dict) -> its _View (dropped whenever an entry
 
 class _View:
     """A namespace's tracked bindings as ``check`` reads them in bulk: the names bound in the
-    namespace with no arrays to compare (``plain``) and the values seen for them, compared by
-    identity in C loops (``map``) -- a tenth of a microsecond per binding where a Python loop
-    took four times that; the rest (arrays, names found in builtins) one at a time."""
+    namespace with no arrays to compare (``plain``) and the values seen for them, fetched by one
+    ``itemgetter`` and compared by identity in C loops -- under a twentieth of a microsecond per
+    binding (``map(ns.get, ...)`` took twice that in a large namespace, a Python loop eight
+    times); the rest (arrays, names found in builtins) one at a time."""
 
-    __slots__ = ("names", "plain", "seen", "others")
+    __slots__ = ("names", "plain", "seen", "others", "fetch")
 
     def __init__(self, ns, names):
         self.names = names                  # (whose view this is: ids of dicts are reused)
@@ -44,10 +45,20 @@ class _View:
                 self.seen.append(entry[0])
             else:
                 self.others.append(name)
+        # itemgetter of one name gives the value itself, not a 1-tuple; a dict subclass may
+        # have a __missing__ that a lookup by [] would run (and which could insert the name).
+        self.fetch = (itemgetter(*self.plain) if len(self.plain) > 1 and type(ns) is dict
+                      else None)
 
     def unchanged(self, ns):
         """Whether every plain name is still bound to the object seen."""
-        return all(map(is_, map(ns.get, self.plain, repeat(_MISSING)), self.seen))
+        if self.fetch is None:
+            return all(map(is_, map(ns.get, self.plain, repeat(_MISSING)), self.seen))
+        try:
+            current = self.fetch(ns)
+        except KeyError:                    # a name deleted: the caller looks at each name
+            return False
+        return all(map(is_, current, self.seen))
 
 
 class Change(tuple):

@@ -51,3 +51,37 @@ def test_a_name_added_after_the_first_check_is_compared_too():
     _track(ns, "y")                        # tracked later: the bulk view is rebuilt
     ns["y"] = 3.0
     assert _mine(ns) == [("y", "redefined")]
+
+
+def test_one_plain_name_and_a_deleted_plain_name_among_many():
+    one = {"__name__": "hook_one", "x": 1.0}
+    _track(one, "x")                       # one name: no tuple to compare in bulk
+    assert _mine(one) == []
+    one["x"] = 1                           # equal to the old value, another type
+    assert _mine(one) == [("x", "redefined")]
+
+    many = {"__name__": "hook_many", **{f"v{i}": float(i) for i in range(50)}}
+    for i in range(50):
+        _track(many, f"v{i}")
+    assert _mine(many) == []
+    del many["v17"]                        # the bulk fetch fails; each name is looked at
+    assert _mine(many) == [("v17", "deleted")]
+    many["v3"] = 3                         # == the old 3.0, but another object and type
+    assert _mine(many) == [("v3", "redefined")]
+    assert _mine(many) == []
+
+
+class _Defaulting(dict):
+    def __missing__(self, key):
+        self[key] = "made up"
+        return self[key]
+
+
+def test_a_namespace_with_missing_is_not_read_through_it():
+    ns = _Defaulting({"__name__": "hook_missing", "a": 1.0, "b": 2.0, "c": 3.0})
+    for name in ("a", "b", "c"):
+        _track(ns, name)
+    assert _mine(ns) == []
+    del ns["b"]
+    assert _mine(ns) == [("b", "deleted")]
+    assert "b" not in ns                   # the check did not call __missing__
