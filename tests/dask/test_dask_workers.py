@@ -258,16 +258,23 @@ def test_map_blocks_refuses_bad_arguments_by_name():
         gpureplace.dask.map_blocks(ns["uses_helper"], x, threads=(8, 8))
 
 
+def _cuda_cluster():
+    try:
+        from dask_cuda import LocalCUDACluster
+    except Exception as exc:                                 # noqa: BLE001
+        pytest.skip(f"dask-cuda does not import here ({type(exc).__name__}: {exc})")
+    return LocalCUDACluster                                  # one worker per GPU
+
+
 @pytest.mark.gpu
 @pytest.mark.gpu_only
-def test_a_cuda_cluster_runs_a_kernel_over_a_cupy_dask_array_and_follows_a_redefinition():
+@pytest.mark.parametrize("kind", ["LocalCUDACluster", "LocalCluster"])
+def test_a_gpu_cluster_runs_a_kernel_over_a_cupy_dask_array_and_follows_a_redefinition(kind):
     cp = pytest.importorskip("cupy")
-    try:
-        from dask_cuda import LocalCUDACluster as make       # one worker per GPU
-    except Exception:                                        # noqa: BLE001 (not installed)
-        make = distributed.LocalCluster
+    make = _cuda_cluster() if kind == "LocalCUDACluster" else distributed.LocalCluster
     cluster = start_cluster(make, GPUREPLACE_PREWARM="0")
     try:
+        assert type(cluster).__name__ == kind
         with distributed.Client(cluster) as c:
             ns = notebook()
             x_np = np.arange(1 << 20, dtype=np.float32)
@@ -284,7 +291,6 @@ def test_a_cuda_cluster_runs_a_kernel_over_a_cupy_dask_array_and_follows_a_redef
             y = gpureplace.dask.map_blocks(ns["uses_helper"], x)        # (built again)
             np.testing.assert_array_equal(cp.asnumpy(y.compute()), (x_np + 1.0) * 3.0)
             assert compiles() == before + len(c.scheduler_info()["workers"])
-            print(f"{type(cluster).__name__}: {len(c.scheduler_info()['workers'])} worker(s)")
     finally:
         cluster.close()
 
