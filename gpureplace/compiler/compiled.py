@@ -57,6 +57,7 @@ class CompiledFunction:
         self.lowering_fndesc = None    # its descriptor while it is lowered (calls of itself)
         self.typing_self_call = False  # Numba is re-typing it to find a self-call's type
         self.exception_codes = set()   # status codes its lowering returns for raised exceptions
+        self.constant_range_trips = []  # step counts of its loops over constant-bound ranges
         self._ir_texts = None
 
     def ir_texts(self):

@@ -36,6 +36,7 @@ from .diagnostics import (convert_error, file_of, first_line_of, line_referring_
                           package_of)
 from .fold_shapes import FoldArrayShapes
 from .relink import relink
+from .rangeloops import constant_trip_counts
 from .records import collect_global_reads
 from .target import compilers
 
@@ -99,6 +100,7 @@ class GPULowering(LoweringPass):
             # What the function reads, before lowering: a global array is lowered from the
             # snapshot its record keeps (compiler/target.py), never from the live array.
             cf.global_reads = collect_global_reads(state.func_ir)
+            cf.constant_range_trips = constant_trip_counts(state.func_ir, state.typemap)
         fndesc = funcdesc.PythonFunctionDescriptor.from_specialized_function(
             state.func_ir, state.typemap, state.return_type, state.calltypes,
             mangler=targetctx.mangler, inline=False, noalias=False,

@@ -200,7 +200,10 @@ def _finish(cf, wrapper_ir, entry, keep=()):
     from numba.core import config
     if config.DUMP_LLVM:
         _dump(f"LLVM DUMP {entry}", mod)
-    backend.optimize(mod, cf.options.arch, isa, cf.options.opt)
+    backend.optimize(mod, cf.options.arch, isa, cf.options.opt,
+                     constant_loops=any(trips >= backend.CONSTANT_RANGE_MIN_TRIPS
+                                        for each in cf.closure()
+                                        for trips in each.constant_range_trips))
     if config.DUMP_OPTIMIZED:
         _dump(f"OPTIMIZED DUMP {entry}", mod)
     check_linked(mod, cf)

@@ -23,7 +23,7 @@ against Python.  Unsigned ranges keep Numba's lowering.
 
 from __future__ import annotations
 
-from numba.core import cgutils, types
+from numba.core import cgutils, ir, types
 from numba.core.imputils import RefType, impl_ret_untracked, iternext_impl
 
 
@@ -96,3 +96,29 @@ def take_precedence(defns):
                         None)
             if last is not impl:
                 table.append(impl, (ty,))
+
+
+def constant_trip_counts(func_ir, typemap):
+    """The step counts of the ``for`` loops of ``func_ir`` over a ``range`` whose bounds are all
+    compile-time constants (literals, or globals typed as literals): ``for k in range(TILE)``.
+    The back end gives a kernel with a long one a larger unrolling budget (see
+    ``backend.CONSTANT_LOOP_MAX_COUNT``)."""
+    counts = []
+    for block in func_ir.blocks.values():
+        for expr in block.find_exprs(op="getiter"):
+            try:
+                made = func_ir.get_definition(expr.value)
+                if not (isinstance(made, ir.Expr) and made.op == "call" and not made.kws):
+                    continue
+                fn = func_ir.get_definition(made.func)
+            except (KeyError, AttributeError):    # several definitions, or none
+                continue
+            if not (isinstance(fn, (ir.Global, ir.FreeVar)) and fn.value is range):
+                continue
+            bounds = [typemap.get(arg.name) for arg in made.args]
+            if bounds and all(isinstance(t, types.IntegerLiteral) for t in bounds):
+                try:
+                    counts.append(len(range(*(t.literal_value for t in bounds))))
+                except (ValueError, OverflowError):  # range(0, 5, 0) fails at run time
+                    continue
+    return counts
