@@ -139,9 +139,8 @@ LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
 #: range's count in a form ScalarEvolution bounds, rangeloops.range_getiter; 11: that count
 #: unsigned, right where stop - start exceeds int64; 12: libdevice's float operations contract,
 #: libdevice_tuning.contract_float_ops; 13: 32-bit shared, constant and local pointers,
-#: SHORT_POINTERS; 14: constant-bound range loops
-#: unrolled more, CONSTANT_LOOP_MAX_COUNT), so that no process is served code that an older
-#: gpureplace compiled.
+#: SHORT_POINTERS; 14: constant-bound range loops unrolled more, CONSTANT_LOOP_MAX_COUNT), so
+#: that no process is served code that an older gpureplace compiled.
 CODEGEN_REVISION = 14
 
 
