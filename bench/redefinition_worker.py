@@ -4,8 +4,9 @@ The client defines a kernel calling a helper (as a notebook cell does), sends th
 by definition (cloudpickle, the way Dask ships a task) to a second process through a pipe, and
 redefines the helper between sends.  The worker unpickles, adopts the new definition in place
 (jit/pickling.py) and launches on a block of 65,536 float32 (without a GPU: compiles only).
-Each line: the client's pickle, the worker's unpickle, its first launch after the redefinition
-(compile of the helper, relink of the kernel, module load, launch) and the whole round trip.
+Each line: the client's pickle, the worker's unpickle, its compile after the redefinition (the
+helper's, and the kernel's relink), its first launch (module load by the driver's JIT, argument
+binding, launch), the same launch again, and the whole round trip.
 bench/dask_tasks.py's redefinition row is this plus Dask's scheduling of one task per worker.
 
 Usage: python bench/redefinition_worker.py
@@ -39,14 +40,19 @@ def worker(conn):
         t0 = time.perf_counter()
         kernel = cloudpickle.loads(msg)
         t1 = time.perf_counter()
-        if gpu:
-            kernel[256, 256](x, out)
-            cp.cuda.runtime.deviceSynchronize()
-        else:
-            kernel.compile(SIG)
+        kernel.compile(SIG)                    # the helper's compile and the kernel's relink
         t2 = time.perf_counter()
+        if gpu:
+            kernel[256, 256](x, out)           # module load (the driver's JIT), binding, launch
+            cp.cuda.runtime.deviceSynchronize()
+        t3 = time.perf_counter()
+        if gpu:
+            kernel[256, 256](x, out)           # the same launch again, cached
+            cp.cuda.runtime.deviceSynchronize()
+        t4 = time.perf_counter()
         stats = gpureplace.stats()
-        conn.send((t1 - t0, t2 - t1, stats["kernel_compiles"], stats["relinks"]))
+        conn.send((t1 - t0, t2 - t1, t3 - t2, t4 - t3, stats["kernel_compiles"],
+                   stats["relinks"]))
 
 
 def main():
@@ -63,12 +69,13 @@ def main():
         data = cloudpickle.dumps(mod.scaled)
         t1 = time.perf_counter()
         client.send(data)
-        unpickle, first, compiles, relinks = client.recv()
+        unpickle, compile_s, first, again, compiles, relinks = client.recv()
         t2 = time.perf_counter()
         print(f"{label:9s} helper*{factor}: pickle {1e3 * (t1 - t0):.1f} ms ({len(data)} B), "
-              f"worker unpickle {1e3 * unpickle:.1f} ms, first launch {1e3 * first:.1f} ms, "
-              f"round trip {1e3 * (t2 - t0):.1f} ms (worker: {compiles} kernel compiles, "
-              f"{relinks} relinks)")
+              f"worker unpickle {1e3 * unpickle:.1f} ms, compile {1e3 * compile_s:.1f} ms, "
+              f"first launch {1e3 * first:.1f} ms (load, bind, launch), then "
+              f"{1e3 * again:.2f} ms; round trip {1e3 * (t2 - t0):.1f} ms (worker: {compiles} "
+              f"kernel compiles, {relinks} relinks)")
     client.send(None)
     proc.join()
 
