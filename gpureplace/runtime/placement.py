@@ -64,14 +64,6 @@ def _device(value):
     return None
 
 
-def devices_of(value):
-    """The devices of the device memory ``value`` holds (an array, or a tuple of them)."""
-    for leaf in _leaves(value):
-        dev = _device(leaf)
-        if dev is not None:
-            yield dev
-
-
 def elsewhere(value, dev):
     """The device other than ``dev`` that ``value``'s memory is on, or None."""
     for leaf in _leaves(value):

@@ -127,7 +127,7 @@ def test_arrays_inside_tuples_and_vector_views_are_checked(two_gpus):
     with pytest.raises(ArgumentError, match=r"argument 0 \('xs'\) is on device 1"):
         pair[1, 1]((_array(0), _array(1, ptr=0x7000)), out)
     pair[1, 1]((_array(0), _array(0, ptr=0x7000)), out)
-    assert list(placement.devices_of(cuda.as_vectors(_array(1), 4))) == [1]
+    assert placement.elsewhere(cuda.as_vectors(_array(1), 4), 0) == 1
 
 
 def test_other_array_kinds_say_their_device():
@@ -141,11 +141,11 @@ def test_other_array_kinds_say_their_device():
         def __dlpack_device__(self):
             return (self.kind, self.dev)
 
-    assert list(placement.devices_of(DLPackArray(2, 1))) == [1]        # kDLCUDA
-    assert list(placement.devices_of(DLPackArray(13, 1))) == []        # managed
-    assert list(placement.devices_of(DLPackArray(1, 0))) == []         # CPU memory
-    assert list(placement.devices_of(3.0)) == []
-    assert list(placement.devices_of(ndarray((0,), np.float32, device=1))) == []   # no memory
+    assert placement.elsewhere(DLPackArray(2, 1), 0) == 1              # kDLCUDA
+    assert placement.elsewhere(DLPackArray(13, 1), 0) is None          # managed
+    assert placement.elsewhere(DLPackArray(1, 0), 1) is None           # CPU memory
+    assert placement.elsewhere(3.0, 0) is None
+    assert placement.elsewhere(ndarray((0,), np.float32, device=1), 0) is None  # no memory
 
 
 def test_the_fast_path_follows_the_current_device(two_gpus):
