@@ -59,7 +59,8 @@ def main():
 
     rows = {"compile": [], "load+launch": [], "cached launch": [], "whole (define+launch)": [],
             "cupy compile": [], "cupy load+launch": [], "cupy whole": [],
-            "driver load of our PTX": [], "recompile (callee changed)": []}
+            "driver load of our PTX": [], "driver JIT of a new PTX": [],
+            "recompile (callee changed)": []}
     for n in range(1, args.n + 1):
         exec(KERNEL.format(n=n), ns)
         t0 = time.perf_counter()
@@ -80,6 +81,14 @@ def main():
         t4 = time.perf_counter()
         cp.cuda.function.Module().load(spec.ptx.encode())
         rows["driver load of our PTX"].append(time.perf_counter() - t4)
+        # the driver's JIT alone, of PTX it has not seen (a twin kernel compiled, not launched):
+        # what of "load+launch" is the driver's, and what is ours
+        exec(KERNEL.format(n=n + 500), ns)
+        twin = cuda.jit(ns[f"scale_{n + 500}"]).compile(
+            "void(float32, float32[::1], float32[::1])").ptx.encode()
+        t4 = time.perf_counter()
+        cp.cuda.function.Module().load(twin)
+        rows["driver JIT of a new PTX"].append(time.perf_counter() - t4)
 
         t0 = time.perf_counter()
         rk = cp.RawKernel(CUDA_C.format(n=n + 1000), f"scale_{n + 1000}")

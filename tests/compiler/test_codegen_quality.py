@@ -386,14 +386,96 @@ def _halo_tile(a, out):
     out[ty, tx] = tile[ty + 2, tx + 2]
 
 
-def test_a_halo_loop_bounded_by_its_range_gets_no_runtime_remainder():
-    # range's count is computed so that LLVM sees that these loops run at most twice: their
-    # body is not copied into a runtime-unrolled loop and its remainder (5 loads and 5 shared
-    # stores before; the 5 x 5 convolution of bench/codegen.py went from 39 to 32 registers)
+def backward_branches(ptx):
+    """Branches to a label above them: the loops left in ``ptx``."""
+    lines = [line.strip() for line in ptx.splitlines()]
+    where = {line[:-1]: i for i, line in enumerate(lines) if re.fullmatch(r"\$L__\w+:", line)}
+    return [line for i, line in enumerate(lines)
+            if (m := re.search(r"\bbra(?:\.uni)?\s+(\$L__\w+);", line)) and where[m.group(1)] < i]
+
+
+def test_a_halo_loop_bounded_by_its_range_is_unrolled_fully():
+    # range's count is computed so that LLVM sees that these loops run at most twice
+    # (rangeloops.range_getiter): they are unrolled fully by that bound (backend.UPPER_BOUND_UNROLL),
+    # each copy guarded by its loop's test, with no loop left and no runtime remainder (which
+    # would add copies: 5 loads and 5 shared stores before revision 10)
     ptx = _halo_tile.compile("void(float32[:, ::1], float32[:, ::1])").ptx
     assemble(ptx)
-    assert len(re.findall(r"ld\.global", ptx)) <= 2, ptx
-    assert len(re.findall(r"st\.shared", ptx)) <= 2, ptx
+    assert backward_branches(ptx) == [], ptx
+    assert len(re.findall(r"ld\.global", ptx)) == 4, ptx       # 2 rows x 2 columns at most
+    assert len(re.findall(r"st\.shared", ptx)) == 4, ptx
+
+
+def test_a_loop_with_a_larger_bound_stays_a_loop():
+    # up to 16 steps (range(ty, 128, 8)): over LLVM's upper bound of 8, it stays a loop
+    @cuda.jit
+    def tall_tile(a, out):
+        tile = cuda.shared.array((128, 32), np.float32)
+        ty = cuda.threadIdx.y
+        tx = cuda.threadIdx.x
+        for r in range(ty, 128, 8):
+            tile[r, tx] = a[r, tx]
+        cuda.syncthreads()
+        out[ty, tx] = tile[ty + 1, tx]
+
+    ptx = tall_tile.compile("void(float32[:, ::1], float32[:, ::1])").ptx
+    assert backward_branches(ptx), ptx
+
+
+@cuda.jit
+def _conv3x3(a, w, out):
+    # a halo tile loaded by loops of at most 2 steps (unrolled fully), then a 3 x 3 correlation
+    tile = cuda.shared.array((10, 34), np.float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    n, m = a.shape
+    x0 = cuda.blockIdx.x * 32 - 1
+    y0 = cuda.blockIdx.y * 8 - 1
+    for r in range(ty, 10, 8):
+        for c in range(tx, 34, 32):
+            gy = y0 + r
+            gx = x0 + c
+            if 0 <= gy < n and 0 <= gx < m:
+                tile[r, c] = a[gy, gx]
+            else:
+                tile[r, c] = 0.0
+    cuda.syncthreads()
+    i = cuda.blockIdx.y * 8 + ty
+    j = cuda.blockIdx.x * 32 + tx
+    if i < n and j < m:
+        acc = float32(0.0)
+        for dy in range(3):
+            for dx in range(3):
+                acc += w[dy, dx] * tile[ty + dy, tx + dx]
+        out[i, j] = acc
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1, 1), (3, 40), (8, 32), (9, 33), (37, 70), (130, 65)])
+def test_a_halo_tile_loaded_by_unrolled_bounded_loops_is_right(shape):
+    cp = pytest.importorskip("cupy")
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((3, 3)).astype(np.float32)
+    out = cp.full(shape, np.nan, cp.float32)
+    _conv3x3[((shape[1] + 31) // 32, (shape[0] + 7) // 8), (32, 8)](cp.asarray(a),
+                                                                      cp.asarray(w), out)
+    padded = np.pad(a, 1)
+    want = sum(w[dy, dx] * padded[dy:dy + shape[0], dx:dx + shape[1]]
+               for dy in range(3) for dx in range(3))
+    np.testing.assert_allclose(cp.asnumpy(out), want, rtol=1e-5, atol=1e-5)
+
+
+def test_the_halo_tile_of_that_test_is_unrolled_fully():
+    ptx = _conv3x3.compile("void(float32[:, ::1], float32[:, ::1], float32[:, ::1])").ptx
+    # the one loop left would be the 3 x 3 one, whose constant trip count unrolls it too
+    assert backward_branches(ptx) == [], ptx
+
+
+def test_backward_branch_finder_on_a_known_shape():
+    ptx = "$L__BB0_1:\n\t@%p1 bra \t$L__BB0_3;\n\tbra.uni \t$L__BB0_1;\n$L__BB0_3:\n\tret;\n"
+    assert backward_branches(ptx) == ["bra.uni \t$L__BB0_1;"]
+    assert backward_branches(ptx.replace("bra.uni \t$L__BB0_1;", "ret;")) == []
 
 
 @cuda.jit
