@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import sys
+import types
 
 from ..tracking import bindings
 from ..tracking.deps import UNSEEN, current_value, read_changed
@@ -138,11 +139,31 @@ class CachedFunction:
         return [self] + [c for c in self.callees]
 
 
+def _callee(ref, code, reached):
+    """The function of a callee node: the one a validated read of its callers found under
+    ``ref`` (module, qualname), else the one importing ``ref`` finds, whichever has ``code``
+    (its fingerprint); None if neither has.  Through the reads first, since that is the function
+    the compiled call meant -- and the only way to it where the callers were pickled by value
+    (a notebook's cell shipped to a Dask worker: its module is not importable there)."""
+    for pyfunc in (reached.get(tuple(ref)), _find_function(ref)):
+        if pyfunc is not None and fingerprint(pyfunc) == code:
+            return pyfunc
+    return None
+
+
+def _note_functions(reached, value):
+    """Remember ``value`` (a read's value) under its (module, qualname) if it is a function,
+    or a gpureplace function's Python function."""
+    pyfunc = getattr(value, "py_func", value)
+    if isinstance(pyfunc, types.FunctionType):
+        reached.setdefault((pyfunc.__module__, pyfunc.__qualname__), pyfunc)
+
+
 def _validate(nodes, context, kernel_func):
     """CachedFunction of the kernel if every recorded read still holds, else None."""
-    funcs = []
+    funcs, reached = [], {}
     for i, node in enumerate(nodes):
-        pyfunc = kernel_func if i == 0 else _find_function(node["function"])
+        pyfunc = kernel_func if i == 0 else _callee(node["function"], node["code"], reached)
         if pyfunc is None or fingerprint(pyfunc) != node["code"]:
             return None
         reads = []
@@ -155,6 +176,7 @@ def _validate(nodes, context, kernel_func):
             if read_changed(probe, rec) is not None:
                 return None                 # redefined (or gone) since it was stored
             now = current_value(probe, rec)
+            _note_functions(reached, now)
             reads.append(GlobalRead(kind, rec.namespace, name, now, lineno, owner_mod, fp))
         funcs.append(CachedFunction(pyfunc, context, reads))
     kernel = funcs[0]

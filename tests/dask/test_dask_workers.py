@@ -8,6 +8,7 @@ import os
 import pickle
 import subprocess
 import sys
+import tempfile
 import textwrap
 import types
 
@@ -16,6 +17,7 @@ import pytest
 
 import gpureplace
 from gpureplace import cuda
+from gpureplace.compiler import diskcache
 
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
@@ -56,7 +58,10 @@ def notebook(source=CELL):
 
 
 def start_cluster(make, **env):
-    """A cluster whose worker processes start with ``env`` set (it is restored here after)."""
+    """A cluster whose worker processes start with ``env`` set (it is restored here after), and
+    a disk cache of their own unless ``env`` names one: what they compile is then counted the
+    same whatever an earlier run left in the test session's cache."""
+    env.setdefault("GPUREPLACE_CACHE_DIR", tempfile.mkdtemp(prefix="gpureplace-workers-"))
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     main = sys.modules["__main__"]
@@ -74,12 +79,20 @@ def start_cluster(make, **env):
 
 
 @pytest.fixture(scope="module")
-def client():
-    cluster = start_cluster(distributed.LocalCluster, GPUREPLACE_BACKEND="simulator",
-                            GPUREPLACE_PREWARM="0")
-    with distributed.Client(cluster) as c:
-        yield c
-    cluster.close()
+def client(tmp_path_factory):
+    # the workers share a disk cache with this process, as processes of one machine do (and
+    # only with it: a fresh directory)
+    shared = tmp_path_factory.mktemp("shared-cache")
+    old = diskcache.explicit_directory()
+    diskcache.set_directory(shared)
+    try:
+        cluster = start_cluster(distributed.LocalCluster, GPUREPLACE_BACKEND="simulator",
+                                GPUREPLACE_PREWARM="0", GPUREPLACE_CACHE_DIR=str(shared))
+        with distributed.Client(cluster) as c:
+            yield c
+        cluster.close()
+    finally:
+        diskcache.set_directory(old)
 
 
 def worker_stats(client, worker):
@@ -213,7 +226,9 @@ def scaled_sum(a, x, y, out):
 
 
 def test_a_redefinition_reaches_the_workers_and_only_its_dependents_recompile(client):
-    ns = notebook()
+    # (kernels no other test compiles: the workers' disk cache, shared with this process, must
+    # not serve them -- a kernel loaded from disk keeps no lowered code to relink)
+    ns = notebook(CELL.replace("return v + 1.0", "return v + 0.5"))
     w0 = sorted(client.scheduler_info()["workers"])[0]
     x_np = np.arange(64, dtype=np.float64)
     x = da.from_array(x_np, chunks=16)
@@ -223,18 +238,18 @@ def test_a_redefinition_reaches_the_workers_and_only_its_dependents_recompile(cl
         # a redefinition keeps the old keys, and Dask may reuse results it still holds)
         return client.compute(gpureplace.dask.map_blocks(ns[name], x), workers=[w0]).result()
 
-    np.testing.assert_array_equal(run("uses_helper"), (x_np + 1.0) * 2.0)
-    np.testing.assert_array_equal(run("bump_only"), x_np + 1.0)
+    np.testing.assert_array_equal(run("uses_helper"), (x_np + 0.5) * 2.0)
+    np.testing.assert_array_equal(run("bump_only"), x_np + 0.5)
     before = worker_stats(client, w0)
-    np.testing.assert_array_equal(run("uses_helper"), (x_np + 1.0) * 2.0)   # nothing new
-    np.testing.assert_array_equal(run("bump_only"), x_np + 1.0)
+    np.testing.assert_array_equal(run("uses_helper"), (x_np + 0.5) * 2.0)   # nothing new
+    np.testing.assert_array_equal(run("bump_only"), x_np + 0.5)
     same = worker_stats(client, w0)
     assert same["kernel_compiles"] == before["kernel_compiles"]
     assert same["device_compiles"] == before["device_compiles"]
 
     exec("def helper(v):\n    return v * 3.0\n", ns)            # the notebook redefines it
-    np.testing.assert_array_equal(run("uses_helper"), (x_np + 1.0) * 3.0)
-    np.testing.assert_array_equal(run("bump_only"), x_np + 1.0)
+    np.testing.assert_array_equal(run("uses_helper"), (x_np + 0.5) * 3.0)
+    np.testing.assert_array_equal(run("bump_only"), x_np + 0.5)
     after = worker_stats(client, w0)
     # the worker bound the new helper where its uses_helper reads it, as the notebook did:
     # helper alone went through the front end, uses_helper was relinked to it; bump (a device
@@ -242,6 +257,40 @@ def test_a_redefinition_reaches_the_workers_and_only_its_dependents_recompile(cl
     assert after["kernel_compiles"] - same["kernel_compiles"] == 1
     assert after["device_compiles"] - same["device_compiles"] == 1, (same, after)  # helper only
     assert after["relinks"] > same["relinks"]                 # uses_helper relinked to it
+
+
+def test_a_kernel_tried_in_the_client_is_loaded_by_the_workers_not_compiled(client):
+    # the notebook's order: try it here, then distribute -- the workers find the client's
+    # compile in the disk cache they share, the redefined helper's too, and compile only what
+    # the client has not
+    ns = notebook(CELL.replace("v * 2.0", "v * 7.0"))     # a kernel no other test compiled
+    w0 = sorted(client.scheduler_info()["workers"])[0]
+    x_np = np.arange(64, dtype=np.float64)
+    x = da.from_array(x_np, chunks=16)
+
+    def run():
+        return client.compute(gpureplace.dask.map_blocks(ns["uses_helper"], x),
+                              workers=[w0]).result()
+
+    # tried here (a launch compiles on a GPU; the simulator runs the Python, so compile)
+    ns["uses_helper"].compile("void(float64[::1], float64[::1])")
+    before = worker_stats(client, w0)
+    np.testing.assert_array_equal(run(), (x_np + 1.0) * 7.0)
+    after = worker_stats(client, w0)
+    assert after["kernel_compiles"] == before["kernel_compiles"]
+    assert after["disk_hits"] > before["disk_hits"]
+
+    exec("def helper(v):\n    return v * 8.0\n", ns)            # redefined, tried here again
+    gpureplace.refresh()
+    ns["uses_helper"].compile("void(float64[::1], float64[::1])")
+    np.testing.assert_array_equal(run(), (x_np + 1.0) * 8.0)
+    again = worker_stats(client, w0)
+    assert again["kernel_compiles"] == after["kernel_compiles"]
+    assert again["disk_hits"] > after["disk_hits"]
+
+    exec("def helper(v):\n    return v * 9.0\n", ns)            # not tried here: compiled there
+    np.testing.assert_array_equal(run(), (x_np + 1.0) * 9.0)
+    assert worker_stats(client, w0)["kernel_compiles"] == again["kernel_compiles"] + 1
 
 
 def test_map_blocks_refuses_bad_arguments_by_name():

@@ -1,0 +1,112 @@
+"""A kernel pickled by value -- a notebook's, sent to a Dask worker -- finds in the disk cache what
+the process that pickled it compiled there (the two share the directory on one machine), with
+its callees found through the kernel's own globals rather than by importing their module, which
+the receiving process cannot; and only the entry of the call graph it has now."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import types
+
+import cloudpickle
+import pytest
+
+import gpureplace
+from gpureplace.compiler import diskcache
+
+SIG = "void(float64[::1], float64[::1])"
+
+CELL = '''
+from gpureplace import cuda
+
+@cuda.jit(device=True)
+def bump(v):
+    return v + 1.0
+
+def helper(v):
+    return v * 2.0
+
+@cuda.jit
+def shipped(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = helper(bump(x[i]))
+'''
+
+# Receives kernels pickled by value, one file a line on stdin; compiles each for SIG and says
+# where its code came from.
+WORKER = f'''
+import json, sys, cloudpickle, gpureplace
+for line in sys.stdin:
+    kernel = cloudpickle.loads(open(line.strip(), "rb").read())
+    spec = kernel.compile({SIG!r})
+    st = gpureplace.stats()
+    print(json.dumps({{"ptx": spec.ptx, "from_disk": bool(getattr(spec, "from_disk", False)),
+                      "compiles": st["kernel_compiles"], "disk_hits": st["disk_hits"]}}),
+          flush=True)
+'''
+
+
+@pytest.fixture
+def cache_dir(tmp_path):
+    old = diskcache.explicit_directory()
+    diskcache.set_directory(tmp_path / "cache")
+    try:
+        yield tmp_path / "cache"
+    finally:
+        diskcache.set_directory(old)
+
+
+def notebook():
+    mod = types.ModuleType("a_cell_of_this_test")        # not importable: pickled by value
+    exec(compile(textwrap.dedent(CELL), "<notebook cell>", "exec"), mod.__dict__)
+    return mod.__dict__
+
+
+@pytest.mark.skipif(not diskcache.enabled, reason="the disk cache is off (GPUREPLACE_CACHE=0)")
+def test_a_kernel_pickled_by_value_loads_what_its_client_compiled(tmp_path, cache_dir):
+    ns = notebook()
+    env = dict(os.environ, GPUREPLACE_CACHE_DIR=str(cache_dir), GPUREPLACE_PREWARM="0")
+    worker = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    sent = [0]
+
+    def send():
+        sent[0] += 1
+        path = tmp_path / f"kernel{sent[0]}.pkl"
+        path.write_bytes(cloudpickle.dumps(ns["shipped"]))
+        worker.stdin.write(f"{path}\n")
+        worker.stdin.flush()
+        line = worker.stdout.readline()
+        assert line, worker.stderr.read()
+        return json.loads(line)
+
+    def redefine(factor):
+        exec(f"def helper(v):\n    return v * {factor}\n", ns)
+        gpureplace.refresh()
+
+    try:
+        first = ns["shipped"].compile(SIG).ptx
+        got = send()                                      # compiled here first: loaded there
+        assert got["from_disk"] and got["compiles"] == 0 and got["ptx"] == first
+
+        redefine("3.0")
+        second = ns["shipped"].compile(SIG).ptx           # tried here, then sent
+        assert second != first
+        got = send()
+        assert got["from_disk"] and got["compiles"] == 0 and got["ptx"] == second
+
+        redefine("4.0")                                    # sent before it compiled here: the
+        got = send()                                       # worker compiles it, and does not
+        assert not got["from_disk"] and got["compiles"] == 1      # take another helper's code
+        third = ns["shipped"].compile(SIG).ptx
+        assert got["ptx"] == third and third not in (first, second)
+
+        redefine("3.0")                                    # back to a call graph compiled before
+        got = send()
+        assert got["from_disk"] and got["compiles"] == 1 and got["ptx"] == second
+    finally:
+        worker.stdin.close()
+        worker.wait(timeout=60)
