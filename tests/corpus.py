@@ -14,6 +14,8 @@ import functools
 import importlib.util
 import math
 import os
+import textwrap
+import types
 
 import numba
 import numpy as np
@@ -164,3 +166,39 @@ def round_digits(x32, x64, n, out32, out64):
     if i < x32.size:
         out32[i] = round(x32[i], n[i])
         out64[i] = round(x64[i], n[i])
+
+
+# ---------------------------------------------------------------------------------------------
+# A notebook cell, for the tests that ship its kernels to other processes
+
+NOTEBOOK_CELL = '''
+import math
+from gpureplace import cuda
+
+@cuda.jit(device=True)
+def bump(v):
+    return v + 1.0
+
+def helper(v):
+    return v * 2.0
+
+@cuda.jit
+def uses_helper(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = helper(bump(x[i]))
+
+@cuda.jit
+def bump_only(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = bump(x[i])
+'''
+
+
+def notebook(source=NOTEBOOK_CELL):
+    """A namespace as a notebook cell makes one: its functions pickle by value (their module
+    cannot be imported by name), as a notebook's do."""
+    mod = types.ModuleType("a_notebook_cell")
+    exec(compile(textwrap.dedent(source), "<notebook cell>", "exec"), mod.__dict__)
+    return mod.__dict__

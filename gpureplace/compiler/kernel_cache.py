@@ -139,13 +139,9 @@ class CachedFunction:
         return [self] + [c for c in self.callees]
 
 
-def _callee(ref, code, reached):
-    """The function of a callee node: the one a validated read of its callers found under
-    ``ref`` (module, qualname), else the one importing ``ref`` finds, whichever has ``code``
-    (its fingerprint); None if neither has.  Through the reads first, since that is the function
-    the compiled call meant -- and the only way to it where the callers were pickled by value
-    (a notebook's cell shipped to a Dask worker: its module is not importable there)."""
-    for pyfunc in (reached.get(tuple(ref)), _find_function(ref)):
+def _with_code(code, *candidates):
+    """The first of ``candidates`` whose fingerprint is ``code``, or None."""
+    for pyfunc in candidates:
         if pyfunc is not None and fingerprint(pyfunc) == code:
             return pyfunc
     return None
@@ -163,8 +159,14 @@ def _validate(nodes, context, kernel_func):
     """CachedFunction of the kernel if every recorded read still holds, else None."""
     funcs, reached = [], {}
     for i, node in enumerate(nodes):
-        pyfunc = kernel_func if i == 0 else _callee(node["function"], node["code"], reached)
-        if pyfunc is None or fingerprint(pyfunc) != node["code"]:
+        # A callee is looked for first where a validated read of its callers found it under its
+        # (module, qualname): the function the compiled call meant, and the only way to it where
+        # the callers were pickled by value (a notebook's cell on a Dask worker, where its module
+        # cannot be imported); then by importing that name.
+        candidates = (kernel_func,) if i == 0 else (reached.get(tuple(node["function"])),
+                                                     _find_function(node["function"]))
+        pyfunc = _with_code(node["code"], *candidates)
+        if pyfunc is None:
             return None
         reads = []
         probe = CachedFunction(pyfunc, context, [])     # what the reads are resolved from

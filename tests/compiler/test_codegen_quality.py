@@ -422,53 +422,35 @@ def test_a_loop_with_a_larger_bound_stays_a_loop():
     assert backward_branches(ptx), ptx
 
 
-@cuda.jit
-def _conv3x3(a, w, out):
-    # a halo tile loaded by loops of at most 2 steps (unrolled fully), then a 3 x 3 correlation
-    tile = cuda.shared.array((10, 34), np.float32)
-    tx = cuda.threadIdx.x
-    ty = cuda.threadIdx.y
-    n, m = a.shape
-    x0 = cuda.blockIdx.x * 32 - 1
-    y0 = cuda.blockIdx.y * 8 - 1
-    for r in range(ty, 10, 8):
-        for c in range(tx, 34, 32):
-            gy = y0 + r
-            gx = x0 + c
-            if 0 <= gy < n and 0 <= gx < m:
-                tile[r, c] = a[gy, gx]
-            else:
-                tile[r, c] = 0.0
-    cuda.syncthreads()
-    i = cuda.blockIdx.y * 8 + ty
-    j = cuda.blockIdx.x * 32 + tx
-    if i < n and j < m:
-        acc = float32(0.0)
-        for dy in range(3):
-            for dx in range(3):
-                acc += w[dy, dx] * tile[ty + dy, tx + dx]
-        out[i, j] = acc
+def _bench_conv():
+    """The benchmark's 5 x 5 convolution (a halo tile loaded by loops of at most 2 steps each,
+    unrolled fully) and its module's block shape and filter radius."""
+    import codegen_kernels_notebook as nb                    # (on sys.path once _BENCH loaded)
+    return nb.conv5x5, nb.CONV_BLOCK, nb.CONV_R
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(1, 1), (3, 40), (8, 32), (9, 33), (37, 70), (130, 65)])
-def test_a_halo_tile_loaded_by_unrolled_bounded_loops_is_right(shape):
+def test_the_benchmarks_convolution_with_unrolled_halo_loads_is_right(shape):
     cp = pytest.importorskip("cupy")
+    conv, (bx, by), r = _bench_conv()
+    k = 2 * r + 1
     rng = np.random.default_rng(7)
     a = rng.standard_normal(shape).astype(np.float32)
-    w = rng.standard_normal((3, 3)).astype(np.float32)
+    w = rng.standard_normal(k * k).astype(np.float32)
     out = cp.full(shape, np.nan, cp.float32)
-    _conv3x3[((shape[1] + 31) // 32, (shape[0] + 7) // 8), (32, 8)](cp.asarray(a),
-                                                                      cp.asarray(w), out)
-    padded = np.pad(a, 1)
-    want = sum(w[dy, dx] * padded[dy:dy + shape[0], dx:dx + shape[1]]
-               for dy in range(3) for dx in range(3))
+    conv[((shape[1] + bx - 1) // bx, (shape[0] + by - 1) // by), (bx, by)](
+        cp.asarray(a), cp.asarray(w), out)
+    padded = np.pad(a, r)
+    want = sum(w[dy * k + dx] * padded[dy:dy + shape[0], dx:dx + shape[1]]
+               for dy in range(k) for dx in range(k))
     np.testing.assert_allclose(cp.asnumpy(out), want, rtol=1e-5, atol=1e-5)
 
 
-def test_the_halo_tile_of_that_test_is_unrolled_fully():
-    ptx = _conv3x3.compile("void(float32[:, ::1], float32[:, ::1], float32[:, ::1])").ptx
-    # the one loop left would be the 3 x 3 one, whose constant trip count unrolls it too
+def test_the_benchmarks_convolution_is_unrolled_fully():
+    conv, _, _ = _bench_conv()
+    ptx = conv.compile("void(float32[:, ::1], float32[::1], float32[:, ::1])").ptx
+    # its halo loops by their bound, its 5 x 5 loops by their constant trip counts
     assert backward_branches(ptx) == [], ptx
 
 

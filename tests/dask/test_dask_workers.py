@@ -9,13 +9,12 @@ import pickle
 import subprocess
 import sys
 import tempfile
-import textwrap
-import types
 
 import numpy as np
 import pytest
 
 import gpureplace
+from corpus import NOTEBOOK_CELL, notebook
 from gpureplace import cuda
 from gpureplace.compiler import diskcache
 
@@ -24,37 +23,7 @@ distributed = pytest.importorskip("distributed")
 import dask  # noqa: E402
 from dask.base import tokenize  # noqa: E402
 
-CELL = '''
-import math
-from gpureplace import cuda
-
-@cuda.jit(device=True)
-def bump(v):
-    return v + 1.0
-
-def helper(v):
-    return v * 2.0
-
-@cuda.jit
-def uses_helper(x, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = helper(bump(x[i]))
-
-@cuda.jit
-def bump_only(x, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = bump(x[i])
-'''
-
-
-def notebook(source=CELL):
-    """A namespace as a notebook cell makes one: its functions pickle by value (their module
-    cannot be imported by name), as a notebook's do."""
-    mod = types.ModuleType("a_notebook_cell")
-    exec(compile(textwrap.dedent(source), "<notebook cell>", "exec"), mod.__dict__)
-    return mod.__dict__
+CELL = NOTEBOOK_CELL
 
 
 def start_cluster(make, **env):

@@ -7,33 +7,15 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
-import types
 
 import cloudpickle
 import pytest
 
 import gpureplace
+from corpus import notebook
 from gpureplace.compiler import diskcache
 
 SIG = "void(float64[::1], float64[::1])"
-
-CELL = '''
-from gpureplace import cuda
-
-@cuda.jit(device=True)
-def bump(v):
-    return v + 1.0
-
-def helper(v):
-    return v * 2.0
-
-@cuda.jit
-def shipped(x, out):
-    i = cuda.grid(1)
-    if i < out.size:
-        out[i] = helper(bump(x[i]))
-'''
 
 # Receives kernels pickled by value, one file a line on stdin; compiles each for SIG and says
 # where its code came from.
@@ -59,12 +41,6 @@ def cache_dir(tmp_path):
         diskcache.set_directory(old)
 
 
-def notebook():
-    mod = types.ModuleType("a_cell_of_this_test")        # not importable: pickled by value
-    exec(compile(textwrap.dedent(CELL), "<notebook cell>", "exec"), mod.__dict__)
-    return mod.__dict__
-
-
 @pytest.mark.skipif(not diskcache.enabled, reason="the disk cache is off (GPUREPLACE_CACHE=0)")
 def test_a_kernel_pickled_by_value_loads_what_its_client_compiled(tmp_path, cache_dir):
     ns = notebook()
@@ -76,7 +52,7 @@ def test_a_kernel_pickled_by_value_loads_what_its_client_compiled(tmp_path, cach
     def send():
         sent[0] += 1
         path = tmp_path / f"kernel{sent[0]}.pkl"
-        path.write_bytes(cloudpickle.dumps(ns["shipped"]))
+        path.write_bytes(cloudpickle.dumps(ns["uses_helper"]))
         worker.stdin.write(f"{path}\n")
         worker.stdin.flush()
         line = worker.stdout.readline()
@@ -88,12 +64,12 @@ def test_a_kernel_pickled_by_value_loads_what_its_client_compiled(tmp_path, cach
         gpureplace.refresh()
 
     try:
-        first = ns["shipped"].compile(SIG).ptx
+        first = ns["uses_helper"].compile(SIG).ptx
         got = send()                                      # compiled here first: loaded there
         assert got["from_disk"] and got["compiles"] == 0 and got["ptx"] == first
 
         redefine("3.0")
-        second = ns["shipped"].compile(SIG).ptx           # tried here, then sent
+        second = ns["uses_helper"].compile(SIG).ptx           # tried here, then sent
         assert second != first
         got = send()
         assert got["from_disk"] and got["compiles"] == 0 and got["ptx"] == second
@@ -101,7 +77,7 @@ def test_a_kernel_pickled_by_value_loads_what_its_client_compiled(tmp_path, cach
         redefine("4.0")                                    # sent before it compiled here: the
         got = send()                                       # worker compiles it, and does not
         assert not got["from_disk"] and got["compiles"] == 1      # take another helper's code
-        third = ns["shipped"].compile(SIG).ptx
+        third = ns["uses_helper"].compile(SIG).ptx
         assert got["ptx"] == third and third not in (first, second)
 
         redefine("3.0")                                    # back to a call graph compiled before
