@@ -304,3 +304,38 @@ def test_float_remainders_call_libdevice_fmod_never_frem(fastmath, dtype, ptxas_
     assert '%x = call double @__nv_fmod(double %a, double %"b.2")' in out
     assert out.count("declare float @__nv_fmodf(float, float)") == 1
     assert out.count("declare double @__nv_fmod(double, double)") == 1
+
+
+def test_the_first_compile_does_not_import_scipy_for_numbas_blas_check(tmp_path):
+    """Numba's array reductions (which every typing context installs) ask at their import
+    whether SciPy's BLAS is there: 300-450 ms of a first compile where SciPy is installed.  The
+    question waits until host code reads the answer, which is then Numba's own."""
+    import subprocess
+    import sys
+    fake = tmp_path / "scipy" / "linalg"
+    fake.mkdir(parents=True)
+    (tmp_path / "scipy" / "__init__.py").write_text("__version__ = '1.16.0'\n")
+    (fake / "__init__.py").write_text("")
+    (fake / "cython_blas.py").write_text("")          # what Numba's check imports
+    script = """
+import sys
+import numba.np.linalg
+numba.np.linalg._check_lapack_int_width = lambda: None   # (the stand-in SciPy has no LAPACK)
+import numpy as np
+from gpureplace import cuda
+
+@cuda.jit
+def total(x, out):
+    out[0] = np.sum(x)
+
+total.compile("void(float32[::1], float32[::1])")
+print("numba.np.arraymath" in sys.modules, "scipy.linalg" in sys.modules)
+import numba.np.arraymath as am
+print(bool(am._HAVE_BLAS), "scipy.linalg.cython_blas" in sys.modules,
+      am.ensure_blas is numba.np.linalg.ensure_blas)
+"""
+    env = dict(__import__("os").environ, PYTHONPATH=str(tmp_path), GPUREPLACE_CACHE="0")
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["True", "False", "True", "True", "True"]

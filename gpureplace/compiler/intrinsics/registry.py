@@ -40,9 +40,53 @@ def array_reductions_typing():
     the kernel is compiled (compiler/validate.py)."""
     from numba.core.typing import npydecl
     from numba.core.typing.templates import Registry
-    import numba.np.arraymath  # noqa: F401  (registers its overloads)
+    _import_arraymath()                 # (registers its overloads)
     reg = Registry()
     for value, typ in npydecl.registry.globals:
         if value is np.nditer or value is np.ndindex:
             reg.register_global(value, typ)
     return reg
+
+
+def _import_arraymath():
+    """Import ``numba.np.arraymath`` without its BLAS check.
+
+    At its import Numba asks whether a BLAS is there (``_HAVE_BLAS``) by importing SciPy's
+    ``linalg``: 300-450 ms of a first compile where SciPy is installed, for an answer only host
+    code's ``np.correlate`` / ``np.convolve`` read (device code has no BLAS).  The check is
+    deferred to the first time that answer is read, and then made as Numba would make it, so
+    that Numba's own CPU code in the same process behaves as it always has."""
+    import sys
+    if "numba.np.arraymath" in sys.modules:
+        return
+    import numba.np.linalg as linalg
+    check = linalg.ensure_blas
+
+    def deferred():
+        raise ImportError("(gpureplace: BLAS check deferred)")
+    linalg.ensure_blas = deferred
+    try:
+        import numba.np.arraymath as arraymath
+    finally:
+        linalg.ensure_blas = check
+    if arraymath.ensure_blas is deferred:
+        arraymath.ensure_blas = check
+    if arraymath.__dict__.get("_HAVE_BLAS") is False:
+        arraymath._HAVE_BLAS = _BlasCheck(check)
+
+
+class _BlasCheck:
+    """Truthy when a BLAS is there (SciPy's ``cython_blas``), asked at the first read."""
+
+    def __init__(self, check):
+        self._check = check
+        self._answer = None
+
+    def __bool__(self):
+        if self._answer is None:
+            try:
+                self._check()
+                self._answer = True
+            except ImportError:
+                self._answer = False
+        return self._answer
