@@ -57,7 +57,7 @@ def load_ipython_extension(ip):
     _loaded = ext
     _notice_backend(ip)
     if ext.prewarm:
-        # the compiler and CUDA warmed while the user types (gpureplace/prewarm.py: what it
+        # the compiler and CUDA warmed while the user types (gpureplace/runtime/prewarm.py: what it
         # does, and its hazards)
         from .. import prewarm
         prewarm.start()

@@ -201,7 +201,21 @@ def rebuild(uid, make, *args, definition=None, adopt=None):
         obj.__dict__["_pickle_uid"] = uid
         obj.__dict__["_pickle_digest"] = definition
         _objects[uid] = _rebuilt[uid] = obj
+        _warm_receiver()
     return obj
+
+
+def _warm_receiver():
+    """A process that receives gpureplace functions (a Dask worker) compiles when a redefinition
+    reaches it, usually after loading its first kernels from the disk cache (which leaves its
+    compiler cold: Numba's registries, LLVM's target, libdevice).  Warm them in the background
+    at the first rebuild (``prewarm.start``: once per process, off with GPUREPLACE_PREWARM=0),
+    where kernels will launch on a GPU; the simulator compiles nothing."""
+    from ..config import settings
+    from ..runtime import prewarm
+    if prewarm.is_started() or settings.backend == "simulator" or settings.gpu_surely_absent():
+        return
+    prewarm.start()
 
 
 def reduce_made(obj, func, args, kwargs):

@@ -6,7 +6,10 @@ CUDA's start-up and the first module load.  ``start()`` does all of it in a daem
 compiling (and, with a GPU, loading) a small kernel of this module's own, so that the user's first
 ``%%cuda`` kernel finds everything ready.  The IPython extension starts it when it loads
 (``%config GPUReplace.prewarm = False`` before ``%load_ext``, or ``GPUREPLACE_PREWARM=0``, turns
-it off).
+it off), and so does a process that receives pickled gpureplace functions for a GPU (a Dask
+worker), at the first one: its first kernels often come from the disk cache, and the first
+redefinition to reach it would otherwise find its compiler cold (jit/pickling.py).
+``gpureplace.prewarm`` is this module's public face.
 
 What it leaves behind: nothing the user's kernels depend on (its kernel is private to this
 module and never written to the disk cache) and nothing counted in ``gpureplace.stats()``.
@@ -30,7 +33,7 @@ import math
 import os
 import threading
 
-from .compiler.intrinsics.indexing import grid
+from ..compiler.intrinsics.indexing import grid
 
 _thread = None
 _done = threading.Event()
@@ -50,6 +53,10 @@ def start():
     _thread = threading.Thread(target=_warm, name="gpureplace-prewarm", daemon=True)
     _thread.start()
     return _thread
+
+
+def is_started():
+    return _thread is not None
 
 
 def wait(timeout=None):
@@ -76,12 +83,12 @@ def _warm():
         t0 = time.perf_counter()
         from numba.core import types
 
-        from . import probe
-        from .compiler.compiled import Options
-        from .compiler.pipeline import compile_kernel
-        from .config import settings
-        from .dispatch.context import current_default
-        from .tracking.stats import counters
+        from .. import probe
+        from ..compiler.compiled import Options
+        from ..compiler.pipeline import compile_kernel
+        from ..config import settings
+        from ..dispatch.context import current_default
+        from ..tracking.stats import counters
         argtypes = (types.float32[::1], types.float32)
         options = Options(arch=settings.arch or probe.default_arch())
         _report["imports"] = time.perf_counter() - t0
@@ -94,7 +101,7 @@ def _warm():
         t2 = time.perf_counter()
         # (not settings.launch_backend(): the no-GPU notice is for the user's first launch)
         if settings.backend in ("auto", "gpu") and probe.available():
-            from .runtime import launch
+            from . import launch
             dev = probe.current_device()
             launch.ensure_context(dev)
             if probe.arch_of(dev) == options.arch:

@@ -68,6 +68,37 @@ def worker_stats(client, worker):
     return client.run(gpureplace.stats, workers=[worker])[worker]
 
 
+def test_a_process_receiving_kernels_for_a_gpu_warms_its_compiler_once(tmp_path):
+    """A Dask worker's first kernels often come from the disk cache; the first redefinition to
+    reach it must not find its compiler cold: the first rebuilt function starts the warm-up."""
+    ns = notebook()
+    data = pickle.dumps([ns["uses_helper"], ns["bump_only"]])
+    path = tmp_path / "kernels.pkl"
+    path.write_bytes(data)
+    script = f"""
+import pickle, gpureplace
+from gpureplace import prewarm
+print(prewarm.is_started())
+pickle.loads(open({str(path)!r}, "rb").read())
+print(prewarm.is_started())
+pickle.loads(open({str(path)!r}, "rb").read())
+print(prewarm.wait(120), sorted(prewarm.report()), gpureplace.stats()["kernel_compiles"])
+"""
+    def run(**env):
+        env = dict(os.environ, GPUREPLACE_CACHE_DIR=str(tmp_path / "cache"), **env)
+        res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                             env=env, timeout=300)
+        assert res.returncode == 0, res.stderr
+        return res.stdout.splitlines()
+    # (a GPU backend: here without a GPU, the warm-up compiles and leaves CUDA alone)
+    lines = run(GPUREPLACE_BACKEND="gpu", GPUREPLACE_PREWARM="1")
+    assert lines[:2] == ["False", "True"]
+    assert lines[2] == "True ['compile', 'imports'] 0"     # nothing counted as the user's
+    # the simulator compiles nothing; the switch turns it off
+    assert run(GPUREPLACE_BACKEND="simulator", GPUREPLACE_PREWARM="1")[:2] == ["False", "False"]
+    assert run(GPUREPLACE_BACKEND="gpu", GPUREPLACE_PREWARM="0")[:2] == ["False", "False"]
+
+
 def test_every_callable_pickles_to_itself_here_and_runs_in_another_process(tmp_path):
     ns = notebook(CELL + '''
 @cuda.jit(device=True)
