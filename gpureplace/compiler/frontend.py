@@ -251,6 +251,18 @@ def forget(stale):
     counters["invalidations"] += len(ids)
 
 
+def compile_ahead(pyfunc, context, argtypes, options):
+    """The front end of a kernel's body, run before anything asks for it (in the background, on a
+    Dask worker that loaded the kernel from the disk cache), so that a later change to one of its
+    callees relinks it; not counted as a compile (``stats()`` counts the user's work)."""
+    with _lock:
+        before = counters["device_compiles"]
+        try:
+            compile_device(pyfunc, context, {}, argtypes, options)
+        finally:
+            counters["device_compiles"] = before
+
+
 def cache_key(pyfunc, context, mask, argtypes, options, restype=None):
     key = (pyfunc, context.uid, resolve.mask_key(mask), tuple(argtypes), options)
     return key if restype is None else key + (restype,)

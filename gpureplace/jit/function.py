@@ -22,7 +22,7 @@ from ..compiler.signature import normalize_signature
 from ..config import recompiled_message, settings
 from ..dispatch.context import Context, current_default
 from ..errors import CompileError, DeviceFunctionError, LaunchError
-from ..runtime import arguments, launch
+from ..runtime import arguments, launch, prewarm
 from ..tracking import deps, world
 from ..tracking.stats import counters
 from . import launchconfig, pickling
@@ -185,6 +185,12 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
                 counters["disk_hits"] += 1
                 spec.front_end = functools.partial(self._specialize, argtypes, options,
                                                    disk=False)
+                if pickling.was_rebuilt(self):
+                    # A Dask worker's kernel: its body's front end, in the background, so that a
+                    # redefinition of a helper reaching this worker relinks as it would where
+                    # the kernel was compiled (the disk keeps no lowered code).
+                    prewarm.ahead(functools.partial(self._front_end_ahead, argtypes, options,
+                                                    spec))
                 return spec
         spec = compile_kernel(self.py_func, argtypes, self.context, options,
                               make=launch.Specialization)
@@ -194,6 +200,12 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
             # (a kernel compiled from its launch configuration: the disk key has none)
             kernel_cache.store(key, spec)
         return spec
+
+    def _front_end_ahead(self, argtypes, options, spec):
+        with _compile_lock:     # (once the _specialize that loaded it has recorded it)
+            current = self._specs.get((argtypes, options)) is spec and spec.world == world.age
+        if current:             # (else replaced, or the world moved: a compile comes anyway)
+            frontend.compile_ahead(self.py_func, self.context, argtypes, options.for_device())
 
     def _specialize(self, argtypes, options, disk=True):
         """The specialisation for ``argtypes``: cached, revalidated when the world has moved,

@@ -205,6 +205,12 @@ def rebuild(uid, make, *args, definition=None, adopt=None):
     return obj
 
 
+def was_rebuilt(obj):
+    """Whether ``obj`` was rebuilt here from a pickle (this process received it: a Dask worker)."""
+    uid = obj.__dict__.get("_pickle_uid")
+    return uid is not None and _rebuilt.get(uid) is obj
+
+
 def _warm_receiver():
     """A process that receives gpureplace functions (a Dask worker) compiles when a redefinition
     reaches it, usually after loading its first kernels from the disk cache (which leaves its

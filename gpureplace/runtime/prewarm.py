@@ -11,6 +11,11 @@ worker), at the first one: its first kernels often come from the disk cache, and
 redefinition to reach it would otherwise find its compiler cold (jit/pickling.py).
 ``gpureplace.prewarm`` is this module's public face.
 
+After the warm-up, the same switch lets a worker run, in a thread of its own, the front end of
+each kernel it loaded from the disk cache (``ahead``): the disk keeps PTX, not the lowered code a
+relink reuses, and a redefined helper reaching the worker then costs the helper and a relink, as
+where the kernel was compiled.  Not counted in ``stats()``; ``report()["ahead"]`` counts them.
+
 What it leaves behind: nothing the user's kernels depend on (its kernel is private to this
 module and never written to the disk cache) and nothing counted in ``gpureplace.stats()``.
 
@@ -60,10 +65,57 @@ def is_started():
 
 
 def wait(timeout=None):
-    """Wait for the warm-up to finish; True when it has (or never started)."""
-    if _thread is None:
-        return True
-    return _done.wait(timeout)
+    """Wait for the warm-up, and the front ends queued after it (``ahead``), to finish; True
+    when they have (or never started)."""
+    import time
+    deadline = None if timeout is None else time.monotonic() + timeout
+    if _thread is not None and not _done.wait(timeout):
+        return False
+    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+    return _idle.wait(left)
+
+
+# Work queued to run after the warm-up, in a thread of its own: the front end of a kernel that a
+# Dask worker loaded from the disk cache (jit/function.py), so that a later redefinition of one
+# of its callees relinks it there as it would where the kernel was compiled.
+_ahead = []
+_ahead_lock = threading.Lock()
+_ahead_thread = None
+_idle = threading.Event()
+_idle.set()
+
+
+def ahead(job):
+    """Run ``job()`` in the background once the warm-up is done (off with the warm-up)."""
+    global _ahead_thread
+    if not enabled():
+        return False
+    with _ahead_lock:
+        _ahead.append(job)
+        _idle.clear()
+        if _ahead_thread is None:
+            _ahead_thread = threading.Thread(target=_run_ahead, name="gpureplace-ahead",
+                                             daemon=True)
+            _ahead_thread.start()
+    return True
+
+
+def _run_ahead():
+    global _ahead_thread
+    if _thread is not None:
+        _done.wait()
+    while True:
+        with _ahead_lock:
+            if not _ahead:
+                _ahead_thread = None
+                _idle.set()
+                return
+            job = _ahead.pop(0)
+        try:
+            job()
+            _report["ahead"] = _report.get("ahead", 0) + 1
+        except Exception as exc:       # background work must never disturb the session
+            _report["ahead_error"] = f"{type(exc).__name__}: {exc}"
 
 
 def report():

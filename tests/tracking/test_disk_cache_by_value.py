@@ -86,3 +86,59 @@ def test_a_kernel_pickled_by_value_loads_what_its_client_compiled(tmp_path, cach
     finally:
         worker.stdin.close()
         worker.wait(timeout=60)
+
+
+# As WORKER, in a process that launches on a GPU (the backend says so; none is needed to
+# compile): after each kernel, the background work it started is waited for.
+GPU_WORKER = f'''
+import json, sys, cloudpickle, gpureplace
+from gpureplace import prewarm
+for line in sys.stdin:
+    kernel = cloudpickle.loads(open(line.strip(), "rb").read())
+    spec = kernel.compile({SIG!r})
+    done = prewarm.wait(120)
+    st = gpureplace.stats()
+    print(json.dumps({{"ptx": spec.ptx, "from_disk": bool(getattr(spec, "from_disk", False)),
+                      "compiles": st["kernel_compiles"], "relinks": st["relinks"],
+                      "front_ends": st["device_compiles"], "done": done,
+                      "ahead": prewarm.report().get("ahead", 0)}}), flush=True)
+'''
+
+
+@pytest.mark.skipif(not diskcache.enabled, reason="the disk cache is off (GPUREPLACE_CACHE=0)")
+def test_a_worker_relinks_a_kernel_it_loaded_from_the_disk_when_a_helper_changes(tmp_path,
+                                                                                  cache_dir):
+    """The disk keeps no lowered code: a worker that loaded a kernel compiled by its client
+    runs the kernel's front end in the background, so that a redefined helper reaching it (not
+    tried on the client) costs the helper's front end and a relink, not the whole call graph."""
+    ns = notebook()
+    env = dict(os.environ, GPUREPLACE_CACHE_DIR=str(cache_dir), GPUREPLACE_PREWARM="1",
+               GPUREPLACE_BACKEND="gpu")
+    worker = subprocess.Popen([sys.executable, "-c", GPU_WORKER], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    sent = [0]
+
+    def send():
+        sent[0] += 1
+        path = tmp_path / f"kernel{sent[0]}.pkl"
+        path.write_bytes(cloudpickle.dumps(ns["uses_helper"]))
+        worker.stdin.write(f"{path}\n")
+        worker.stdin.flush()
+        line = worker.stdout.readline()
+        assert line, worker.stderr.read()
+        return json.loads(line)
+
+    try:
+        ns["uses_helper"].compile(SIG)
+        got = send()                                     # loaded; its front end run after
+        assert got["from_disk"] and got["done"] and got["ahead"] == 1
+        assert (got["compiles"], got["relinks"], got["front_ends"]) == (0, 0, 0)
+        exec("def helper(v):\n    return v * 5.0\n", ns)       # not tried here
+        gpureplace.refresh()
+        got = send()
+        assert not got["from_disk"] and got["compiles"] == 1
+        assert got["relinks"] == 1 and got["front_ends"] == 1         # the helper alone
+        assert got["ptx"] == ns["uses_helper"].compile(SIG).ptx       # the same code as here
+    finally:
+        worker.stdin.close()
+        worker.wait(timeout=60)
