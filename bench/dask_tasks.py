@@ -14,12 +14,19 @@ that share this machine's first GPU:
    GPU), then the same graph: the workers load the client's compile from the disk cache they
    share with it, and the driver finds the client's JIT of that PTX in its own cache.
 
+Rows 2 and 3 are measured twice: with the results brought back to the client (``compute``), and
+left on the workers (``persist``, ``*_left_*``), where a redefinition's reach is the graph's run,
+not the transfer of its blocks; the round trip they are held against is measured the same way.
+The workers warm their compilers in the background at their first kernel (as any process
+receiving gpureplace functions for a GPU does; GPUREPLACE_PREWARM=0 to see them cold).
+
 Usage: python bench/dask_tasks.py [--workers 4] [--blocks 64] [--json OUT] [--cache-dir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -67,6 +74,12 @@ def one_block_per_worker(client, x):
     return sorted(owner.values())
 
 
+def warm_up_report():
+    """What a worker's compiler warm-up did (gpureplace/prewarm.py), in seconds a step."""
+    from gpureplace import prewarm
+    return prewarm.report()
+
+
 def timed(fn, repeat=5):
     times = []
     for _ in range(repeat):
@@ -89,7 +102,7 @@ def main():
     import cupy as cp
     import dask.array as da
     import numpy as np
-    from distributed import Client, LocalCluster
+    from distributed import Client, LocalCluster, wait
 
     # a disk cache of this run's own, which the workers share with the client as processes of
     # one machine do (before gpureplace is imported here and the workers start)
@@ -120,6 +133,24 @@ def main():
 
     def run(graph):
         return lambda: client.compute(graph).result()
+
+    def reach(build):
+        """Build a graph (``build()``) and run it on the workers, its results left where they
+        were made (as ``persist`` leaves them): what reaching the workers and running costs,
+        without bringing the blocks back to the client (``run`` does)."""
+        def go():
+            done = client.persist(build())
+            wait(done)
+            return done
+        return go
+
+    fresh = itertools.count()
+
+    def anew(*blocks):
+        """A builder of the same graph under a new key each time (a graph whose keys Dask still
+        holds would not run again)."""
+        return lambda: gpureplace.dask.map_blocks(mod.scaled, *blocks,
+                                                  name=f"warm-{next(fresh)}")
     graphs = {"ours": ours, "theirs": theirs}
     for _ in range(2):                                     # warm: compiled on every worker
         for g in graphs.values():
@@ -133,17 +164,25 @@ def main():
     one = gpureplace.dask.map_blocks(mod.scaled, x.blocks[0])
     run(one)()
     round_trip = timed(run(one))
+    reach(anew(x.blocks[0]))()
+    round_trip_left = timed(reach(anew(x.blocks[0])))
     # the same graph shape as a redefinition's (one block per worker), warm: what Dask itself costs
     per_worker = gpureplace.dask.map_blocks(mod.scaled, x.blocks[spread])
     run(per_worker)()
     per_worker_warm = timed(run(per_worker))
-    # one recompile of the kernel (warm: compiled once before), here on the client
+    reach(anew(x.blocks[spread]))()
+    per_worker_warm_left = timed(reach(anew(x.blocks[spread])))
+    # one recompile of the kernel (warm: compiled once before), here on the client (the median
+    # of five, each a helper redefined)
     mod.scaled.compile("void(float32[::1], float32[::1])")
-    exec("def helper(v):\n    return v * 2.5\n", mod.__dict__)
-    gpureplace.refresh()
-    t0 = time.perf_counter()
-    mod.scaled.compile("void(float32[::1], float32[::1])")
-    recompile = time.perf_counter() - t0
+    recompiles = []
+    for factor in ("2.5", "2.25", "2.75", "2.125", "2.375"):
+        exec(f"def helper(v):\n    return v * {factor}\n", mod.__dict__)
+        gpureplace.refresh()
+        t0 = time.perf_counter()
+        mod.scaled.compile("void(float32[::1], float32[::1])")
+        recompiles.append(time.perf_counter() - t0)
+    recompile = statistics.median(recompiles)
     # the redefinition reaching every worker: one block per worker, each compiling anew
     run(gpureplace.dask.map_blocks(mod.scaled, x.blocks[spread]))()
     redefinitions = []
@@ -156,6 +195,21 @@ def main():
         got = client.compute(per_worker).result()
         redefinitions.append(time.perf_counter() - t0)
     redefinition = statistics.median(redefinitions)
+    # the same, the results left on the workers (what a redefinition's reach costs)
+    left = []
+    at_left = client.run(gpureplace.stats)
+    for factor in ("7.5", "8.0", "6.5", "6.75", "7.0"):
+        exec(f"def helper(v):\n    return v * {factor}\n", mod.__dict__)
+        t0 = time.perf_counter()
+        done = reach(lambda: gpureplace.dask.map_blocks(mod.scaled, x.blocks[spread]))()
+        left.append(time.perf_counter() - t0)
+    expect7 = np.arange(n, dtype=np.float32) * 7.0 + 1.0
+    assert np.array_equal(cp.asnumpy(done.compute()), np.concatenate(
+        [expect7[i * args.block_size:(i + 1) * args.block_size] for i in spread]))
+    del done
+    redefinition_left = statistics.median(left)
+    after_left = client.run(gpureplace.stats)
+    relinked_left = sum(after_left[w]["relinks"] - at_left[w]["relinks"] for w in after_left)
     ran_on = client.run(lambda: gpureplace.stats()["kernel_compiles"])
     expect3 = np.arange(n, dtype=np.float32) * 3.0 + 1.0
     assert np.array_equal(cp.asnumpy(got), np.concatenate(
@@ -163,14 +217,19 @@ def main():
     # 3. tried on the client, then distributed
     xb, outb = x.blocks[0].compute(), cp.empty(args.block_size, cp.float32)
     before = client.run(gpureplace.stats)
-    tried, then = [], []
-    for factor in ("5.5", "6.0", "5.0"):
+    tried, then, then_left = [], [], []
+    for factor in ("5.5", "6.0", "9.5", "10.0", "5.0"):
         exec(f"def helper(v):\n    return v * {factor}\n", mod.__dict__)
         t0 = time.perf_counter()
         gpureplace.refresh()                     # (what the cell hook does in a notebook)
         mod.scaled[(args.block_size + 255) // 256, 256](xb, outb)
         cp.cuda.runtime.deviceSynchronize()
         t1 = time.perf_counter()
+        if factor in ("9.5", "10.0"):            # the results left on the workers
+            reach(lambda: gpureplace.dask.map_blocks(mod.scaled, x.blocks[spread]))()
+            then_left.append(time.perf_counter() - t1)
+            tried.append(t1 - t0)
+            continue
         got = client.compute(gpureplace.dask.map_blocks(mod.scaled, x.blocks[spread])).result()
         t2 = time.perf_counter()
         tried.append(t1 - t0)
@@ -200,13 +259,29 @@ def main():
         "workers_reached_by_a_redefinition": len(spread),
         "redefinition_to_result_ms": 1e3 * redefinition,
         "redefinitions_ms": [round(1e3 * t, 1) for t in redefinitions],
-        "one_recompile_ms": 1e3 * recompile, "one_task_round_trip_ms": 1e3 * round_trip,
+        "one_recompile_ms": 1e3 * recompile,
+        "recompiles_ms": [round(1e3 * t, 1) for t in recompiles],
+        "one_task_round_trip_ms": 1e3 * round_trip,
         "one_block_per_worker_warm_ms": 1e3 * per_worker_warm,
         "redefinition_vs_goal": redefinition / (recompile + round_trip),
         "tried_on_client_ms": 1e3 * statistics.median(tried),
         "then_to_workers_ms": 1e3 * statistics.median(then),
         "tried_then_distributed_ms": 1e3 * tried_then,
         "tried_then_distributed_vs_goal": tried_then / (recompile + round_trip),
+        # the same with every graph's results left on the workers (persist), round trip included
+        "one_task_round_trip_left_ms": 1e3 * round_trip_left,
+        "one_block_per_worker_warm_left_ms": 1e3 * per_worker_warm_left,
+        "redefinition_to_run_left_ms": 1e3 * redefinition_left,
+        "redefinitions_left_ms": [round(1e3 * t, 1) for t in left],
+        "worker_relinks_left": relinked_left,
+        "redefinition_left_vs_goal": redefinition_left / (recompile + round_trip_left),
+        "then_to_workers_left_ms": 1e3 * statistics.median(then_left),
+        "tried_then_distributed_left_ms": 1e3 * (statistics.median(tried)
+                                                + statistics.median(then_left)),
+        "tried_then_distributed_left_vs_goal": (statistics.median(tried)
+                                                + statistics.median(then_left))
+        / (recompile + round_trip_left),
+        "worker_warm_up": client.run(warm_up_report),
         "worker_compiles_when_tried_first": added("kernel_compiles"),
         "worker_disk_hits_when_tried_first": added("disk_hits"),
     }
@@ -220,5 +295,6 @@ def main():
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("GPUREPLACE_PREWARM", "0")
+    # (the workers warm their compilers at their first kernel, as any process receiving
+    # gpureplace functions for a GPU does: GPUREPLACE_PREWARM=0 to see them cold)
     sys.exit(main())

@@ -100,10 +100,18 @@ def ahead(job):
     return True
 
 
+#: Seconds the queued front ends wait before they start: a job is queued in the middle of a
+#: task (a kernel loaded, about to launch), and a front end holding the GIL meanwhile slowed the
+#: rest of that task by some 10 ms (H200 host, Dask workers).
+AHEAD_DELAY = 0.1
+
+
 def _run_ahead():
+    import time
     global _ahead_thread
     if _thread is not None:
         _done.wait()
+    time.sleep(AHEAD_DELAY)
     while True:
         with _ahead_lock:
             if not _ahead:
