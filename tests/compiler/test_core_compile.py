@@ -339,3 +339,39 @@ print(bool(am._HAVE_BLAS), "scipy.linalg.cython_blas" in sys.modules,
                          env=env, timeout=300)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["True", "False", "True", "True", "True"]
+
+
+def test_the_garbage_collector_waits_while_the_front_end_runs():
+    """A compile makes many objects; collections of a notebook's whole heap in the middle of it
+    cost tens of milliseconds.  None runs while the front end does; the collector is on again
+    after (and stays off when the program had turned it off)."""
+    import gc
+
+    from gpureplace.compiler import frontend
+    ran_inside = []
+
+    def watch(phase, info):
+        if phase == "start":
+            ran_inside.append(frontend._deep_users[0] > 0)
+
+    def fresh_kernel(k):
+        ns = {"cuda": cuda}
+        exec(f"@cuda.jit\ndef gc_kernel_{k}(x):\n    x[0] = x[0] * {k}.0 + 1.0\n", ns)
+        return ns[f"gc_kernel_{k}"]
+
+    old = gc.get_threshold()
+    gc.callbacks.append(watch)
+    gc.set_threshold(10)                       # a collection every ten objects
+    try:
+        fresh_kernel(1).compile("void(float32[::1])")
+        assert gc.isenabled()
+        assert ran_inside and not any(ran_inside)        # collections ran, none inside
+        gc.disable()
+        try:
+            fresh_kernel(2).compile("void(float32[::1])")
+            assert not gc.isenabled()
+        finally:
+            gc.enable()
+    finally:
+        gc.callbacks.remove(watch)
+        gc.set_threshold(*old)
