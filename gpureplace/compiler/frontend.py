@@ -282,11 +282,11 @@ def compile_device(pyfunc, context, mask, argtypes, options, restype=None) -> Co
     imports the function's module), so there is none.  Nesting deeper than ``MAX_DEPTH`` is
     refused with the chain that got there; a RecursionError all the same becomes a CompileError.
 
-    The same outermost compile holds Python's cyclic garbage collector off while it runs: a
-    compile makes some hundred thousand objects, and each seven hundred of them set off a
-    collection of the young generation, every tenth of those the middle one and, in turn, the
-    whole heap -- a notebook's arrays and objects included (20-150 ms at a time with 300,000
-    objects alive, 3-10 ms on average per compile).  Held off, the compile's garbage is
+    The same outermost compile, on the main thread, holds Python's cyclic garbage collector off
+    while it runs: a compile makes some hundred thousand objects, and each seven hundred of them
+    set off a collection of the young generation, every tenth of those the middle one and, in
+    turn, the whole heap -- a notebook's arrays and objects included (20-150 ms at a time with
+    300,000 objects alive, 3-10 ms on average per compile).  Held off, the compile's garbage is
     collected once, after it (nothing is kept alive longer than that; a collector the program
     turned off itself stays off)."""
     key = cache_key(pyfunc, context, mask, argtypes, options, restype)
@@ -297,12 +297,16 @@ def compile_device(pyfunc, context, mask, argtypes, options, restype=None) -> Co
         if hit is not None and deps.check(hit) is None:
             return hit
     _deep.active = True
+    # (the main thread's only: the program's own thread, whose cells and scripts run there and
+    # which cannot change the collector meanwhile; a warm-up thread that turned it on again
+    # when done could undo a gc.disable() the program made while it ran)
+    collector = threading.current_thread() is threading.main_thread() and gc.isenabled()
+    if collector:
+        gc.disable()
     with _deep_lock:
         if _deep_users[0] == 0:
             _deep_users[1] = sys.getrecursionlimit()
             sys.setrecursionlimit(max(_deep_users[1], _DEEP_RECURSION_LIMIT))
-            _deep_users[2] = gc.isenabled()
-            gc.disable()
         _deep_users[0] += 1
     try:
         return _compile_device(pyfunc, context, mask, argtypes, options, restype, key)
@@ -314,8 +318,8 @@ def compile_device(pyfunc, context, mask, argtypes, options, restype=None) -> Co
             _deep_users[0] -= 1
             if _deep_users[0] == 0:
                 sys.setrecursionlimit(_deep_users[1])
-                if _deep_users[2]:
-                    gc.enable()
+        if collector:
+            gc.enable()
 
 
 #: How deeply device functions may call one another (kernel -> h0 -> h1 -> ...).  Measured on
@@ -325,9 +329,7 @@ MAX_DEPTH = 500
 _DEEP_RECURSION_LIMIT = 30 * MAX_DEPTH + 5_000
 _deep = threading.local()              # .active: an outermost compile runs on this thread
 _deep_lock = threading.Lock()
-#: outermost compiles running now, the recursion limit before them, whether the garbage
-#: collector was on before them
-_deep_users = [0, 0, False]
+_deep_users = [0, 0]                   # outermost compiles running now, the limit before them
 
 
 def _recursion_error(pyfunc):
