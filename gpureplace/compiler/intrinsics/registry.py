@@ -3,6 +3,7 @@ Numba's array reductions that the typing context installs beside them)."""
 
 import functools
 import importlib
+import threading
 
 import numpy as np
 
@@ -57,22 +58,27 @@ def _import_arraymath():
     deferred to the first time that answer is read, and then made as Numba would make it, so
     that Numba's own CPU code in the same process behaves as it always has."""
     import sys
-    if "numba.np.arraymath" in sys.modules:
-        return
-    import numba.np.linalg as linalg
-    check = linalg.ensure_blas
+    with _arraymath_lock:            # (the warm-up's thread and the user's may both be first)
+        if "numba.np.arraymath" in sys.modules:
+            import numba.np.arraymath  # noqa: F401  (waits for an import under way elsewhere)
+            return
+        import numba.np.linalg as linalg
+        check = linalg.ensure_blas
 
-    def deferred():
-        raise ImportError("(gpureplace: BLAS check deferred)")
-    linalg.ensure_blas = deferred
-    try:
-        import numba.np.arraymath as arraymath
-    finally:
-        linalg.ensure_blas = check
-    if arraymath.ensure_blas is deferred:
-        arraymath.ensure_blas = check
-    if arraymath.__dict__.get("_HAVE_BLAS") is False:
-        arraymath._HAVE_BLAS = _BlasCheck(check)
+        def deferred():
+            raise ImportError("(gpureplace: BLAS check deferred)")
+        linalg.ensure_blas = deferred
+        try:
+            import numba.np.arraymath as arraymath
+        finally:
+            linalg.ensure_blas = check
+        if arraymath.ensure_blas is deferred:
+            arraymath.ensure_blas = check
+        if arraymath.__dict__.get("_HAVE_BLAS") is False:
+            arraymath._HAVE_BLAS = _BlasCheck(check)
+
+
+_arraymath_lock = threading.Lock()
 
 
 class _BlasCheck:
