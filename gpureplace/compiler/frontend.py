@@ -30,7 +30,7 @@ from ..errors import CompileError
 from ..tracking import bindings, deps
 from ..tracking.stats import counters
 from . import builtins as _builtins  # noqa: F401  (fills the built-in table)
-from . import constructs, resolve
+from . import constructs, libdevice_bitcode, resolve
 from .compiled import CompiledFunction
 from .constructs import instructions_with_lines
 from .diagnostics import (convert_error, file_of, first_line_of, line_referring_to, name_of,
@@ -297,6 +297,7 @@ def compile_device(pyfunc, context, mask, argtypes, options, restype=None) -> Co
         if hit is not None and deps.check(hit) is None:
             return hit
     _deep.active = True
+    libdevice_bitcode.load_ahead()          # (the first compile's: while the front end runs)
     # (the main thread's only: the program's own thread, whose cells and scripts run there and
     # which cannot change the collector meanwhile; a warm-up thread that turned it on again
     # when done could undo a gc.disable() the program made while it ran)

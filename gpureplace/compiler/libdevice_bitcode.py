@@ -433,22 +433,74 @@ class _TextIndex:
 
 
 _index = None
+_index_lock = threading.Lock()        # (one thread reads and indexes; another waits for it)
 
 
-def _text_index():
-    global _index
+_unwritten = None            # (path, text) printed by the read-ahead, for the disk cache
+
+
+def _text_index(needed=True):
+    """libdevice's text, indexed; ``needed``: a compile uses libdevice (then a text the read-ahead
+    printed goes to the disk cache, for the next process -- not before: a program whose kernels
+    never call it leaves no 2.6-MB text there)."""
+    global _index, _unwritten
     if _index is None:
-        text = _ir_text()
-        with _lock:
+        with _index_lock:
             if _index is None:
-                _index = _TextIndex(text)
+                _index = _TextIndex(_ir_text(write=needed))
+    if needed and _unwritten is not None:
+        with _index_lock:
+            if _unwritten is not None:
+                path, text = _unwritten
+                _unwritten = None
+                _save_text(path, text)
     return _index
 
 
-def _ir_text():
+# libdevice's text, read ahead: without the disk cache (a machine's first compile) parsing and
+# printing the bitcode take 100-150 ms, nearly all of it in LLVM with the GIL released, while the
+# first compile spends longer than that in Numba's front end before it links.  The first compile
+# starts the read in a thread (load_ahead); the link waits for it, if it is not done.
+_ahead = None
+
+
+def load_ahead():
+    """Read, parse and index libdevice in a thread, once a process (the first compile calls it);
+    an error is left for the compile that needs libdevice to report."""
+    global _ahead
+    if _ahead is not None or _index is not None:
+        return
+    with _lock:
+        if _ahead is not None:
+            return
+        _ahead = threading.Thread(target=_load_quietly, name="gpureplace-libdevice", daemon=True)
+    _ahead.start()
+
+
+def _load_quietly():
+    try:
+        _text_index(needed=False)
+    except Exception:
+        pass
+
+
+def _before_fork():
+    # (a child forked while the thread holds a lock of this module would wait for it forever)
+    thread = _ahead
+    if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+        thread.join(30)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork)
+
+
+def _ir_text(write=True):
     """libdevice as IR text.  Parsing the bitcode and printing it takes about 60 ms, so a process
     reads the text a previous one printed (kept in the disk cache, checksummed, named by the file
-    and the LLVM version that printed it): about 4 ms."""
+    and the LLVM version that printed it): about 4 ms.  ``write``: keep a text printed here in
+    the disk cache now (else it is noted in ``_unwritten``)."""
+    global _unwritten
     path = _text_path()
     if path is not None:
         blob = _read_checked(path)
@@ -463,9 +515,16 @@ def _ir_text():
                 return text
     text = _print_libdevice()       # (takes the lock itself)
     if path is not None:
-        _write_checked(path, text.encode())
-        _forget_old_texts(path)
+        if write:
+            _save_text(path, text)
+        else:
+            _unwritten = (path, text)
     return text
+
+
+def _save_text(path, text):
+    _write_checked(path, text.encode())
+    _forget_old_texts(path)
 
 
 _TEXT_PREFIX, _TEXT_SUFFIX, _TEXTS_KEPT = "text-", ".ll", 3

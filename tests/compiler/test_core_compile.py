@@ -393,3 +393,69 @@ def test_the_garbage_collector_waits_while_the_front_end_runs():
     finally:
         gc.callbacks.remove(watch)
         gc.set_threshold(*old)
+
+
+def test_the_first_compile_reads_libdevice_ahead_and_a_fork_waits_for_it():
+    """Without the disk cache, reading libdevice (parsing and printing its bitcode) takes 100-150
+    ms, mostly in LLVM: the first compile starts it in a thread while its front end runs.  A
+    fork meanwhile waits for that thread (a child would otherwise inherit its locks held)."""
+    import subprocess
+    import sys
+    script = """
+import os, time
+from gpureplace import cuda
+from gpureplace.compiler import libdevice_bitcode as lb
+assert lb._ahead is None and lb._index is None
+read = lb._ir_text
+def slow_read(*args, **kwargs):
+    time.sleep(1.0)
+    return read(*args, **kwargs)
+lb._ir_text = slow_read
+@cuda.jit
+def plain(x):
+    x[0] = 1.0
+plain.compile("void(float32[::1])")        # needs no libdevice: does not wait for the read
+alive = lb._ahead.is_alive()
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if lb._index is not None else 1)
+_, status = os.waitpid(pid, 0)
+print(lb._ahead.name, alive, os.waitstatus_to_exitcode(status), lb._index is not None)
+"""
+    env = dict(__import__("os").environ, GPUREPLACE_CACHE="0")
+    res = subprocess.run([sys.executable, "-W", "ignore", "-c", script], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["gpureplace-libdevice", "True", "0", "True"]
+
+
+def test_libdevice_read_ahead_reaches_the_disk_cache_only_once_a_kernel_uses_it(tmp_path):
+    """The read-ahead's printed text (2.6 MB) goes to the disk cache for later processes only
+    when a compile in this one has used libdevice."""
+    import glob
+    import subprocess
+    import sys
+    script = """
+import glob, math, sys
+from gpureplace import cuda
+from gpureplace.compiler import libdevice_bitcode as lb
+@cuda.jit
+def plain(x):
+    x[0] = 1.0
+plain.compile("void(float32[::1])")
+lb._ahead.join(60)
+texts = lambda: len(glob.glob(sys.argv[1] + "/**/text-*.ll", recursive=True))
+print(lb._index is not None, texts())
+@cuda.jit
+def sines(x):
+    x[0] = math.sin(x[0])
+sines.compile("void(float32[::1])")
+print(texts())
+"""
+    env = dict(__import__("os").environ, GPUREPLACE_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("GPUREPLACE_CACHE", None)
+    res = subprocess.run([sys.executable, "-c", script, str(tmp_path / "cache")],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["True", "0", "1"]
+    assert glob.glob(str(tmp_path / "cache" / "**" / "text-*.ll"), recursive=True)
