@@ -470,6 +470,10 @@ def load_ahead():
     global _ahead
     if _ahead is not None or _index is not None:
         return
+    # LLVM's target first, here: llvmlite serialises every call into LLVM, and the front end,
+    # which makes it at its start, would otherwise wait for the whole read
+    from .backend import data_layout
+    data_layout()
     with _lock:
         if _ahead is not None:
             return
