@@ -129,8 +129,15 @@ def _unchanged(context, lists):
     that misses (each array ``make_array`` asks for ``__array__``, which plain arrays lack), a
     quarter of a millisecond a time; registries only grow, and every one a refresh would install
     is installed at the first, so equal counts mean a refresh would install nothing."""
-    mark = (len(context._registries),
-            sum(len(getattr(reg, name, ())) for reg in context._registries for name in lists))
+    # (the registries' lists, gathered again only when a registry was added: Numba's registries
+    # append to the lists they were made with)
+    regs = context._registries
+    held = context.__dict__.get("_refresh_lists")
+    if held is None or held[0] != len(regs):
+        held = context._refresh_lists = (len(regs), [
+            each for reg in regs for each in (getattr(reg, name, None) for name in lists)
+            if each is not None])
+    mark = (len(regs), sum(map(len, held[1])))
     seen = context.__dict__.get("_refreshed_mark")
     context._refreshed_mark = mark
     return seen == mark
