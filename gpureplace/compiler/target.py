@@ -9,7 +9,9 @@ undecorated helpers); that single hook is what makes dispatch contextual.
 from __future__ import annotations
 
 import functools
+import sys
 import threading
+import types as pytypes
 import weakref
 
 import numpy as np
@@ -103,7 +105,7 @@ class GPUTypingContext(typing.BaseContext):
             # Numba's CFFI support (ffi.from_buffer(array)...), the first time it is needed
             install_cffi(self, compilers(self.dispatch_context)[1])
             self._cffi_installed = True
-        return super().resolve_value_type(val)
+        return self.numba_resolve_value_type(val)
 
     def resolve_function_type(self, func, args, kws):
         _reject_host_only(func, args)
@@ -111,6 +113,17 @@ class GPUTypingContext(typing.BaseContext):
 
     def numba_resolve_value_type(self, val):
         """Numba's own resolution, without the dispatch resolver (used by the resolver itself)."""
+        if "_cffi_backend" not in sys.modules and _typeof_gives_up(val):
+            # Numba's typeof knows no such value (a module, an operator, a NumPy function, a
+            # device intrinsic), and its last try imports cffi and pycparser (20-40 ms of a
+            # first compile) to ask whether the value is a CFFI function -- which none can be
+            # while CFFI is not loaded: straight to the registries, as Numba goes when typeof
+            # gives up
+            lookup = getattr(self, "_get_global_type", None) or \
+                getattr(self, "_get_global_type_for", None)
+            ty = None if lookup is None else lookup(val)
+            if ty is not None:
+                return ty
         return super().resolve_value_type(val)
 
 
@@ -121,6 +134,16 @@ class GPUTypingContext(typing.BaseContext):
 _ALLOCATORS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
                "full_like", "array", "asarray", "arange", "linspace", "copy", "concatenate",
                "stack", "eye", "identity")
+
+
+def _typeof_gives_up(val):
+    """Whether Numba's ``typeof`` would find nothing for ``val`` but for the CFFI question: a
+    module or a callable whose type it has no rule for, with no ``_numba_type_`` (callables and
+    modules expose no buffer, its other generic question)."""
+    from numba.core.typing.typeof import typeof_impl
+    return (isinstance(val, pytypes.ModuleType) or callable(val)) and \
+        typeof_impl.dispatch(type(val)) is typeof_impl.dispatch(object) and \
+        getattr(val, "_numba_type_", None) is None
 
 
 def _unchanged(context, lists):
