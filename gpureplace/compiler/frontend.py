@@ -297,7 +297,6 @@ def compile_device(pyfunc, context, mask, argtypes, options, restype=None) -> Co
         if hit is not None and deps.check(hit) is None:
             return hit
     _deep.active = True
-    libdevice_bitcode.load_ahead()          # (the first compile's: while the front end runs)
     # (the main thread's only: the program's own thread, whose cells and scripts run there and
     # which cannot change the collector meanwhile; a warm-up thread that turned it on again
     # when done could undo a gc.disable() the program made while it ran)
@@ -424,6 +423,9 @@ def _run_front_end(cf, mask, key):
         # check_axis_bounds for axis=None: what survives fails in typing, with Numba's words)
         _refuse_fstrings(cf.pyfunc)
     typingctx, targetctx = compilers(cf.context)
+    # (the first compile's, while its front end runs; once the target context is made, whose
+    # start registers Numba's C helpers with LLVM, call by call, under llvmlite's one lock)
+    libdevice_bitcode.load_ahead()
     frame = resolve.Frame(cf.pyfunc, cf.context, mask, cf.options, key)
     library = targetctx.codegen().create_library(cf.qualname)
     resolve.frames().append(frame)
