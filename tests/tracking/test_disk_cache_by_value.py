@@ -17,18 +17,46 @@ from gpureplace.compiler import diskcache
 
 SIG = "void(float64[::1], float64[::1])"
 
-# Receives kernels pickled by value, one file a line on stdin; compiles each for SIG and says
-# where its code came from.
+# Receives kernels pickled by value, one file a line on stdin; compiles each for SIG, waits for the
+# background work that started (none with GPUREPLACE_PREWARM=0), and says where its code came from.
 WORKER = f'''
 import json, sys, cloudpickle, gpureplace
+from gpureplace import prewarm
 for line in sys.stdin:
     kernel = cloudpickle.loads(open(line.strip(), "rb").read())
     spec = kernel.compile({SIG!r})
+    done = prewarm.wait(120)
     st = gpureplace.stats()
     print(json.dumps({{"ptx": spec.ptx, "from_disk": bool(getattr(spec, "from_disk", False)),
-                      "compiles": st["kernel_compiles"], "disk_hits": st["disk_hits"]}}),
-          flush=True)
+                      "compiles": st["kernel_compiles"], "disk_hits": st["disk_hits"],
+                      "relinks": st["relinks"], "front_ends": st["device_compiles"],
+                      "done": done, "ahead": prewarm.report().get("ahead", 0)}}), flush=True)
 '''
+
+
+class Worker:
+    """A process running WORKER with ``env``; ``send(kernel)`` pickles the kernel to it and
+    returns what it said."""
+
+    def __init__(self, tmp_path, **env):
+        self.tmp_path, self.sent = tmp_path, 0
+        self.proc = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=dict(os.environ, **env))
+
+    def send(self, kernel):
+        self.sent += 1
+        path = self.tmp_path / f"kernel{self.sent}.pkl"
+        path.write_bytes(cloudpickle.dumps(kernel))
+        self.proc.stdin.write(f"{path}\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line, self.proc.stderr.read()
+        return json.loads(line)
+
+    def close(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
 
 
 @pytest.fixture
@@ -44,20 +72,10 @@ def cache_dir(tmp_path):
 @pytest.mark.skipif(not diskcache.enabled, reason="the disk cache is off (GPUREPLACE_CACHE=0)")
 def test_a_kernel_pickled_by_value_loads_what_its_client_compiled(tmp_path, cache_dir):
     ns = notebook()
-    env = dict(os.environ, GPUREPLACE_CACHE_DIR=str(cache_dir), GPUREPLACE_PREWARM="0")
-    worker = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    sent = [0]
+    worker = Worker(tmp_path, GPUREPLACE_CACHE_DIR=str(cache_dir), GPUREPLACE_PREWARM="0")
 
     def send():
-        sent[0] += 1
-        path = tmp_path / f"kernel{sent[0]}.pkl"
-        path.write_bytes(cloudpickle.dumps(ns["uses_helper"]))
-        worker.stdin.write(f"{path}\n")
-        worker.stdin.flush()
-        line = worker.stdout.readline()
-        assert line, worker.stderr.read()
-        return json.loads(line)
+        return worker.send(ns["uses_helper"])
 
     def redefine(factor):
         exec(f"def helper(v):\n    return v * {factor}\n", ns)
@@ -84,25 +102,7 @@ def test_a_kernel_pickled_by_value_loads_what_its_client_compiled(tmp_path, cach
         got = send()
         assert got["from_disk"] and got["compiles"] == 1 and got["ptx"] == second
     finally:
-        worker.stdin.close()
-        worker.wait(timeout=60)
-
-
-# As WORKER, in a process that launches on a GPU (the backend says so; none is needed to
-# compile): after each kernel, the background work it started is waited for.
-GPU_WORKER = f'''
-import json, sys, cloudpickle, gpureplace
-from gpureplace import prewarm
-for line in sys.stdin:
-    kernel = cloudpickle.loads(open(line.strip(), "rb").read())
-    spec = kernel.compile({SIG!r})
-    done = prewarm.wait(120)
-    st = gpureplace.stats()
-    print(json.dumps({{"ptx": spec.ptx, "from_disk": bool(getattr(spec, "from_disk", False)),
-                      "compiles": st["kernel_compiles"], "relinks": st["relinks"],
-                      "front_ends": st["device_compiles"], "done": done,
-                      "ahead": prewarm.report().get("ahead", 0)}}), flush=True)
-'''
+        worker.close()
 
 
 @pytest.mark.skipif(not diskcache.enabled, reason="the disk cache is off (GPUREPLACE_CACHE=0)")
@@ -112,21 +112,12 @@ def test_a_worker_relinks_a_kernel_it_loaded_from_the_disk_when_a_helper_changes
     runs the kernel's front end in the background, so that a redefined helper reaching it (not
     tried on the client) costs the helper's front end and a relink, not the whole call graph."""
     ns = notebook()
-    env = dict(os.environ, GPUREPLACE_CACHE_DIR=str(cache_dir), GPUREPLACE_PREWARM="1",
-               GPUREPLACE_BACKEND="gpu")
-    worker = subprocess.Popen([sys.executable, "-c", GPU_WORKER], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    sent = [0]
+    # (a process that launches on a GPU, as the backend says; none is needed to compile)
+    worker = Worker(tmp_path, GPUREPLACE_CACHE_DIR=str(cache_dir), GPUREPLACE_PREWARM="1",
+                    GPUREPLACE_BACKEND="gpu")
 
     def send():
-        sent[0] += 1
-        path = tmp_path / f"kernel{sent[0]}.pkl"
-        path.write_bytes(cloudpickle.dumps(ns["uses_helper"]))
-        worker.stdin.write(f"{path}\n")
-        worker.stdin.flush()
-        line = worker.stdout.readline()
-        assert line, worker.stderr.read()
-        return json.loads(line)
+        return worker.send(ns["uses_helper"])
 
     try:
         ns["uses_helper"].compile(SIG)
@@ -140,5 +131,4 @@ def test_a_worker_relinks_a_kernel_it_loaded_from_the_disk_when_a_helper_changes
         assert got["relinks"] == 1 and got["front_ends"] == 1         # the helper alone
         assert got["ptx"] == ns["uses_helper"].compile(SIG).ptx       # the same code as here
     finally:
-        worker.stdin.close()
-        worker.wait(timeout=60)
+        worker.close()
