@@ -252,16 +252,25 @@ def forget(stale):
     counters["invalidations"] += len(ids)
 
 
-def compile_ahead(pyfunc, context, argtypes, options):
-    """The front end of a kernel's body, run before anything asks for it (in the background, on a
-    Dask worker that loaded the kernel from the disk cache), so that a later change to one of its
-    callees relinks it; not counted as a compile (``stats()`` counts the user's work)."""
+@contextlib.contextmanager
+def uncounted():
+    """Compiles made inside, and only those (no other thread's meanwhile: the front end's lock is
+    held), are left out of ``stats()``, which counts the user's work: the background warm-up's
+    and the front ends run ahead on a Dask worker."""
     with _lock:
         before = counters["device_compiles"]
         try:
-            compile_device(pyfunc, context, {}, argtypes, options)
+            yield
         finally:
             counters["device_compiles"] = before
+
+
+def compile_ahead(pyfunc, context, argtypes, options):
+    """The front end of a kernel's body, run before anything asks for it (in the background, on a
+    Dask worker that loaded the kernel from the disk cache), so that a later change to one of its
+    callees relinks it; not counted as a compile."""
+    with uncounted():
+        compile_device(pyfunc, context, {}, argtypes, options)
 
 
 def cache_key(pyfunc, context, mask, argtypes, options, restype=None):
