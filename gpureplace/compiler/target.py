@@ -20,6 +20,7 @@ from numba.core import itanium_mangler, types, typing
 from numba.core.base import BaseContext
 
 from numba.core.target_extension import GPU, target_registry
+from numba.core.typing.typeof import typeof_impl
 
 from ..arch import DEFAULT_ARCH
 from . import abi, backend
@@ -140,7 +141,6 @@ def _typeof_gives_up(val):
     """Whether Numba's ``typeof`` would find nothing for ``val`` but for the CFFI question: a
     module or a callable whose type it has no rule for, with no ``_numba_type_`` (callables and
     modules expose no buffer, its other generic question)."""
-    from numba.core.typing.typeof import typeof_impl
     return (isinstance(val, pytypes.ModuleType) or callable(val)) and \
         typeof_impl.dispatch(type(val)) is typeof_impl.dispatch(object) and \
         getattr(val, "_numba_type_", None) is None
