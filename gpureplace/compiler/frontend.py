@@ -19,10 +19,9 @@ import types as pytypes
 
 from numba.core import errors as nb_errors
 from numba.core import funcdesc, lowering
-from numba.core.compiler import CompilerBase, DefaultPassBuilder, Flags
+from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.core.target_extension import target_override
-from numba.core.compiler_machinery import (FunctionPass, LoweringPass, PassManager,
-                                           register_pass)
+from numba.core.compiler_machinery import FunctionPass, LoweringPass, register_pass
 from numba.core.typed_passes import (AnnotateTypes, IRLegalization,
                                      NoPythonSupportedFeatureValidation)
 
@@ -36,12 +35,14 @@ from .constructs import instructions_with_lines
 from .diagnostics import (convert_error, file_of, first_line_of, line_referring_to, name_of,
                           package_of)
 from .fold_shapes import FoldArrayShapes
+from .numba_overhead import GPUFlags, LeanPassManager, install as _lean_numba
 from .relink import relink
 from .rangeloops import constant_trip_counts
 from .records import collect_global_reads
 from .target import compilers
 
 _lock = threading.RLock()
+_lean_numba()
 
 
 
@@ -186,7 +187,7 @@ class BindOwnName(FunctionPass):
 class GPUPipeline(CompilerBase):
     def define_pipelines(self):
         dpb = DefaultPassBuilder
-        pm = PassManager("gpureplace")
+        pm = LeanPassManager("gpureplace")
         pm.passes.extend(dpb.define_untyped_pipeline(self.state).passes)
         pm.add_pass(BindOwnName, "bind the function's own name")
         pm.add_pass(FoldArrayShapes, "fold constant array shapes")
@@ -200,7 +201,7 @@ class GPUPipeline(CompilerBase):
 
 
 def numba_flags(options):
-    flags = Flags()
+    flags = GPUFlags()
     flags.no_compile = True
     flags.no_cpython_wrapper = True
     flags.no_cfunc_wrapper = True

@@ -27,6 +27,7 @@ from . import abi, backend
 from .bfloat16 import register_dtype
 from .datamodels import NARROW_FLOATS, GPUDIBuilder, data_models
 from .hostconstants import install_cffi, int_constant_class, int_constants
+from .numba_overhead import abi_sizeof
 
 
 class GPUReplaceTarget(GPU):
@@ -420,6 +421,9 @@ class GPUTargetContext(BaseContext):
     @property
     def target_data(self):
         return backend.target_data()
+
+    def get_abi_sizeof(self, ty):
+        return abi_sizeof(self.target_data, ty)
 
     def load_additional_registries(self):
         # Importing these registers their lowerings in Numba's builtin registry.

@@ -1,0 +1,134 @@
+"""What Numba repeats on every pass and every call that a GPU compile need not pay for again.
+
+A small kernel's front end runs 27 of Numba's passes; measured on the development machine, the
+bookkeeping around them (not the passes' work) was 1.5-3 ms of a 23-ms compile:
+
+- ``LeanPassManager``: Numba's pass runner formats the compile's argument types and flags for an
+  event record before every pass, whether or not anyone listens, and re-checks that no pass left
+  ``ir.Del`` nodes (a check on Numba's own passes).  Ours runs each pass in the same error
+  context (so messages still say "During: Pass ..."), records the same timings, and hands over
+  to Numba's runner whenever someone listens to its compiler events or asked it to print the IR
+  around a pass (``NUMBA_DEBUG_PRINT_AFTER`` ...).
+- ``GPUFlags``: Numba's flags compute a dict of their ~40 options to be hashed or compared, which
+  every call to an ``@overload``-based function does through its template's cache; ours give the
+  same dict, hash and equality without walking the options.
+- ``abi_sizeof``: llvmlite answers "how many bytes is this LLVM type" by printing a module and
+  having LLVM parse it; Numba asks for every variable it stores.  The answer for one type
+  string and one data layout never changes: kept.
+- ``_has_loc``: Numba asks ``inspect.signature`` whether a lowering takes ``loc`` each time it
+  wraps one (every call it lowers); kept per function.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+import weakref
+
+from numba.core import base as _nb_base
+from numba.core import errors
+from numba.core import event as _nb_event
+from numba.core.compiler import Flags
+from numba.core.compiler_lock import global_compiler_lock
+from numba.core.compiler_machinery import PassManager, pass_timings
+
+
+# -- the pass runner ----------------------------------------------------------------------------
+
+def _listened():
+    """Whether anyone listens to Numba's compiler events (then Numba's runner reports them)."""
+    registered = getattr(_nb_event, "_registered", None)
+    return registered is None or bool(registered.get("numba:run_pass"))
+
+
+def _mutated(pss, result):
+    if result is not True and result is not False:
+        raise ValueError(f"CompilerPass implementations should return True/False. "
+                         f"CompilerPass with name '{pss.name()}' did not.")
+    return result
+
+
+class LeanPassManager(PassManager):
+    """Numba's PassManager, without the per-pass event record and self-checks (see above)."""
+
+    @global_compiler_lock
+    def _runPass(self, index, pss, internal_state):
+        if (self._print_before or self._print_after or self._print_wrap or self._ENFORCING
+                or _listened()):
+            return PassManager._runPass(self, index, pss, internal_state)
+        pss.analysis = self._analysis
+        clock = time.perf_counter
+        with errors.new_error_context("Pass {name}", name=pss.name()):
+            t0 = clock()
+            _mutated(pss, pss.run_initialization(internal_state))
+            t1 = clock()
+            _mutated(pss, pss.run_pass(internal_state))
+            t2 = clock()
+            _mutated(pss, pss.run_finalizer(internal_state))
+            t3 = clock()
+        self.exec_times[f"{index}_{pss.name()}"] = pass_timings(t1 - t0, t2 - t1, t3 - t2)
+
+
+# -- flags -----------------------------------------------------------------------------------------
+
+_DEFAULTS = {name: option.default for name, option in Flags.options.items()}
+_HASH = hash(tuple(sorted(_DEFAULTS)))     # Numba's Flags hash their option names only
+
+
+class GPUFlags(Flags):
+    """Numba's Flags; ``values()``, hash and equality as Numba's, without walking every option."""
+
+    __slots__ = ()
+
+    def values(self):
+        out = dict(_DEFAULTS)
+        out.update(self._values)
+        return out
+
+    def __hash__(self):
+        return _HASH
+
+    def __eq__(self, other):
+        if isinstance(other, GPUFlags):
+            return self._values == other._values or self.values() == other.values()
+        return super().__eq__(other)
+
+
+# -- ABI sizes -------------------------------------------------------------------------------------
+
+_sizes = {}     # (LLVM type text, target data) -> bytes
+
+
+def abi_sizeof(target_data, lltype):
+    """``lltype.get_abi_size(target_data)``, asked of LLVM once per type and target data (the
+    key holds the target data, whose identity then stays its own)."""
+    key = (str(lltype), target_data)
+    size = _sizes.get(key)
+    if size is None:
+        size = _sizes[key] = lltype.get_abi_size(target_data)
+    return size
+
+
+# -- Numba's "does this lowering take loc?" --------------------------------------------------------
+
+_takes_loc = weakref.WeakKeyDictionary()
+
+
+def _has_loc(fn):
+    try:
+        return _takes_loc[fn]
+    except (KeyError, TypeError):
+        pass
+    answer = "loc" in inspect.signature(fn).parameters
+    try:
+        _takes_loc[fn] = answer
+    except TypeError:             # not weakly referenceable: asked again next time
+        pass
+    return answer
+
+
+def install():
+    """Numba's module-level ``_has_loc`` answered from the cache (the same answer: a function's
+    parameters do not change)."""
+    if getattr(_nb_base._has_loc, "__module__", None) != __name__:
+        _nb_base._has_loc = _has_loc

@@ -1,0 +1,117 @@
+"""The lean pieces of compiler/numba_overhead.py answer as Numba's would: flags compare and hash
+alike, pass errors keep Numba's context, pass timings and Numba's compiler events still work,
+ABI sizes and the ``loc`` question are the same answers."""
+
+import numba.core.event as nb_event
+import numpy as np
+import pytest
+from llvmlite import ir
+from numba.core.compiler import Flags
+
+from gpureplace import cuda
+from gpureplace.compiler import backend, frontend, numba_overhead
+from gpureplace.errors import CompileError
+
+SIG = "void(float32[::1], float32)"
+
+
+def _flags(cls, **set_):
+    f = cls()
+    for k, v in set_.items():
+        setattr(f, k, v)
+    return f
+
+
+@pytest.mark.parametrize("settings", [{}, {"no_compile": True}, {"no_compile": True,
+                                                                  "error_model": "python",
+                                                                  "fastmath": True}])
+def test_flags_values_hash_and_equality_are_numbas(settings):
+    ours, numbas = _flags(numba_overhead.GPUFlags, **settings), _flags(Flags, **settings)
+    assert ours.values() == numbas.values()
+    assert hash(ours) == hash(numbas)
+    assert ours == numbas and numbas == ours
+    assert ours == ours.copy() and isinstance(ours.copy(), numba_overhead.GPUFlags)
+    other = _flags(numba_overhead.GPUFlags, **settings)
+    other.debuginfo = not ours.debuginfo
+    assert ours != other and other.values() != ours.values()
+    # a value set to its default equals one left unset, as with Numba's flags
+    explicit = _flags(numba_overhead.GPUFlags, **settings)
+    explicit.boundscheck = Flags.options["boundscheck"].default
+    assert explicit == ours
+
+
+def test_flags_in_a_dict_key_find_numbas():
+    key = {(1, _flags(Flags, no_compile=True)): "x"}
+    assert key[(1, _flags(numba_overhead.GPUFlags, no_compile=True))] == "x"
+
+
+def test_abi_sizes_are_llvms():
+    td = backend.target_data()
+    for ty in (ir.IntType(8), ir.IntType(64), ir.FloatType(), ir.DoubleType(),
+               ir.LiteralStructType([ir.IntType(8), ir.DoubleType(), ir.IntType(32)]),
+               ir.ArrayType(ir.FloatType(), 7), ir.IntType(8).as_pointer()):
+        assert numba_overhead.abi_sizeof(td, ty) == ty.get_abi_size(td)
+        assert numba_overhead.abi_sizeof(td, ty) == ty.get_abi_size(td)   # from the cache
+
+
+def test_has_loc_answers_per_function():
+    def with_loc(context, builder, sig, args, loc=None):
+        pass
+
+    def without(context, builder, sig, args):
+        pass
+
+    for _ in range(2):
+        assert numba_overhead._has_loc(with_loc) is True
+        assert numba_overhead._has_loc(without) is False
+    import numba.core.base as nb_base
+    assert nb_base._has_loc is numba_overhead._has_loc      # installed with the front end
+
+
+def _kernel(body):
+    ns = {"cuda": cuda, "np": np}
+    exec("def k(x, a):\n    i = cuda.grid(1)\n" + body, ns)
+    return cuda.jit(ns["k"])
+
+
+def test_a_typing_error_still_names_the_line_and_compiles_after():
+    k = _kernel("    if i < x.size:\n        x[i] = a + 'text'\n")
+    with pytest.raises(CompileError) as info:
+        k.compile(SIG)
+    assert "line 4" in str(info.value) or ":4" in str(info.value)
+    ok = _kernel("    if i < x.size:\n        x[i] = a * 2\n")
+    assert ".entry" in ok.compile(SIG).ptx
+
+
+def test_numba_event_listeners_still_hear_every_pass():
+    heard = []
+
+    class Listener(nb_event.Listener):
+        def on_start(self, event):
+            heard.append(event.data["name"])
+
+        def on_end(self, event):
+            pass
+
+    k = _kernel("    if i < x.size:\n        x[i] = a\n")
+    with nb_event.install_listener("numba:run_pass", Listener()):
+        k.compile(SIG)
+    assert any(name.startswith("nopython_type_inference") for name in heard)
+    assert any(name.startswith("gpureplace_lowering") for name in heard)
+
+
+def test_pass_timings_recorded_without_listeners(monkeypatch):
+    seen = {}
+    original = frontend.GPUPipeline.compile_extra
+
+    def keep(self, func):
+        try:
+            return original(self, func)
+        finally:
+            seen.update(self.state.metadata.get("pipeline_times", {}).get("gpureplace", {}))
+
+    monkeypatch.setattr(frontend.GPUPipeline, "compile_extra", keep)
+    _kernel("    if i < x.size:\n        x[i] = a - 1\n").compile(SIG)
+    names = [k.split("_", 1)[1] for k in seen]
+    assert "nopython_type_inference" in names and "gpureplace_lowering" in names
+    assert all(t.run >= 0 for t in seen.values())
