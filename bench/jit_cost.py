@@ -3,10 +3,11 @@ and launch), and whether a JIT option or its disk cache changes it.
 
 Usage: python bench/jit_cost.py   (CUDA_CACHE_DISABLE=1 to see it without the driver's cache)
 
-Written 2026-12-03 when that session's device time had run out: not yet run on the H200.  What it
-would decide: if the JIT is mostly the driver's cache write (CUDA_CACHE_DISABLE=1 much faster) or
-a lower JIT optimisation level is much faster for small kernels, a further kernel's first launch
-could drop several of its ~10 ms (cubins kept in gpureplace's own disk cache instead).
+Run on the H200 (2026-12-03, bench/results/jit_cost.txt): a new small kernel's JIT costs 7.4-8.3 ms
+whatever the JIT optimisation level (0-4) and whether the driver's cache is on, off, or in a fresh
+directory; going through cuLink to a cubin costs the same, and loading that cubin 0.07 ms.  So the
+JIT is ptxas's fixed cost, not the cache write: a cubin of ours would only save the driver's own
+cache lookup on a warm start, and nothing for a kernel never compiled before.
 """
 
 import ctypes
