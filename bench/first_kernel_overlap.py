@@ -25,6 +25,7 @@ def k1(x, a):
     i = cuda.grid(1)
     if i < x.size:
         x[i] = math.sin(a * x[i])
+{after_jit}
 x = cupy.ones(1024, dtype=cupy.float32)
 T.append(time.perf_counter())
 k1[4, 256](x, 1.0)
@@ -48,13 +49,19 @@ T.append(time.perf_counter())
 print(" ".join(str(b - a) for a, b in zip(T, T[1:])), T[-1] - T[0])
 '''
 
+_WARM = "from gpureplace import prewarm; prewarm.start()"
+_WARM_COMPILER = "from gpureplace import prewarm; prewarm.start(cuda=False)"
 VARIANTS = {
-    "gpureplace": (STEPS.format(start=""), {}),
-    "eager_init": (STEPS.format(start=""), {"GPUREPLACE_EAGER_INIT": "1"}),
-    "prewarm_at_import": (STEPS.format(start="from gpureplace import prewarm; prewarm.start()"),
-                          {"GPUREPLACE_PREWARM": "1"}),
-    "both": (STEPS.format(start="from gpureplace import prewarm; prewarm.start()"),
+    "gpureplace": (STEPS.format(start="", after_jit=""), {}),
+    "eager_init": (STEPS.format(start="", after_jit=""), {"GPUREPLACE_EAGER_INIT": "1"}),
+    "prewarm_at_import": (STEPS.format(start=_WARM, after_jit=""), {"GPUREPLACE_PREWARM": "1"}),
+    "both": (STEPS.format(start=_WARM, after_jit=""),
              {"GPUREPLACE_PREWARM": "1", "GPUREPLACE_EAGER_INIT": "1"}),
+    # the warm-up started once the kernel is defined (the user's next step, making arrays, starts
+    # CUDA with the GIL released), with CUDA or the compiler alone
+    "prewarm_at_jit": (STEPS.format(start="", after_jit=_WARM), {"GPUREPLACE_PREWARM": "1"}),
+    "compiler_at_jit": (STEPS.format(start="", after_jit=_WARM_COMPILER),
+                        {"GPUREPLACE_PREWARM": "1"}),
     "cupy_nvrtc": (CUPY, {}),
 }
 

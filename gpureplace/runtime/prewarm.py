@@ -50,12 +50,14 @@ def enabled():
                                                                           "off")
 
 
-def start():
-    """Begin the warm-up once per process; returns the thread (None when off or done)."""
+def start(cuda=True):
+    """Begin the warm-up once per process; returns the thread (None when off or done).
+    ``cuda=False``: the compiler only (no CUDA start-up, no module load)."""
     global _thread
     if _thread is not None or not enabled():
         return None
-    _thread = threading.Thread(target=_warm, name="gpureplace-prewarm", daemon=True)
+    _thread = threading.Thread(target=_warm, args=(cuda,), name="gpureplace-prewarm",
+                               daemon=True)
     _thread.start()
     return _thread
 
@@ -137,7 +139,21 @@ def _warm_kernel(x, a):
         x[i] = math.sin(a * x[i]) + math.exp(x[i])
 
 
-def _warm():
+def _start_cuda(spec, options):
+    """CUDA's start-up and the driver's first module load (of the warm-up's kernel); False
+    without a GPU."""
+    from .. import probe
+    from . import launch
+    if not probe.available():
+        return False
+    dev = probe.current_device()
+    launch.ensure_context(dev)
+    if probe.arch_of(dev) == options.arch:
+        launch.LoadedKernel(spec, dev)
+    return True
+
+
+def _warm(cuda=True):
     import time
     try:
         t0 = time.perf_counter()
@@ -160,12 +176,7 @@ def _warm():
         _report["compile"] = time.perf_counter() - t1
         t2 = time.perf_counter()
         # (not settings.launch_backend(): the no-GPU notice is for the user's first launch)
-        if settings.backend in ("auto", "gpu") and probe.available():
-            from . import launch
-            dev = probe.current_device()
-            launch.ensure_context(dev)
-            if probe.arch_of(dev) == options.arch:
-                launch.LoadedKernel(spec, dev)          # the driver's first module load
+        if cuda and settings.backend in ("auto", "gpu") and _start_cuda(spec, options):
             _report["cuda"] = time.perf_counter() - t2
     except Exception as exc:           # a warm-up must never disturb the session
         _report["error"] = f"{type(exc).__name__}: {exc}"

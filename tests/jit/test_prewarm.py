@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = r'''
 import os, sys, time
 import gpureplace
@@ -48,3 +50,29 @@ def test_the_warm_up_can_be_turned_off():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          timeout=300)
     assert out.stdout.split() == ["None", "True"], out.stderr
+
+
+COMPILER_ONLY = r'''
+import sys
+from gpureplace import prewarm
+from gpureplace.runtime import prewarm as impl
+started = []
+impl._start_cuda = lambda spec, options: started.append(spec.name)
+impl.start(cuda=sys.argv[1] == "1")
+assert impl.wait(120)
+report = prewarm.report()
+assert "error" not in report and report["compile"] > 0, report
+print(started)
+'''
+
+
+@pytest.mark.parametrize("cuda", [True, False])
+def test_the_compiler_alone_can_be_warmed(tmp_path, cuda):
+    """``start(cuda=False)`` warms the compiler and never asks for CUDA's start-up (the step
+    itself spied on: without a GPU it would return at once)."""
+    env = dict(os.environ, GPUREPLACE_CACHE_DIR=str(tmp_path), GPUREPLACE_PREWARM="1",
+               GPUREPLACE_BACKEND="gpu")
+    out = subprocess.run([sys.executable, "-c", COMPILER_ONLY, "1" if cuda else "0"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == (["['_warm_kernel']"] if cuda else ["[]"]), out.stdout
