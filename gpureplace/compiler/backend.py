@@ -18,7 +18,7 @@ import llvmlite.binding as llvm
 from ..arch import DEFAULT_ARCH, arch_number, ptx_isa_for_arch, ptx_isa_for_driver
 from .. import probe
 from ..errors import CompileError
-from . import libdevice_bitcode
+from . import libdevice_link
 
 TRIPLE = "nvptx64-nvidia-cuda"
 
@@ -338,7 +338,7 @@ def link_libdevice(mod, names, arch=DEFAULT_ARCH, fastmath=False):
     """Link the pruned libdevice holding ``names`` (and their dependencies) into ``mod``."""
     if not names:
         return
-    lib = llvm.parse_bitcode(libdevice_bitcode.pruned_bitcode(names, reflect_values(arch, fastmath)))
+    lib = llvm.parse_bitcode(libdevice_link.pruned_bitcode(names, reflect_values(arch, fastmath)))
     lib.triple = TRIPLE
     lib.data_layout = mod.data_layout
     mod.link_in(lib)

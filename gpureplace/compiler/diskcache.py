@@ -15,7 +15,7 @@ Layout (``kernel_cache.FORMAT`` 5)::
     kernels/<key>/<variant>.ptx   one compiled kernel: its PTX ...
     kernels/<key>/<variant>.json  ... and its metadata (JSON, never pickles)
     libdevice/pruned-<hash>.bc    libdevice cut down to the functions some kernels call
-    libdevice/text-<hash>.ll      libdevice's IR text (compiler/libdevice_bitcode.py)
+    libdevice/text-<hash>.ll      libdevice's IR text (compiler/libdevice_link.py)
     .tmp-XXXXXXXX                 a file being written (temp file + rename), in any of the folders
 
 What the user can count on:

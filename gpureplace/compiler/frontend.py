@@ -29,7 +29,7 @@ from ..errors import CompileError
 from ..tracking import bindings, deps
 from ..tracking.stats import counters
 from . import builtins as _builtins  # noqa: F401  (fills the built-in table)
-from . import constructs, libdevice_bitcode, resolve
+from . import constructs, libdevice_link, resolve
 from .compiled import CompiledFunction
 from .constructs import instructions_with_lines
 from .diagnostics import (convert_error, file_of, first_line_of, line_referring_to, name_of,
@@ -435,7 +435,7 @@ def _run_front_end(cf, mask, key):
     typingctx, targetctx = compilers(cf.context)
     # (the first compile's, while its front end runs; once the target context is made, whose
     # start registers Numba's C helpers with LLVM, call by call, under llvmlite's one lock)
-    libdevice_bitcode.load_ahead()
+    libdevice_link.load_ahead()
     frame = resolve.Frame(cf.pyfunc, cf.context, mask, cf.options, key)
     library = targetctx.codegen().create_library(cf.qualname)
     resolve.frames().append(frame)

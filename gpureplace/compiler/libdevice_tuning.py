@@ -1,5 +1,5 @@
 """Changes to libdevice's IR, made when gpureplace prunes libdevice
-(``libdevice_bitcode.pruned_bitcode``), so that LLVM compiles it as NVVM does: its double-precision
+(``libdevice_link.pruned_bitcode``), so that LLVM compiles it as NVVM does: its double-precision
 trigonometry laid out as nvcc's code is, and its float operations contracted into FMAs where CUDA
 C's default ``-fmad=true`` contracts them."""
 

@@ -335,7 +335,7 @@ def test_libdevice_trig_is_tuned_where_it_is_expected():
     import llvmlite.binding as llvm
 
     from gpureplace.compiler import backend
-    from gpureplace.compiler import libdevice_bitcode as libdevice
+    from gpureplace.compiler import libdevice_link as libdevice
     backend.initialize_llvm()
     names = frozenset({"__nv_sin", "__nv_cos", "__nv_sinf"})
     text = str(llvm.parse_bitcode(libdevice._prune(names, backend.reflect_values("sm_90", False))))

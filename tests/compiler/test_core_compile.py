@@ -42,7 +42,7 @@ def test_pruning_falls_back_to_llvm_when_the_text_does_not_parse(monkeypatch):
     import llvmlite.binding as llvm
 
     from gpureplace.compiler import backend
-    from gpureplace.compiler import libdevice_bitcode as libdevice
+    from gpureplace.compiler import libdevice_link as libdevice
     backend.initialize_llvm()
     monkeypatch.setattr(libdevice._TextIndex, "module_text", lambda self, wanted: "garbage")
     mod = llvm.parse_bitcode(libdevice._prune(frozenset({"__nv_cosf"}),
@@ -51,10 +51,10 @@ def test_pruning_falls_back_to_llvm_when_the_text_does_not_parse(monkeypatch):
 
 
 def test_libdevice_signatures_read_from_its_text_match_llvms():
-    from gpureplace.compiler import libdevice_bitcode as libdevice
-    table = libdevice.function_table()
+    from gpureplace.compiler import libdevice_bitcode, libdevice_link
+    table = libdevice_link.function_table()
     expected = {}
-    for fn in libdevice._load().functions:
+    for fn in libdevice_bitcode._load().functions:
         if not fn.is_declaration and fn.name.startswith("__nv_"):
             expected[fn.name] = (str(fn.global_value_type).split(" (", 1)[0],
                                  tuple(str(a.type) for a in fn.arguments))
@@ -70,7 +70,7 @@ def test_pruned_libdevice_holds_exactly_what_the_kernel_reaches():
     import llvmlite.binding as llvm
 
     from gpureplace.compiler import backend
-    from gpureplace.compiler import libdevice_bitcode as libdevice
+    from gpureplace.compiler import libdevice_link as libdevice
     backend.initialize_llvm()
     reflect = backend.reflect_values("sm_90", False)
     mod = llvm.parse_bitcode(libdevice._prune(frozenset({"__nv_sin", "__nv_expf"}), reflect))
@@ -407,7 +407,7 @@ def test_the_first_compile_reads_libdevice_ahead_and_a_fork_waits_for_it():
     script = """
 import os, time
 from gpureplace import cuda
-from gpureplace.compiler import libdevice_bitcode as lb
+from gpureplace.compiler import libdevice_link as lb
 assert lb._ahead is None and lb._index is None
 read = lb._ir_text
 def slow_read(*args, **kwargs):
@@ -441,7 +441,7 @@ def test_libdevice_read_ahead_reaches_the_disk_cache_only_once_a_kernel_uses_it(
     script = """
 import glob, math, sys
 from gpureplace import cuda
-from gpureplace.compiler import libdevice_bitcode as lb
+from gpureplace.compiler import libdevice_link as lb
 @cuda.jit
 def plain(x):
     x[0] = 1.0

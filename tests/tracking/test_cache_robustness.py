@@ -260,7 +260,7 @@ def test_an_unwritable_home_in_a_new_process(tmp_path):
 def test_libdevice_files_follow_the_same_rule(tmp_path):
     import math
 
-    from gpureplace.compiler import libdevice_bitcode as libdevice
+    from gpureplace.compiler import libdevice_link as libdevice
     bad = tmp_path / "shared"
     bad.mkdir()
     os.chmod(bad, 0o777)
@@ -639,7 +639,7 @@ def test_bitcode_checks_accept_the_real_file():
 
 
 def test_damaged_libdevice_files_in_the_cache_are_misses(cache_dir):
-    from gpureplace.compiler import libdevice_bitcode as libdevice
+    from gpureplace.compiler import libdevice_link as libdevice
 
     def defined(bitcode):          # (two prunings' bitcode may differ in bytes, not in content)
         module = libdevice.llvm.parse_bitcode(bitcode)

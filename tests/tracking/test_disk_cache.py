@@ -243,7 +243,7 @@ def test_disk_loaded_kernel_is_invalidated_by_a_new_override(tmp_path):
 def test_pruned_libdevice_is_kept_on_disk_and_rebuilt_when_corrupt(tmp_path):
     import llvmlite.binding as llvm
 
-    from gpureplace.compiler import libdevice_bitcode as libdevice
+    from gpureplace.compiler import libdevice_link as libdevice
     old = diskcache._explicit_dir
     diskcache.set_directory(tmp_path / "ld")
     try:
@@ -268,7 +268,8 @@ def test_pruned_libdevice_is_kept_on_disk_and_rebuilt_when_corrupt(tmp_path):
 
 
 def test_libdevice_text_is_read_back_without_parsing_the_bitcode(tmp_path, monkeypatch):
-    from gpureplace.compiler import libdevice_bitcode as libdevice
+    from gpureplace.compiler import libdevice_bitcode
+    from gpureplace.compiler import libdevice_link as libdevice
     old = diskcache._explicit_dir, libdevice._index, libdevice._table
     diskcache.set_directory(tmp_path / "ld")
     try:
@@ -282,7 +283,7 @@ def test_libdevice_text_is_read_back_without_parsing_the_bitcode(tmp_path, monke
 
         def no_parse():
             raise AssertionError("libdevice's bitcode was parsed again")
-        monkeypatch.setattr(libdevice, "_load", no_parse)
+        monkeypatch.setattr(libdevice_bitcode, "_load", no_parse)
         libdevice._index = libdevice._table = None
         again = libdevice._text_index()
         assert again is not first and again.defines == first.defines

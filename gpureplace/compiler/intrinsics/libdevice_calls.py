@@ -89,7 +89,7 @@ def get(name):
     """The stub of libdevice function ``name`` (without the ``__nv_`` prefix)."""
     stub = _stubs.get(name)
     if stub is None:
-        from ..libdevice_bitcode import function_table
+        from ..libdevice_link import function_table
         entry = function_table().get(f"__nv_{name}")
         if entry is None:
             raise AttributeError(f"libdevice has no function __nv_{name}")
@@ -98,5 +98,5 @@ def get(name):
 
 
 def names():
-    from ..libdevice_bitcode import function_table
+    from ..libdevice_link import function_table
     return sorted(n[len("__nv_"):] for n in function_table())
