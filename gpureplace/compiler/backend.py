@@ -156,9 +156,10 @@ LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
 #: unsigned, right where stop - start exceeds int64; 12: libdevice's float operations contract,
 #: libdevice_tuning.contract_float_ops; 13: 32-bit shared, constant and local pointers,
 #: SHORT_POINTERS; 14: constant-bound range loops unrolled more, CONSTANT_LOOP_MAX_COUNT; 15:
-#: loops bounded by a small constant unrolled fully, UPPER_BOUND_UNROLL), so that no process is
-#: served code that an older gpureplace compiled.
-CODEGEN_REVISION = 15
+#: loops bounded by a small constant unrolled fully, UPPER_BOUND_UNROLL; 16: the double-precision
+#: trigonometric reduction compiled once for kernels without loops, trig_slowpath.py), so that no
+#: process is served code that an older gpureplace compiled.
+CODEGEN_REVISION = 16
 
 
 @functools.lru_cache(maxsize=None)
@@ -334,11 +335,16 @@ def exact_remainders(text):
     return text
 
 
-def link_libdevice(mod, names, arch=DEFAULT_ARCH, fastmath=False):
-    """Link the pruned libdevice holding ``names`` (and their dependencies) into ``mod``."""
+def link_libdevice(mod, names, arch=DEFAULT_ARCH, fastmath=False, separate_slowpath=False):
+    """Link the pruned libdevice holding ``names`` (and their dependencies) into ``mod``;
+    ``separate_slowpath``: with the trigonometric reduction only declared (trig_slowpath.py)."""
     if not names:
         return
-    lib = llvm.parse_bitcode(libdevice_link.pruned_bitcode(names, reflect_values(arch, fastmath)))
+    bitcode = libdevice_link.pruned_bitcode(names, reflect_values(arch, fastmath))
+    if separate_slowpath:
+        from .trig_slowpath import without_slowpath
+        bitcode = without_slowpath(bitcode)
+    lib = llvm.parse_bitcode(bitcode)
     lib.triple = TRIPLE
     lib.data_layout = mod.data_layout
     mod.link_in(lib)

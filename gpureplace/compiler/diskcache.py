@@ -16,6 +16,7 @@ Layout (``kernel_cache.FORMAT`` 5)::
     kernels/<key>/<variant>.json  ... and its metadata (JSON, never pickles)
     libdevice/pruned-<hash>.bc    libdevice cut down to the functions some kernels call
     libdevice/text-<hash>.ll      libdevice's IR text (compiler/libdevice_link.py)
+    libdevice/slowpath-<hash>.ptx its trigonometric reduction compiled once (trig_slowpath.py)
     .tmp-XXXXXXXX                 a file being written (temp file + rename), in any of the folders
 
 What the user can count on:

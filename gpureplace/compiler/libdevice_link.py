@@ -56,6 +56,25 @@ def fold_reflect(text, values):
     return _REFLECT_CALL.sub(repl, text)
 
 
+_reach = {}               # (name, target) -> whether name's definition reaches target
+
+
+def reaches(name, target):
+    """Whether libdevice's ``name`` calls ``target``, directly or through others."""
+    key = (name, target)
+    hit = _reach.get(key)
+    if hit is None:
+        index = _text_index()
+        seen, stack = set(), [name]
+        while stack:
+            each = stack.pop()
+            if each not in seen:
+                seen.add(each)
+                stack.extend(index.refs(each))
+        hit = _reach[key] = target in seen - {name}
+    return hit
+
+
 def pruned_bitcode(names, reflect=None) -> bytes:
     """Bitcode of a module holding the libdevice functions ``names`` and their dependencies,
     with ``__nvvm_reflect`` folded to ``reflect`` (``{"__CUDA_FTZ": 0, ...}``).

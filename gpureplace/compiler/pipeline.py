@@ -22,7 +22,7 @@ from llvmlite import ir
 from numba.core import types
 
 from ..errors import CompileError, KernelReturnsValue
-from . import abi, backend, constructs, frontend
+from . import abi, backend, constructs, frontend, trig_slowpath
 from .constructs import instructions_with_lines
 from .exceptions import exceptions_of, record_status
 from .records import resident_arrays
@@ -195,22 +195,30 @@ def _finish(cf, wrapper_ir, entry, keep=()):
     """Link, internalize all but ``entry`` (and the globals named in ``keep``), optimise,
     validate, emit: (module, PTX)."""
     isa = backend.compile_ptx_isa(cf.options.arch)
-    mod = _link(cf, wrapper_ir)
-    backend.internalize_except(mod, {entry, *keep})
+    mod, separate = _link(cf, wrapper_ir)
     from numba.core import config
-    if config.DUMP_LLVM:
-        _dump(f"LLVM DUMP {entry}", mod)
+    _optimize(cf, mod, entry, keep, isa,
+              before=(lambda: _dump(f"LLVM DUMP {entry}", mod)) if config.DUMP_LLVM else None)
+    if config.DUMP_OPTIMIZED:
+        _dump(f"OPTIMIZED DUMP {entry}", mod)
+    check_linked(mod, cf, provided={trig_slowpath.SLOWPATH} if separate else ())
+    ptx = backend.emit_ptx(mod, cf.options.arch, isa)
+    if separate:
+        ptx = _with_slowpath(cf, wrapper_ir, entry, keep, isa, ptx)
+    if config.DUMP_ASSEMBLY:
+        _dump(f"ASSEMBLY {entry}", ptx)
+    return mod, ptx
+
+
+def _optimize(cf, mod, entry, keep, isa, before=None):
+    """Internalize all but ``entry`` and ``keep``, then optimise at the kernel's level."""
+    backend.internalize_except(mod, {entry, *keep})
+    if before is not None:
+        before()
     backend.optimize(mod, cf.options.arch, isa, cf.options.opt,
                      constant_loops=any(trips >= backend.CONSTANT_RANGE_MIN_TRIPS
                                         for each in cf.closure()
                                         for trips in each.constant_range_trips))
-    if config.DUMP_OPTIMIZED:
-        _dump(f"OPTIMIZED DUMP {entry}", mod)
-    check_linked(mod, cf)
-    ptx = backend.emit_ptx(mod, cf.options.arch, isa)
-    if config.DUMP_ASSEMBLY:
-        _dump(f"ASSEMBLY {entry}", ptx)
-    return mod, ptx
 
 
 def _dump(title, text):
@@ -294,18 +302,47 @@ def _line_info_for_wrapper(mod, fn, builder, cf):
                                                                "scope": sub})
 
 
-def _link(cf, wrapper_ir):
+def _link(cf, wrapper_ir, separate=None):
+    """The kernel's module linked: (module, whether libdevice's trigonometric reduction is left
+    declared, to be compiled on its own: trig_slowpath.py).  ``separate``: decide that (None),
+    or as given."""
     backend.initialize_llvm()
     mod = llvm.parse_assembly(wrapper_ir)
+    texts = [wrapper_ir]
     for each in cf.closure():
         for text in each.ir_texts():
+            texts.append(text)
             mod.link_in(llvm.parse_assembly(text))
     _link_runtime_helpers(cf, mod)
     needed = {fn.name for fn in mod.functions if fn.is_declaration and fn.name.startswith("__nv_")}
-    backend.link_libdevice(mod, needed, cf.options.arch, cf.options.fastmath)
+    if separate is None:
+        separate = bool(needed) and trig_slowpath.wanted(needed, cf.options) and \
+            not trig_slowpath.has_loop(texts + [str(mod)] if _has_helpers(mod) else texts)
+    backend.link_libdevice(mod, needed, cf.options.arch, cf.options.fastmath, separate)
     if cf.options.fastmath:
         mod = llvm.parse_assembly(backend.flush_denormals(str(mod)))
-    return mod
+    return mod, separate
+
+
+def _has_helpers(mod):
+    """Whether Numba's runtime helpers were linked in (their loops are in ``mod`` only)."""
+    from .runtime_helpers import SYMBOLS
+    names = {fn.name for fn in mod.functions if not fn.is_declaration}
+    return any(symbol in names for symbol in SYMBOLS)
+
+
+def _with_slowpath(cf, wrapper_ir, entry, keep, isa, ptx):
+    """``ptx`` with libdevice's trigonometric reduction, compiled once, in place of its
+    declaration; if that cannot be, the kernel compiled again with the reduction inlined."""
+    arch = cf.options.arch
+    spliced = trig_slowpath.splice(
+        ptx, trig_slowpath.body(arch, isa, backend.reflect_values(arch, cf.options.fastmath)))
+    if spliced is not None:
+        return spliced
+    mod, _ = _link(cf, wrapper_ir, separate=False)
+    _optimize(cf, mod, entry, keep, isa)
+    check_linked(mod, cf)
+    return backend.emit_ptx(mod, arch, isa)
 
 
 def _link_runtime_helpers(cf, mod):

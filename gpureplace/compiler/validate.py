@@ -135,14 +135,14 @@ def _check_local_total(cf):
         chain=(cf.pyfunc.__qualname__,))
 
 
-def check_linked(binding_module, where):
+def check_linked(binding_module, where, provided=()):
     """After linking (and optimising) a kernel: every declaration left must be something the
-    device provides, its static shared and constant data must fit, and no compare-and-swap may
-    be left on local memory."""
+    device provides (or ``provided``: compiled on its own and added to the PTX), its static
+    shared and constant data must fit, and no compare-and-swap may be left on local memory."""
     for fn in binding_module.functions:
         # Device functions and libdevice are defined by now: a declaration left is unresolved.
-        if fn.is_declaration and (not is_allowed_symbol(fn.name)
-                                  or fn.name.startswith(("_ZN", "__nv_"))):
+        if fn.is_declaration and fn.name not in provided and (
+                not is_allowed_symbol(fn.name) or fn.name.startswith(("_ZN", "__nv_"))):
             raise CompileError(f"unresolved call to {describe_symbol(fn.name)}",
                                function=where.pyfunc.__qualname__,
                                filename=where.pyfunc.__code__.co_filename,

@@ -10,8 +10,9 @@ backend.RUNTIME_UNROLL_MAX_COUNT and backend.LSR_DROP_UNPROFITABLE.
 An if/else whose arms both store to the same element keeps a store in each arm, as NVVM does, so
 that ptxas can predicate the arms (backend.SINK_COMMON_INSTRUCTIONS; the 5-point stencil).
 
-Double-precision sine and cosine inline libdevice's slow argument reduction and keep their
-quadrant branches as branches (libdevice.tune_trig; sin f64 went from 0.92x to 1.03x of nvcc).
+Double-precision sine and cosine inline libdevice's slow argument reduction in loops (a kernel
+without loops calls it, compiled once: trig_slowpath.py) and keep their quadrant branches as
+branches (libdevice.tune_trig; sin f64 went from 0.92x to 1.03x of nvcc).
 """
 
 import math
@@ -352,12 +353,30 @@ def test_libdevice_trig_is_tuned_where_it_is_expected():
     assert re.search(r'^!\d+ = !\{!"branch_weights", i32 1, i32 2000\}', text, re.M)
 
 
-def test_f64_sin_and_cos_have_no_call_and_no_quadrant_selects():
-    ptx = sin_cos_f64.compile("void(float64[::1], float64[::1])", arch="sm_90").ptx
-    assemble(ptx)
-    assert not re.search(r"^\s*call", ptx, re.M), "the slow reduction must be inlined"
-    # libdevice's own coefficient select is one per function; LLVM's speculation added two more
-    assert len(re.findall(r"selp\.f64", ptx)) <= 2, ptx
+@cuda.jit
+def sin_cos_f64_loop(x, out, n):
+    i = cuda.grid(1)
+    if i < x.size:
+        acc = 0.0
+        for k in range(n):
+            acc += math.sin(x[i] + k) + math.cos(x[i] * 3.0)
+        out[i] = acc
+
+
+def test_f64_sin_and_cos_have_no_quadrant_selects_and_inline_the_reduction_in_loops():
+    """In a loop (bench/codegen.py's chains) the slow reduction is inlined: no call; in a kernel
+    without loops it is the .func compiled once (compiler/trig_slowpath.py), its only call."""
+    looped = sin_cos_f64_loop.compile("void(float64[::1], float64[::1], int64)",
+                                      arch="sm_90").ptx
+    assemble(looped)
+    assert not re.search(r"^\s*call", looped, re.M), "the slow reduction must be inlined"
+    straight = sin_cos_f64.compile("void(float64[::1], float64[::1])", arch="sm_90").ptx
+    assemble(straight)
+    calls = re.findall(r"^\s*call\S*\s+(?:\([^)]*\),\s*)?(\w+)", straight, re.M)
+    assert calls and set(calls) == {"__internal_trig_reduction_slowpathd"}, calls
+    for ptx in (looped, straight):
+        # libdevice's own coefficient select is one per function; LLVM's speculation added two
+        assert len(re.findall(r"selp\.f64", ptx.split(".entry", 1)[1])) <= 2, ptx
 
 
 @pytest.mark.gpu
