@@ -204,7 +204,7 @@ def _finish(cf, wrapper_ir, entry, keep=()):
     check_linked(mod, cf, provided={trig_slowpath.SLOWPATH} if separate else ())
     ptx = backend.emit_ptx(mod, cf.options.arch, isa)
     if separate:
-        ptx = _with_slowpath(cf, wrapper_ir, entry, keep, isa, ptx)
+        mod, ptx = _with_slowpath(cf, wrapper_ir, entry, keep, isa, mod, ptx)
     if config.DUMP_ASSEMBLY:
         _dump(f"ASSEMBLY {entry}", ptx)
     return mod, ptx
@@ -331,18 +331,18 @@ def _has_helpers(mod):
     return any(symbol in names for symbol in SYMBOLS)
 
 
-def _with_slowpath(cf, wrapper_ir, entry, keep, isa, ptx):
-    """``ptx`` with libdevice's trigonometric reduction, compiled once, in place of its
-    declaration; if that cannot be, the kernel compiled again with the reduction inlined."""
+def _with_slowpath(cf, wrapper_ir, entry, keep, isa, mod, ptx):
+    """(``mod``, ``ptx`` with libdevice's trigonometric reduction, compiled once, in place of
+    its declaration); if that cannot be, the kernel compiled again with the reduction inlined."""
     arch = cf.options.arch
     spliced = trig_slowpath.splice(
         ptx, trig_slowpath.body(arch, isa, backend.reflect_values(arch, cf.options.fastmath)))
     if spliced is not None:
-        return spliced
+        return mod, spliced
     mod, _ = _link(cf, wrapper_ir, separate=False)
     _optimize(cf, mod, entry, keep, isa)
     check_linked(mod, cf)
-    return backend.emit_ptx(mod, arch, isa)
+    return mod, backend.emit_ptx(mod, arch, isa)
 
 
 def _link_runtime_helpers(cf, mod):

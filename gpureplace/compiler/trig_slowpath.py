@@ -124,7 +124,8 @@ def _compile(arch, isa, reflect, bitcode):
 
 
 _EXTERN = re.compile(r"^\.extern \.func[^;]*?\b" + SLOWPATH + r"\b[^;]*;\n?", re.M | re.S)
-_GLOBAL_NAME = re.compile(r"^\.global\b[^\n]*?\s([A-Za-z_$][\w$]*)\s*(?:\[|=|;)", re.M)
+_GLOBAL_NAME = re.compile(r"^(?:\.(?:visible|weak|extern)\s+)?\.(?:global|const)\b[^\n]*?\s"
+                          r"([A-Za-z_$][\w$]*)\s*(?:\[|=|;)", re.M)
 
 
 def splice(ptx, func_text):

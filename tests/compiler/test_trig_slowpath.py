@@ -135,8 +135,21 @@ def test_splice_refuses_what_it_cannot_place():
     declared = (".extern .func  (.param .b64 r) __internal_trig_reduction_slowpathd\n(\n"
                 "\t.param .b64 a\n)\n;\n.entry k()\n{\nret;\n}\n")
     assert trig_slowpath.splice(".global .align 8 .b8 table[8];\n" + declared, body) is None
+    assert trig_slowpath.splice(".visible .global .align 8 .b8 table[8];\n" + declared,
+                                body) is None
     spliced = trig_slowpath.splice(declared, body)
     assert spliced.startswith(body) and ".extern" not in spliced
+
+
+def test_a_splice_that_cannot_be_made_compiles_the_kernel_inlined(monkeypatch):
+    from gpureplace.compiler import diskcache
+    monkeypatch.setattr(diskcache, "enabled", False)       # (not the spliced kernel of a test above)
+    monkeypatch.setattr(trig_slowpath, "splice", lambda ptx, body: None)
+    spec = cuda.jit(_fresh(_single)).compile(F64, arch="sm_90")
+    assert "__internal_trig_reduction_slowpathd" not in spec.ptx
+    assert not re.search(r"^(declare|define)[^\n]*@__internal_trig_reduction_slowpathd\(",
+                         spec.llvm_ir, re.M)                         # inlined: no function left
+    assemble(spec.ptx)
 
 
 @pytest.mark.gpu
