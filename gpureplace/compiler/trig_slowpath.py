@@ -31,27 +31,39 @@ _bodies = {}           # (arch, PTX ISA, reflect) -> PTX text of the reduction's
 
 _DEFINE = re.compile(r"^define ", re.M)
 _LABEL = re.compile(r"^([-\w.$]+|\"[^\"]*\"):", re.M)
+_NUMBA_PART = re.compile(r"(B\d+)\.")       # a block Numba's lowering added inside B<offset>
 _TARGETS = re.compile(r"label %([-\w.$]+|\"[^\"]*\")")
 
 
 def has_loop(texts):
-    """Whether any function in the LLVM IR ``texts`` branches back to its own block or one laid
-    out before it (a loop: Numba lays blocks out in bytecode order, a loop's latch after its
-    header).  ``label %name`` is written only by branches and switches."""
+    """Whether any function in the LLVM IR ``texts`` has a loop: a branch back to a block laid
+    out at or before the one it leaves.  Numba lays out its blocks (``B<offset>``) in bytecode
+    order, a loop's latch after its header; the blocks its lowering adds for an if/else inside
+    one of them (``B66.if``, ``B66.endif.else`` ...) are appended after all of them and stand,
+    as sources, at their Numba block's place, and as targets for that block's own forward
+    flow.  Loops the lowering builds itself (``for.cond`` ...) and other code are taken as they
+    are laid out.  ``label %name`` is written only by branches and switches."""
     for text in texts:
         for body in _DEFINE.split(text)[1:]:
             order, here = {}, 0
             for line in body.splitlines():
                 m = _LABEL.match(line)
                 if m:
-                    here = order[m.group(1).strip('"')] = len(order)
+                    name = m.group(1).strip('"')
+                    order[name] = len(order)
+                    parent = _NUMBA_PART.match(name)
+                    here = order.get(parent.group(1), order[name]) if parent else order[name]
                     continue
                 if "label %" in line:
                     if "indirectbr " in line:
                         return True
-                    if any(order.get(t.strip('"'), here + 1) <= here
-                           for t in _TARGETS.findall(line)):
-                        return True
+                    for target in _TARGETS.findall(line):
+                        target = target.strip('"')
+                        if _NUMBA_PART.match(target):
+                            continue            # within the block it belongs to: forward
+                        at = order.get(target)
+                        if at is not None and at <= here:
+                            return True
     return False
 
 

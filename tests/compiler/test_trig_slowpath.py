@@ -14,6 +14,8 @@ from gpureplace import cuda
 from gpureplace.compiler import libdevice_link, trig_slowpath
 
 F64 = "void(float64[::1], float64[::1])"
+F64_N = "void(float64[::1], float64[::1], int64)"
+CALL = re.compile(r"^\s*call", re.M)
 DEFINED = re.compile(r"^\.func\b[^\n]*\b__internal_trig_reduction_slowpathd\b", re.M)
 
 
@@ -47,6 +49,40 @@ def _loop_around_a_helper(x, o):
         o[i] = _helper(x[i])
 
 
+def _branches_inside(x, o, n):
+    """No loop, but integer // and % and a conditional expression: Numba's lowering adds
+    if/else blocks inside its own blocks (B66.endif.else ...), laid out after all of them."""
+    i = cuda.grid(1)
+    if i < o.size:
+        j = (i * 7) // n
+        v = x[i] if j % 3 else -x[i]
+        o[i] = math.sin(v) + abs(j)
+
+
+def _while_halving(x, o, n):
+    i = cuda.grid(1)
+    if i < o.size:
+        s = n
+        acc = 0.0
+        while s > 0:
+            acc += math.cos(x[i] * s)
+            s //= 2
+        o[i] = acc
+
+
+def _looping_helper(v, n):
+    acc = 0.0
+    for k in range(n):
+        acc += v * k
+    return acc
+
+
+def _loop_in_a_callee(x, o, n):
+    i = cuda.grid(1)
+    if i < o.size:
+        o[i] = math.sin(_looping_helper(x[i], n))
+
+
 def _fresh(fn):
     """A new function object each time (the compile is not served from any cache)."""
     import types
@@ -59,16 +95,24 @@ def _fresh(fn):
 def test_a_kernel_without_loops_gets_the_reduction_compiled_once(fn):
     ptx = cuda.jit(_fresh(fn)).compile(F64, arch="sm_90").ptx
     assert len(DEFINED.findall(ptx)) == 1
-    assert ".extern" not in ptx and "call" in ptx
+    assert ".extern" not in ptx and CALL.search(ptx)
     assert "__internal_trig_reduction_slowpathd" in ptx.split(".entry", 1)[1]   # called there
     assemble(ptx)
 
 
-@pytest.mark.parametrize("fn", [_looped, _loop_around_a_helper])
-def test_a_kernel_with_a_loop_keeps_it_inlined(fn):
-    ptx = cuda.jit(_fresh(fn)).compile(F64, arch="sm_90").ptx
+def test_branches_the_lowering_adds_are_not_loops():
+    ptx = cuda.jit(_fresh(_branches_inside)).compile(F64_N, arch="sm_90").ptx
+    assert len(DEFINED.findall(ptx)) == 1
+    assemble(ptx)
+
+
+@pytest.mark.parametrize("fn, sig", [(_looped, F64), (_loop_around_a_helper, F64),
+                                     (_while_halving, "F64_N"), (_loop_in_a_callee, "F64_N")])
+def test_a_kernel_with_a_loop_keeps_it_inlined(fn, sig):
+    sig = F64_N if sig == "F64_N" else sig
+    ptx = cuda.jit(_fresh(fn)).compile(sig, arch="sm_90").ptx
     assert "__internal_trig_reduction_slowpathd" not in ptx
-    assert "call" not in ptx.split(".entry", 1)[1]
+    assert not CALL.search(ptx.split(".entry", 1)[1])
     assemble(ptx)
 
 
@@ -121,11 +165,36 @@ SWITCH_BACK = NO_LOOP.replace('B2:\n  br label %"B3"', 'B2:\n  switch i32 %n, la
                                                     '[i32 7, label %"B1"]')
 
 
+ADDED_BLOCKS = '''define i32 @f(i32 %n) {
+entry:
+  br label %"B0"
+B0:
+  br i1 %c, label %"B0.if", label %"B0.endif"
+B40:
+  ret i32 0
+"B0.if":
+  br label %"B0.endif"
+"B0.endif":
+  br label %"B40"
+"for.cond":
+  br i1 %c, label %"for.body", label %"for.end"
+"for.body":
+  br label %"for.cond"
+"for.end":
+  ret i32 1
+}
+'''
+
+
 def test_loops_are_found_in_ir_text():
     assert trig_slowpath.has_loop([LOOP])
     assert not trig_slowpath.has_loop([NO_LOOP])
     assert trig_slowpath.has_loop([SWITCH_BACK])
     assert trig_slowpath.has_loop(["; header\n", NO_LOOP, LOOP])
+    # blocks the lowering adds inside B0 go forward from B0's place; its own loops count
+    without_for = ADDED_BLOCKS.split('"for.cond"')[0] + "}\n"
+    assert not trig_slowpath.has_loop([without_for])
+    assert trig_slowpath.has_loop([ADDED_BLOCKS])
 
 
 def test_splice_refuses_what_it_cannot_place():
