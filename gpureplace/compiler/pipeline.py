@@ -191,34 +191,33 @@ def _c_abi_entry(targetctx, cf, name):
     return str(mod)
 
 
-def _finish(cf, wrapper_ir, entry, keep=()):
+def _finish(cf, wrapper_ir, entry, keep=(), separate=None):
     """Link, internalize all but ``entry`` (and the globals named in ``keep``), optimise,
-    validate, emit: (module, PTX)."""
+    validate, emit: (module, PTX).  ``separate``: whether libdevice's trigonometric reduction
+    is compiled on its own (trig_slowpath.py); None: decided by ``_link``."""
     isa = backend.compile_ptx_isa(cf.options.arch)
-    mod, separate = _link(cf, wrapper_ir)
+    mod, separate = _link(cf, wrapper_ir, separate)
+    backend.internalize_except(mod, {entry, *keep})
     from numba.core import config
-    _optimize(cf, mod, entry, keep, isa,
-              before=(lambda: _dump(f"LLVM DUMP {entry}", mod)) if config.DUMP_LLVM else None)
+    if config.DUMP_LLVM:
+        _dump(f"LLVM DUMP {entry}", mod)
+    backend.optimize(mod, cf.options.arch, isa, cf.options.opt,
+                     constant_loops=any(trips >= backend.CONSTANT_RANGE_MIN_TRIPS
+                                        for each in cf.closure()
+                                        for trips in each.constant_range_trips))
     if config.DUMP_OPTIMIZED:
         _dump(f"OPTIMIZED DUMP {entry}", mod)
     check_linked(mod, cf, provided={trig_slowpath.SLOWPATH} if separate else ())
     ptx = backend.emit_ptx(mod, cf.options.arch, isa)
     if separate:
-        mod, ptx = _with_slowpath(cf, wrapper_ir, entry, keep, isa, mod, ptx)
+        arch = cf.options.arch
+        ptx = trig_slowpath.splice(
+            ptx, trig_slowpath.body(arch, isa, backend.reflect_values(arch, cf.options.fastmath)))
+        if ptx is None:           # it cannot be placed: the kernel again, the reduction inlined
+            return _finish(cf, wrapper_ir, entry, keep, separate=False)
     if config.DUMP_ASSEMBLY:
         _dump(f"ASSEMBLY {entry}", ptx)
     return mod, ptx
-
-
-def _optimize(cf, mod, entry, keep, isa, before=None):
-    """Internalize all but ``entry`` and ``keep``, then optimise at the kernel's level."""
-    backend.internalize_except(mod, {entry, *keep})
-    if before is not None:
-        before()
-    backend.optimize(mod, cf.options.arch, isa, cf.options.opt,
-                     constant_loops=any(trips >= backend.CONSTANT_RANGE_MIN_TRIPS
-                                        for each in cf.closure()
-                                        for trips in each.constant_range_trips))
 
 
 def _dump(title, text):
@@ -329,20 +328,6 @@ def _has_helpers(mod):
     from .runtime_helpers import SYMBOLS
     names = {fn.name for fn in mod.functions if not fn.is_declaration}
     return any(symbol in names for symbol in SYMBOLS)
-
-
-def _with_slowpath(cf, wrapper_ir, entry, keep, isa, mod, ptx):
-    """(``mod``, ``ptx`` with libdevice's trigonometric reduction, compiled once, in place of
-    its declaration); if that cannot be, the kernel compiled again with the reduction inlined."""
-    arch = cf.options.arch
-    spliced = trig_slowpath.splice(
-        ptx, trig_slowpath.body(arch, isa, backend.reflect_values(arch, cf.options.fastmath)))
-    if spliced is not None:
-        return mod, spliced
-    mod, _ = _link(cf, wrapper_ir, separate=False)
-    _optimize(cf, mod, entry, keep, isa)
-    check_linked(mod, cf)
-    return mod, backend.emit_ptx(mod, arch, isa)
 
 
 def _link_runtime_helpers(cf, mod):
