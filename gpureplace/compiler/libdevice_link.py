@@ -64,14 +64,7 @@ def reaches(name, target):
     key = (name, target)
     hit = _reach.get(key)
     if hit is None:
-        index = _text_index()
-        seen, stack = set(), [name]
-        while stack:
-            each = stack.pop()
-            if each not in seen:
-                seen.add(each)
-                stack.extend(index.refs(each))
-        hit = _reach[key] = target in seen - {name}
+        hit = _reach[key] = target in _text_index().reached({name}) - {name}
     return hit
 
 
@@ -85,17 +78,24 @@ def pruned_bitcode(names, reflect=None) -> bytes:
     reflect = dict(reflect or {})
     wanted = frozenset(names)
     key = (wanted, tuple(sorted(reflect.items())))
-    hit = _pruned.get(key)
+    return derived(_pruned, key, lambda: _disk_path(key), lambda: _prune(wanted, reflect))
+
+
+def derived(memo, key, path, make):
+    """What ``make()`` builds from libdevice for ``key`` (bytes): from ``memo``, else from the
+    disk cache file ``path()`` names (checksummed; None: no disk cache), else built and kept in
+    both."""
+    hit = memo.get(key)
     if hit is not None:
         return hit
-    hit = _from_disk(key)
-    if hit is not None:
-        _pruned[key] = hit
-        return hit
-    data = _prune(wanted, reflect)
-    _pruned[key] = data
-    _to_disk(key, data)
-    return data
+    where = path()
+    hit = None if where is None else _read_checked(where)
+    if hit is None:
+        hit = make()
+        if where is not None:
+            _write_checked(where, hit)
+    memo[key] = hit
+    return hit
 
 
 class _TextIndex:
@@ -154,18 +154,22 @@ class _TextIndex:
             found = self._refs[name] = set(self._SYMBOL.findall(text)) - {name}
         return found
 
+    def reached(self, names):
+        """``names`` and every symbol their definitions refer to, directly or through others."""
+        seen, stack = set(), list(names)
+        while stack:
+            name = stack.pop()
+            if name not in seen:
+                seen.add(name)
+                stack.extend(self.refs(name))
+        return seen
+
     def module_text(self, wanted):
         """IR text of the functions ``wanted`` (external) and what they reach (internal)."""
         missing = [name for name in wanted if name not in self.defines]
         if missing:
             raise KeyError(f"libdevice defines no {', '.join(sorted(missing))}")
-        seen, stack = set(), list(wanted)
-        while stack:
-            name = stack.pop()
-            if name in seen:
-                continue
-            seen.add(name)
-            stack.extend(self.refs(name))
+        seen = self.reached(wanted)
         out = list(self.header)
         out += [self.globals[n] for n in sorted(seen) if n in self.globals]
         out += [self.declares[n] for n in sorted(seen) if n in self.declares]
@@ -343,14 +347,3 @@ def _disk_path(key):
     names, reflect = key
     from .backend import CODEGEN_REVISION
     return _cache_file("pruned-", (sorted(names), reflect, CODEGEN_REVISION), ".bc")
-
-
-def _from_disk(key):
-    path = _disk_path(key)
-    return None if path is None else _read_checked(path)
-
-
-def _to_disk(key, data):
-    path = _disk_path(key)
-    if path is not None:
-        _write_checked(path, data)

@@ -27,7 +27,7 @@ SLOWPATH = "__internal_trig_reduction_slowpathd"
 
 _lock = threading.Lock()
 _stripped = {}         # pruned libdevice bitcode -> the same with the reduction only declared
-_bodies = {}           # (arch, PTX ISA, reflect) -> PTX text of the reduction's .func (and data)
+_bodies = {}           # (arch, PTX ISA, reflect) -> PTX of the reduction's .func (and data), bytes
 
 _DEFINE = re.compile(r"^define ", re.M)
 _LABEL = re.compile(r"^([-\w.$]+|\"[^\"]*\"):", re.M)
@@ -99,23 +99,14 @@ def without_slowpath(bitcode: bytes) -> bytes:
 def body(arch, isa, reflect) -> str:
     """PTX of the reduction as a ``.func`` (with the data it reads), compiled once per
     ``arch``, PTX ``isa`` and ``reflect`` values; kept in memory and in the disk cache."""
-    key = (arch, isa, tuple(sorted(reflect.items())))
-    hit = _bodies.get(key)
-    if hit is not None:
-        return hit
     from . import libdevice_link
-    from .libdevice_bitcode import _cache_file, _read_checked, _write_checked
     from .backend import CODEGEN_REVISION
-    path = _cache_file("slowpath-", (key, CODEGEN_REVISION), ".ptx")
-    blob = None if path is None else _read_checked(path)
-    text = blob.decode() if blob is not None else None
-    if text is None:
-        text = _compile(arch, isa, reflect, libdevice_link.pruned_bitcode({SLOWPATH}, reflect))
-        if path is not None:
-            _write_checked(path, text.encode())
-    with _lock:
-        _bodies[key] = text
-    return text
+    from .libdevice_bitcode import _cache_file
+    key = (arch, isa, tuple(sorted(reflect.items())))
+    return libdevice_link.derived(
+        _bodies, key, lambda: _cache_file("slowpath-", (key, CODEGEN_REVISION), ".ptx"),
+        lambda: _compile(arch, isa, reflect,
+                         libdevice_link.pruned_bitcode({SLOWPATH}, reflect)).encode()).decode()
 
 
 def _compile(arch, isa, reflect, bitcode):
