@@ -299,6 +299,7 @@ def compile_device(pyfunc, context, mask, argtypes, options, restype=None) -> Co
     300,000 objects alive, 3-10 ms on average per compile).  Held off, the compile's garbage is
     collected once, after it (nothing is kept alive longer than that; a collector the program
     turned off itself stays off)."""
+    resolve.active()
     key = cache_key(pyfunc, context, mask, argtypes, options, restype)
     if getattr(_deep, "active", False):
         return _compile_device(pyfunc, context, mask, argtypes, options, restype, key)

@@ -59,6 +59,17 @@ class Frame:
         return list(self._resolutions.values())
 
 
+def activity():
+    """How many value resolutions and compiles this thread has begun: a typing question during
+    which it did not change read nothing that a frame records (see the call-type cache in
+    ``target.GPUTypingContext``)."""
+    return getattr(_tls, "activity", 0)
+
+
+def active():
+    _tls.activity = getattr(_tls, "activity", 0) + 1
+
+
 def frames():
     st = getattr(_tls, "stack", None)
     if st is None:
@@ -77,6 +88,7 @@ def _is_plain_python_function(val):
 
 def resolve_value(typingctx, val):
     """Numba type for global value ``val`` as the active context sees it, or None for Numba's default."""
+    active()
     frame = current_frame()
     if frame is None:
         return None
@@ -261,6 +273,7 @@ class DeviceFunctionType(types.Callable, types.Opaque):
     def get_call_type(self, context, args, kws):
         from . import constructs, diagnostics, frontend
         from .intrinsics.stubs import IntrinsicArgumentError
+        active()
         why = constructs.signature_reason(self.pyfunc, "a device function")
         if why is not None:
             raise IntrinsicArgumentError(why)

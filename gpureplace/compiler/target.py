@@ -24,6 +24,8 @@ from numba.core.typing.typeof import typeof_impl
 from ..arch import DEFAULT_ARCH
 from . import abi, backend
 from .bfloat16 import register_dtype
+from .call_types import CallTypes
+from .call_types import install as install_call_types
 from .datamodels import NARROW_FLOATS, GPUDIBuilder, data_models
 from .global_arrays import cai_dtype, device_array_type
 from .hostconstants import install_cffi, int_constant_class, int_constants
@@ -63,14 +65,21 @@ def _register_overload_jit():
 
 
 _register_overload_jit()
+install_call_types()
 
 
 class GPUTypingContext(typing.BaseContext):
-    """Numba typing context whose value resolution goes through a gpureplace ``Context``."""
+    """Numba typing context whose value resolution goes through a gpureplace ``Context``; the
+    call types its templates answer are kept (``call_types.py``)."""
 
     def __init__(self, dispatch_context):
         self.dispatch_context = dispatch_context
+        self.call_types = CallTypes()
         super().__init__()
+
+    def install_registry(self, registry):
+        self.call_types.clear()
+        super().install_registry(registry)
 
     def resolve_argument_type(self, val):
         register_dtype()                     # (a bfloat16 array, if ml_dtypes is loaded)
@@ -79,6 +88,7 @@ class GPUTypingContext(typing.BaseContext):
     def refresh(self):
         if _unchanged(self, ("functions", "attributes", "globals")):
             return
+        self.call_types.clear()
         super().refresh()
         _unchanged(self, ("functions", "attributes", "globals"))
 
@@ -111,6 +121,15 @@ class GPUTypingContext(typing.BaseContext):
 
     def resolve_function_type(self, func, args, kws):
         _reject_host_only(func, args)
+        fnty = func if type(func) is types.Function else None
+        if type(func) is pytypes.BuiltinFunctionType:
+            # (operator.getitem for x[i], asked by itself: its Numba function type answers)
+            fnty = self._lookup_global(func)
+        if type(fnty) is types.Function:
+            return self.call_types.answer(
+                func, args, kws,
+                lambda: super(GPUTypingContext, self).resolve_function_type(func, args, kws),
+                fnty)
         return super().resolve_function_type(func, args, kws)
 
     def numba_resolve_value_type(self, val):

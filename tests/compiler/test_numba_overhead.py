@@ -115,3 +115,82 @@ def test_pass_timings_recorded_without_listeners(monkeypatch):
     names = [k.split("_", 1)[1] for k in seen]
     assert "nopython_type_inference" in names and "gpureplace_lowering" in names
     assert all(t.run >= 0 for t in seen.values())
+
+
+# -- list_vars: the same variables, in the same order, as Numba's own walk -------------------------
+
+def _shapes(x, y, n):
+    total = 0.0
+    for i in range(n):
+        a, b = x[i], y[i:i + 2]
+        total += a * b[0] if a > 0 else -a
+    return total, (x[1], n)
+
+
+def _calls(x, k=3, *rest):
+    def inner(v, w=2):
+        return v + w + k
+    s = 0
+    for v in rest:
+        s += inner(v, w=1)
+    while s > 10:
+        s //= 2
+    return [inner(x), {"a": k}, {k, 1}], print(s, x, sep="")
+
+
+def _generator(n):
+    for i in range(n):
+        yield i * 2
+
+
+def _numbas(inst):
+    """Numba's own answer: its ``list_vars`` as it was before install(), all the way down."""
+    from numba.core import ir as nir
+    ours = nir.Inst._rec_list_vars, nir.Stmt.list_vars, nir.Expr.list_vars
+    nir.Inst._rec_list_vars = numba_overhead._numba_rec_list_vars
+    nir.Stmt.list_vars = numba_overhead._numba_stmt_list_vars
+    nir.Expr.list_vars = numba_overhead._numba_expr_list_vars
+    try:
+        return inst.list_vars()
+    finally:
+        nir.Inst._rec_list_vars, nir.Stmt.list_vars, nir.Expr.list_vars = ours
+
+
+@pytest.mark.parametrize("pyfunc", [_shapes, _calls, _generator])
+def test_list_vars_are_numbas_for_every_instruction(pyfunc):
+    from numba.core import ir as nir
+    from numba.core.compiler import run_frontend
+    assert nir.Stmt.list_vars is numba_overhead._stmt_list_vars   # installed by the front end
+    func_ir = run_frontend(pyfunc)
+    seen = 0
+    for block in func_ir.blocks.values():
+        for stmt in block.body:
+            for inst in [stmt] + [v for v in vars(stmt).values() if isinstance(v, nir.Inst)]:
+                ours = inst.list_vars()
+                assert ours == _numbas(inst)
+                assert [id(v) for v in ours] == [id(v) for v in _numbas(inst)]
+                seen += len(ours)
+    assert seen > 10
+
+
+def test_list_vars_of_an_instruction_with_its_own_method_nested_in_containers():
+    from numba.core import ir as nir
+    scope = nir.Scope(None, nir.Loc("f.py", 1))
+    loc = nir.Loc("f.py", 1)
+    a, b, c = (scope.redefine(name, loc) for name in "abc")
+
+    class Own(nir.Stmt):                   # a statement listing only what it chooses
+        def __init__(self, keep, skip):
+            self.keep, self.skip, self.loc = keep, skip, loc
+
+        def list_vars(self):
+            return [self.keep]
+
+    class Holder(nir.Stmt):                # Numba's generic walk over its attributes
+        def __init__(self):
+            self.items = {"x": [a, (Own(b, c), nir.Yield(c, loc, 0))], "y": "text", "z": 3}
+            self.loc = loc
+
+    holder = Holder()
+    assert holder.list_vars() == [a, b, c]
+    assert holder.list_vars() == _numbas(holder)
