@@ -236,7 +236,37 @@ def _return_line(pyfunc):
     return last
 
 
+#: Names the kernel entry and the function it calls have in a wrapper kept for its types.
+_ENTRY, _CALLEE = "gpureplace.kept.wrapper.entry", "gpureplace.kept.wrapper.callee"
+
+
 def _wrapper_module(cf, name, device_arrays=()):
+    """IR text of the kernel entry ``name``: its flat PTX parameters rebuilt into ``cf``'s
+    arguments, and the call of ``cf``.  The common wrapper (no line information, no debug
+    status, no device arrays, no grid barrier) depends only on the argument and return types:
+    built once per target context and types with stand-in names, and given the two names by
+    replacing the stand-ins' references (1 ms of a small kernel's compile otherwise)."""
+    from .intrinsics.cg import BARRIER
+    barrier = any(BARRIER in text for each in cf.closure() for text in each.ir_texts())
+    if device_arrays or barrier or cf.options.lineinfo or cf.options.debug:
+        return _build_wrapper(cf, name, cf.mangled_name, device_arrays, barrier)
+    _, targetctx = compilers(cf.context)
+    kept = targetctx.__dict__.setdefault("_kept_wrappers", {})
+    key = (tuple(cf.argtypes), cf.restype)
+    text = kept.get(key)
+    if text is None:
+        text = kept[key] = _build_wrapper(cf, _ENTRY, _CALLEE, (), False)
+    return (text.replace(f'"{_ENTRY}.wrapper"', f'"{name}.wrapper"')
+            .replace(f"{_reference(_ENTRY)}(", f"{_reference(name)}(")
+            .replace(f"{_reference(_CALLEE)}(", f"{_reference(cf.mangled_name)}("))
+
+
+def _reference(name):
+    """How LLVM IR text refers to the global ``name`` (``@name``, or quoted and escaped)."""
+    return ir.GlobalVariable(ir.Module(), ir.IntType(8), name).get_reference()
+
+
+def _build_wrapper(cf, name, callee_name, device_arrays, barrier):
     _, targetctx = compilers(cf.context)
     mod = targetctx.create_module(f"{name}.wrapper")
     params = abi.llvm_param_types(cf.argtypes)
@@ -248,14 +278,14 @@ def _wrapper_module(cf, name, device_arrays=()):
     flat = list(fn.args)
     values = [abi.rebuild(targetctx, builder, ty, flat) for ty in cf.argtypes]
     callee = ir.Function(mod, targetctx.call_conv.get_function_type(cf.restype, cf.argtypes),
-                         name=cf.mangled_name)
+                         name=callee_name)
     status, _ = targetctx.call_conv.call_function(builder, callee, cf.restype, cf.argtypes,
                                                   values)
     if cf.options.debug:
         record_status(builder, status)           # raised on the host after the launch
     builder.ret_void()
-    from .intrinsics.cg import BARRIER
-    if any(BARRIER in text for each in cf.closure() for text in each.ir_texts()):
+    if barrier:
+        from .intrinsics.cg import BARRIER
         # the grid barrier's counter: one per loaded module, zero at load
         gv = ir.GlobalVariable(mod, ir.IntType(32), BARRIER, addrspace=1)
         gv.initializer = ir.Constant(ir.IntType(32), 0)

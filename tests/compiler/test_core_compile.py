@@ -462,3 +462,28 @@ print(texts())
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["True", "0", "1"]
     assert glob.glob(str(tmp_path / "cache" / "**" / "text-*.ll"), recursive=True)
+
+
+@cuda.jit
+def _mixed(x, y, a, t, rec):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = y[i, 0] * a + t[0] + rec[0]
+
+
+@pytest.mark.parametrize("sig", [
+    "void(float32[::1], float32[:, ::1], float64, UniTuple(int32, 2), int8[:])",
+    "void(float32[:], float32[:, :], int16, Tuple(float32, int64), uint64[::1])",
+    "void(complex128[:], float64[::1, :], complex64, UniTuple(float32, 3), float32[:])",
+])
+def test_a_kept_wrapper_is_the_one_built_for_its_names(sig):
+    # The kernel entry is built once per argument types with stand-in names (pipeline.py);
+    # given its names, it is the text built for them, names that need quoting included.
+    from gpureplace.compiler import pipeline
+    spec = _mixed.compile(sig)
+    cf = spec.compiled
+    for name in ("_mixed", "k_2", "a name with spaces", 'q"uote'):
+        kept = pipeline._wrapper_module(cf, name, ())
+        assert kept == pipeline._build_wrapper(cf, name, cf.mangled_name, (), False)
+        assert pipeline._ENTRY not in kept and pipeline._CALLEE not in kept
+    assemble(spec.ptx)
