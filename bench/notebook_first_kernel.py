@@ -88,7 +88,9 @@ def main():
         cells = [(label, code.replace("import cupy as cp", "import numpy as cp"))
                  for label, code in cells]
     for _ in range(args.repeat):
-        env = {"GPUREPLACE_CACHE": "0"}           # a cold compile, as a new kernel's first
+        # a cold compile, as a new kernel's first; the driver's JIT cache off for both (the
+        # same PTX, from the repeats before, would be loaded from it without its JIT)
+        env = {"GPUREPLACE_CACHE": "0", "CUDA_CACHE_DISABLE": "1"}
         if args.no_prewarm:
             env["GPUREPLACE_PREWARM"] = "0"
         if args.simulator:
@@ -98,7 +100,8 @@ def main():
             rows["cupy"].append({label: float("nan") for label, _ in CUPY_CELLS})
             continue
         rows["cupy"].append(run_kernel(CUPY_CELLS, False, args.idle,
-                                       {"CUPY_CACHE_DIR": f"/tmp/cupy-cache-{time.time()}"})[0])
+                                       {"CUPY_CACHE_DIR": f"/tmp/cupy-cache-{time.time()}",
+                                        "CUDA_CACHE_DISABLE": "1"})[0])
     summary = {}
     for name, runs in rows.items():
         summary[name] = {label: statistics.median([r[label] for r in runs])

@@ -39,6 +39,13 @@ def main():
     ap.add_argument("--json")
     args = ap.parse_args()
 
+    # cold caches, as in a new process of a user's: neither CuPy's kernel cache nor the
+    # driver's JIT cache may hold what an earlier run of this script compiled (the kernels
+    # here are the same each run)
+    import os
+    import tempfile
+    os.environ["CUDA_CACHE_DISABLE"] = "1"
+    os.environ["CUPY_CACHE_DIR"] = tempfile.mkdtemp(prefix="cupy-cold-")
     import math
     import cupy as cp
     import gpureplace
