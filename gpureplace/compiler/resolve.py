@@ -61,8 +61,8 @@ class Frame:
 
 def activity():
     """How many value resolutions and compiles this thread has begun: a typing question during
-    which it did not change read nothing that a frame records (see the call-type cache in
-    ``target.GPUTypingContext``)."""
+    which it did not change read nothing that a frame records (the call types kept in
+    ``call_types.py`` rely on it)."""
     return getattr(_tls, "activity", 0)
 
 
