@@ -187,3 +187,23 @@ def test_an_override_is_recorded_by_every_kernel_that_reads_it():
              f"        x[i] = math.hypot(y[i], a) + {n}.0\n", ns)
         spec = cuda.jit(ns[f"h_{n}"]).with_context(ctx).compile(SIG)
         assert any(host is math.hypot for host, _ in spec.compiled.overrides_used), n
+
+
+def test_an_operator_override_added_later_is_not_answered_from_kept_call_types():
+    # x[1] + x[2] was typed (and its answer kept) before the context overrode operator.add;
+    # the recompile and a new kernel take the override (values resolve through the context).
+    ctx = gpureplace.Context("call-types-operator")
+
+    def body(x):
+        x[0] = x[1] + x[2]
+    first = cuda.jit(body).with_context(ctx)
+    before = first.compile("void(float32[:])")
+    assert re.findall(r"(add|sub)\.f32", before.ptx) == ["add"]
+    ctx.override(operator.add, lambda a, b: a - b)
+    gpureplace.refresh()
+    assert re.findall(r"(add|sub)\.f32", first.compile("void(float32[:])").ptx) == ["sub"]
+
+    def body2(x):
+        x[0] = x[1] + x[2]
+    again = cuda.jit(body2).with_context(ctx).compile("void(float32[:])")
+    assert re.findall(r"(add|sub)\.f32", again.ptx) == ["sub"]
