@@ -337,7 +337,7 @@ def _construct_reason(pyfunc, exc, reason, lineno):
 
 
 def _container_reason(kind):
-    from .target import unsupported_message
+    from .host_only import unsupported_message
     return unsupported_message(kind) + \
         (", filled in a loop" if kind in ("lists", "sets", "dicts") else "")
 

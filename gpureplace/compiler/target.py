@@ -28,6 +28,7 @@ from .call_types import CallTypes
 from .call_types import install as install_call_types
 from .datamodels import NARROW_FLOATS, GPUDIBuilder, data_models
 from .global_arrays import cai_dtype, device_array_type
+from .host_only import reject_host_only, unsupported_message
 from .hostconstants import install_cffi, int_constant_class, int_constants
 from .numba_overhead import abi_sizeof
 
@@ -120,7 +121,7 @@ class GPUTypingContext(typing.BaseContext):
         return self.numba_resolve_value_type(val)
 
     def resolve_function_type(self, func, args, kws):
-        _reject_host_only(func, args)
+        reject_host_only(func, args)
         fnty = func if type(func) is types.Function else None
         if type(func) is pytypes.BuiltinFunctionType:
             # (operator.getitem for x[i], asked by itself: its Numba function type answers)
@@ -146,15 +147,6 @@ class GPUTypingContext(typing.BaseContext):
             if ty is not None:
                 return ty
         return super().resolve_value_type(val)
-
-
-# ---------------------------------------------------------------------------------------------
-# What device code cannot do, said plainly (Numba's own message would name one of its internals).
-
-#: NumPy functions that allocate a new array: device code has no heap (no NRT).
-_ALLOCATORS = ("empty", "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like",
-               "full_like", "array", "asarray", "arange", "linspace", "copy", "concatenate",
-               "stack", "eye", "identity")
 
 
 def _typeof_gives_up(val):
@@ -187,47 +179,6 @@ def _unchanged(context, lists):
 
 
 _LOWERING_LISTS = ("functions", "getattrs", "setattrs", "casts", "constants")
-
-
-def _allocator_name(func):
-    import numpy as np
-    key = getattr(func, "typing_key", None)
-    for name in _ALLOCATORS:
-        if key is not None and key is getattr(np, name, None):
-            return f"np.{name}"
-    return None
-
-
-def _container_kind(ty):
-    if isinstance(ty, (types.List, types.ListType)):
-        return "lists"
-    if isinstance(ty, (types.DictType, types.LiteralStrKeyDict)):
-        return "dicts"
-    if isinstance(ty, types.Set):
-        return "sets"
-    if isinstance(ty, types.UnicodeType):
-        return "strings"
-    return None
-
-
-def unsupported_message(kind):
-    return (f"{kind} are not supported in device code (they need a heap); use a tuple, an array "
-            f"argument, or cuda.local.array / cuda.shared.array")
-
-
-def _reject_host_only(func, args):
-    from numba.core.errors import TypingError
-    name = _allocator_name(func)
-    if name == "np.asarray" and len(args) == 1 and isinstance(args[0], types.Array):
-        name = None             # the array itself, nothing allocated (Numba's reductions use it)
-    if name is not None:
-        raise TypingError(f"{name}() allocates a new array, which device code cannot do (there "
-                          f"is no heap); pass the output array in as an argument, or use "
-                          f"cuda.local.array / cuda.shared.array for scratch space")
-    for ty in args:
-        kind = _container_kind(ty)
-        if kind is not None:
-            raise TypingError(unsupported_message(kind))
 
 
 def _lowering_loc():
