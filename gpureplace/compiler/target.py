@@ -121,17 +121,19 @@ class GPUTypingContext(typing.BaseContext):
         return self.numba_resolve_value_type(val)
 
     def resolve_function_type(self, func, args, kws):
-        reject_host_only(func, args)
         fnty = func if type(func) is types.Function else None
         if type(func) is pytypes.BuiltinFunctionType:
             # (operator.getitem for x[i], asked by itself: its Numba function type answers)
             fnty = self._lookup_global(func)
-        if type(fnty) is types.Function:
-            return self.call_types.answer(
-                func, args, kws,
-                lambda: super(GPUTypingContext, self).resolve_function_type(func, args, kws),
-                fnty)
-        return super().resolve_function_type(func, args, kws)
+        if type(fnty) is not types.Function:
+            reject_host_only(func, args)
+            return super().resolve_function_type(func, args, kws)
+
+        def ask():
+            # (a kept answer passed this check for the same function and argument types)
+            reject_host_only(func, args)
+            return super(GPUTypingContext, self).resolve_function_type(func, args, kws)
+        return self.call_types.answer(func, args, kws, ask, fnty)
 
     def numba_resolve_value_type(self, val):
         """Numba's own resolution, without the dispatch resolver (used by the resolver itself)."""
