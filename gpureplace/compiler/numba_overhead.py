@@ -174,9 +174,9 @@ def _collect(val, out):
         out.append(val)
     elif isinstance(val, _Inst):
         how = _how_of(cls)
-        if how is _STMT:
+        if how == _STMT:
             _collect(val.__dict__, out)
-        elif how is _EXPR:
+        elif how == _EXPR:
             _collect(val._kws, out)
         else:
             out.extend(val.list_vars())
