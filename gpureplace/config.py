@@ -114,12 +114,14 @@ class Settings:
 NO_GPU_NOTICE = "gpureplace: no CUDA GPU found; kernels run in the CPU simulator"
 
 
-def recompiled_message(name, argtypes, seconds, reason):
+def recompiled_message(name, argtypes, seconds, reason, ahead=False):
     """The verbose line of a recompile, under 100 characters where the names allow, the reason
     on its own indented line: ``gpureplace: saxpy(float32, float32[::1]) recompiled in 42 ms``
     then ``  because helper: 'scale' (line 3) was redefined``.  ``reason``: the ``Stale`` that
-    said why (``module.function: what``), shown with the function's name alone."""
-    head = f"gpureplace: {signature_text(name, argtypes)} recompiled in {1e3 * seconds:.0f} ms"
+    said why (``module.function: what``), shown with the function's name alone.  ``ahead``:
+    recompiled in the background before its launch ("recompiled ahead in 42 ms")."""
+    how = "recompiled ahead" if ahead else "recompiled"
+    head = f"gpureplace: {signature_text(name, argtypes)} {how} in {1e3 * seconds:.0f} ms"
     who, sep, what = str(reason).partition(": ")
     why = f"{who.rsplit('.', 1)[-1]}: {what}" if sep and " " not in who else str(reason)
     return f"{head}\n  because {why}"

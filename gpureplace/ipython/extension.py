@@ -7,7 +7,8 @@ that runs a ``%%cuda`` cell's body as the cell's own code, and two cell hooks, a
 one object.  ``post_execute`` converts the functions a ``%%cuda`` cell defined (also when it
 failed part-way); ``post_run_cell`` compares the bindings compiled kernels depend on with their
 current values: any change moves the world, and each affected kernel recompiles at its next
-launch.  Unloading removes all of it.
+launch, or before it in the background while the user types (jit/ahead.py; ``pre_run_cell``
+stops that when the next cell starts).  Unloading removes all of it.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def load_ipython_extension(ip):
     ip.input_transformers_cleanup.append(ext.transformer)
     ip.events.register("post_execute", ext.post_execute)
     ip.events.register("post_run_cell", ext.post_run_cell)
+    ip.events.register("pre_run_cell", ext.pre_run_cell)
     errors.location_formatter = ext.location
     launch.set_printf_listener(ext.start_capture)
     _loaded = ext
@@ -82,7 +84,8 @@ def unload_ipython_extension(ip):
     if ext is None or ext.shell is not ip:
         return
     for event, hook in (("post_execute", ext.post_execute),
-                        ("post_run_cell", ext.post_run_cell)):
+                        ("post_run_cell", ext.post_run_cell),
+                        ("pre_run_cell", ext.pre_run_cell)):
         try:
             ip.events.unregister(event, hook)
         except ValueError:

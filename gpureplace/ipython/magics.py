@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import shlex
 import sys
 import types as pytypes
@@ -30,9 +31,9 @@ from ..compiler import diskcache
 from ..compiler.signature import SignatureParseError, normalize_signature
 from ..dispatch.context import Context
 from ..errors import DeviceFunctionError, GPUReplaceError
-from ..jit import GPUFunction, live_functions
+from ..jit import GPUFunction, ahead, live_functions
 from ..runtime import launch
-from ..tracking import bindings, deps
+from ..tracking import bindings, deps, world
 from ..tracking.stats import snapshot as stats_snapshot
 from . import render
 from .cells import OpenCell, show_first_line_as_typed
@@ -90,6 +91,13 @@ class GPUReplace(Magics):
                               "kernel finds them ready.  Set it before %load_ext (e.g. in "
                               "ipython_kernel_config.py); GPUREPLACE_PREWARM=0 does the "
                               "same.").tag(config=True)
+    recompile_ahead = Bool(True, help="After a cell that redefines what launched kernels "
+                                      "depend on (or a kernel itself), compile and load the "
+                                      "new code in a background thread while you type, so the "
+                                      "next launch finds it ready; it stops when the next cell "
+                                      "starts (gpureplace/jit/ahead.py); "
+                                      "GPUREPLACE_RECOMPILE_AHEAD=0 turns it off.").tag(
+        config=True)
 
     # Defaults: what the process has now (environment variables, earlier settings).
     @default("arch")
@@ -124,6 +132,11 @@ class GPUReplace(Magics):
     @default("low_occupancy_warnings")
     def _low_occupancy_now(self):
         return bool(config.settings.low_occupancy_warnings)
+
+    @default("recompile_ahead")
+    def _recompile_ahead_now(self):
+        value = os.environ.get("GPUREPLACE_RECOMPILE_AHEAD", "1").strip().lower()
+        return value not in ("0", "false", "no", "off")
 
     @default("backend")
     def _backend_now(self):
@@ -168,6 +181,8 @@ class GPUReplace(Magics):
         super().__init__(shell=shell, **kwargs)
         self._open_cells = []
         self.capture = FdCapture()      # device printf output of the running cell
+        self._cells_started = 0         # (a round of jit/ahead.py stops once it moves)
+        self._ahead_age = world.age     # the world age the last round was scheduled for
         # (reading each value also fixes a dynamic default: a later %config compares with it,
         # not with the trait's static default, and so never misses a change)
         for name in ("arch", "fastmath", "context", "verbose", "cache", "cache_dir", "backend",
@@ -226,17 +241,30 @@ class GPUReplace(Magics):
         except Exception as exc:
             _warn_hook_failure("the redefinition check", exc)
 
+    def pre_run_cell(self, info=None):
+        try:
+            self._cells_started += 1
+            for message in ahead.take_messages():   # recompiled while the user typed
+                print(message)
+        except Exception as exc:
+            _warn_hook_failure("the start-of-cell hook", exc)
+
     def check_after_cell(self):
         """Device output into this cell; then compare the bindings compiled kernels depend on
-        with their values now (any change moves the world), saying what recompiles if verbose."""
+        with their values now (any change moves the world), saying what recompiles if verbose;
+        if the world moved, the stale kernels recompile in the background (jit/ahead.py)."""
         self.flush_device_output()
-        if not self.check_redefinitions:
-            return
-        changed = bindings.check()
-        if changed and self.verbose:
-            kernels = deps.dependents(live_functions(), changed)
-            print(render.redefinition_message([(name, how) for _, name, how in changed],
-                                              kernels))
+        if self.check_redefinitions:
+            changed = bindings.check()
+            if changed and self.verbose:
+                kernels = deps.dependents(live_functions(), changed)
+                print(render.redefinition_message([(name, how) for _, name, how in changed],
+                                                  kernels))
+        if world.age != self._ahead_age:
+            self._ahead_age = world.age
+            if self.recompile_ahead:
+                token = self._cells_started
+                ahead.schedule(lambda: self._cells_started == token)
 
     def start_capture(self):
         """The printf listener: called inside the user's launch, so it must not fail it."""

@@ -32,6 +32,9 @@ from .options import check_carveout, check_launch_bounds, check_max_registers
 from .reflection import Reflection
 
 _compile_lock = threading.RLock()
+# A thread that compiles ahead of launches (jit/ahead.py) holds its verbose recompile lines
+# here, to be shown at the next cell rather than in whichever cell is running.
+_messages = threading.local()
 
 
 class GPUFunction(Reflection, Launching, DeviceCallable):
@@ -81,8 +84,11 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         self._specialized = {}     # argument type keys -> what specialize() made for them
         self.declared_signatures = ()   # cuda.jit("sig"): the only argument types it takes
         self.declared_returns = {}      # ... and the return type each declares (device functions)
+        # (argument type keys, device) the definition this one replaced was launched with: what
+        # jit/ahead.py compiles it for while the user types, before its first launch
+        self._ahead_hints = ()
         if _parent is None:
-            _note_definition(py_func)
+            _note_definition(self)
 
     @property
     def context(self):
@@ -241,8 +247,14 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
             spec.world = age
             reason, self._stale_reason = self._stale_reason, None
             if settings.verbose and reason:
-                print(recompiled_message(self.__qualname__, argtypes,
-                                         time.perf_counter() - t0, reason))
+                held = getattr(_messages, "held", None)
+                message = recompiled_message(self.__qualname__, argtypes,
+                                             time.perf_counter() - t0, reason,
+                                             ahead=held is not None)
+                if held is None:
+                    print(message)
+                else:                  # compiled ahead (jit/ahead.py): shown at the next cell
+                    held.append(message)
             self._specs[key] = spec
         if self.on_compile is not None and not self.device:
             self.on_compile(spec)
@@ -455,13 +467,20 @@ def live_functions():
     return list(_live)
 
 
-def _note_definition(py_func):
+def _note_definition(fn):
     """A ``cuda.jit`` of a name defined before (a re-run cell, a reloaded module) moves the world:
-    code compiled against the old definition is revalidated at its next launch."""
+    code compiled against the old definition is revalidated at its next launch.  A kernel that
+    replaces a kernel of as many parameters takes the argument types and devices the old one
+    was launched with as hints (jit/ahead.py compiles it for them while the user types)."""
+    py_func = fn.py_func
     key = (py_func.__module__, py_func.__qualname__)
     if key in _definitions:
         world.bump()
-    _definitions[key] = True
+        old = _definitions[key]()
+        if old is not None and not old.device and not fn.device and \
+                old._nparams == fn._nparams:
+            fn._ahead_hints = tuple(old._launch_cache) or old._ahead_hints
+    _definitions[key] = weakref.ref(fn)
 
 
 class _Extensions(list):

@@ -337,17 +337,40 @@ class Launching:
                 if self._config_key is None:
                     self._config_key = current.key()
                     self._drop_fast_launch()
+        entry = self._launch_cache.get(cache_key, entry)
         if entry is not None and entry.spec is spec:
             return entry
-        if entry is not None:
-            # The old code is unloaded from every device that loaded it, not only this one.
-            stale = entry.spec
-            for key, other in list(self._launch_cache.items()):
-                if other.spec is stale:
-                    del self._launch_cache[key]
-        loaded = launch.LoadedKernel(spec, dev, self._link, self._carveout)
-        self._launch_cache[cache_key] = loaded
+        from .function import _compile_lock
+        with _compile_lock:
+            # (a round of jit/ahead.py compiles and loads under this lock: read again after it,
+            # and take what the round loaded rather than loading the code a second time)
+            entry = self._launch_cache.get(cache_key, entry)
+            if entry is not None and entry.spec is spec:
+                return entry
+            if entry is not None:
+                # The old code is unloaded from every device that loaded it, not only this one.
+                stale = entry.spec
+                for key, other in list(self._launch_cache.items()):
+                    if other.spec is stale:
+                        del self._launch_cache[key]
+            loaded = launch.LoadedKernel(spec, dev, self._link, self._carveout)
+            self._launch_cache[cache_key] = loaded
         return loaded
+
+    def _prepare_ahead(self, cache_key):
+        """Bring the launch entry ``cache_key`` (argument type keys, device) up to date from
+        a round of jit/ahead.py: compiled (only what changed) and loaded on its device, both
+        under the compile lock, so that a launch meanwhile waits and takes the result.  Returns
+        whether there was anything to do."""
+        from .function import _compile_lock
+        keys, dev = cache_key
+        with _compile_lock:
+            current = self._launch_cache.get(cache_key)
+            if current is not None and current.spec.world == world.age:
+                return False
+            launch.ensure_context(dev)
+            self._prepare(keys, dev, cache_key, current)
+        return True
 
     def _compile_for_args(self, *args, **kws):
         """numba-cuda's: the specialisation a launch with ``args`` runs, compiled (or
