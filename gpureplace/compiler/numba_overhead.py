@@ -23,16 +23,28 @@ bookkeeping around them (not the passes' work) was 1.5-3 ms of a 23-ms compile:
   extending a list at every level and testing each value against four classes.  Ours walks the
   same attributes in the same order into one list, with the common types told apart by
   ``type(...) is``; the same variables, in the same order, come back.
+- ``PostProcessor.run``: after a pass changes the IR, Numba canonicalises its control flow and
+  then works out each variable's lifetime and each block's live variables at once (control flow
+  graph, use/def maps, live and dead maps: eight times a compile), though a GPU compile's only
+  readers of them are a ``with`` block's lifting and ``literal_unroll``.  In our passes the
+  canonicalisation still runs; the analyses are left to Numba's own lazy ``VariableLifetime``
+  and a mapping that computes the blocks' live variables when first read, both on the IR as it
+  is then.  The ``literal_unroll`` pass (whose own pipeline reads the live map), generators,
+  ``del`` insertion and every compile outside our pass runner keep Numba's eager analyses.
 """
 
 from __future__ import annotations
 
 import inspect
+import threading
 import time
 import weakref
 
+from numba.core import analysis as _nb_analysis
 from numba.core import base as _nb_base
 from numba.core import errors
+from numba.core import postproc as _nb_postproc
+from numba.core import transforms as _nb_transforms
 from numba.core import ir as _nb_ir
 from numba.core import event as _nb_event
 from numba.core.compiler import Flags
@@ -55,6 +67,12 @@ def _mutated(pss, result):
     return result
 
 
+#: Passes that read the variable lifetimes a post-processing computed (and may run a pipeline of
+#: Numba's own inside): Numba's eager analyses while they run.
+_EAGER_PASSES = frozenset({"literal_unroll"})
+_lean = threading.local()        # .on: inside one of our passes (PostProcessor.run is lean)
+
+
 class LeanPassManager(PassManager):
     """Numba's PassManager, without the per-pass event record and self-checks (see above)."""
 
@@ -65,15 +83,89 @@ class LeanPassManager(PassManager):
             return PassManager._runPass(self, index, pss, internal_state)
         pss.analysis = self._analysis
         clock = time.perf_counter
-        with errors.new_error_context("Pass {name}", name=pss.name()):
-            t0 = clock()
-            _mutated(pss, pss.run_initialization(internal_state))
-            t1 = clock()
-            _mutated(pss, pss.run_pass(internal_state))
-            t2 = clock()
-            _mutated(pss, pss.run_finalizer(internal_state))
-            t3 = clock()
+        outer = getattr(_lean, "on", False)
+        _lean.on = pss.name() not in _EAGER_PASSES
+        try:
+            with errors.new_error_context("Pass {name}", name=pss.name()):
+                t0 = clock()
+                _mutated(pss, pss.run_initialization(internal_state))
+                t1 = clock()
+                _mutated(pss, pss.run_pass(internal_state))
+                t2 = clock()
+                _mutated(pss, pss.run_finalizer(internal_state))
+                t3 = clock()
+        finally:
+            _lean.on = outer
         self.exec_times[f"{index}_{pss.name()}"] = pass_timings(t1 - t0, t2 - t1, t3 - t2)
+
+
+# -- post-processing -------------------------------------------------------------------------------
+
+_numba_post_process = _nb_postproc.PostProcessor.run
+
+
+class _EntryVars(dict):
+    """``func_ir.block_entry_vars`` worked out when first read (each block's live variables on
+    entry, as Numba's post-processing computes them), on the IR of that moment."""
+
+    def __init__(self, func_ir, lifetime):
+        super().__init__()
+        self._func_ir, self._lifetime = func_ir, lifetime
+
+    def _fill(self):
+        if self._lifetime is None:
+            return
+        vlt, self._lifetime = self._lifetime, None
+        live = _nb_analysis.compute_live_variables(vlt.cfg, self._func_ir.blocks,
+                                                   vlt.usedefs.defmap, vlt.deadmaps.combined)
+        for offset, block in self._func_ir.blocks.items():
+            dict.__setitem__(self, block, live[offset])
+
+    def __missing__(self, block):
+        if self._lifetime is None:
+            raise KeyError(block)
+        self._fill()
+        return self[block]
+
+    def __contains__(self, block):
+        self._fill()
+        return dict.__contains__(self, block)
+
+    def __iter__(self):
+        self._fill()
+        return dict.__iter__(self)
+
+    def __len__(self):
+        self._fill()
+        return dict.__len__(self)
+
+    def get(self, block, default=None):
+        self._fill()
+        return dict.get(self, block, default)
+
+    def keys(self):
+        self._fill()
+        return dict.keys(self)
+
+    def values(self):
+        self._fill()
+        return dict.values(self)
+
+    def items(self):
+        self._fill()
+        return dict.items(self)
+
+
+def _post_process(self, emit_dels=False, extend_lifetimes=False):
+    """Numba's ``PostProcessor.run``; inside our passes, the analyses left lazy (see above)."""
+    func_ir = self.func_ir
+    if emit_dels or not getattr(_lean, "on", False) or func_ir.is_generator:
+        return _numba_post_process(self, emit_dels, extend_lifetimes)
+    func_ir.blocks = _nb_transforms.canonicalize_cfg(func_ir.blocks)
+    vlt = _nb_postproc.VariableLifetime(func_ir.blocks)
+    func_ir.variable_lifetime = vlt
+    func_ir.block_entry_vars = _EntryVars(func_ir, vlt)
+    func_ir.generator_info = None
 
 
 # -- flags -----------------------------------------------------------------------------------------
@@ -208,11 +300,13 @@ def _expr_list_vars(self):
 
 def install():
     """Numba's module-level ``_has_loc`` answered from the cache (the same answer: a function's
-    parameters do not change), and its instructions' ``list_vars`` by ``_collect`` (the same
-    variables in the same order)."""
+    parameters do not change), its instructions' ``list_vars`` by ``_collect`` (the same
+    variables in the same order), and its post-processing lean inside our passes."""
     if getattr(_nb_base._has_loc, "__module__", None) != __name__:
         _nb_base._has_loc = _has_loc
     if _Stmt.list_vars is _numba_stmt_list_vars:
         _Inst._rec_list_vars = _rec_list_vars
         _Stmt.list_vars = _stmt_list_vars
         _Expr.list_vars = _expr_list_vars
+    if _nb_postproc.PostProcessor.run is _numba_post_process:
+        _nb_postproc.PostProcessor.run = _post_process

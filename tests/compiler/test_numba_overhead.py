@@ -194,3 +194,85 @@ def test_list_vars_of_an_instruction_with_its_own_method_nested_in_containers():
     holder = Holder()
     assert holder.list_vars() == [a, b, c]
     assert holder.list_vars() == _numbas(holder)
+
+
+# -- post-processing: analyses left lazy inside our passes -----------------------------------------
+
+POST_KERNELS = {
+    "loops": "    s = 0.0\n    for j in range(i, x.size, 7):\n        if x[j] > a:\n"
+             "            s += x[j]\n        else:\n            s -= a\n"
+             "    while s > 100.0:\n        s = s / 2.0\n    if i < x.size:\n        x[i] = s\n",
+    "tuples": "    t = (1, 2.5, 3)\n    s = 0.0\n    for v in literal_unroll(t):\n        s += v\n"
+              "    if i < x.size:\n        x[i] = s * a\n",
+    "closure": "    def inner(v):\n        return v * a + 1.0\n    if i < x.size:\n"
+               "        x[i] = inner(x[i])\n",
+    "break": "    for j in range(10):\n        if j * a > 3.0:\n            break\n"
+             "    if i < x.size:\n        x[i] = j\n",
+}
+
+
+def _compiled(body, name):
+    import re
+    from numba import literal_unroll
+    ns = {"cuda": cuda, "np": np, "literal_unroll": literal_unroll}
+    exec(f"def {name}(x, a):\n    i = cuda.grid(1)\n" + body, ns)
+    spec = cuda.jit(ns[name]).compile(SIG)
+    # (what differs: the function's name, the unique number in each mangled name, and the
+    # process-wide numbers of the exceptions a function may raise)
+    ir_text = re.sub(r"_ZN[\w$.]*", "M", spec.compiled.ir_texts()[0])
+    return spec.ptx.replace(name, "K"), re.sub(r"ret i32 [1-9]\d*", "ret i32 N", ir_text)
+
+
+@pytest.mark.parametrize("which", sorted(POST_KERNELS))
+def test_lean_post_processing_gives_numbas_code(which, monkeypatch):
+    from numba.core import postproc
+    assert postproc.PostProcessor.run is numba_overhead._post_process      # installed
+    calls = []
+    lean = numba_overhead._post_process
+
+    def counting(self, *args, **kws):
+        calls.append(getattr(numba_overhead._lean, "on", False))
+        return lean(self, *args, **kws)
+
+    monkeypatch.setattr(postproc.PostProcessor, "run", counting)
+    ours = _compiled(POST_KERNELS[which], f"lean_{which}")
+    assert any(calls)                       # some post-processing was lean
+    monkeypatch.setattr(postproc.PostProcessor, "run", numba_overhead._numba_post_process)
+    numbas = _compiled(POST_KERNELS[which], f"numb_{which}")
+    assert ours[0] == numbas[0]
+    assert ours[1].split("\n", 1)[1] == numbas[1].split("\n", 1)[1]   # (after the module id)
+
+
+def test_block_entry_vars_are_numbas_when_read():
+    from numba.core import postproc
+    from numba.core.compiler import run_frontend
+
+    def f(x, n):
+        s = 0
+        for i in range(n):
+            if x[i] > 5:
+                continue
+            if x[i] > 0:
+                s += x[i]
+            else:
+                t = x[i] * 2
+                s -= t
+        return s
+
+    eager, lazy = run_frontend(f), run_frontend(f)
+    for func_ir in (eager, lazy):          # blocks out of order, as after some rewrites
+        func_ir.blocks = dict(reversed(list(func_ir.blocks.items())))
+    numba_overhead._numba_post_process(postproc.PostProcessor(eager))
+    numba_overhead._lean.on = True
+    try:
+        numba_overhead._post_process(postproc.PostProcessor(lazy))
+    finally:
+        numba_overhead._lean.on = False
+    assert isinstance(lazy.block_entry_vars, numba_overhead._EntryVars)
+    assert list(eager.blocks) == list(lazy.blocks)
+    for offset in eager.blocks:
+        assert eager.get_block_entry_vars(eager.blocks[offset]) == \
+            lazy.get_block_entry_vars(lazy.blocks[offset])
+    assert lazy.variable_lifetime.livemap == eager.variable_lifetime.livemap
+    copied = lazy.copy()                    # (a copy keeps each block's entry)
+    assert all(block in copied.block_entry_vars for block in copied.blocks.values())
