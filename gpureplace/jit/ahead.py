@@ -20,12 +20,14 @@ finishes (the cell shares the GIL with it for that long, ~20-40 ms, and a launch
 kernel waits for it and takes its result rather than compiling it again).  At most ``LIMIT``
 specialisations a round.
 
-What it leaves alone: device functions (compiled with their callers), kernels that show their
-code when they compile (``%%cuda --show``: at launch, where the user looks), kernels compiled
-from their launch configuration or with argument extensions, kernels restricted to declared
-signatures that a guess would not match, and launches in the CPU simulator (nothing is loaded
-there).  Verbose recompile lines are held and shown at the top of the next cell, not printed
-into whichever cell is running.  The compiles count in ``gpureplace.stats()`` as any other;
+What it leaves alone (each recompiles at its launch, as without rounds): kernels replaced by
+a later definition of their name (alive until the collector frees them, or kept under another
+name), device functions (compiled with their callers), kernels that show their code when they
+compile (``%%cuda --show``: at launch, where the user looks), kernels compiled from their launch
+configuration or with argument extensions, kernels restricted to declared signatures that a
+guess would not match, and launches in the CPU simulator (nothing is loaded there).  Verbose
+recompile lines are held and shown at the top of the next cell, not printed into whichever cell
+is running.  The compiles count in ``gpureplace.stats()`` as any other;
 ``report()`` counts the rounds.  As with the warm-up, a warning a compile raises here is shown
 where Python shows it at that moment, and a process that forks while a round runs may copy a
 lock it holds into the child (``wait()`` first).
@@ -66,7 +68,7 @@ def pending():
     out = []
     for fn in _function.live_functions():
         if fn.device or fn.on_compile is not None or fn._config_key is not None or \
-                fn._extensions:
+                fn._extensions or _function.superseded(fn):
             continue
         cache = list(fn._launch_cache.items())
         if cache:

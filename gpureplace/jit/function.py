@@ -467,6 +467,16 @@ def live_functions():
     return list(_live)
 
 
+def superseded(fn):
+    """Whether a later ``cuda.jit`` of the same name replaced ``fn`` (or the function ``fn`` is
+    a variant of): code nobody can reach under that name, though the object may live on."""
+    while fn._parent is not None:
+        fn = fn._parent
+    py_func = fn.py_func
+    ref = _definitions.get((py_func.__module__, py_func.__qualname__))
+    return ref is not None and ref() is not fn
+
+
 def _note_definition(fn):
     """A ``cuda.jit`` of a name defined before (a re-run cell, a reloaded module) moves the world:
     code compiled against the old definition is revalidated at its next launch.  A kernel that

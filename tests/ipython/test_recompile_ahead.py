@@ -221,11 +221,14 @@ def uses(x):
 """)
     launched(shell.user_ns["uses"], X)
     run(shell, "%config GPUReplace.recompile_ahead = False")
-    before, rounds = compiles(), ahead.report()["rounds"]
-    run(shell, "def helper(v):\n    return v + 2.75")
-    time.sleep(2 * ahead.DELAY)
-    settle(shell)
-    assert compiles() == before and ahead.report()["rounds"] == rounds
+    try:
+        before, rounds = compiles(), ahead.report()["rounds"]
+        run(shell, "def helper(v):\n    return v + 2.75")
+        time.sleep(2 * ahead.DELAY)
+        settle(shell)
+        assert compiles() == before and ahead.report()["rounds"] == rounds
+    finally:        # (%config outlives the extension: the shell keeps it for the next load)
+        run(shell, "%config GPUReplace.recompile_ahead = True")
 
 
 RACE_OFFSET = 1.5
@@ -272,3 +275,59 @@ def test_a_launch_during_the_round_takes_its_result(gpu, monkeypatch):
     finally:
         RACE_OFFSET = 1.5
         release.set()
+
+
+def test_after_reload_ext_and_from_the_disk_cache(shell):
+    """The round works after ``%reload_ext``, and for a kernel whose code came from the disk
+    cache (a re-run cell's kernel finds its predecessor's compile there)."""
+    cell = """
+from gpureplace import cuda
+def helper(v):
+    return v + 1.5
+@cuda.jit
+def uses(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = helper(x[i])
+"""
+    run(shell, cell)
+    launched(shell.user_ns["uses"], X)
+    run(shell, "%reload_ext gpureplace")
+    hits = gpureplace.stats()["disk_hits"]
+    run(shell, cell)                         # the same cell again: a new kernel of the same code
+    settle(shell)
+    rerun = shell.user_ns["uses"]
+    assert gpureplace.stats()["disk_hits"] == hits + 1      # ready, from the disk cache
+    entry = rerun._launch_cache[(keys_for(X), 0)]
+    assert entry.spec.world == world.age and "0f3FC00000" in entry.spec.ptx     # 1.5
+    before = compiles()
+    run(shell, "def helper(v):\n    return v + 2.75")
+    settle(shell)
+    entry = rerun._launch_cache[(keys_for(X), 0)]
+    assert compiles() == before + 1 and "0f40300000" in entry.spec.ptx           # 2.75
+    assert launched(rerun, X) is entry
+
+
+def test_a_kernel_replaced_by_a_later_definition_is_left_to_its_launch(shell):
+    cell = """
+from gpureplace import cuda
+def helper(v):
+    return v + 1.5
+@cuda.jit
+def uses(x):
+    x[0] = helper(x[0]) * 3.0
+"""
+    run(shell, cell)
+    launched(shell.user_ns["uses"], X)
+    run(shell, "old = uses")                  # the first definition, kept under another name
+    run(shell, cell)
+    settle(shell)                             # (the new one: ready for the old one's launch)
+    old, new = shell.user_ns["old"], shell.user_ns["uses"]
+    before = compiles()
+    run(shell, "def helper(v):\n    return v + 2.75")
+    settle(shell)
+    assert compiles() == before + 1           # the new definition only
+    assert new._launch_cache[(keys_for(X), 0)].spec.world == world.age
+    assert old._launch_cache[(keys_for(X), 0)].spec.world != world.age
+    entry = launched(old, X)                  # ... which recompiles at its launch, as ever
+    assert compiles() == before + 2 and "0d4006000000000000" in entry.spec.ptx     # 2.75
