@@ -17,6 +17,9 @@ that share this machine's first GPU:
    extension's round (gpureplace/jit/ahead.py, run here as the cell hook starts it) recompiles
    and loads the client's launch in the background; what the user then waits for is the try
    (no compile) and the graph (the workers load from the disk and the driver's caches).
+5. not tried on the client, with the user's pause: the extension's round sends the new
+   definition to the workers (``gpureplace.dask.push_redefinitions``), which compile and load it
+   in their own background rounds; what the user then waits for is the graph.
 
 Rows 2 and 3 are measured twice: with the results brought back to the client (``compute``), and
 left on the workers (``persist``, ``*_left_*``), where a redefinition's reach is the graph's run,
@@ -76,6 +79,12 @@ def one_block_per_worker(client, x):
         for worker in who.get(key, ()):
             owner.setdefault(worker, i)
     return sorted(owner.values())
+
+
+def wait_ahead():
+    """On a worker: wait for its background rounds (gpureplace/jit/ahead.py)."""
+    from gpureplace.jit import ahead
+    return ahead.wait(60)
 
 
 def warm_up_report():
@@ -272,6 +281,32 @@ def main():
     del done
     after_paused = client.run(gpureplace.stats)
     paused_user = statistics.median([a + b for a, b in zip(paused_tried, paused_then)])
+    # 5. not tried on the client, with the user's pause: the round sends the new definition to
+    # the workers (gpureplace.dask.push_redefinitions), which compile and load it in theirs
+    pushed_ahead, pushed_then = [], []
+    compiled_in_pause = compiled_in_graph = 0
+
+    def worker_compiles():
+        return sum(st["kernel_compiles"] for st in client.run(gpureplace.stats).values())
+    for factor in ("14.5", "15.0", "15.5", "16.0", "14.0"):
+        exec(f"def helper(v):\n    return v * {factor}\n", mod.__dict__)
+        c0 = worker_compiles()
+        t0 = time.perf_counter()
+        assert gpureplace.dask.push_redefinitions() == 1        # (in the background)
+        assert all(client.run(wait_ahead).values())            # (the workers' rounds)
+        t1 = time.perf_counter()
+        c1 = worker_compiles()
+        t1b = time.perf_counter()
+        done = reach(lambda: gpureplace.dask.map_blocks(mod.scaled, x.blocks[spread]))()
+        t2 = time.perf_counter()
+        compiled_in_pause += c1 - c0
+        compiled_in_graph += worker_compiles() - c1
+        pushed_ahead.append(t1 - t0)
+        pushed_then.append(t2 - t1b)
+    expect14 = np.arange(n, dtype=np.float32) * 14.0 + 1.0
+    assert np.array_equal(cp.asnumpy(done.compute()), np.concatenate(
+        [expect14[i * args.block_size:(i + 1) * args.block_size] for i in spread]))
+    del done
     exec("def helper(v):\n    return v * 3.0\n", mod.__dict__)
 
     ours = gpureplace.dask.map_blocks(mod.scaled, x)
@@ -327,6 +362,13 @@ def main():
         "worker_disk_hits_after_pause": sum(after_paused[w]["disk_hits"]
                                             - before_paused[w]["disk_hits"]
                                             for w in after_paused),
+        # 5. not tried on the client, pushed to the workers during the pause
+        "pushed_and_compiled_on_workers_during_pause_ms": 1e3 * statistics.median(pushed_ahead),
+        "then_to_workers_after_push_left_ms": 1e3 * statistics.median(pushed_then),
+        "then_to_workers_after_push_left_vs_goal": statistics.median(pushed_then)
+        / (recompile + round_trip_left),
+        "worker_compiles_in_the_pause": compiled_in_pause,
+        "worker_compiles_in_the_graph_after_push": compiled_in_graph,
     }
     for key, value in result.items():
         print(f"{key:32s} {value:.3f}" if isinstance(value, float) else f"{key:32s} {value}")

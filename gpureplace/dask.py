@@ -12,13 +12,20 @@ redefinition and not otherwise.
 where the task runs::
 
     y = gpureplace.dask.map_blocks(saxpy, 2.0, x, x)     # saxpy(a, x, y, out), out per block
+
+In a notebook the workers need not wait for the next task to learn of a redefinition: after a
+cell that changed a kernel sent to them before (the kernel, or a helper or global it reads),
+the extension's background round (gpureplace/jit/ahead.py) sends the new definition to every
+worker of the current ``distributed`` client (``push_redefinitions``), where it is bound in
+place of the old one and its stale launches compile and load in the worker's own background
+round, while the user types.  The next task carries the same definition and finds it ready.
 """
 
 from __future__ import annotations
 
 import numbers
 
-__all__ = ["map_blocks", "launch_block"]
+__all__ = ["map_blocks", "launch_block", "push_redefinitions"]
 
 _DEFAULT_THREADS = {1: 256, 2: (16, 16), 3: (8, 8, 4)}
 
@@ -104,3 +111,44 @@ def _empty_like(template, shape, dtype):
         return cupy.empty(shape, dtype)
     import numpy as np
     return np.empty(shape, dtype)
+
+
+def push_redefinitions():
+    """Send the kernels defined here, sent to other processes before, whose definition has
+    changed since (the kernel, or a function or global it reads) to every worker of the current
+    ``distributed`` client, which binds them in place and compiles their stale launches in the
+    background (``_receive``).  Returns how many kernels were sent (0 without a client).
+    Nothing depends on it: the next task carries the definition all the same."""
+    import sys
+    if "distributed" not in sys.modules:
+        return 0
+    from distributed.client import default_client
+    try:
+        client = default_client()
+    except ValueError:                 # no client in this process
+        return 0
+    import pickle
+    from .jit import pickling
+    from .jit.function import GPUFunction
+    changed = []
+    for obj in list(pickling.defined_here()):
+        if isinstance(obj, GPUFunction) and not obj.device:
+            sent = obj.__dict__.get("_sent_digest")
+            if sent is not None and sent != obj.definition_digest():
+                changed.append(obj)
+    if not changed:
+        return 0
+    client.run(_receive, pickle.dumps(changed))      # (from a background round: it waits)
+    return len(changed)
+
+
+def _receive(data):
+    """On a worker: the new definitions bound in place of the old ones (only what changed will
+    compile), then their stale launches compiled and loaded in a background round."""
+    try:
+        import pickle
+        from .jit import ahead
+        pickle.loads(data)               # (kept by jit/pickling.py for the next task)
+        ahead.schedule(lambda: True, delay=0)
+    except Exception:                  # the next task carries the definition all the same
+        pass

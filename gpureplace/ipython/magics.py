@@ -50,6 +50,15 @@ def _a(word):
     return f"an {word}" if word[:1].lower() in "aeiou" else f"a {word}"
 
 
+def _push_to_workers():
+    """Redefinitions of kernels Dask workers received, sent to them ahead of the next task
+    (gpureplace.dask.push_redefinitions; nothing without a ``distributed`` client)."""
+    import sys
+    if "distributed" in sys.modules:
+        from ..dask import push_redefinitions
+        push_redefinitions()
+
+
 def _warn_hook_failure(what, exc):
     warnings.warn(f"gpureplace: {what} failed after this cell: {type(exc).__name__}: {exc}",
                   RuntimeWarning, stacklevel=2)
@@ -264,7 +273,8 @@ class GPUReplace(Magics):
             self._ahead_age = world.age
             if self.recompile_ahead:
                 token = self._cells_started
-                ahead.schedule(lambda: self._cells_started == token)
+                ahead.schedule(lambda: self._cells_started == token,
+                               first=_push_to_workers)
 
     def start_capture(self):
         """The printf listener: called inside the user's launch, so it must not fail it."""

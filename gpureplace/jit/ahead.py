@@ -107,12 +107,18 @@ def run_round(go_on=_always):
     return prepared
 
 
-def schedule(go_on, delay=DELAY):
-    """Run a round in a daemon thread ``delay`` seconds from now, while ``go_on()`` says so;
-    returns the thread."""
+def schedule(go_on, delay=DELAY, first=None):
+    """Run a round in a daemon thread ``delay`` seconds from now, while ``go_on()`` says so
+    (``first()`` before it: the extension sends redefinitions to Dask workers there); returns
+    the thread."""
     def round_():
         try:
             time.sleep(delay)
+            if go_on() and first is not None:
+                try:
+                    first()
+                except Exception as exc:
+                    _report["first_error"] = f"{type(exc).__name__}: {exc}"
             if go_on():
                 run_round(go_on)
         except Exception as exc:        # background work must never disturb the session

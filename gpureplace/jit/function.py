@@ -351,8 +351,10 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         state, extra = self._definition()
         with pickling.pickling_function_of(uid):
             data = pickling.function_bytes(self.py_func)
+        digest = self.definition_digest()
+        self.__dict__["_sent_digest"] = digest   # (what other processes have: gpureplace.dask)
         return (rebuild_function, (uid, data, state, dict(extra, context=self._context),
-                                   self.definition_digest()))
+                                   digest))
 
     def _memo_key(self):
         """When its pickle may be reused: nothing it reads and none of its options changed."""

@@ -205,6 +205,11 @@ def rebuild(uid, make, *args, definition=None, adopt=None):
     return obj
 
 
+def defined_here():
+    """The objects this process defined that were pickled at least once."""
+    return [obj for uid, obj in list(_objects.items()) if _rebuilt.get(uid) is not obj]
+
+
 def was_rebuilt(obj):
     """Whether ``obj`` was rebuilt here from a pickle (this process received it: a Dask worker)."""
     uid = obj.__dict__.get("_pickle_uid")

@@ -259,6 +259,39 @@ def test_a_redefinition_reaches_the_workers_and_only_its_dependents_recompile(cl
     assert after["relinks"] > same["relinks"]                 # uses_helper relinked to it
 
 
+def _rebuilt_digest(uid):
+    """On a worker: (the digest of the object rebuilt there under ``uid``, its id)."""
+    from gpureplace.jit import pickling
+    obj = pickling._rebuilt.get(uid)
+    return None if obj is None else (obj.__dict__.get("_pickle_digest"), id(obj))
+
+
+def test_a_redefinition_is_pushed_to_the_workers_before_the_next_task(client):
+    """After a cell changes a kernel the workers received (here: a helper it calls), the
+    extension's round sends the new definition to every worker (gpureplace.dask.
+    push_redefinitions), which binds it in place; the next task carries the same definition and
+    finds it there."""
+    ns = notebook(CELL.replace("return v * 2.0", "return v * 2.25"))
+    x_np = np.arange(32, dtype=np.float64)
+    x = da.from_array(x_np, chunks=16)
+
+    def run():
+        return client.compute(gpureplace.dask.map_blocks(ns["uses_helper"], x)).result()
+
+    np.testing.assert_array_equal(run(), (x_np + 1.0) * 2.25)
+    assert gpureplace.dask.push_redefinitions() == 0       # nothing changed since it was sent
+    uid = ns["uses_helper"].__dict__["_pickle_uid"]
+    exec("def helper(v):\n    return v * 4.5\n", ns)      # the notebook redefines the helper
+    new = ns["uses_helper"].definition_digest()
+    assert gpureplace.dask.push_redefinitions() == 1
+    seen = client.run(_rebuilt_digest, uid)
+    assert len(seen) == 2 and all(d[0] == new for d in seen.values()), seen
+    assert gpureplace.dask.push_redefinitions() == 0       # sent once
+    np.testing.assert_array_equal(run(), (x_np + 1.0) * 4.5)
+    after = client.run(_rebuilt_digest, uid)
+    assert after == seen                                   # the task found the pushed object
+
+
 def test_a_kernel_tried_in_the_client_is_loaded_by_the_workers_not_compiled(client):
     # the notebook's order: try it here, then distribute -- the workers find the client's
     # compile in the disk cache they share, the redefined helper's too, and compile only what
@@ -340,8 +373,24 @@ def test_a_gpu_cluster_runs_a_kernel_over_a_cupy_dask_array_and_follows_a_redefi
             y = gpureplace.dask.map_blocks(ns["uses_helper"], x)        # (built again)
             np.testing.assert_array_equal(cp.asnumpy(y.compute()), (x_np + 1.0) * 3.0)
             assert compiles() == before + len(c.scheduler_info()["workers"])
+            # redefined again, and pushed while the user types (as the extension's round does):
+            # the workers compile and load it then, and the next graph compiles nothing
+            exec("def helper(v):\n    return v * 5.0\n", ns)
+            assert gpureplace.dask.push_redefinitions() == 1
+            assert all(c.run(_wait_ahead).values())
+            pushed = compiles()
+            assert pushed == before + 2 * len(c.scheduler_info()["workers"])
+            y = gpureplace.dask.map_blocks(ns["uses_helper"], x)
+            np.testing.assert_array_equal(cp.asnumpy(y.compute()), (x_np + 1.0) * 5.0)
+            assert compiles() == pushed
     finally:
         cluster.close()
+
+
+def _wait_ahead():
+    """On a worker: wait for its background rounds (gpureplace/jit/ahead.py)."""
+    from gpureplace.jit import ahead
+    return ahead.wait(60)
 
 
 def test_without_dask_the_error_says_what_to_install(monkeypatch):

@@ -331,3 +331,34 @@ def uses(x):
     assert old._launch_cache[(keys_for(X), 0)].spec.world != world.age
     entry = launched(old, X)                  # ... which recompiles at its launch, as ever
     assert compiles() == before + 2 and "0d4006000000000000" in entry.spec.ptx     # 2.75
+
+
+def test_the_round_sends_redefinitions_to_dask_workers_first(shell, monkeypatch):
+    """With a ``distributed`` client in the process, the round starts by sending changed kernels
+    to the workers (gpureplace.dask.push_redefinitions: tests/dask/test_dask_workers.py); a
+    cell started before the round sends nothing."""
+    import sys
+    import types
+    import gpureplace.dask
+    sent = []
+    monkeypatch.setitem(sys.modules, "distributed",
+                        sys.modules.get("distributed") or types.ModuleType("distributed"))
+    monkeypatch.setattr(gpureplace.dask, "push_redefinitions", lambda: sent.append(1) or 1)
+    run(shell, """
+from gpureplace import cuda
+def helper(v):
+    return v + 1.5
+@cuda.jit
+def uses(x):
+    x[0] = helper(x[0]) - 1.0
+""")
+    launched(shell.user_ns["uses"], X)
+    settle(shell)
+    sent.clear()
+    run(shell, "def helper(v):\n    return v + 1.0")
+    settle(shell)
+    assert sent == [1]
+    run(shell, "def helper(v):\n    return v + 2.0")
+    run(shell, "z = 3")                       # Run All: the next cell already started
+    settle(shell)
+    assert sent == [1]
