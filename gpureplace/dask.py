@@ -135,20 +135,24 @@ def push_redefinitions():
         if isinstance(obj, GPUFunction) and not obj.device:
             sent = obj.__dict__.get("_sent_digest")
             if sent is not None and sent != obj.definition_digest():
-                changed.append(obj)
+                changed.append((pickling.identifier(obj), pickle.dumps(obj)))
     if not changed:
         return 0
-    client.run(_receive, pickle.dumps(changed))      # (from a background round: it waits)
+    client.run(_receive, changed)      # (from a background round: it waits for the workers)
     return len(changed)
 
 
-def _receive(data):
-    """On a worker: the new definitions bound in place of the old ones (only what changed will
-    compile), then their stale launches compiled and loaded in a background round."""
+def _receive(changed):
+    """On a worker: of the kernels ``changed`` ([(identifier, pickle)]), those it received
+    before bound to their new definitions in place (only what changed will compile), then
+    their stale launches compiled and loaded in a background round."""
     try:
         import pickle
-        from .jit import ahead
-        pickle.loads(data)               # (kept by jit/pickling.py for the next task)
-        ahead.schedule(lambda: True, delay=0)
+        from .jit import ahead, pickling
+        known = [data for uid, data in changed if pickling.was_received(uid)]
+        for data in known:
+            pickle.loads(data)           # (kept by jit/pickling.py for the next task)
+        if known:
+            ahead.schedule(lambda: True, delay=0)
     except Exception:                  # the next task carries the definition all the same
         pass

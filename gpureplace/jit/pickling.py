@@ -187,6 +187,14 @@ def rebuild(uid, make, *args, definition=None, adopt=None):
     ``definition`` digest, else ``make(*args)`` (remembered under ``uid``, replacing an earlier
     definition's).  ``adopt(live)``: bring an object rebuilt here earlier to the new definition
     in place, if it can (True) -- never an object this process defined itself."""
+    with _rebuild_lock:     # (a Dask worker rebuilds in its tasks' threads and its event loop)
+        return _rebuild(uid, make, args, definition, adopt)
+
+
+_rebuild_lock = threading.RLock()
+
+
+def _rebuild(uid, make, args, definition, adopt):
     obj = _objects.get(uid)
     if obj is not None and _rebuilt.get(uid) is not obj:
         return obj                      # this process defined it: the live definition
@@ -208,6 +216,11 @@ def rebuild(uid, make, *args, definition=None, adopt=None):
 def defined_here():
     """The objects this process defined that were pickled at least once."""
     return [obj for uid, obj in list(_objects.items()) if _rebuilt.get(uid) is not obj]
+
+
+def was_received(uid):
+    """Whether an object pickled as ``uid`` was rebuilt here (from an earlier task)."""
+    return uid in _rebuilt
 
 
 def was_rebuilt(obj):
