@@ -71,12 +71,12 @@ def pending():
                 fn._extensions or _function.superseded(fn):
             continue
         cache = list(fn._launch_cache.items())
-        if cache:
-            out += [(fn, key) for key, entry in reversed(cache)
-                    if entry.spec.world != world.age
-                    and not getattr(entry.spec, "launch_config_sensitive", False)]
-        elif fn._ahead_hints and not fn.specialized:
-            out += [(fn, key) for key in reversed(fn._ahead_hints)]
+        out += [(fn, key) for key, entry in reversed(cache)
+                if entry.spec.world != world.age
+                and not getattr(entry.spec, "launch_config_sensitive", False)]
+        if fn._ahead_hints and not fn.specialized:
+            out += [(fn, key) for key in reversed(fn._ahead_hints)
+                    if key not in fn._launch_cache]
     return out[:LIMIT]
 
 
@@ -96,8 +96,9 @@ def run_round(go_on=_always):
             except Exception as exc:    # the launch compiles it again and says what is wrong
                 _report["failed"] += 1
                 _report["last_failure"] = f"{fn.__qualname__}: {type(exc).__name__}: {exc}"
-            finally:
-                fn._ahead_hints = ()
+                fn._ahead_hints = ()    # (a guess that failed is not tried again)
+            else:                       # (a guess is used once)
+                fn._ahead_hints = tuple(k for k in fn._ahead_hints if k != key)
     finally:
         _function._messages.held = None
         with _lock:

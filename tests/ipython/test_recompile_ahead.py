@@ -362,3 +362,24 @@ def uses(x):
     run(shell, "z = 3")                       # Run All: the next cell already started
     settle(shell)
     assert sent == [1]
+
+
+def test_a_stopped_round_keeps_a_redefined_kernels_guesses_for_the_next(shell):
+    run(shell, "%%cuda\ndef k(x):\n    x[0] = 1.0\n")
+    launched(shell.user_ns["k"], X)
+    launched(shell.user_ns["k"], X, dev=1)
+    run(shell, "%config GPUReplace.recompile_ahead = False")    # (rounds run by hand here)
+    try:
+        run(shell, "%%cuda\ndef k(x):\n    x[0] = 2.0\n")
+        new = shell.user_ns["k"]
+        assert len(new._ahead_hints) == 2
+        answers = iter([True, False])         # a cell starts after the first guess
+        assert ahead.run_round(lambda: next(answers, False)) == 1
+        assert len(new._launch_cache) == 1 and new._ahead_hints
+        assert ahead.run_round() == 1         # the next round prepares the other device
+        assert sorted(dev for _, dev in new._launch_cache) == [0, 1]
+        assert new._ahead_hints == ()
+        for entry in new._launch_cache.values():
+            assert "1073741824" in entry.spec.ptx                      # 2.0f
+    finally:
+        run(shell, "%config GPUReplace.recompile_ahead = True")
