@@ -29,6 +29,7 @@ from .. import config, cuda as cuda_ns, probe
 from ..arch import arch_number
 from ..compiler import diskcache
 from ..compiler.signature import SignatureParseError, normalize_signature
+from ..dask import push_redefinitions
 from ..dispatch.context import Context
 from ..errors import DeviceFunctionError, GPUReplaceError
 from ..jit import GPUFunction, ahead, live_functions
@@ -48,15 +49,6 @@ def _show_compiled(name, what, spec):
 
 def _a(word):
     return f"an {word}" if word[:1].lower() in "aeiou" else f"a {word}"
-
-
-def _push_to_workers():
-    """Redefinitions of kernels Dask workers received, sent to them ahead of the next task
-    (gpureplace.dask.push_redefinitions; nothing without a ``distributed`` client)."""
-    import sys
-    if "distributed" in sys.modules:
-        from ..dask import push_redefinitions
-        push_redefinitions()
 
 
 def _warn_hook_failure(what, exc):
@@ -273,8 +265,10 @@ class GPUReplace(Magics):
             self._ahead_age = world.age
             if self.recompile_ahead:
                 token = self._cells_started
+                # (first, redefinitions of kernels Dask workers received are sent to them:
+                # nothing without a distributed client)
                 ahead.schedule(lambda: self._cells_started == token,
-                               first=_push_to_workers)
+                               first=push_redefinitions)
 
     def start_capture(self):
         """The printf listener: called inside the user's launch, so it must not fail it."""

@@ -334,16 +334,12 @@ def uses(x):
 
 
 def test_the_round_sends_redefinitions_to_dask_workers_first(shell, monkeypatch):
-    """With a ``distributed`` client in the process, the round starts by sending changed kernels
-    to the workers (gpureplace.dask.push_redefinitions: tests/dask/test_dask_workers.py); a
-    cell started before the round sends nothing."""
-    import sys
-    import types
-    import gpureplace.dask
+    """The round starts by sending changed kernels to Dask workers (gpureplace.dask.
+    push_redefinitions, which does nothing without a ``distributed`` client:
+    tests/dask/test_dask_workers.py); a cell started before the round sends nothing."""
+    from gpureplace.ipython import magics
     sent = []
-    monkeypatch.setitem(sys.modules, "distributed",
-                        sys.modules.get("distributed") or types.ModuleType("distributed"))
-    monkeypatch.setattr(gpureplace.dask, "push_redefinitions", lambda: sent.append(1) or 1)
+    monkeypatch.setattr(magics, "push_redefinitions", lambda: sent.append(1) or 1)
     run(shell, """
 from gpureplace import cuda
 def helper(v):
