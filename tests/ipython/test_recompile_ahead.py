@@ -49,14 +49,16 @@ def gpu(monkeypatch):
 
 
 @pytest.fixture
-def shell(gpu):
-    from IPython.core.interactiveshell import InteractiveShell
-    ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "gpureplace")
-    yield ip
+def shell(gpu, shell):
+    """conftest.py's shell, with the rounds a test started finished before it is unloaded."""
+    yield shell
     ahead.wait(30)
-    ip.run_line_magic("unload_ext", "gpureplace")
-    ip.reset(new_session=True)
+
+
+def helper_cell(body="x[0] = helper(x[0])"):
+    """A cell defining ``helper`` (v + 1.5) and a kernel ``uses(x)`` whose ``body`` calls it."""
+    return ("\nfrom gpureplace import cuda\ndef helper(v):\n    return v + 1.5\n@cuda.jit\n"
+            f"def uses(x):\n    {body}\n")
 
 
 def run(ip, src):
@@ -169,14 +171,7 @@ def test_a_guess_that_does_not_compile_is_left_for_the_launch_to_report(shell):
 
 
 def test_a_cell_started_before_the_round_stops_it(shell):
-    run(shell, """
-from gpureplace import cuda
-def helper(v):
-    return v + 1.5
-@cuda.jit
-def uses(x):
-    x[0] = helper(x[0])
-""")
+    run(shell, helper_cell())
     stale = launched(shell.user_ns["uses"], X)
     before = compiles()
     # Run All: the next cell starts at once; the round finds it started and compiles nothing
@@ -191,14 +186,7 @@ def uses(x):
 
 
 def test_verbose_recompile_lines_are_shown_at_the_next_cell(shell, capsys):
-    run(shell, """
-from gpureplace import cuda
-def helper(v):
-    return v + 1.5
-@cuda.jit
-def uses(x):
-    x[0] = helper(x[0])
-""")
+    run(shell, helper_cell())
     launched(shell.user_ns["uses"], X)
     run(shell, "%config GPUReplace.verbose = True")
     capsys.readouterr()
@@ -211,24 +199,14 @@ def uses(x):
 
 
 def test_turned_off_nothing_runs_in_the_background(shell):
-    run(shell, """
-from gpureplace import cuda
-def helper(v):
-    return v + 1.5
-@cuda.jit
-def uses(x):
-    x[0] = helper(x[0])
-""")
+    run(shell, helper_cell())
     launched(shell.user_ns["uses"], X)
     run(shell, "%config GPUReplace.recompile_ahead = False")
-    try:
-        before, rounds = compiles(), ahead.report()["rounds"]
-        run(shell, "def helper(v):\n    return v + 2.75")
-        time.sleep(2 * ahead.DELAY)
-        settle(shell)
-        assert compiles() == before and ahead.report()["rounds"] == rounds
-    finally:        # (%config outlives the extension: the shell keeps it for the next load)
-        run(shell, "%config GPUReplace.recompile_ahead = True")
+    before, rounds = compiles(), ahead.report()["rounds"]
+    run(shell, "def helper(v):\n    return v + 2.75")
+    time.sleep(2 * ahead.DELAY)
+    settle(shell)
+    assert compiles() == before and ahead.report()["rounds"] == rounds
 
 
 RACE_OFFSET = 1.5
@@ -280,16 +258,7 @@ def test_a_launch_during_the_round_takes_its_result(gpu, monkeypatch):
 def test_after_reload_ext_and_from_the_disk_cache(shell):
     """The round works after ``%reload_ext``, and for a kernel whose code came from the disk
     cache (a re-run cell's kernel finds its predecessor's compile there)."""
-    cell = """
-from gpureplace import cuda
-def helper(v):
-    return v + 1.5
-@cuda.jit
-def uses(x):
-    i = cuda.grid(1)
-    if i < x.size:
-        x[i] = helper(x[i])
-"""
+    cell = helper_cell("i = cuda.grid(1)\n    if i < x.size:\n        x[i] = helper(x[i])")
     run(shell, cell)
     launched(shell.user_ns["uses"], X)
     run(shell, "%reload_ext gpureplace")
@@ -309,14 +278,7 @@ def uses(x):
 
 
 def test_a_kernel_replaced_by_a_later_definition_is_left_to_its_launch(shell):
-    cell = """
-from gpureplace import cuda
-def helper(v):
-    return v + 1.5
-@cuda.jit
-def uses(x):
-    x[0] = helper(x[0]) * 3.0
-"""
+    cell = helper_cell("x[0] = helper(x[0]) * 3.0")
     run(shell, cell)
     launched(shell.user_ns["uses"], X)
     run(shell, "old = uses")                  # the first definition, kept under another name
@@ -340,14 +302,7 @@ def test_the_round_sends_redefinitions_to_dask_workers_first(shell, monkeypatch)
     from gpureplace.ipython import magics
     sent = []
     monkeypatch.setattr(magics, "push_redefinitions", lambda: sent.append(1) or 1)
-    run(shell, """
-from gpureplace import cuda
-def helper(v):
-    return v + 1.5
-@cuda.jit
-def uses(x):
-    x[0] = helper(x[0]) - 1.0
-""")
+    run(shell, helper_cell("x[0] = helper(x[0]) - 1.0"))
     launched(shell.user_ns["uses"], X)
     settle(shell)
     sent.clear()
@@ -365,17 +320,14 @@ def test_a_stopped_round_keeps_a_redefined_kernels_guesses_for_the_next(shell):
     launched(shell.user_ns["k"], X)
     launched(shell.user_ns["k"], X, dev=1)
     run(shell, "%config GPUReplace.recompile_ahead = False")    # (rounds run by hand here)
-    try:
-        run(shell, "%%cuda\ndef k(x):\n    x[0] = 2.0\n")
-        new = shell.user_ns["k"]
-        assert len(new._ahead_hints) == 2
-        answers = iter([True, False])         # a cell starts after the first guess
-        assert ahead.run_round(lambda: next(answers, False)) == 1
-        assert len(new._launch_cache) == 1 and new._ahead_hints
-        assert ahead.run_round() == 1         # the next round prepares the other device
-        assert sorted(dev for _, dev in new._launch_cache) == [0, 1]
-        assert new._ahead_hints == ()
-        for entry in new._launch_cache.values():
-            assert "1073741824" in entry.spec.ptx                      # 2.0f
-    finally:
-        run(shell, "%config GPUReplace.recompile_ahead = True")
+    run(shell, "%%cuda\ndef k(x):\n    x[0] = 2.0\n")
+    new = shell.user_ns["k"]
+    assert len(new._ahead_hints) == 2
+    answers = iter([True, False])         # a cell starts after the first guess
+    assert ahead.run_round(lambda: next(answers, False)) == 1
+    assert len(new._launch_cache) == 1 and new._ahead_hints
+    assert ahead.run_round() == 1         # the next round prepares the other device
+    assert sorted(dev for _, dev in new._launch_cache) == [0, 1]
+    assert new._ahead_hints == ()
+    for entry in new._launch_cache.values():
+        assert "1073741824" in entry.spec.ptx                      # 2.0f

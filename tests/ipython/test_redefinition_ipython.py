@@ -12,16 +12,6 @@ from gpureplace.tracking import bindings  # noqa: E402
 SIG = "void(float64[:])"
 
 
-@pytest.fixture
-def shell():
-    from IPython.core.interactiveshell import InteractiveShell
-    ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "gpureplace")
-    yield ip
-    ip.run_line_magic("unload_ext", "gpureplace")
-    ip.reset(new_session=True)
-
-
 def run(ip, src):
     res = ip.run_cell(src, store_history=True)
     if res.error_in_exec is not None:
