@@ -137,6 +137,12 @@ def main():
     x = da.from_array(np.arange(n, dtype=np.float32), chunks=args.block_size)
     x = x.map_blocks(cp.asarray).persist()
     spread = one_block_per_worker(client, x)          # a block on each worker (as placed)
+
+    def spread_blocks(factor):
+        """What a graph over ``x.blocks[spread]`` gives with a helper multiplying by ``factor``."""
+        expect = np.arange(n, dtype=np.float32) * factor + 1.0
+        return np.concatenate([expect[i * args.block_size:(i + 1) * args.block_size]
+                               for i in spread])
     ours = gpureplace.dask.map_blocks(mod.scaled, x)
     theirs = x.map_blocks(raw_block, dtype=np.float32)
     expect = np.arange(n, dtype=np.float32) * 2.0 + 1.0
@@ -216,17 +222,13 @@ def main():
         t0 = time.perf_counter()
         done = reach(lambda: gpureplace.dask.map_blocks(mod.scaled, x.blocks[spread]))()
         left.append(time.perf_counter() - t0)
-    expect7 = np.arange(n, dtype=np.float32) * 7.0 + 1.0
-    assert np.array_equal(cp.asnumpy(done.compute()), np.concatenate(
-        [expect7[i * args.block_size:(i + 1) * args.block_size] for i in spread]))
+    assert np.array_equal(cp.asnumpy(done.compute()), spread_blocks(7.0))
     del done
     redefinition_left = statistics.median(left)
     after_left = client.run(gpureplace.stats)
     relinked_left = sum(after_left[w]["relinks"] - at_left[w]["relinks"] for w in after_left)
     ran_on = client.run(lambda: gpureplace.stats()["kernel_compiles"])
-    expect3 = np.arange(n, dtype=np.float32) * 3.0 + 1.0
-    assert np.array_equal(cp.asnumpy(got), np.concatenate(
-        [expect3[i * args.block_size:(i + 1) * args.block_size] for i in spread]))
+    assert np.array_equal(cp.asnumpy(got), spread_blocks(3.0))
     # 3. tried on the client, then distributed
     xb, outb = x.blocks[0].compute(), cp.empty(args.block_size, cp.float32)
     before = client.run(gpureplace.stats)
@@ -247,9 +249,7 @@ def main():
         t2 = time.perf_counter()
         tried.append(t1 - t0)
         then.append(t2 - t1)
-    expect5 = np.arange(n, dtype=np.float32) * 5.0 + 1.0
-    assert np.array_equal(cp.asnumpy(got), np.concatenate(
-        [expect5[i * args.block_size:(i + 1) * args.block_size] for i in spread]))
+    assert np.array_equal(cp.asnumpy(got), spread_blocks(5.0))
     after = client.run(gpureplace.stats)
 
     def added(counter):                      # over all workers, while the loop above ran
@@ -275,9 +275,7 @@ def main():
         paused_ahead.append(t1 - t0)
         paused_tried.append(t2 - t1)
         paused_then.append(t3 - t2)
-    expect11 = np.arange(n, dtype=np.float32) * 11.0 + 1.0
-    assert np.array_equal(cp.asnumpy(done.compute()), np.concatenate(
-        [expect11[i * args.block_size:(i + 1) * args.block_size] for i in spread]))
+    assert np.array_equal(cp.asnumpy(done.compute()), spread_blocks(11.0))
     del done
     after_paused = client.run(gpureplace.stats)
     paused_user = statistics.median([a + b for a, b in zip(paused_tried, paused_then)])
@@ -303,15 +301,14 @@ def main():
         compiled_in_graph += worker_compiles() - c1
         pushed_ahead.append(t1 - t0)
         pushed_then.append(t2 - t1b)
-    expect14 = np.arange(n, dtype=np.float32) * 14.0 + 1.0
-    assert np.array_equal(cp.asnumpy(done.compute()), np.concatenate(
-        [expect14[i * args.block_size:(i + 1) * args.block_size] for i in spread]))
+    assert np.array_equal(cp.asnumpy(done.compute()), spread_blocks(14.0))
     del done
     exec("def helper(v):\n    return v * 3.0\n", mod.__dict__)
 
     ours = gpureplace.dask.map_blocks(mod.scaled, x)
     t_all = timed(run(ours), repeat=1)
-    assert np.array_equal(cp.asnumpy(client.compute(ours).result()), expect3)
+    assert np.array_equal(cp.asnumpy(client.compute(ours).result()),
+                          np.arange(n, dtype=np.float32) * 3.0 + 1.0)
 
     result = {
         "cluster": type(cluster).__name__, "workers": nworkers, "blocks": args.blocks,
