@@ -129,8 +129,19 @@ def _f64(x):
 
 
 def _bf(x):
+    """float64 -> bfloat16 rounded once to nearest even, whatever ml_dtypes' version does
+    (older ones go through float32 and round twice): first to float32 rounding to odd (the
+    value truncated, its last bit set when inexact), which the second rounding to nearest
+    even cannot get wrong, as float32 keeps more than two bits beyond bfloat16's."""
+    x = np.asarray(x, np.float64)
     with np.errstate(all="ignore"):
-        return np.asarray(x, np.float64).astype(BF)
+        y = x.astype(np.float32)
+        wide = np.abs(y.astype(np.float64)) > np.abs(x)
+        y = np.where(wide & np.isfinite(x), np.nextafter(y, np.float32(0)), y)
+        bits = y.view(np.uint32)
+        inexact = (y.astype(np.float64) != x) & np.isfinite(x)
+        y = np.where(inexact, (bits | np.uint32(1)).view(np.float32), y)
+        return y.astype(BF)
 
 
 def _sat(x):
