@@ -61,23 +61,25 @@ def _always():
 
 
 def pending():
-    """[(kernel, (argument type keys, device))] a round would prepare now, at most ``LIMIT``
-    (each kernel's latest launches first)."""
+    """[(kernel, (argument type keys, device))] a round would prepare now, at most ``LIMIT``:
+    first the guesses for kernels redefined under their old name (the launch that most likely
+    comes next), then stale launches; newer kernels before older ones, and each kernel's latest
+    launches first."""
     if backends.simulated() or not probe.available():
         return []
-    out = []
-    for fn in _function.live_functions():
+    guesses, stale = [], []
+    for fn in sorted(_function.live_functions(), key=lambda fn: fn._born, reverse=True):
         if fn.device or fn.on_compile is not None or fn._config_key is not None or \
                 fn._extensions or _function.superseded(fn):
             continue
         cache = list(fn._launch_cache.items())
-        out += [(fn, key) for key, entry in reversed(cache)
-                if entry.spec.world != world.age
-                and not getattr(entry.spec, "launch_config_sensitive", False)]
+        stale += [(fn, key) for key, entry in reversed(cache)
+                  if entry.spec.world != world.age
+                  and not getattr(entry.spec, "launch_config_sensitive", False)]
         if fn._ahead_hints and not fn.specialized:
-            out += [(fn, key) for key in reversed(fn._ahead_hints)
-                    if key not in fn._launch_cache]
-    return out[:LIMIT]
+            guesses += [(fn, key) for key in reversed(fn._ahead_hints)
+                        if key not in fn._launch_cache]
+    return (guesses + stale)[:LIMIT]
 
 
 def run_round(go_on=_always):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import threading
 import time
 import weakref
@@ -79,6 +80,7 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         self._stale_reason = None  # why the specialisation being rebuilt went stale (verbose)
         self.on_compile = None     # called with each new specialisation (%%cuda --show)
         _live.add(self)
+        self._born = next(_births)  # order of creation: recompile ahead prepares newer first
         self._parent = _parent     # the function this is a with_context() variant of
         self._only_keys = None     # specialize(): the argument type keys it accepts
         self._specialized = {}     # argument type keys -> what specialize() made for them
@@ -463,6 +465,7 @@ def _check_definition(py_func, device):
 
 _definitions = {}
 _live = weakref.WeakSet()      # every GPUFunction (the IPython extension reports on them)
+_births = itertools.count()
 
 
 def live_functions():

@@ -331,3 +331,22 @@ def test_a_stopped_round_keeps_a_redefined_kernels_guesses_for_the_next(shell):
     assert new._ahead_hints == ()
     for entry in new._launch_cache.values():
         assert "1073741824" in entry.spec.ptx                      # 2.0f
+
+
+def test_with_more_stale_than_a_round_takes_the_redefined_kernel_comes_first(shell, monkeypatch):
+    """A round prepares at most LIMIT launches: the guess for the kernel just redefined (the
+    launch most likely next) before stale ones, and newer kernels' stale launches before
+    older ones'."""
+    monkeypatch.setattr(ahead, "LIMIT", 3)
+    kernels = "".join(f"@cuda.jit\ndef k{i}(x):\n    x[0] = helper(x[0]) + {i}\n" for i in range(4))
+    run(shell, helper_cell() + kernels)
+    for name in ("uses", "k0", "k1", "k2", "k3"):
+        launched(shell.user_ns[name], X)
+    run(shell, "%config GPUReplace.recompile_ahead = False")    # (the round run by hand here)
+    run(shell, "def helper(v):\n    return v + 2.75\n@cuda.jit\ndef k0(x):\n    x[0] = 7.0\n")
+    new = shell.user_ns["k0"]
+    order = [(fn, dev) for fn, (_, dev) in ahead.pending()]
+    assert order == [(new, 0), (shell.user_ns["k3"], 0), (shell.user_ns["k2"], 0)]
+    assert ahead.run_round() == 3
+    assert [name for name, _ in FakeLoaded.loads[-3:]] == \
+        [fn._launch_cache[next(iter(fn._launch_cache))].spec.name for fn, _ in order]
