@@ -42,12 +42,26 @@ if SIMULATE:
     import simcupy
     sys.modules["cupy"] = simcupy
 
-# Tests never touch the user's own disk cache.
-os.environ.setdefault("GPUREPLACE_CACHE_DIR", tempfile.mkdtemp(prefix="gpureplace-test-cache-"))
+# Tests never touch the user's own disk cache, and start from an empty one: a directory given in
+# GPUREPLACE_CACHE_DIR is not used (an earlier run's kernels there would be disk hits where the
+# tests look at a compile: its counts, its LLVM IR, the functions it called).
+os.environ["GPUREPLACE_CACHE_DIR"] = tempfile.mkdtemp(prefix="gpureplace-test-cache-")
 # The background warm-up the IPython extension starts (gpureplace.prewarm) compiles in a thread
 # while a test runs: off, but where a test turns it on to check it (tests/jit/test_prewarm.py,
 # tests/ipython/test_timeit_prewarm.py).
 os.environ.setdefault("GPUREPLACE_PREWARM", "0")
+
+
+@pytest.fixture
+def own_disk_cache(monkeypatch, tmp_path):
+    """A disk cache of the test's own, empty, also for the processes it starts: for tests that
+    count compiles, which a cache left by an earlier run (the same GPUREPLACE_CACHE_DIR given
+    twice) would turn into disk hits."""
+    from gpureplace.compiler import diskcache
+    path = tmp_path / "gpureplace-cache"
+    monkeypatch.setenv("GPUREPLACE_CACHE_DIR", str(path))
+    monkeypatch.setattr(diskcache, "_explicit_dir", None)
+    return path
 
 
 def has_gpu():

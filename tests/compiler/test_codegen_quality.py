@@ -230,7 +230,8 @@ def test_a_long_constant_range_loop_is_unrolled_16x_and_grid_stride_loops_stay_4
 TILE_FOR_TEST = 256
 
 
-def test_constant_range_loops_are_found_by_their_literal_bounds():
+def test_constant_range_loops_are_found_by_their_literal_bounds(own_disk_cache):   # (a spy on
+    # the compile: a disk hit from an earlier run would compile nothing)
     from numba.core import types
 
     from gpureplace.compiler.rangeloops import constant_trip_counts

@@ -18,7 +18,7 @@ def _kernel_installed():
 
 
 @pytest.mark.parametrize("name", ["quickstart", "redefinition", "dask"])
-def test_notebook_executes(name, tmp_path):
+def test_notebook_executes(name, tmp_path, own_disk_cache):   # (they count compiles)
     if not _kernel_installed():
         pytest.skip("the gpureplace kernelspec is not installed (pip install the package)")
     path = os.path.join(HERE, "notebooks", f"{name}.ipynb")

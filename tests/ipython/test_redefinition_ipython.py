@@ -11,6 +11,9 @@ from gpureplace.tracking import bindings  # noqa: E402
 
 SIG = "void(float64[:])"
 
+# (they count compiles: a cache left by an earlier run would make some disk hits)
+pytestmark = pytest.mark.usefixtures("own_disk_cache")
+
 
 def run(ip, src):
     res = ip.run_cell(src, store_history=True)

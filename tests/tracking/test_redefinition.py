@@ -14,6 +14,9 @@ from gpureplace import CompileError, Context
 
 SIG = "void(float64[:])"
 
+# (they count compiles: a cache left by an earlier run would make some disk hits)
+pytestmark = pytest.mark.usefixtures("own_disk_cache")
+
 
 class Session:
     def __init__(self, name="cells"):
