@@ -13,6 +13,9 @@ import os
 
 #: Set by the IPython extension: (filename, line) -> "Cell In[3], line 5".
 location_formatter = None
+#: Set by the IPython extension: (filename, line) -> the line as the user typed it (a magic's
+#: line rather than IPython's ``get_ipython().run_line_magic(...)``), or None.
+source_formatter = None
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -105,7 +108,15 @@ def _inner_user_line(tb, outer):
 
 
 def _source_line(filename, lineno):
-    line = linecache.getline(filename, lineno).strip()
+    line = None
+    if source_formatter is not None:
+        try:
+            line = source_formatter(filename, lineno)
+        except Exception:            # quoting a line must never fail the error that quotes it
+            line = None
+    if line is None:
+        line = linecache.getline(filename, lineno)
+    line = line.strip()
     return f": {line}" if line else ""
 
 

@@ -55,6 +55,7 @@ def load_ipython_extension(ip):
     ip.events.register("post_run_cell", ext.post_run_cell)
     ip.events.register("pre_run_cell", ext.pre_run_cell)
     errors.location_formatter = ext.location
+    errors.source_formatter = ext.source_line
     launch.set_printf_listener(ext.start_capture)
     _loaded = ext
     _notice_backend(ip)
@@ -99,6 +100,7 @@ def unload_ipython_extension(ip):
     if ext in ip.configurables:
         ip.configurables.remove(ext)
     errors.location_formatter = None
+    errors.source_formatter = None
     config.settings.notice_stream = "stderr"
     launch.set_printf_listener(None)
     ext.capture.stop()

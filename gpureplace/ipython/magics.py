@@ -12,6 +12,7 @@ anything set before the extension loaded) stay in force when it loads or reloads
 from __future__ import annotations
 
 import functools
+import linecache
 import math
 import os
 import shlex
@@ -303,6 +304,24 @@ class GPUReplace(Magics):
         if count is not None:
             return f"Cell In[{count}], line {lineno}"
         return f"{filename}, line {lineno}"
+
+    def source_line(self, filename, lineno):
+        """The cell's line ``lineno`` as the user typed it, where IPython ran another text: a
+        line magic (``%cuda_timeit k[1, 32](x)``) or a shell escape, which IPython rewrote as
+        ``get_ipython().run_line_magic(...)``; None where the typed text is what ran, or when
+        the typed cell does not line up with what ran."""
+        line = linecache.getline(filename, lineno)
+        if "get_ipython()." not in line:
+            return None
+        count = self.shell.compile._filename_map.get(filename)
+        raw = self.shell.history_manager.input_hist_raw
+        if count is None or not 0 < count < len(raw):
+            return None
+        typed = raw[count].splitlines()
+        ran = linecache.getlines(filename)
+        if len(typed) != len(ran) or not 0 < lineno <= len(typed):
+            return None
+        return typed[lineno - 1]
 
     # -- %%cuda ---------------------------------------------------------------------------------
     @magic_arguments()

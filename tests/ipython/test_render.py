@@ -187,6 +187,19 @@ def test_launch_errors_are_one_block_naming_the_cell_and_line(ip):
     assert shown.rstrip().endswith(f"  at Cell In[{n}], line 1: saxpy.compile('void(bogus)')")
 
 
+def test_an_error_in_a_magics_launch_quotes_the_line_as_typed(ip):
+    """IPython runs ``%cuda_timeit k[...](...)`` as ``get_ipython().run_line_magic(...)``: the
+    error names the line the user typed."""
+    ok(ip, SAXPY)
+    ok(ip, "import numpy as np\nx = np.ones(4, np.float32)")
+    n = ip.execution_count
+    res, shown, _ = run(ip, "y = x\n%cuda_timeit saxpy[1, 4](np.float32(2), x, y)")
+    _one_block(shown)
+    assert shown.strip().splitlines()[-1] == \
+        f"  at Cell In[{n}], line 2: %cuda_timeit saxpy[1, 4](np.float32(2), x, y)"
+    assert "run_line_magic" not in shown
+
+
 def test_simulator_errors_name_the_kernel_line_and_the_launch(ip):
     k = ip.execution_count
     ok(ip, "%%cuda\ndef oob(out):\n    i = cuda.grid(1)\n    out[i] = 1.0\n")
