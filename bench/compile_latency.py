@@ -1,7 +1,11 @@
 """Compile latency in fresh processes: first kernel (imports' one-time work included) and a second
 small kernel, for gpureplace and, where present, numba-cuda and CuPy RawKernel (NVRTC).
 
-Usage: python bench/compile_latency.py
+Usage: python bench/compile_latency.py [--repeat 5]
+
+Each tool runs in ``--repeat`` rounds of fresh processes, the tools one after the other within a
+round; the JSON gives each measure's median and range over the rounds, and gpureplace's first
+result and second kernel against CuPy's of the same round (the median of those ratios).
 """
 
 import json
@@ -277,48 +281,85 @@ def _warm_start(name, code, cache_var, field=-1):
     return best
 
 
+def _median(values):
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
 def main():
-    rows = {}
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=5,
+                    help="rounds; each round runs every tool's fresh processes once, one after "
+                         "the other, so that a change in the host's load reaches all of them")
+    args = ap.parse_args()
     # gpureplace_eager_init: with the start-up thread (GPUREPLACE_EAGER_INIT=1, off by default),
     # to show what starting CUDA while Numba is imported saves.
-    for name, code, env in (("gpureplace", GPUREPLACE, {}),
-                            ("gpureplace_eager_init", GPUREPLACE, {"GPUREPLACE_EAGER_INIT": "1"}),
-                            ("numba_cuda", NUMBA, {}), ("cupy_nvrtc", CUPY, {}),
-                            ("triton", TRITON, {})):
-        best = None
-        for _ in range(3):
-            res, err = run(code, **env)
-            if res is None:
-                print(f"{name}: skipped: {err}", file=sys.stderr)
-                break
-            best = res if best is None else tuple(min(a, b) for a, b in zip(best, res))
-        if best:
-            rows[name] = {"first_ms": best[0], "second_ms": best[1]}
-            if len(best) > 2:
-                rows[name]["recompile_after_callee_redefinition_ms"] = best[2]
-    if "triton" in rows:                  # Triton's first compile is its first launch
-        rows["triton"]["first_result_ms"] = rows["triton"]["first_ms"]
+    compile_codes = {"gpureplace": (GPUREPLACE, {}),
+                     "gpureplace_eager_init": (GPUREPLACE, {"GPUREPLACE_EAGER_INIT": "1"}),
+                     "numba_cuda": (NUMBA, {}), "cupy_nvrtc": (CUPY, {}), "triton": (TRITON, {})}
     launch_codes = {"gpureplace": (GPUREPLACE_LAUNCH, {}),
                     "gpureplace_eager_init": (GPUREPLACE_LAUNCH, {"GPUREPLACE_EAGER_INIT": "1"}),
                     "numba_cuda": (NUMBA_LAUNCH, {}), "cupy_nvrtc": (CUPY_LAUNCH, {})}
-    for name, (code, env) in launch_codes.items():
-        if name not in rows:
-            continue
-        best = None
-        for _ in range(3):
+    runs = {name: [] for name in compile_codes}       # per round: (first, second[, recompile])
+    results = {name: [] for name in launch_codes}     # per round: first kernel's result
+    skipped, no_launch = set(), set()
+    for _ in range(args.repeat):
+        for name, (code, env) in compile_codes.items():
+            if name in skipped:
+                continue
             res, err = run(code, **env)
             if res is None:
-                print(f"{name} first launch: skipped: {err}", file=sys.stderr)
-                break
-            best = res[0] if best is None else min(best, res[0])
-        if best is not None:
-            rows[name]["first_result_ms"] = best
+                print(f"{name}: skipped: {err}", file=sys.stderr)
+                skipped.add(name)
+                continue
+            runs[name].append(res)
+            if name in launch_codes and name not in no_launch:
+                launch_code, launch_env = launch_codes[name]
+                res, err = run(launch_code, **launch_env)
+                if res is None:
+                    print(f"{name} first launch: skipped: {err}", file=sys.stderr)
+                    no_launch.add(name)
+                    continue
+                results[name].append(res[0])
+    rows = {}
+    fields = ("first_ms", "second_ms", "recompile_after_callee_redefinition_ms")
+    for name, got in runs.items():
+        if name in skipped or not got:
+            continue
+        rows[name] = {}
+        for i, field in enumerate(fields[:len(got[0])]):
+            vals = [r[i] for r in got]
+            rows[name][field] = _median(vals)
+            rows[name][field.replace("_ms", "_range_ms")] = [min(vals), max(vals)]
+        if results.get(name) and name not in no_launch:
+            rows[name]["first_result_ms"] = _median(results[name])
+            rows[name]["first_result_range_ms"] = [min(results[name]), max(results[name])]
+        rows[name]["rounds"] = len(got)
+    if "triton" in rows:                  # Triton's first compile is its first launch
+        rows["triton"]["first_result_ms"] = rows["triton"]["first_ms"]
+    # The goals compare with CuPy in the same run: the ratio of each round, then their median.
+    cupy = "cupy_nvrtc" if "first_result_ms" in rows.get("cupy_nvrtc", {}) else None
+    for name in ("gpureplace", "gpureplace_eager_init"):
+        if cupy and "first_result_ms" in rows.get(name, {}) and \
+                len(results[name]) == len(results[cupy]) and len(runs[name]) == len(runs[cupy]):
+            rows[name]["first_result_vs_cupy"] = round(_median(
+                [a / b for a, b in zip(results[name], results[cupy])]), 3)
+            rows[name]["second_vs_cupy"] = round(_median(
+                [a[1] / b[1] for a, b in zip(runs[name], runs[cupy])]), 3)
     print(f"{'compiler':14s} {'first kernel ms':>16s} {'second kernel ms':>17s} "
           f"{'recompile after callee change ms':>33s}")
     for name, r in rows.items():
         re_ms = r.get("recompile_after_callee_redefinition_ms")
         re_txt = f"{re_ms:33.1f}" if re_ms is not None else f"{'n/a (cannot notice)':>33s}"
         print(f"{name:14s} {r['first_ms']:16.1f} {r['second_ms']:17.1f} {re_txt}")
+    for name in ("gpureplace", "gpureplace_eager_init"):
+        if "first_result_vs_cupy" in rows.get(name, {}):
+            r = rows[name]
+            print(f"{name}: first kernel's result {r['first_result_ms']:.0f} ms "
+                  f"({r['first_result_vs_cupy']:.2f}x CuPy NVRTC's, median of the rounds' "
+                  f"ratios), second kernel {r['second_vs_cupy']:.2f}x CuPy's")
     warm = warm_start()
     print(f"gpureplace warm start from the disk cache (imports excluded): {warm:.1f} ms")
     rows["gpureplace_warm_start_ms"] = warm
