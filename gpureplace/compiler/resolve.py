@@ -9,6 +9,7 @@ dependency records that redefinition tracking and ``dispatch_report`` read.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import threading
 import types as pytypes
@@ -80,6 +81,27 @@ def frames():
 def current_frame():
     st = frames()
     return st[-1] if st else None
+
+
+def _typing_question():
+    """Stands for the function being compiled when a typing question comes from outside any
+    compile (target.py's ``_in_our_target``)."""
+
+
+@contextlib.contextmanager
+def outside_a_compile(context):
+    """A frame for ``context`` with default options while nothing is being compiled (typing
+    questions asked directly of a typing context); none when a compile is under way."""
+    st = frames()
+    if st:
+        yield
+        return
+    from .compiled import Options
+    st.append(Frame(_typing_question, context, {}, Options(), None))
+    try:
+        yield
+    finally:
+        st.pop()
 
 
 def _is_plain_python_function(val):

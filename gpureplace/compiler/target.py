@@ -18,7 +18,7 @@ from llvmlite import ir
 from numba.core import itanium_mangler, types, typing
 from numba.core.base import BaseContext
 
-from numba.core.target_extension import GPU, target_registry
+from numba.core.target_extension import GPU, current_target, target_override, target_registry
 from numba.core.typing.typeof import typeof_impl
 
 from ..arch import DEFAULT_ARCH
@@ -67,6 +67,24 @@ def _register_overload_jit():
 
 _register_overload_jit()
 install_call_types()
+
+
+def _in_our_target(method):
+    """Run a typing question as a compile does: with gpureplace the current target, inside a
+    compile frame of the typing context's own dispatch Context (default options) when no
+    compile is under way.  Numba's ``@overload`` templates register the lowering of what they
+    type into the current target's registry and keep their answer, so a question asked outside
+    a compile (``cuda.descriptor.cuda_target.typing_context``, an extension's helper, a test)
+    would otherwise register the lowering for the CPU and leave a later kernel with "No
+    definition for lowering"."""
+    @functools.wraps(method)
+    def asked(self, *args, **kws):
+        from . import resolve
+        if current_target() == "gpureplace" and resolve.frames():
+            return method(self, *args, **kws)
+        with target_override("gpureplace"), resolve.outside_a_compile(self.dispatch_context):
+            return method(self, *args, **kws)
+    return asked
 
 
 class GPUTypingContext(typing.BaseContext):
@@ -120,6 +138,9 @@ class GPUTypingContext(typing.BaseContext):
             self._cffi_installed = True
         return self.numba_resolve_value_type(val)
 
+    resolve_getattr = _in_our_target(typing.BaseContext.resolve_getattr)
+
+    @_in_our_target
     def resolve_function_type(self, func, args, kws):
         fnty = func if type(func) is types.Function else None
         if type(func) is pytypes.BuiltinFunctionType:

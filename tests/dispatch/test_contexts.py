@@ -5,7 +5,6 @@ import math
 import numba
 import numpy as np
 import pytest
-from numba.core import types
 
 import gpureplace
 from gpureplace import CompileError, Context, cuda, default_context, libdevice
@@ -293,3 +292,31 @@ def test_fast_math_flushes_denormals_and_approximates_tanh_on_device():
     assert np.max(np.abs(precise[4:, 1] - ref)) <= 4 * np.spacing(np.float32(1))
     assert np.max(np.abs(fast[4:, 1] - ref) / np.maximum(np.abs(ref), 1e-30)) <= 2.0 ** -10.9
     assert np.any(fast[4:, 1] != precise[4:, 1])       # the hardware's approximation
+
+
+def test_typing_asked_outside_a_compile_leaves_the_kernels_lowering_intact():
+    """A typing question asked of a Context's typing context directly (numba-cuda's
+    ``cuda.descriptor.cuda_target.typing_context``, an extension's helper) goes through Numba's
+    @overload templates as a compile does: their kept answer must come with a lowering in
+    gpureplace's target, or a later kernel using the same call failed with "No definition for
+    lowering".  (A Context of its own: its typing context's templates have answered nothing.)"""
+    from numba.core import types
+
+    from gpureplace.compiler.target import compilers
+    fresh = Context("typing_asked_directly")
+    typing_context = compilers(fresh)[0]
+    typing_context.refresh()
+    sig = typing_context.resolve_function_type(max, (types.int32, types.float32), {})
+    assert sig.return_type == types.float64
+    assert cuda.descriptor.cuda_target.typing_context.resolve_function_type(
+        min, (types.int64, types.float32), {}).return_type == types.float64
+
+    def half_of_max(x, out):
+        t = cuda.grid(1)
+        out[t] = max(np.int32(7), x[t]) // 2 + min(np.int64(3), x[t])
+
+    spec = cuda.jit(half_of_max, context=fresh).compile("void(float32[:], float64[:])",
+                                                       arch="sm_90")
+    assemble(spec.ptx)
+    spec = cuda.jit(half_of_max).compile("void(float32[:], float64[:])", arch="sm_90")
+    assemble(spec.ptx)
