@@ -245,7 +245,7 @@ def with_statement(x):
 
 
 def with_as(x):
-    with _guard as g, _guard:
+    with _guard as g, _guard:                 # noqa: F841 (the form refused)
         x[0] = 1.0
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-import sys
 import tempfile
 import time
 
@@ -139,7 +138,7 @@ def check_cpu(seed):
         simulator.run(kernel, kg.GRID, kg.BLOCK, *sim, compile=True)
         assemble(kernel.compile(_signature(arrays)).ptx)
         want = kg.run_reference(program, arrays)
-    except Exception as exc:                         # noqa: BLE001 (reported with the seed)
+    except Exception:                         # noqa: BLE001 (reported with the seed)
         import traceback
         return report(program, [traceback.format_exc()], "kernel failed")
     lines = compare(program, sim, want)

@@ -40,7 +40,7 @@ def many_args(out, {_ARGS}):
 
 def test_kernel_with_34_arguments():
     sig = (types.float64[:],) + (types.float64,) * 33
-    spec = many_args.compile(sig)
+    spec = many_args.compile(sig)             # noqa: F821 (defined by the exec above)
     assemble(spec.ptx)
     assert spec.ptx.count(".param") >= 34
     # 1-D array: pointer, shape, stride; then 33 doubles

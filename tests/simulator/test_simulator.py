@@ -9,7 +9,7 @@ import time
 import numba
 import numpy as np
 import pytest
-from numba import float32, int32
+from numba import float32
 
 import gpureplace
 from gpureplace import CompileError, Context, cuda, default_context, libdevice, simulator
@@ -110,7 +110,7 @@ def test_atomics_under_threads_are_atomic():
         cuda.syncthreads()                     # forces concurrent threads
         for _ in range(20):
             cuda.atomic.add(out, 0, 1)
-        old = cuda.atomic.max(out, 1, cuda.threadIdx.x)
+        old = cuda.atomic.max(out, 1, cuda.threadIdx.x)   # noqa: F841 (a result kept)
         cuda.atomic.cas(out, 2, 0, 7)
 
     out = np.zeros(3, np.int64)
