@@ -38,6 +38,33 @@ def test_libdevice_is_linked_and_internalized():
         "__nv_sinf" in t for cf in spec.compiled.closure() for t in cf.ir_texts())
 
 
+def test_a_kept_compile_holds_its_ir_as_text_not_as_llvmlite_objects():
+    """Once a function's IR text is taken (to link it), llvmlite's objects of its lowered
+    modules are let go (three quarters of what a kept compile held); the text still serves
+    inspect_llvm, the kernel's next link and a relink after a helper's redefinition."""
+    import llvmlite.ir
+
+    def helper_of_kept(v):
+        return math.cos(v) * 2.0
+
+    def kept(x):
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] = helper_of_kept(x[i])
+
+    k = cuda.jit(kept)
+    spec = k.compile("void(float32[::1])", arch="sm_90")
+    assemble(spec.ptx)
+    closure = spec.compiled.closure()
+    assert len(closure) == 2
+    for cf in closure:
+        assert cf.library.modules == []
+        assert cf.ir_texts() and all(isinstance(t, str) and "define" in t for t in cf.ir_texts())
+    assert not any(isinstance(m, llvmlite.ir.Module) for cf in closure
+                   for m in vars(cf.library).values())
+    assert "helper_of_kept" in k.inspect_llvm("void(float32[::1])")
+
+
 def test_pruning_falls_back_to_llvm_when_the_text_does_not_parse(monkeypatch):
     import llvmlite.binding as llvm
 
