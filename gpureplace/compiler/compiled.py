@@ -62,10 +62,9 @@ class CompiledFunction:
 
     def ir_texts(self):
         """LLVM IR text of each lowered module (computed once; linking parses fresh copies).
-        The lowered modules themselves (llvmlite's objects: some 250 KiB for a small kernel,
-        three quarters of what a kept compile holds, and tens of thousands of objects for the
-        cyclic collector to walk) are let go once their text is taken: nothing reads them
-        after."""
+        The lowered modules themselves (llvmlite's objects: some 240 KiB and 2,500 objects for
+        a small kernel, three quarters of what a kept compile held) are let go once their text
+        is taken: nothing reads them after."""
         if self._ir_texts is None:
             from .backend import exact_remainders
             self._ir_texts = [exact_remainders(str(m)) for m in self.library.modules]
