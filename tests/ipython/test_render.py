@@ -31,18 +31,20 @@ SIG64 = "void(float64, float64[::1], float64[::1], float64[::1])"
 
 
 @pytest.fixture
-def ip(monkeypatch):
-    from IPython.core.interactiveshell import InteractiveShell
+def simulated(monkeypatch):
+    """The simulator backend for the shell the extension loads into (set up before it; the
+    settings read the environment again once it is restored)."""
     monkeypatch.setenv("GPUREPLACE_BACKEND", "simulator")
     settings.__init__()
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "gpureplace")
-    yield shell
-    shell.run_line_magic("unload_ext", "gpureplace")
-    shell.reset(new_session=True)
-    shell.config.pop("GPUReplace", None)
+    yield
     monkeypatch.undo()
     settings.__init__()
+
+
+@pytest.fixture
+def ip(simulated, shell):
+    """conftest.py's shell, on the simulator."""
+    return shell
 
 
 def run(ip, src):
