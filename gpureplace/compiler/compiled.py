@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ..tracking import world
 from .records import GlobalRead
 
 
@@ -48,6 +49,7 @@ class CompiledFunction:
         self.global_reads: list[GlobalRead] = []
         self.overrides_used = []     # (host, Override) that lowering used
         self.resolutions = []        # (host, start layer, Override or None) looked up in typing
+        self.born = world.age         # world age its compile started at
         self.checked_age = -1        # world age at which the records were last found valid
         self.world = -1              # same, for device functions used as specialisations
         self.callees: list[CompiledFunction] = []

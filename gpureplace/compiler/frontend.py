@@ -23,7 +23,7 @@ from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.core.target_extension import target_override
 from numba.core.compiler_machinery import FunctionPass, LoweringPass, register_pass
 from numba.core.typed_passes import (AnnotateTypes, IRLegalization,
-                                     NoPythonSupportedFeatureValidation)
+                                     NoPythonSupportedFeatureValidation, NopythonTypeInference)
 
 from ..errors import CompileError
 from ..tracking import bindings, deps
@@ -184,6 +184,74 @@ class BindOwnName(FunctionPass):
         return changed
 
 
+#: Numba's implementations that return an array made from a pointer argument (a view: nothing
+#: is allocated), which Numba's type inference refuses without its runtime: (module, qualname
+#: prefix).  ``numba.carray(ptr, shape)`` / ``numba.farray`` in device code.
+_VIEW_RETURNING = (("numba.np.arrayobj", "impl_carray.<locals>."),
+                   ("numba.np.arrayobj", "impl_farray.<locals>."))
+
+
+class _ReturnsViews:
+    """A target context that lets Numba's type inference accept a returned array other than an
+    argument (its check is skipped when Numba's runtime is on): for ``_VIEW_RETURNING`` only."""
+
+    enable_nrt = True
+
+    def __init__(self, targetctx):
+        self._targetctx = targetctx
+
+    def __getattr__(self, name):
+        return getattr(self._targetctx, name)
+
+
+def _returns_views(func):
+    where = (getattr(func, "__module__", None), getattr(func, "__qualname__", ""))
+    return any(where[0] == module and where[1].startswith(prefix)
+               for module, prefix in _VIEW_RETURNING)
+
+
+@register_pass(mutates_CFG=False, analysis_only=True)
+class ViewsReturned(FunctionPass):
+    """Before Numba's type inference: a function of ``_VIEW_RETURNING`` is typed with
+    ``_ReturnsViews`` (``ViewsReturnedDone`` puts the target context back right after)."""
+
+    _name = "gpureplace_views_returned"
+
+    def __init__(self):
+        FunctionPass.__init__(self)
+
+    def run_pass(self, state):
+        if _returns_views(state.func_id.func):
+            state.targetctx = _ReturnsViews(state.targetctx)
+        return False
+
+
+@register_pass(mutates_CFG=False, analysis_only=True)
+class ViewsReturnedDone(FunctionPass):
+    _name = "gpureplace_views_returned_done"
+
+    def __init__(self):
+        FunctionPass.__init__(self)
+
+    def run_pass(self, state):
+        if isinstance(state.targetctx, _ReturnsViews):
+            state.targetctx = state.targetctx._targetctx
+        return False
+
+
+def _typed_passes(state):
+    """Numba's typed pipeline, with Numba's type inference between ``ViewsReturned`` and
+    ``ViewsReturnedDone``."""
+    passes = []
+    for cls, what in DefaultPassBuilder.define_typed_pipeline(state).passes:
+        if cls is NopythonTypeInference:
+            passes += [(ViewsReturned, "array views returned"), (cls, what),
+                       (ViewsReturnedDone, "array views returned: done")]
+        else:
+            passes.append((cls, what))
+    return passes
+
+
 class GPUPipeline(CompilerBase):
     def define_pipelines(self):
         dpb = DefaultPassBuilder
@@ -191,7 +259,7 @@ class GPUPipeline(CompilerBase):
         pm.passes.extend(dpb.define_untyped_pipeline(self.state).passes)
         pm.add_pass(BindOwnName, "bind the function's own name")
         pm.add_pass(FoldArrayShapes, "fold constant array shapes")
-        pm.passes.extend(dpb.define_typed_pipeline(self.state).passes)
+        pm.passes.extend(_typed_passes(self.state))
         pm.add_pass(NoPythonSupportedFeatureValidation, "check supported features")
         pm.add_pass(IRLegalization, "legalise IR")
         pm.add_pass(AnnotateTypes, "annotate types")

@@ -69,7 +69,7 @@ def relink(hit, compile_device):
         callees.append(n)
     cf = CompiledFunction(hit.pyfunc, hit.context, hit.argtypes, hit.options)
     for attr in ("restype", "fndesc", "library", "type_annotation", "overrides_used",
-                 "bad_calls", "mask", "constant_range_trips"):
+                 "bad_calls", "mask", "constant_range_trips", "born"):
         setattr(cf, attr, getattr(hit, attr))
     cf.global_reads = reads
     cf.callees = callees

@@ -448,11 +448,38 @@ class OverloadDispatcher:
         return self._compiled[tuple(args)]
 
     @property
+    def _compiler(self):
+        """What Numba asks of a dispatcher's compiler to inline an ``@overload(...,
+        inline="always")`` (or a cost model's choice) into its caller: the compile's own typing
+        and target contexts, its pipeline class (built with Numba's default flags there), no
+        declared locals."""
+        from .frontend import GPUPipeline, compilers
+        frame = current_frame()
+        if frame is None:
+            raise RuntimeError("gpureplace overload used outside of a compilation")
+        typingctx, targetctx = compilers(frame.context)
+        return _InlineCompiler(_InlineTarget(typingctx, targetctx), GPUPipeline)
+
+    @property
     def nopython_signatures(self):
         return [signature(cf.restype, *a) for a, cf in self._compiled.items()]
 
     def __repr__(self):
         return f"<gpureplace overload {self.py_func.__qualname__}>"
+
+
+class _InlineTarget:
+    __slots__ = ("typing_context", "target_context")
+
+    def __init__(self, typing_context, target_context):
+        self.typing_context, self.target_context = typing_context, target_context
+
+
+class _InlineCompiler:
+    __slots__ = ("targetdescr", "pipeline_class", "locals")
+
+    def __init__(self, targetdescr, pipeline_class):
+        self.targetdescr, self.pipeline_class, self.locals = targetdescr, pipeline_class, {}
 
 
 def overload_jit(**jit_options):

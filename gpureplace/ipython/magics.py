@@ -257,11 +257,17 @@ class GPUReplace(Magics):
         if the world moved, the stale kernels recompile in the background (jit/ahead.py)."""
         self.flush_device_output()
         if self.check_redefinitions:
+            overloads = []
+            if "gpureplace.compiler.target" in sys.modules:    # (else nothing was compiled)
+                from ..compiler.target import note_overload_redefinitions
+                overloads = note_overload_redefinitions()     # (a Numba @overload run again)
             changed = bindings.check()
-            if changed and self.verbose:
-                kernels = deps.dependents(live_functions(), changed)
-                print(render.redefinition_message([(name, how) for _, name, how in changed],
-                                                  kernels))
+            if (changed or overloads) and self.verbose:
+                kernels = sorted(set(deps.dependents(live_functions(), changed)) |
+                                 set(deps.overload_dependents(live_functions(), overloads)))
+                print(render.redefinition_message(
+                    [(name, how) for _, name, how in changed] +
+                    [(f"{fn.__name__}'s overload", "redefined") for fn in overloads], kernels))
         if world.age != self._ahead_age:
             self._ahead_age = world.age
             if self.recompile_ahead:

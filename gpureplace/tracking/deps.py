@@ -62,10 +62,32 @@ def current_value(cf, rec):
     return MISSING
 
 
+#: id(function) -> (function, world age): host functions whose device meaning given through
+#: Numba's registry (a ``numba.extending.overload`` of them) was defined again at that age
+#: (``overloads_redefined``); code compiled before then that read them is stale.
+_redefined_overloads = {}
+
+
+def overloads_redefined(functions):
+    """Record that the Numba ``@overload`` of each of ``functions`` was defined again (a cell
+    run again): the world moves, and code compiled before that read one of them is stale."""
+    if not functions:
+        return
+    age = world.bump()
+    for fn in functions:
+        _redefined_overloads[id(fn)] = (fn, age)
+
+
 def read_changed(cf, rec):
     """None when the binding ``rec`` recorded (seen from ``cf``'s function) still means what it
     meant; else a ``Stale`` saying how it changed."""
     now = current_value(cf, rec)
+    if _redefined_overloads:
+        redefined = _redefined_overloads.get(id(now))
+        if redefined is not None and redefined[0] is now and \
+                getattr(cf, "born", -1) < redefined[1]:      # (-1: records from disk)
+            return Stale(cf, f"the overload of {rec.name!r} (line {rec.lineno}) was defined "
+                             f"again", rec)
     if now is rec.value:
         if rec.snapshot is None or rec.snapshot.same_as(now):
             return None
@@ -144,6 +166,15 @@ def dependents(functions, changed):
         if any(reads_binding(cf, change) for cf in fn.compiled_functions() for change in changed):
             hits.add(fn.__qualname__)
     return sorted(hits)
+
+
+def overload_dependents(functions, redefined):
+    """Names of ``functions`` (as ``dependents``) whose compiled code read one of the host
+    functions ``redefined`` (their Numba ``@overload`` defined again)."""
+    ids = {id(fn) for fn in redefined}
+    return sorted({fn.__qualname__ for fn in functions if ids and any(
+        id(rec.value) in ids for cf in fn.compiled_functions() for each in cf.closure()
+        for rec in each.global_reads)})
 
 
 def resolution_changed(cf, res, host=None):
