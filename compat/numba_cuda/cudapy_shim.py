@@ -175,6 +175,19 @@ def _testing_module():
 
         FLOAT16_RTOL = np.finfo(np.float16).eps
 
+        def setUp(self):
+            # as numba-cuda's: no low-occupancy or host-array warnings in its suite
+            config = _config_module()
+            self._low_occupancy_warnings = config.CUDA_LOW_OCCUPANCY_WARNINGS
+            self._warn_on_implicit_copy = config.CUDA_WARN_ON_IMPLICIT_COPY
+            config.CUDA_LOW_OCCUPANCY_WARNINGS = 0
+            config.CUDA_WARN_ON_IMPLICIT_COPY = 0
+
+        def tearDown(self):
+            config = _config_module()
+            config.CUDA_LOW_OCCUPANCY_WARNINGS = self._low_occupancy_warnings
+            config.CUDA_WARN_ON_IMPLICIT_COPY = self._warn_on_implicit_copy
+
         def _filecheck(self, *args, **kwargs):
             self.skipTest("FileCheck patterns of numba-cuda's NVVM output (not applicable)")
 
@@ -263,6 +276,10 @@ def _config_module():
             if attr == "CUDA_LOW_OCCUPANCY_WARNINGS":
                 from gpureplace.config import settings
                 settings.low_occupancy_warnings = bool(value)
+            elif attr == "CUDA_WARN_ON_IMPLICIT_COPY":
+                # a host array given to a kernel: copied with a warning, or quietly
+                from gpureplace.config import settings
+                settings.host_arrays = "warn" if value else "copy"
             super().__setattr__(attr, value)
 
         def __getattr__(self, attr):

@@ -118,7 +118,30 @@ _NUMPY_STRIDES = ("the transpose of a strided view, and an array like it, have N
 _LTOIR = ("asks for LTO-IR (output='ltoir'), NVVM's bitcode for nvJitLink: gpureplace compiles "
           "with LLVM's NVPTX back end, without NVVM, and emits PTX (whose device functions LLVM "
           "has already optimised together with the kernel)")
+_CACHE_PLACE = ("counts the cache files beside the module (__pycache__); gpureplace keeps "
+                "every kernel in one disk cache of its own (GPUREPLACE_CACHE_DIR), always on")
+_CACHE_BY_CONTENT = ("expects a miss for a module copied to a new folder: gpureplace's disk "
+                     "cache is keyed by what defines the kernel (its code and what it reads), "
+                     "so the same kernel is a hit wherever its file lies")
+_CACHE_DEVICE_ARRAYS = ("numba-cuda cannot cache a kernel that reads a device array global; "
+                        "gpureplace compiles it (the array's contents read from device memory, "
+                        "tracked), so no PicklingError comes")
 DELIBERATE = {
+    "test_caching.py::CUDACachingTest::test_caching": _CACHE_PLACE,
+    "test_caching.py::CUDACachingTest::test_many_locals": _CACHE_PLACE,
+    "test_caching.py::CUDACachingTest::test_closure": _CACHE_PLACE,
+    "test_caching.py::CUDAAndCPUCachingTest::test_cpu_and_cuda_targets": _CACHE_PLACE,
+    "test_caching.py::CUDACachingTest::test_cache_reuse": _CACHE_BY_CONTENT,
+    "test_caching.py::CUDACachingTest::test_cannot_cache_captured_device_array":
+        _CACHE_DEVICE_ARRAYS,
+    "test_caching.py::CUDACachingTest::test_cannot_cache_global_device_array":
+        _CACHE_DEVICE_ARRAYS,
+    "test_caching.py::CUDACachingTest::test_cannot_cache_linking_libraries":
+        "link= files are linked when the module loads, not into the cached PTX, so a kernel "
+        "with them is cached (numba-cuda refuses with RuntimeError)",
+    "test_caching.py::CUDACachingTest::test_recompile":
+        "expects a kernel to keep a global's old value (Z) until recompile() is called; "
+        "gpureplace tracks the globals kernels read and recompiles at the next launch",
     "test_compiler.py::TestCompile::test_compile_to_ltoir": _LTOIR,
     "test_compiler.py::TestCompile::test_compile_jitted_subroutine": _LTOIR,
     "test_inline.py::TestCudaInline::test_compile_forceinline": _LTOIR,

@@ -4,6 +4,7 @@ attributes under numba-cuda's names, memory information, profiling."""
 from __future__ import annotations
 
 import contextlib
+import operator
 from collections import namedtuple
 
 from .. import probe
@@ -106,6 +107,13 @@ class _GPUs:
 
     def __getitem__(self, i):
         n = self._count()
+        if isinstance(i, slice):                 # gpus[1:]: a list of the GPUs in the slice
+            return [self[k] for k in range(*i.indices(n))]
+        try:
+            i = operator.index(i)
+        except TypeError:
+            raise TypeError(f"gpus[{i!r}]: GPUs are indexed by int (or a slice), not "
+                            f"{type(i).__name__}") from None
         if not -n <= i < n:
             raise IndexError(f"gpus[{i}]: there are {n} GPU(s)")
         return sim().SimDevice() if simulated() else Device(i % n)

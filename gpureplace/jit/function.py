@@ -4,6 +4,7 @@ moves and recompiled (only what changed) when a dependency was redefined."""
 
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
 import itertools
@@ -36,6 +37,9 @@ _compile_lock = threading.RLock()
 # A thread that compiles ahead of launches (jit/ahead.py) holds its verbose recompile lines
 # here, to be shown at the next cell rather than in whichever cell is running.
 _messages = threading.local()
+
+
+CompileStats = collections.namedtuple("CompileStats", "cache_path cache_hits cache_misses")
 
 
 class GPUFunction(Reflection, Launching, DeviceCallable):
@@ -78,6 +82,9 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         self._launcher_class = type("Launcher", (Launcher,), {"__slots__": ()})
         self._extensions = _Extensions(self)
         self._stale_reason = None  # why the specialisation being rebuilt went stale (verbose)
+        # argument types -> specialisations loaded from the disk cache / compiled for want of
+        # one there (``stats``)
+        self._cache_hits, self._cache_misses = collections.Counter(), collections.Counter()
         self.on_compile = None     # called with each new specialisation (%%cuda --show)
         _live.add(self)
         self._born = next(_births)  # order of creation: recompile ahead prepares newer first
@@ -191,6 +198,7 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
                                      make=launch.Specialization)
             if spec is not None:
                 counters["disk_hits"] += 1
+                self._cache_hits[argtypes] += 1
                 spec.front_end = functools.partial(self._specialize, argtypes, options,
                                                    disk=False)
                 if pickling.was_rebuilt(self):
@@ -203,11 +211,24 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         spec = compile_kernel(self.py_func, argtypes, self.context, options,
                               make=launch.Specialization)
         counters["kernel_compiles"] += 1
+        if key is not None:
+            self._cache_misses[argtypes] += 1
         current = launchconfig.current_launch_config()
         if key is not None and not (current is not None and current.sensitive):
             # (a kernel compiled from its launch configuration: the disk key has none)
             kernel_cache.store(key, spec)
         return spec
+
+    @property
+    def stats(self):
+        """numba's ``Dispatcher.stats``: ``cache_path``, the disk cache's folder (shared by all
+        kernels; None while the disk cache is off), and by argument types the specialisations
+        of this kernel loaded from it (``cache_hits``) and compiled for want of one there
+        (``cache_misses``).  gpureplace always caches kernels on disk (``cache=`` is accepted
+        for numba-cuda's sake); see ``gpureplace.stats()`` for the process's counts."""
+        path = diskcache.directory() if diskcache.enabled else None
+        return CompileStats(None if path is None else str(path), collections.Counter(
+            self._cache_hits), collections.Counter(self._cache_misses))
 
     def _front_end_ahead(self, argtypes, options, spec):
         with _compile_lock:     # (once the _specialize that loaded it has recorded it)

@@ -122,6 +122,13 @@ def test_devices_streams_and_events_in_the_simulator(simulated):
     with pytest.raises(AttributeError, match="NO_SUCH"):
         dev.NO_SUCH
     assert len(cuda.gpus) == 1 and cuda.gpus[0].id == 0 and cuda.list_devices()
+    # numba-cuda code walks the other GPUs as cuda.gpus[1:]
+    assert cuda.gpus[1:] == [] and [g.id for g in cuda.gpus[0:]] == [0]
+    assert cuda.gpus[np.int64(0)].id == 0 and cuda.gpus[-1].id == 0
+    with pytest.raises(TypeError, match=r"indexed by int \(or a slice\), not str"):
+        cuda.gpus["0"]
+    with pytest.raises(IndexError, match="there are 1 GPU"):
+        cuda.gpus[1]
     with pytest.raises(ValueError, match="one device"):
         cuda.select_device(1)
     assert cuda.current_context().get_memory_info() == (0, 0)

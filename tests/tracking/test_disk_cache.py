@@ -322,3 +322,45 @@ def test_alternating_callee_definitions_both_stay_cached(tmp_path):
     write_module(tmp_path, "2.0")
     back = run_process(tmp_path, cache_dir)
     assert back["from_disk"] and "0d4000000000000000" in back["ptx"]      # 2.0, the first one
+
+
+def test_a_kernels_stats_count_disk_hits_and_misses_by_signature(own_disk_cache, tmp_path,
+                                                                 monkeypatch):
+    # numba's Dispatcher.stats, as numba-cuda code reads it (its caching tests import a module
+    # of cached kernels twice)
+    import importlib
+
+    from numba.core import types as nbt
+    (tmp_path / "statsmod.py").write_text(
+        "from gpureplace import cuda\n@cuda.jit\ndef kern(out, v):\n    out[0] = v * 2.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "statsmod", raising=False)
+    first = importlib.import_module("statsmod").kern
+    assert first.stats.cache_path == str(own_disk_cache)
+    assert not first.stats.cache_hits and not first.stats.cache_misses
+    f64 = (nbt.float64[::1], nbt.float64)
+    f32 = (nbt.float32[::1], nbt.float32)
+    first.compile(f64)
+    first.compile(f32)
+    first.compile(f64)                          # (from memory: neither a hit nor a miss)
+    assert first.stats.cache_misses == {f64: 1, f32: 1} and not first.stats.cache_hits
+    del sys.modules["statsmod"]
+    again = importlib.import_module("statsmod").kern       # imported anew
+    assert again is not first
+    again.compile(f64)
+    assert again.stats.cache_hits == {f64: 1} and not again.stats.cache_misses
+    # a copy, not the kernel's own counters
+    again.stats.cache_hits.clear()
+    assert sum(again.stats.cache_hits.values()) == 1
+
+
+def test_stats_cache_path_is_none_with_the_disk_cache_off(monkeypatch):
+    from gpureplace import cuda
+    monkeypatch.setattr(diskcache, "enabled", False)
+
+    @cuda.jit
+    def kern(out):
+        out[0] = 1.0
+    kern.compile("void(float64[::1])")
+    assert kern.stats.cache_path is None
+    assert not kern.stats.cache_hits and not kern.stats.cache_misses
