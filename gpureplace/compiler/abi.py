@@ -67,6 +67,8 @@ def layout_of(shape, strides, itemsize):
     """'C', 'F' or 'A' from byte strides (empty and single-element arrays are 'C'; an axis of
     length 1 may have any stride)."""
     ndim = len(shape)
+    if 0 in shape:
+        return "C"              # (no element: NumPy may give any strides, 0 included)
     c = f = True
     expect = itemsize
     for i in range(ndim - 1, -1, -1):

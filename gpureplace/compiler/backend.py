@@ -157,9 +157,10 @@ LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
 #: libdevice_tuning.contract_float_ops; 13: 32-bit shared, constant and local pointers,
 #: SHORT_POINTERS; 14: constant-bound range loops unrolled more, CONSTANT_LOOP_MAX_COUNT; 15:
 #: loops bounded by a small constant unrolled fully, UPPER_BOUND_UNROLL; 16: the double-precision
-#: trigonometric reduction compiled once for kernels without loops, trig_slowpath.py), so that no
-#: process is served code that an older gpureplace compiled.
-CODEGEN_REVISION = 16
+#: trigonometric reduction compiled once for kernels without loops, trig_slowpath.py; 17: opt=0
+#: contracts no float operation into an FMA, TargetContext.post_lowering), so that no process is
+#: served code that an older gpureplace compiled.
+CODEGEN_REVISION = 17
 
 
 @functools.lru_cache(maxsize=None)

@@ -614,9 +614,10 @@ class GPUTargetContext(BaseContext):
         raise NotImplementedError("gpureplace functions are not executable on the host")
 
     def post_lowering(self, mod, library):
-        # Float operations may contract into FMA, as CUDA C does by default (-fmad=true); fast
-        # math adds every other LLVM fast-math flag (FTZ and approximate sqrt/div come from
-        # folding __nvvm_reflect in the back end).
+        # Float operations may contract into FMA, as CUDA C does by default (-fmad=true), unless
+        # optimisation is off (opt=False: each operation rounds on its own, as NVVM's -opt=0
+        # gives numba-cuda); fast math adds every other LLVM fast-math flag (FTZ and
+        # approximate sqrt/div come from folding __nvvm_reflect in the back end).
         # Half-precision and bfloat16 operations keep their rounding, as CUDA C's __half and
         # __nv_bfloat16 operators do.
         from numba.core import fastmathpass
@@ -625,6 +626,8 @@ class GPUTargetContext(BaseContext):
         from . import frontend
         cf = frontend.current_compiled()
         fast = cf is not None and cf.options.fastmath
+        if not fast and cf is not None and cf.options.opt == 0:
+            return
         flags = FastMathOptions(True if fast else {"contract"}).flags
         for fn in mod.functions:
             for block in fn.blocks:

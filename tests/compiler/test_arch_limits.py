@@ -429,6 +429,31 @@ def test_opt_levels():
         cuda.jit(_one, opt=3).compile("void(int32[::1])").ptx
 
 
+def _mul_add(x, y, z):
+    return x * y + z
+
+
+def _mul_add_kernel(a):
+    a[0] = a[1] * a[2] + a[3]
+
+
+def test_opt_false_contracts_no_multiply_and_add_into_an_fma():
+    # numba-cuda's opt=False (NVVM's -opt=0): each operation rounds on its own; optimised code
+    # contracts as CUDA C's default -fmad=true does
+    from numba.core import types as nbt
+    sig = (nbt.float64, nbt.float64, nbt.float64)
+    for opt, fused in ((True, True), (3, True), (1, True), (False, False), (0, False)):
+        device_ptx = cuda.jit(sig, device=True, opt=opt)(_mul_add).inspect_asm(sig)
+        kernel_ptx = cuda.jit(_mul_add_kernel, opt=opt).compile("void(float64[::1])").ptx
+        for ptx in (device_ptx, kernel_ptx):
+            assert ("fma.rn.f64" in ptx) == fused, (opt, ptx)
+            assert ("mul.rn.f64" in ptx and "add.rn.f64" in ptx) == (not fused), (opt, ptx)
+            assemble(ptx)
+    # fast math contracts whatever the level
+    assert "fma.rn.f64" in cuda.jit(_mul_add_kernel, opt=False, fastmath=True).compile(
+        "void(float64[::1])").ptx
+
+
 @pytest.mark.skipif(SIMULATE, reason="sets the backend itself")
 def test_the_simulator_refuses_the_same(tmp_path):
     launch = "cuda.jit(fn)[1, 32](np.zeros(4, np.int32))"

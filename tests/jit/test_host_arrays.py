@@ -142,6 +142,15 @@ def test_host_arrays_are_copied_there_and_back_with_one_warning_per_kernel(monke
     assert said[0].filename == __file__              # points at the user's launch
 
 
+def test_an_empty_array_is_contiguous_whatever_strides_numpy_gave_it():
+    # np.array([]) has strides (0,): typed as any other empty array (numba-cuda's reshape of
+    # an empty array failed here as a strided 'A' array)
+    from gpureplace.runtime import transfers
+    for a in (np.array([]), np.zeros((1, 0, 2)), np.zeros((0, 3), order="F"), np.zeros(0)):
+        key = transfers.host_array_argument(a)[0]
+        assert key == ("array", a.dtype, a.ndim, "C"), (a.strides, key)
+
+
 @pytest.mark.gpu
 @pytest.mark.gpu_only
 def test_views_records_read_only_and_empty_host_arrays(monkeypatch):
@@ -156,6 +165,7 @@ def test_views_records_read_only_and_empty_host_arrays(monkeypatch):
         twice[1, 16](x, view)
     assert base[::2].tolist() == (2 * x).tolist() and not base[1::2].any()
     twice[1, 16](np.zeros(0, np.float32), np.zeros(0, np.float32))
+    twice[1, 16](np.array([], np.float32), np.zeros((1, 0), np.float32)[0])   # strides 0
     rec = np.dtype([("a", np.int32), ("b", np.float64)], align=True)
 
     @cuda.jit
