@@ -134,9 +134,13 @@ def convert_error(pyfunc, exc):
         # Numba's check, for a function (often one of Numba's NumPy implementations) that
         # returns an array other than one of its arguments
         numpy_call = _numpy_call_at(pyfunc, lineno)
-        reason = _array_return_reason(
-            f"{numpy_call}() returns a new array" if numpy_call else
-            "a function called here returns an array that is not one of its arguments")
+        if not numpy_call and getattr(loc, "line", None) is None:
+            lineno = _last_return_line(pyfunc) or lineno
+        reason = _array_return_reason(f"{numpy_call}() returns a new array") if numpy_call \
+            else ("this function returns an array that is neither one of its arguments nor a "
+                  "view of one (a[i], a[1:], a.T, a.reshape(...)): device code cannot allocate "
+                  "a new one (there is no heap), and a cuda.local.array ends with the function "
+                  "that made it; pass the output array in as an argument")
     attr = re.search(r"Unknown attribute '(\w+)' of type Module\(<module '([\w.]+)'", reason)
     if attr:
         name, module = attr.groups()
@@ -160,11 +164,50 @@ def convert_error(pyfunc, exc):
             reason = (f"name {missing[0]!r} is not defined (it is neither a global of "
                       f"{pyfunc.__module__} nor a builtin)")
     reason, lineno = _construct_reason(pyfunc, exc, reason, lineno)
+    if "Unknown attribute '_allocate'" in reason:
+        # Numba's allocation of a new array, reached from a line of the user's
+        reason, where = _allocation_reason(pyfunc, str(exc))
+        if where is not None:
+            filename, lineno = where
     err = CompileError(reason, function=name_of(pyfunc), filename=filename, lineno=lineno,
                        chain=(name_of(pyfunc),), detail=str(exc))
     err.typing = isinstance(exc, nb_errors.TypingError)
     err.array_return = array_return
     return err
+
+
+_LOWERING_AT = re.compile(r'During: (?:lowering|typing of [^"\n]*?) "?(?P<stmt>[^\n]*?)"? at '
+                         r'(?P<file>[^\n]+?) \((?P<line>\d+)\)')
+
+
+def _allocation_reason(pyfunc, text):
+    """``(reason, (file, line) or None)`` for Numba's "Unknown attribute '_allocate'": an
+    operation that makes a new array (Numba's CPU runtime allocates it) reached device code; the
+    line is the last of ``pyfunc``'s own file that Numba's message names."""
+    where, statement = None, ""
+    own = file_of(pyfunc)
+    for m in _LOWERING_AT.finditer(text):
+        if m.group("file") == own:
+            where, statement = (own, int(m.group("line"))), m.group("stmt")
+    if re.search(r"= getitem\(value=\w[\w.$]*, index=", statement):
+        what = "indexing an array by an array (or a list) makes a new array"
+    else:
+        what = ("this line makes a new array (indexing by an array, a copy, an operation on "
+                "whole arrays)")
+    return (f"{what}, which device code cannot do (there is no heap); work element by element, "
+            f"writing into an array passed in or a cuda.local.array"), where
+
+
+def _last_return_line(pyfunc):
+    """Line of ``pyfunc``'s last ``return`` (where it returns an array it may not), or None."""
+    last = None
+    try:
+        for ins, line in constructs.instructions_with_lines(pyfunc):
+            if ins.opname in ("RETURN_VALUE", "RETURN_CONST"):
+                last = line
+    except (TypeError, ValueError):
+        return None
+    return last
 
 
 def _array_return_reason(what):

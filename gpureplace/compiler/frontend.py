@@ -210,10 +210,68 @@ def _returns_views(func):
                for module, prefix in _VIEW_RETURNING)
 
 
+#: Array methods whose result is a view of the array (no copy: nothing to allocate).
+_VIEW_METHODS = frozenset({"reshape", "view", "transpose", "swapaxes"})
+
+
+def returns_argument_views(func_ir):
+    """Whether every value ``func_ir`` returns is one of its arguments or a view of one
+    (indexing, slicing, ``.T``, ``.reshape`` / ``.view`` / ``.transpose`` / ``.swapaxes``, through
+    any chain of those): then a returned array is memory the caller passed in, which a device
+    function may return (``def row(a, i): return a[i]``) although Numba refuses every array
+    return but an argument itself without its runtime.  A value that loops back on itself
+    (``a = a[1:]`` in a loop) is a view if what enters the loop is; anything else is not."""
+    from numba.core import ir as nir
+    defs = {}
+    returned = []
+    for block in func_ir.blocks.values():
+        for inst in block.body:
+            if isinstance(inst, nir.Assign):
+                defs.setdefault(inst.target.name, []).append(inst.value)
+            elif isinstance(inst, nir.Return):
+                returned.append(inst.value.name)
+    known = {}
+
+    def derived(name):
+        if name not in known:
+            # (met again inside its own definitions: a loop, whose entry decides; a wrong
+            # guess only stands where the answer is already no)
+            known[name] = True
+            values = defs.get(name)
+            known[name] = bool(values) and all(map(value_derived, values))
+        return known[name]
+
+    def value_derived(value):
+        if isinstance(value, nir.Arg):
+            return True
+        if isinstance(value, nir.Var):
+            return derived(value.name)
+        if not isinstance(value, nir.Expr):
+            return False
+        if value.op in ("cast", "getitem", "static_getitem"):
+            return derived(value.value.name)
+        if value.op == "getattr":
+            return value.attr == "T" and derived(value.value.name)
+        if value.op == "phi":
+            return all(derived(v.name) for v in value.incoming_values)
+        if value.op == "call":
+            methods = defs.get(value.func.name, ())
+            return len(methods) == 1 and isinstance(methods[0], nir.Expr) and \
+                methods[0].op == "getattr" and methods[0].attr in _VIEW_METHODS and \
+                derived(methods[0].value.name)
+        return False
+
+    try:
+        return bool(returned) and all(map(derived, returned))
+    except RecursionError:                  # (a chain of thousands of assignments)
+        return False
+
+
 @register_pass(mutates_CFG=False, analysis_only=True)
 class ViewsReturned(FunctionPass):
-    """Before Numba's type inference: a function of ``_VIEW_RETURNING`` is typed with
-    ``_ReturnsViews`` (``ViewsReturnedDone`` puts the target context back right after)."""
+    """Before Numba's type inference: a function of ``_VIEW_RETURNING``, or one that returns
+    only views of its arguments (``returns_argument_views``), is typed with ``_ReturnsViews``
+    (``ViewsReturnedDone`` puts the target context back right after)."""
 
     _name = "gpureplace_views_returned"
 
@@ -221,7 +279,7 @@ class ViewsReturned(FunctionPass):
         FunctionPass.__init__(self)
 
     def run_pass(self, state):
-        if _returns_views(state.func_id.func):
+        if _returns_views(state.func_id.func) or returns_argument_views(state.func_ir):
             state.targetctx = _ReturnsViews(state.targetctx)
         return False
 
