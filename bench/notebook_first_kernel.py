@@ -8,8 +8,10 @@ that launches it and reads a result back; then the same for a second kernel.  Th
 notebook lives in: the second kernel edited in its cell and, after a pause (``--pause`` s: the
 user reads the result and moves on), launched again; a third kernel with a helper, the helper
 edited and, after a pause, the kernel launched again (CuPy, which tracks nothing, rebuilds its
-RawKernel with the new helper).  The times are from the execute request to its reply, per cell,
-so they hold what the user waits for.
+RawKernel with the new helper); last, a fourth new kernel defined and, after a pause (the user
+typing its launch), launched (gpureplace guesses its argument types from the launches its
+parameter names had).  The times are from the execute request to its reply, per cell, so they
+hold what the user waits for.
 
 Usage: python bench/notebook_first_kernel.py [--idle 3] [--pause 1] [--repeat 3] [--json OUT]
 (needs a GPU, CuPy, ipykernel and jupyter_client; ``--no-prewarm`` measures gpureplace with the
@@ -43,15 +45,19 @@ GPUREPLACE_CELLS = [
     ("launch 3", "shifted[(x.size + 255) // 256, 256](x, out)\nfloat(out[0])"),
     ("edit helper", '%%cuda\ndef shift(v):\n    return v + 2.0\n'),
     ("launch after helper edit", "shifted[(x.size + 255) // 256, 256](x, out)\nfloat(out[0])"),
+    # a further new kernel, launched after the user typed its launch cell
+    ("define 4", '%%cuda\ndef offset(a, x, out):\n    i = cuda.grid(1)\n    if i < out.size:\n'
+                 '        out[i] = x[i] + a\n'),
+    ("launch 4 after pause", "offset[(x.size + 255) // 256, 256](1.0, x, out)\nfloat(out[0])"),
 ]
 
 #: What each launching cell shows (x is all ones): the code the cells above defined ran.
 EXPECTED = {"launch": 3.0, "launch 2": 3.0, "launch edited": 4.0, "launch 3": 2.0,
-            "launch after helper edit": 3.0}
+            "launch after helper edit": 3.0, "launch 4 after pause": 2.0}
 
 #: Cells run after the user paused (``--pause`` seconds: reading the result, moving to the next
 #: cell) rather than at once.
-AFTER_PAUSE = ("launch edited", "launch after helper edit")
+AFTER_PAUSE = ("launch edited", "launch after helper edit", "launch 4 after pause")
 
 CUPY_CELLS = [
     ("define", 'import cupy as cp\nsaxpy = cp.RawKernel(r"""\nextern "C" __global__ void '
@@ -85,6 +91,12 @@ CUPY_CELLS = [
                     'shifted = cp.RawKernel(SHIFT + BODY, "shifted")'),
     ("launch after helper edit", "shifted(((x.size + 255) // 256,), (256,), "
                                  "(x, out, cp.int32(x.size)))\nfloat(out[0])"),
+    ("define 4", 'offset = cp.RawKernel(r"""\nextern "C" __global__ void offset(float a, '
+                 'const float* x, float* out, int n) {\n'
+                 '  int i = blockIdx.x * blockDim.x + threadIdx.x;\n'
+                 '  if (i < n) out[i] = x[i] + a;\n}\n""", "offset")'),
+    ("launch 4 after pause", "offset(((x.size + 255) // 256,), (256,), (cp.float32(1.0), x, "
+                             "out, cp.int32(x.size)))\nfloat(out[0])"),
 ]
 
 
@@ -170,7 +182,8 @@ def main():
     print(f"first kernel's cells: {first:.0f} ms (goal <= 150), a further kernel's: "
           f"{second:.0f} ms (goal <= 35)" + (" [prewarm off]" if args.no_prewarm else ""))
     for what, cell in (("an edited kernel", "launch edited"),
-                       ("a kernel after its helper was edited", "launch after helper edit")):
+                       ("a kernel after its helper was edited", "launch after helper edit"),
+                       ("a new kernel (its parameters' types guessed)", "launch 4 after pause")):
         g, c = 1e3 * summary["gpureplace"][cell], 1e3 * summary["cupy"][cell]
         print(f"{what}, launched after a {args.pause:g} s pause: {g:.1f} ms (CuPy {c:.1f} ms)"
               + (" [recompile ahead off]" if args.no_ahead else ""))

@@ -34,6 +34,7 @@ from ..dask import push_redefinitions
 from ..dispatch.context import Context
 from ..errors import DeviceFunctionError, GPUReplaceError
 from ..jit import GPUFunction, ahead, live_functions
+from ..jit.function import latest_birth
 from ..runtime import launch
 from ..tracking import bindings, deps, world
 from ..tracking.stats import snapshot as stats_snapshot
@@ -185,6 +186,7 @@ class GPUReplace(Magics):
         self.capture = FdCapture()      # device printf output of the running cell
         self._cells_started = 0         # (a round of jit/ahead.py stops once it moves)
         self._ahead_age = world.age     # the world age the last round was scheduled for
+        self._ahead_born = latest_birth()   # the newest kernel when it was scheduled
         # (reading each value also fixes a dynamic default: a later %config compares with it,
         # not with the trait's static default, and so never misses a change)
         for name in ("arch", "fastmath", "context", "verbose", "cache", "cache_dir", "backend",
@@ -268,8 +270,10 @@ class GPUReplace(Magics):
                 print(render.redefinition_message(
                     [(name, how) for _, name, how in changed] +
                     [(f"{fn.__name__}'s overload", "redefined") for fn in overloads], kernels))
-        if world.age != self._ahead_age:
-            self._ahead_age = world.age
+        born = latest_birth()
+        if world.age != self._ahead_age or born != self._ahead_born:
+            # (the world moved, or the cell defined kernels: their first launch is guessed)
+            self._ahead_age, self._ahead_born = world.age, born
             if self.recompile_ahead:
                 token = self._cells_started
                 # (first, redefinitions of kernels Dask workers received are sent to them:

@@ -1,6 +1,7 @@
 """Recompile ahead: after a notebook cell moved the world (a redefined helper, global, override
-or kernel), the kernels it made stale are compiled and loaded in the background while the user
-types, so that the launch that follows finds them ready instead of compiling in it.
+or kernel) or defined kernels, the kernels it made stale (and those it defined) are compiled and
+loaded in the background while the user types, so that the launch that follows finds them ready
+instead of compiling in it.
 
 What a round prepares, for kernels launched on a GPU before:
 
@@ -11,7 +12,10 @@ What a round prepares, for kernels launched on a GPU before:
   a ``@cuda.jit`` cell re-run): the new definition compiled and loaded for the argument types
   and devices the old one was launched with.  That is a guess (the launch after an edit usually
   passes the same arguments); a guess that does not compile is dropped without a word, and the
-  launch compiles and reports as it would have.
+  launch compiles and reports as it would have;
+* a kernel the notebook defined and has not launched yet: compiled and loaded once for the
+  argument types its parameter names were last launched with in the notebook (``guesses.py``;
+  ``scale(a, x, out)`` after ``saxpy(a, x, y, out)`` ran), when every name was seen.
 
 When: a round starts ``DELAY`` seconds after the cell that moved the world, in a daemon thread,
 and stops before each kernel once another cell has started (``go_on``), so a Run All or cells
@@ -40,7 +44,7 @@ import time
 
 from .. import probe
 from ..tracking import world
-from . import backends
+from . import backends, guesses
 from . import function as _function
 
 #: Seconds between the end of the cell and the round's start (a person takes longer to run the
@@ -62,12 +66,12 @@ def _always():
 
 def pending():
     """[(kernel, (argument type keys, device))] a round would prepare now, at most ``LIMIT``:
-    first the guesses for kernels redefined under their old name (the launch that most likely
-    comes next), then stale launches; newer kernels before older ones, and each kernel's latest
-    launches first."""
+    first the guesses for kernels redefined under their old name or newly defined (the launch
+    that most likely comes next), then stale launches; newer kernels before older ones, and
+    each kernel's latest launches first."""
     if backends.simulated() or not probe.available():
         return []
-    guesses, stale = [], []
+    guessed, stale = [], []
     for fn in sorted(_function.live_functions(), key=lambda fn: fn._born, reverse=True):
         if fn.device or fn.on_compile is not None or fn._config_key is not None or \
                 fn._extensions or _function.superseded(fn):
@@ -77,9 +81,15 @@ def pending():
                   if entry.spec.world != world.age
                   and not getattr(entry.spec, "launch_config_sensitive", False)]
         if fn._ahead_hints and not fn.specialized:
-            guesses += [(fn, key) for key in reversed(fn._ahead_hints)
+            guessed += [(fn, key) for key in reversed(fn._ahead_hints)
                         if key not in fn._launch_cache]
-    return (guesses + stale)[:LIMIT]
+        elif not fn._launch_cache and not fn._guessed and not fn.specialized and \
+                fn.py_func.__module__ == "__main__":
+            # a kernel of the notebook never launched: the types its parameter names had
+            key = guesses.guess(fn)
+            if key is not None:
+                guessed.append((fn, key))
+    return (guessed + stale)[:LIMIT]
 
 
 def run_round(go_on=_always):
@@ -92,6 +102,7 @@ def run_round(go_on=_always):
             if not go_on():
                 _report["stopped"] += 1
                 break
+            fn._guessed = True             # (a kernel never launched is guessed for once)
             try:
                 if fn._prepare_ahead(key):
                     prepared += 1

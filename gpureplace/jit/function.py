@@ -88,6 +88,8 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         self.on_compile = None     # called with each new specialisation (%%cuda --show)
         _live.add(self)
         self._born = next(_births)  # order of creation: recompile ahead prepares newer first
+        self._guessed = False        # whether recompile ahead guessed its first launch's types
+        _last_birth[0] = self._born
         self._parent = _parent     # the function this is a with_context() variant of
         self._only_keys = None     # specialize(): the argument type keys it accepts
         self._specialized = {}     # argument type keys -> what specialize() made for them
@@ -487,6 +489,12 @@ def _check_definition(py_func, device):
 _definitions = {}
 _live = weakref.WeakSet()      # every GPUFunction (the IPython extension reports on them)
 _births = itertools.count()
+_last_birth = [-1]
+
+
+def latest_birth():
+    """The creation number of the newest ``cuda.jit`` function (-1 before the first)."""
+    return _last_birth[0]
 
 
 def live_functions():

@@ -15,7 +15,7 @@ from ..compiler.ranking import best_signature
 from ..runtime.hints import ArgHint
 from ..runtime.binder import make_fast_launch
 from ..tracking import world
-from . import backends, graphs
+from . import backends, graphs, guesses
 from . import launchconfig
 from .launcher import ForAll, Launcher
 
@@ -319,7 +319,10 @@ class Launching:
         cache_key = (tuple(keys), dev)
         entry = self._launch_cache.get(cache_key)
         if entry is None or entry.spec.world != world.age:
+            new = entry is None
             entry = self._prepare(keys, dev, cache_key, entry, args, config)
+            if new and self.py_func.__module__ == "__main__":
+                guesses.note_launch(self, cache_key[0], dev)    # (the notebook's kernels)
         return keys, values, entry
 
     def _prepare(self, keys, dev, cache_key, entry, args=(), config=None):

@@ -41,6 +41,8 @@ def gpu(monkeypatch):
     monkeypatch.setattr(launch, "LoadedKernel", FakeLoaded)
     yield
     ahead.wait(30)
+    from gpureplace.jit import guesses
+    guesses.forget()                     # (no launch of this test guesses another's kernels)
     for fn in live_functions():          # no fake launch entry outlives the test
         for key, entry in list(fn._launch_cache.items()):
             if isinstance(entry, FakeLoaded):
@@ -350,3 +352,64 @@ def test_with_more_stale_than_a_round_takes_the_redefined_kernel_comes_first(she
     assert ahead.run_round() == 3
     assert [name for name, _ in FakeLoaded.loads[-3:]] == \
         [fn._launch_cache[next(iter(fn._launch_cache))].spec.name for fn, _ in order]
+
+
+def test_a_kernel_defined_in_a_cell_is_compiled_for_the_types_its_parameter_names_had(
+        shell, monkeypatch):
+    # the notebook's "a further kernel": defined in one cell, launched in the next after the
+    # user typed it; its parameters a, x, out had those types at the last launch
+    from gpureplace.jit import guesses
+    from gpureplace.runtime import placement
+    monkeypatch.setattr(probe, "current_device", lambda: 0)
+    monkeypatch.setattr(placement, "multi_gpu", lambda: False)
+    guesses.forget()
+    x = np.ones(8, np.float32)
+    run(shell, "from gpureplace import cuda\n@cuda.jit\ndef saxpy(a, x, y, out):\n"
+               "    i = cuda.grid(1)\n    if i < out.size:\n        out[i] = a * x[i] + y[i]\n")
+    shell.user_ns["saxpy"]._resolve((2.0, x, x, x), host_arrays_as_keys=True)   # a launch
+    settle(shell)
+    before = compiles()
+    run(shell, "%%cuda\ndef scale(a, x, out):\n    i = cuda.grid(1)\n    if i < out.size:\n"
+               "        out[i] = a * x[i]\n")
+    settle(shell)                                         # (the user types the launch)
+    scale = shell.user_ns["scale"]
+    assert compiles() == before + 1
+    assert list(scale._launch_cache) == [(keys_for(2.0, x, x), 0)]
+    scale._resolve((3.0, x, x), host_arrays_as_keys=True)        # the launch: ready
+    assert compiles() == before + 1
+    # a parameter no launch had: nothing guessed; launched with other types: compiled then
+    run(shell, "@cuda.jit\ndef fill(a, weights):\n    weights[0] = a\n")
+    settle(shell)
+    assert not shell.user_ns["fill"]._launch_cache and compiles() == before + 1
+    # a wrong guess costs its compile, and the launch compiles what it is given
+    run(shell, "@cuda.jit\ndef halve(x, out):\n    out[0] = x[0] / 2\n")
+    settle(shell)
+    assert compiles() == before + 2
+    f64 = np.ones(4)
+    shell.user_ns["halve"]._resolve((f64, f64), host_arrays_as_keys=True)
+    assert compiles() == before + 3 and len(shell.user_ns["halve"]._launch_cache) == 2
+    # each guessed once: the round a later kernel's cell starts compiles none of them again
+    scale._launch_cache.clear()
+    run(shell, "@cuda.jit\ndef later(q):\n    q[0] = 1\n")
+    settle(shell)
+    assert compiles() == before + 3 and not scale._launch_cache
+
+
+def test_a_kernel_guess_that_does_not_compile_is_left_to_the_launch(shell, monkeypatch):
+    from gpureplace.jit import guesses
+    from gpureplace.runtime import placement
+    monkeypatch.setattr(probe, "current_device", lambda: 0)
+    monkeypatch.setattr(placement, "multi_gpu", lambda: False)
+    guesses.forget()
+    x = np.ones(8, np.float32)
+    run(shell, "from gpureplace import cuda\n@cuda.jit\ndef first(x, out):\n"
+               "    out[0] = x[0]\n")
+    shell.user_ns["first"]._resolve((x, x), host_arrays_as_keys=True)
+    settle(shell)
+    failed = ahead.report()["failed"]
+    # x is a matrix to this kernel: the guess (1-D arrays) does not type; no error is shown
+    res = shell.run_cell("@cuda.jit\ndef matrix(x, out):\n    out[0] = x[0, 1]\n")
+    assert res.success
+    settle(shell)
+    assert ahead.report()["failed"] == failed + 1
+    assert not shell.user_ns["matrix"]._launch_cache

@@ -89,3 +89,31 @@ def test_a_redefined_kernel_is_ready_for_the_old_ones_argument_types(monkeypatch
     new[2, 256](np.float32(3.0), x, out)
     assert float(out[0]) == 3.5
     assert made() == compiles and loads == []
+
+
+def test_a_new_kernel_is_ready_for_the_types_its_parameter_names_had(monkeypatch):
+    # a notebook's further kernel: defined in a cell (module __main__), launched after the user
+    # typed the launch; its parameters were launched as those of an earlier kernel
+    import cupy as cp
+    from gpureplace.jit import guesses
+    guesses.forget()
+    ns = {"__name__": "__main__"}
+    exec("from gpureplace import cuda\n@cuda.jit\ndef saxpy_nb(a, x, y, out):\n"
+         "    i = cuda.grid(1)\n    if i < out.size:\n        out[i] = a * x[i] + y[i]\n", ns)
+    x = cp.ones(512, cp.float32)
+    out = cp.empty_like(x)
+    ns["saxpy_nb"][2, 256](2.0, x, x, out)
+    assert float(out[0]) == 3.0
+    exec("@cuda.jit\ndef scale_nb(a, x, out):\n    i = cuda.grid(1)\n    if i < out.size:\n"
+         "        out[i] = a * x[i]\n", ns)
+    try:
+        scale = ns["scale_nb"]
+        assert scale in [fn for fn, _ in ahead.pending()]
+        assert ahead.run_round() >= 1
+        loads = counting_loads(monkeypatch)
+        compiles = made()
+        scale[2, 256](3.0, x, out)
+        assert float(out[0]) == 3.0
+        assert made() == compiles and loads == []
+    finally:
+        guesses.forget()
