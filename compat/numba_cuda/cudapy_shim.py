@@ -270,16 +270,28 @@ def _config_module():
                 "CUDA_ENABLE_NRT": 0, "CUDA_DEBUGINFO_DEFAULT": 0,
                 "CUDA_ARRAY_INTERFACE_SYNC": 1}
 
+    # numba-cuda settings gpureplace has under its own name, kept on Numba's config (which the
+    # suite's override_config sets) and applied to gpureplace's settings whenever set there
+    mapped = ("CUDA_LOW_OCCUPANCY_WARNINGS", "CUDA_WARN_ON_IMPLICIT_COPY")
+
+    class NumbaConfig(type(numba_config)):
+        def __setattr__(self, attr, value):
+            if attr in mapped:
+                from gpureplace.config import settings
+                if attr == "CUDA_LOW_OCCUPANCY_WARNINGS":
+                    settings.low_occupancy_warnings = bool(value)
+                else:    # a host array given to a kernel: copied with a warning, or quietly
+                    settings.host_arrays = "warn" if value else "copy"
+            super().__setattr__(attr, value)
+
+    if not isinstance(numba_config, NumbaConfig):
+        numba_config.__class__ = NumbaConfig
+
     class Config(types.ModuleType):
         def __setattr__(self, attr, value):
-            # numba-cuda settings gpureplace has under its own name
-            if attr == "CUDA_LOW_OCCUPANCY_WARNINGS":
-                from gpureplace.config import settings
-                settings.low_occupancy_warnings = bool(value)
-            elif attr == "CUDA_WARN_ON_IMPLICIT_COPY":
-                # a host array given to a kernel: copied with a warning, or quietly
-                from gpureplace.config import settings
-                settings.host_arrays = "warn" if value else "copy"
+            if attr in mapped:
+                setattr(numba_config, attr, value)
+                return
             super().__setattr__(attr, value)
 
         def __getattr__(self, attr):
