@@ -11,6 +11,7 @@ import pytest
 from numba.core import types as nbt
 
 from conftest import assemble
+import gpureplace
 from gpureplace import CompileError, cuda
 from gpureplace.cuda.extending import overload
 
@@ -152,7 +153,10 @@ def test_an_overload_returning_a_view_of_its_argument():
         s = slice_a(a)
         s[0] += 1.0
 
-    assemble(add.compile((nbt.float32[:, ::1],)).ptx)
+    try:
+        assemble(add.compile((nbt.float32[:, ::1],)).ptx)
+    finally:        # (an override left in the default context would change later kernels' keys)
+        gpureplace.default_context.remove_override(slice_a)
 
 
 @pytest.mark.gpu
