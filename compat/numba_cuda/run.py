@@ -139,6 +139,10 @@ DELIBERATE = {
     "test_caching.py::CUDACachingTest::test_cannot_cache_linking_libraries":
         "link= files are linked when the module loads, not into the cached PTX, so a kernel "
         "with them is cached (numba-cuda refuses with RuntimeError)",
+    "test_device_func.py::TestDeviceFunc::test_cpu_dispatcher_invalid":
+        "expects a Numba CPU function given explicit signatures to be refused in device code; "
+        "gpureplace compiles its Python source for the device as it does any Numba CPU "
+        "function's",
     "test_caching.py::CUDACachingTest::test_recompile":
         "expects a kernel to keep a global's old value (Z) until recompile() is called; "
         "gpureplace tracks the globals kernels read and recompiles at the next launch",
