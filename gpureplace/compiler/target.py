@@ -104,7 +104,10 @@ class GPUTypingContext(typing.BaseContext):
         # Numba adds a function's templates to those it had: an ``@overload`` run again (its
         # notebook cell re-run) would come after the one it replaces, which would still answer.
         # Here the latest of each overload answers (see ``superseded_overloads``).
-        if isinstance(gty, types.Function):
+        # (only where the template just added, the last, is a user's overload: a library's
+        # registrations cost nothing here)
+        if isinstance(gty, types.Function) and len(gty.templates) > 1 and \
+                _overload_site(gty.templates[-1]) is not None:
             kept = latest_overloads(gty.templates)
             if len(kept) < len(gty.templates):
                 gty = types.Function(tuple(kept))
@@ -195,14 +198,19 @@ def _overload_site(template):
     """Where a user's ``@overload`` template was defined: (module, qualified name, target) of
     the function that made it, and that function's code object -- or None for any other
     template (library code registers one function many times on purpose, from factories)."""
-    from ..errors import is_library_file
     made_by = getattr(template, "_overload_func", None)
     code = getattr(made_by, "__code__", None)
-    if code is None or is_library_file(code.co_filename):
+    if code is None or _library_file(code.co_filename):
         return None
     metadata = getattr(template, "metadata", None) or {}
     return (getattr(made_by, "__module__", None), getattr(made_by, "__qualname__", None),
             metadata.get("target")), code
+
+
+@functools.lru_cache(maxsize=4096)
+def _library_file(filename):
+    from ..errors import is_library_file
+    return is_library_file(filename)
 
 
 def latest_overloads(templates):
