@@ -34,7 +34,8 @@ from .numba_overhead import abi_sizeof
 
 
 class GPUReplaceTarget(CUDA):
-    """Numba target descriptor for gpureplace (lets generic ``@overload``s apply to it)."""
+    """Numba target descriptor for gpureplace: a kind of Numba's CUDA target, so that generic
+    ``@overload``s and those written for numba-cuda (``target="cuda"``) apply to it."""
 
 
 target_registry["gpureplace"] = GPUReplaceTarget
