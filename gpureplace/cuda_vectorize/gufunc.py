@@ -147,8 +147,12 @@ class CUDAGUFunc:
         for k, (shape, dt) in enumerate(zip(shapes, out_dtypes)):
             given = outs[k] if outs is not None else None
             if given is not None and shape_of(given) != shape:
-                raise ValueError(f"{self.__qualname__}: output {k} has shape "
-                                 f"{shape_of(given)}, expected {shape}")
+                if not _without_unit_loop_dims(shape_of(given), shape, len(loop)):
+                    raise ValueError(f"{self.__qualname__}: output {k} has shape "
+                                     f"{shape_of(given)}, expected {shape}")
+                # (numba-cuda's old-style scalars: ``()`` inputs given as 1-element arrays make
+                # loop dimensions of 1, which the output may leave out: as many elements, in
+                # the same order)
             dev = device_view(given) if given is not None and is_device(given) else None
             if dev is None or dev.dtype != dt:
                 with on_stream(stream):
@@ -193,6 +197,14 @@ class CUDAGUFunc:
             exec(compile(src, f"<cuda.guvectorize({self.__name__})>", "exec"), env)
             self._gukernel = jit(env[f"gufunc_{self.__name__}"])
         return self._gukernel
+
+
+def _without_unit_loop_dims(given, expected, nloop):
+    """Whether the output shape ``given`` is ``expected`` less leading loop dimensions that are
+    all 1 (numba-cuda accepts such an output)."""
+    drop = len(expected) - len(given)
+    return 0 < drop <= nloop and all(n == 1 for n in expected[:drop]) and \
+        tuple(expected[drop:]) == tuple(given)
 
 
 def _shares(view, base):

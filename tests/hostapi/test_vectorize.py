@@ -255,3 +255,42 @@ def test_device_code_calling_a_ufunc_is_told_what_to_call_instead():
                                                  r"cuda.jit\(device=True\)") as info:
         calls_it.compile("void(int32[::1], int32[::1])")
     assert info.value.lineno == calls_it.py_func.__code__.co_firstlineno + 2
+
+
+def _scalar_as_array():
+    @cuda.guvectorize(["void(int32[:], int32[:], int32[:])"], "(n),()->(n)")
+    def add_first(x, y, res):
+        for i in range(x.shape[0]):
+            res[i] = x[i] + y[0]
+    return add_first
+
+
+def test_an_old_style_scalar_as_a_one_element_array_in_the_simulator(sim):
+    # numba-cuda's issue 2579: a () input given as a 1-element array makes a loop dimension of
+    # 1, which the output given may leave out; any other shape is still refused by name
+    add_first = _scalar_as_array()
+    a, b = np.arange(1, 5, dtype=np.int32), np.array([2], np.int32)
+    res = np.zeros(4, np.int32)
+    add_first(a, b, out=res)
+    assert res.tolist() == [3, 4, 5, 6]
+    d_res = cuda.to_device(np.zeros(4, np.int32))            # a device output, written in place
+    add_first(cuda.to_device(a), cuda.to_device(b), out=d_res)
+    assert d_res.copy_to_host().tolist() == [3, 4, 5, 6]
+    m, bb = np.arange(8, dtype=np.int32).reshape(2, 4), np.array([2, 10], np.int32)
+    out = np.zeros((2, 4), np.int32)
+    add_first(m, bb, out=out)
+    assert out.tolist() == [[2, 3, 4, 5], [14, 15, 16, 17]]
+    with pytest.raises(ValueError, match=r"output 0 has shape \(4,\), expected \(2, 4\)"):
+        add_first(m, bb, out=np.zeros(4, np.int32))
+    with pytest.raises(ValueError, match=r"output 0 has shape \(1, 1, 4\), expected \(1, 4\)"):
+        add_first(a, b, out=np.zeros((1, 1, 4), np.int32))
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only
+def test_an_old_style_scalar_with_a_device_output_on_the_gpu():
+    import cupy as cp
+    add_first = _scalar_as_array()
+    res = cp.zeros(4, cp.int32)
+    add_first(cp.arange(1, 5, dtype=cp.int32), cp.array([2], cp.int32), out=res)
+    assert cp.asnumpy(res).tolist() == [3, 4, 5, 6]
