@@ -172,6 +172,7 @@ def convert_error(pyfunc, exc):
     err = CompileError(reason, function=name_of(pyfunc), filename=filename, lineno=lineno,
                        chain=(name_of(pyfunc),), detail=str(exc))
     err.typing = isinstance(exc, nb_errors.TypingError)
+    err.lowering = isinstance(exc, nb_errors.LoweringError)
     err.array_return = array_return
     return err
 
@@ -231,13 +232,32 @@ class TypingCompileError(CompileError, nb_errors.TypingError):
         return [f"CompileError: {self._message()}"]
 
 
+class LoweringCompileError(CompileError, nb_errors.LoweringError):
+    """A compile error whose cause is Numba's ``LoweringError`` (an extension's lowering that
+    fails, say): also a ``LoweringError``, as numba-cuda raises it."""
+
+    def __init__(self, reason, **where):
+        CompileError.__init__(self, reason, **where)
+        self.msg, self.loc = self._message(), None
+
+    def _render_traceback_(self):
+        return [f"CompileError: {self._message()}"]
+
+
 def for_user(exc):
-    """The error a compile the user asked for raises: a typing cause is also a TypingError."""
-    if not getattr(exc, "typing", False) or isinstance(exc, TypingCompileError):
+    """The error a compile the user asked for raises: a typing cause is also a TypingError, a
+    lowering one a LoweringError."""
+    if isinstance(exc, (TypingCompileError, LoweringCompileError)):
         return exc
-    out = TypingCompileError(exc.reason, function=exc.function, filename=exc.filename,
-                             lineno=exc.lineno, chain=exc.chain, detail=exc.detail)
-    out.typing = True
+    if getattr(exc, "typing", False):
+        make = TypingCompileError
+    elif getattr(exc, "lowering", False):
+        make = LoweringCompileError
+    else:
+        return exc
+    out = make(exc.reason, function=exc.function, filename=exc.filename, lineno=exc.lineno,
+               chain=exc.chain, detail=exc.detail)
+    out.typing, out.lowering = make is TypingCompileError, make is LoweringCompileError
     return out.with_traceback(exc.__traceback__)
 
 
@@ -325,6 +345,7 @@ def library_call_error(caller, callee, exc, loc):
                        lineno=line, chain=(), detail=exc.detail or str(exc))
     new.at_caller = True          # the caller's own line: its compile starts the chain anew
     new.typing = getattr(exc, "typing", False)     # (still a TypingError for the user)
+    new.lowering = getattr(exc, "lowering", False)
     return new
 
 

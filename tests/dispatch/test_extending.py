@@ -320,3 +320,38 @@ def test_typing_and_lowering_registered_after_kernels_compiled_are_found():
     ptx = uses_late.inspect_asm(sig)
     assert re.search(r"mul\.lo\.s64\s+%rd\d+, %rd\d+, 3;", ptx), ptx   # a * 3, as lowered
     assemble(ptx)
+
+
+def test_an_intrinsic_whose_lowering_fails_is_numbas_lowering_error():
+    # numba-cuda code catches LoweringError (a non-void intrinsic whose codegen returns None);
+    # a void one that returns None is fine
+    from numba.core.errors import LoweringError
+
+    @intrinsic
+    def void_func(typingctx, a):
+        def codegen(context, builder, signature, args):
+            pass
+        return types.void(types.int32), codegen
+
+    @intrinsic
+    def non_void_func(typingctx, a):
+        def codegen(context, builder, signature, args):
+            pass                                 # (should return a value)
+        return types.int32(types.int32), codegen
+
+    @cuda.jit
+    def call_void_func():
+        void_func(1)
+
+    def helper():
+        return non_void_func(1)
+
+    @cuda.jit
+    def call_non_void_func(out):
+        out[0] = helper()
+
+    assemble(call_void_func.compile(()).ptx)
+    with pytest.raises(LoweringError) as info:
+        call_non_void_func.compile((nbt.int32[::1],))
+    assert isinstance(info.value, CompileError)
+    assert "non-void function returns None" in info.value.msg
