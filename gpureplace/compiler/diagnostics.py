@@ -91,7 +91,17 @@ def _short_reason(msg):
     # A typing template that raised says why in its own words: prefer those.
     m = re.search(r"raised a specific error:\s*\n\s*(?:\w+Error: )?(.+)", msg)
     if m:
-        return m.group(1).strip()
+        # with the lines that go on saying it (the two signatures of an overload whose typing
+        # and implementation differ), up to Numba's "raised from" line
+        said = [m.group(1).strip()]
+        for line in msg[m.end():].splitlines()[1:]:
+            s = line.strip()
+            if not s or s.startswith(("raised from", "During:", "File ")) or len(said) >= 4:
+                break
+            said.append(re.sub(r"\s+", " ", s))
+        if len(said) > 1:
+            said[0] = said[0].rstrip(".")
+        return "; ".join(said)
     plain = _no_implementation(msg)
     if plain:
         return plain

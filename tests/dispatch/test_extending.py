@@ -355,3 +355,30 @@ def test_an_intrinsic_whose_lowering_fails_is_numbas_lowering_error():
         call_non_void_func.compile((nbt.int32[::1],))
     assert isinstance(info.value, CompileError)
     assert "non-void function returns None" in info.value.msg
+
+
+def test_an_overload_whose_implementation_signature_differs_shows_both():
+    def myoverload(a, b, c, kw=None):
+        raise NotImplementedError("host stand-in")
+
+    def impl(a, b, c, kw=12):
+        return a
+
+    @overload(myoverload)
+    def ol_myoverload(a, b, c, kw=None):
+        return impl
+
+    @cuda.jit
+    def foo(out, a):
+        out[0] = myoverload(a, a, a, kw=a)
+
+    try:
+        with pytest.raises(TypingError) as info:
+            foo.compile((nbt.int64[::1], nbt.int64))
+        text = str(info.value)
+        assert "Typing and implementation arguments differ in keyword argument default " \
+               "values" in text
+        assert "Typing signature: (a, b, c, kw=None)" in text
+        assert "Implementation signature: (a, b, c, kw=12)" in text
+    finally:
+        gpureplace.default_context.remove_override(myoverload)
