@@ -34,11 +34,9 @@ _backends.set_simulator(_load_simulator)
 def refresh():
     """Revalidate every compiled kernel at its next launch (use after redefining plain helpers
     outside IPython; in IPython the extension's cell hook does this for you)."""
-    import sys
+    from .compiler.overload_redefinitions import note_overload_redefinitions
     from .tracking import world
-    if "gpureplace.compiler.target" in sys.modules:        # (else nothing was compiled)
-        from .compiler.target import note_overload_redefinitions
-        note_overload_redefinitions()             # (a numba.extending.overload defined again)
+    note_overload_redefinitions()                 # (a numba.extending.overload defined again)
     world.bump()
 
 

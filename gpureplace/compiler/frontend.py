@@ -23,7 +23,7 @@ from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.core.target_extension import target_override
 from numba.core.compiler_machinery import FunctionPass, LoweringPass, register_pass
 from numba.core.typed_passes import (AnnotateTypes, IRLegalization,
-                                     NoPythonSupportedFeatureValidation, NopythonTypeInference)
+                                     NoPythonSupportedFeatureValidation)
 
 from ..errors import CompileError
 from ..tracking import bindings, deps
@@ -40,6 +40,7 @@ from .relink import relink
 from .rangeloops import constant_trip_counts
 from .records import collect_global_reads
 from .target import compilers
+from .view_returns import typed_passes
 
 _lock = threading.RLock()
 _lean_numba()
@@ -184,132 +185,6 @@ class BindOwnName(FunctionPass):
         return changed
 
 
-#: Numba's implementations that return an array made from a pointer argument (a view: nothing
-#: is allocated), which Numba's type inference refuses without its runtime: (module, qualname
-#: prefix).  ``numba.carray(ptr, shape)`` / ``numba.farray`` in device code.
-_VIEW_RETURNING = (("numba.np.arrayobj", "impl_carray.<locals>."),
-                   ("numba.np.arrayobj", "impl_farray.<locals>."))
-
-
-class _ReturnsViews:
-    """A target context that lets Numba's type inference accept a returned array other than an
-    argument (its check is skipped when Numba's runtime is on): for ``_VIEW_RETURNING`` only."""
-
-    enable_nrt = True
-
-    def __init__(self, targetctx):
-        self._targetctx = targetctx
-
-    def __getattr__(self, name):
-        return getattr(self._targetctx, name)
-
-
-def _returns_views(func):
-    where = (getattr(func, "__module__", None), getattr(func, "__qualname__", ""))
-    return any(where[0] == module and where[1].startswith(prefix)
-               for module, prefix in _VIEW_RETURNING)
-
-
-#: Array methods whose result is a view of the array (no copy: nothing to allocate).
-_VIEW_METHODS = frozenset({"reshape", "view", "transpose", "swapaxes"})
-
-
-def returns_argument_views(func_ir):
-    """Whether every value ``func_ir`` returns is one of its arguments or a view of one
-    (indexing, slicing, ``.T``, ``.reshape`` / ``.view`` / ``.transpose`` / ``.swapaxes``, through
-    any chain of those): then a returned array is memory the caller passed in, which a device
-    function may return (``def row(a, i): return a[i]``) although Numba refuses every array
-    return but an argument itself without its runtime.  A value that loops back on itself
-    (``a = a[1:]`` in a loop) is a view if what enters the loop is; anything else is not."""
-    from numba.core import ir as nir
-    defs = {}
-    returned = []
-    for block in func_ir.blocks.values():
-        for inst in block.body:
-            if isinstance(inst, nir.Assign):
-                defs.setdefault(inst.target.name, []).append(inst.value)
-            elif isinstance(inst, nir.Return):
-                returned.append(inst.value.name)
-    known = {}
-
-    def derived(name):
-        if name not in known:
-            # (met again inside its own definitions: a loop, whose entry decides; a wrong
-            # guess only stands where the answer is already no)
-            known[name] = True
-            values = defs.get(name)
-            known[name] = bool(values) and all(map(value_derived, values))
-        return known[name]
-
-    def value_derived(value):
-        if isinstance(value, nir.Arg):
-            return True
-        if isinstance(value, nir.Var):
-            return derived(value.name)
-        if not isinstance(value, nir.Expr):
-            return False
-        if value.op in ("cast", "getitem", "static_getitem"):
-            return derived(value.value.name)
-        if value.op == "getattr":
-            return value.attr == "T" and derived(value.value.name)
-        if value.op == "phi":
-            return all(derived(v.name) for v in value.incoming_values)
-        if value.op == "call":
-            methods = defs.get(value.func.name, ())
-            return len(methods) == 1 and isinstance(methods[0], nir.Expr) and \
-                methods[0].op == "getattr" and methods[0].attr in _VIEW_METHODS and \
-                derived(methods[0].value.name)
-        return False
-
-    try:
-        return bool(returned) and all(map(derived, returned))
-    except RecursionError:                  # (a chain of thousands of assignments)
-        return False
-
-
-@register_pass(mutates_CFG=False, analysis_only=True)
-class ViewsReturned(FunctionPass):
-    """Before Numba's type inference: a function of ``_VIEW_RETURNING``, or one that returns
-    only views of its arguments (``returns_argument_views``), is typed with ``_ReturnsViews``
-    (``ViewsReturnedDone`` puts the target context back right after)."""
-
-    _name = "gpureplace_views_returned"
-
-    def __init__(self):
-        FunctionPass.__init__(self)
-
-    def run_pass(self, state):
-        if _returns_views(state.func_id.func) or returns_argument_views(state.func_ir):
-            state.targetctx = _ReturnsViews(state.targetctx)
-        return False
-
-
-@register_pass(mutates_CFG=False, analysis_only=True)
-class ViewsReturnedDone(FunctionPass):
-    _name = "gpureplace_views_returned_done"
-
-    def __init__(self):
-        FunctionPass.__init__(self)
-
-    def run_pass(self, state):
-        if isinstance(state.targetctx, _ReturnsViews):
-            state.targetctx = state.targetctx._targetctx
-        return False
-
-
-def _typed_passes(state):
-    """Numba's typed pipeline, with Numba's type inference between ``ViewsReturned`` and
-    ``ViewsReturnedDone``."""
-    passes = []
-    for cls, what in DefaultPassBuilder.define_typed_pipeline(state).passes:
-        if cls is NopythonTypeInference:
-            passes += [(ViewsReturned, "array views returned"), (cls, what),
-                       (ViewsReturnedDone, "array views returned: done")]
-        else:
-            passes.append((cls, what))
-    return passes
-
-
 class GPUPipeline(CompilerBase):
     def define_pipelines(self):
         dpb = DefaultPassBuilder
@@ -317,7 +192,7 @@ class GPUPipeline(CompilerBase):
         pm.passes.extend(dpb.define_untyped_pipeline(self.state).passes)
         pm.add_pass(BindOwnName, "bind the function's own name")
         pm.add_pass(FoldArrayShapes, "fold constant array shapes")
-        pm.passes.extend(_typed_passes(self.state))
+        pm.passes.extend(typed_passes(self.state))
         pm.add_pass(NoPythonSupportedFeatureValidation, "check supported features")
         pm.add_pass(IRLegalization, "legalise IR")
         pm.add_pass(AnnotateTypes, "annotate types")

@@ -31,6 +31,7 @@ from .global_arrays import cai_dtype, device_array_type
 from .host_only import reject_host_only, unsupported_message
 from .hostconstants import install_cffi, int_constant_class, int_constants
 from .numba_overhead import abi_sizeof
+from .overload_redefinitions import latest_overloads, overload_site
 
 
 class GPUReplaceTarget(CUDA):
@@ -104,11 +105,11 @@ class GPUTypingContext(typing.BaseContext):
     def _insert_global(self, gv, gty):
         # Numba adds a function's templates to those it had: an ``@overload`` run again (its
         # notebook cell re-run) would come after the one it replaces, which would still answer.
-        # Here the latest of each overload answers (see ``superseded_overloads``).
+        # Here the latest of each overload answers (overload_redefinitions.py).
         # (only where the template just added, the last, is a user's overload: a library's
         # registrations cost nothing here)
         if isinstance(gty, types.Function) and len(gty.templates) > 1 and \
-                _overload_site(gty.templates[-1]) is not None:
+                overload_site(gty.templates[-1]) is not None:
             kept = latest_overloads(gty.templates)
             if len(kept) < len(gty.templates):
                 gty = types.Function(tuple(kept))
@@ -193,78 +194,6 @@ def _typeof_gives_up(val):
     return (isinstance(val, pytypes.ModuleType) or callable(val)) and \
         typeof_impl.dispatch(type(val)) is typeof_impl.dispatch(object) and \
         getattr(val, "_numba_type_", None) is None
-
-
-def _overload_site(template):
-    """Where a user's ``@overload`` template was defined: (module, qualified name, target) of
-    the function that made it, and that function's code object -- or None for any other
-    template (library code registers one function many times on purpose, from factories)."""
-    made_by = getattr(template, "_overload_func", None)
-    code = getattr(made_by, "__code__", None)
-    if code is None or _library_file(code.co_filename):
-        return None
-    metadata = getattr(template, "metadata", None) or {}
-    return (getattr(made_by, "__module__", None), getattr(made_by, "__qualname__", None),
-            metadata.get("target")), code
-
-
-@functools.lru_cache(maxsize=4096)
-def _library_file(filename):
-    from ..errors import is_library_file
-    return is_library_file(filename)
-
-
-def latest_overloads(templates):
-    """``templates`` less each user's ``@overload`` template that a later definition of the
-    same function (same module, qualified name and target; new code: its cell run again)
-    replaces.  Templates made by one definition (the same code, as a factory in a loop makes
-    them) all stay."""
-    last = {}
-    for template in templates:
-        site = _overload_site(template)
-        if site is not None:
-            last[site[0]] = site[1]
-    return [t for t in templates
-            if (site := _overload_site(t)) is None or last[site[0]] is site[1]]
-
-
-_registrations_seen = [0]
-_registrations_lock = threading.Lock()
-
-
-def superseded_overloads():
-    """The functions whose ``numba.extending.overload`` was defined again (a cell run again)
-    since the last call, in Numba's registry of global typings (where generic and "cuda"
-    overloads reach our kernels): what the cell hook and ``gpureplace.refresh()`` treat as a
-    redefinition of those functions' device meaning.  Costs a length comparison when nothing
-    was registered."""
-    from numba.core.typing.templates import builtin_registry
-    entries = builtin_registry.globals
-    with _registrations_lock:
-        start, _registrations_seen[0] = _registrations_seen[0], len(entries)
-        if start == len(entries):
-            return []
-        sites, again = {}, []
-        for i, (value, ty) in enumerate(entries):
-            for template in getattr(ty, "templates", ()):
-                site = _overload_site(template)
-                if site is None:
-                    continue
-                where, code = site
-                seen = sites.setdefault(id(value), {})
-                if i >= start and where in seen and seen[where] is not code and \
-                        all(v is not value for v in again):
-                    again.append(value)
-                seen[where] = code
-        return again
-
-
-def note_overload_redefinitions():
-    """``superseded_overloads`` told to redefinition tracking (the world moves if any)."""
-    from ..tracking import deps
-    functions = superseded_overloads()
-    deps.overloads_redefined(functions)
-    return functions
 
 
 def _unchanged(context, lists):

@@ -29,6 +29,7 @@ from traitlets import Bool, TraitError, Unicode, default, observe, validate
 from .. import config, cuda as cuda_ns, probe
 from ..arch import arch_number
 from ..compiler import diskcache
+from ..compiler.overload_redefinitions import note_overload_redefinitions
 from ..compiler.signature import SignatureParseError, normalize_signature
 from ..dask import push_redefinitions
 from ..dispatch.context import Context
@@ -259,10 +260,7 @@ class GPUReplace(Magics):
         if the world moved, the stale kernels recompile in the background (jit/ahead.py)."""
         self.flush_device_output()
         if self.check_redefinitions:
-            overloads = []
-            if "gpureplace.compiler.target" in sys.modules:    # (else nothing was compiled)
-                from ..compiler.target import note_overload_redefinitions
-                overloads = note_overload_redefinitions()     # (a Numba @overload run again)
+            overloads = note_overload_redefinitions()     # (a Numba @overload run again)
             changed = bindings.check()
             if (changed or overloads) and self.verbose:
                 kernels = sorted(set(deps.dependents(live_functions(), changed)) |

@@ -1,0 +1,87 @@
+"""A user's ``numba.extending.overload`` defined again (its notebook cell run again): Numba adds
+the new template after the old one, which would go on answering, for kernels compiled before and
+after alike.  ``latest_overloads`` is what the typing context keeps of a function's templates
+(``target.GPUTypingContext``); ``note_overload_redefinitions`` tells redefinition tracking which
+functions were defined again, so that the kernels that read them recompile.  Imports nothing
+heavy: Numba's registry is read only once something was compiled."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+
+from ..errors import is_library_file
+
+
+def overload_site(template):
+    """Where a user's ``@overload`` template was defined: (module, qualified name, target) of
+    the function that made it, and that function's code object -- or None for any other
+    template (library code registers one function many times on purpose, from factories)."""
+    made_by = getattr(template, "_overload_func", None)
+    code = getattr(made_by, "__code__", None)
+    if code is None or _library_file(code.co_filename):
+        return None
+    metadata = getattr(template, "metadata", None) or {}
+    return (getattr(made_by, "__module__", None), getattr(made_by, "__qualname__", None),
+            metadata.get("target")), code
+
+
+_library_file = functools.lru_cache(maxsize=4096)(is_library_file)     # (once a file)
+
+
+def latest_overloads(templates):
+    """``templates`` less each user's ``@overload`` template that a later definition of the
+    same function (same module, qualified name and target; new code: its cell run again)
+    replaces.  Templates made by one definition (the same code, as a factory in a loop makes
+    them) all stay."""
+    last = {}
+    for template in templates:
+        site = overload_site(template)
+        if site is not None:
+            last[site[0]] = site[1]
+    return [t for t in templates
+            if (site := overload_site(t)) is None or last[site[0]] is site[1]]
+
+
+_registrations_seen = [0]
+_registrations_lock = threading.Lock()
+
+
+def superseded_overloads():
+    """The functions whose ``numba.extending.overload`` was defined again (a cell run again)
+    since the last call, in Numba's registry of global typings (where generic and "cuda"
+    overloads reach our kernels): what the cell hook and ``gpureplace.refresh()`` treat as a
+    redefinition of those functions' device meaning.  Costs a length comparison when nothing
+    was registered."""
+    from numba.core.typing.templates import builtin_registry
+    entries = builtin_registry.globals
+    with _registrations_lock:
+        start, _registrations_seen[0] = _registrations_seen[0], len(entries)
+        if start == len(entries):
+            return []
+        sites, again = {}, []
+        for i, (value, ty) in enumerate(entries):
+            for template in getattr(ty, "templates", ()):
+                site = overload_site(template)
+                if site is None:
+                    continue
+                where, code = site
+                seen = sites.setdefault(id(value), {})
+                if i >= start and where in seen and seen[where] is not code and \
+                        all(v is not value for v in again):
+                    again.append(value)
+                seen[where] = code
+        return again
+
+
+def note_overload_redefinitions():
+    """``superseded_overloads`` told to redefinition tracking (the world moves if any); the
+    functions, or none while nothing was compiled in this process (cheap to call: the cell
+    hook and ``gpureplace.refresh()`` do at every turn)."""
+    if "gpureplace.compiler.target" not in sys.modules:
+        return []
+    from ..tracking import deps
+    functions = superseded_overloads()
+    deps.overloads_redefined(functions)
+    return functions
