@@ -228,11 +228,9 @@ def _array_return_reason(what):
             f"array in as an argument, or use cuda.local.array for scratch space")
 
 
-class TypingCompileError(CompileError, nb_errors.TypingError):
-    """A compile error whose cause is a typing error: also Numba's ``TypingError``, so code
-    written for numba-cuda (``except TypingError``) catches it.  Made only where a compile the
-    user asked for ends (``for_user``), never inside Numba's type inference, which takes a
-    TypingError for "try the next overload" and would bury the precise error."""
+class _AlsoNumbas(CompileError):
+    """A compile error that is also one of Numba's (the second base of a subclass), so code
+    written for numba-cuda (``except TypingError``) catches it; rendered as a CompileError."""
 
     def __init__(self, reason, **where):
         CompileError.__init__(self, reason, **where)
@@ -242,22 +240,22 @@ class TypingCompileError(CompileError, nb_errors.TypingError):
         return [f"CompileError: {self._message()}"]
 
 
-class LoweringCompileError(CompileError, nb_errors.LoweringError):
+class TypingCompileError(_AlsoNumbas, nb_errors.TypingError):
+    """A compile error whose cause is a typing error: also Numba's ``TypingError``.  Made only
+    where a compile the user asked for ends (``for_user``), never inside Numba's type
+    inference, which takes a TypingError for "try the next overload" and would bury the
+    precise error."""
+
+
+class LoweringCompileError(_AlsoNumbas, nb_errors.LoweringError):
     """A compile error whose cause is Numba's ``LoweringError`` (an extension's lowering that
     fails, say): also a ``LoweringError``, as numba-cuda raises it."""
-
-    def __init__(self, reason, **where):
-        CompileError.__init__(self, reason, **where)
-        self.msg, self.loc = self._message(), None
-
-    def _render_traceback_(self):
-        return [f"CompileError: {self._message()}"]
 
 
 def for_user(exc):
     """The error a compile the user asked for raises: a typing cause is also a TypingError, a
     lowering one a LoweringError."""
-    if isinstance(exc, (TypingCompileError, LoweringCompileError)):
+    if isinstance(exc, _AlsoNumbas):
         return exc
     if getattr(exc, "typing", False):
         make = TypingCompileError

@@ -458,7 +458,10 @@ class OverloadDispatcher:
         if frame is None:
             raise RuntimeError("gpureplace overload used outside of a compilation")
         typingctx, targetctx = compilers(frame.context)
-        return _InlineCompiler(_InlineTarget(typingctx, targetctx), GPUPipeline)
+        return pytypes.SimpleNamespace(
+            targetdescr=pytypes.SimpleNamespace(typing_context=typingctx,
+                                                target_context=targetctx),
+            pipeline_class=GPUPipeline, locals={})
 
     @property
     def nopython_signatures(self):
@@ -466,20 +469,6 @@ class OverloadDispatcher:
 
     def __repr__(self):
         return f"<gpureplace overload {self.py_func.__qualname__}>"
-
-
-class _InlineTarget:
-    __slots__ = ("typing_context", "target_context")
-
-    def __init__(self, typing_context, target_context):
-        self.typing_context, self.target_context = typing_context, target_context
-
-
-class _InlineCompiler:
-    __slots__ = ("targetdescr", "pipeline_class", "locals")
-
-    def __init__(self, targetdescr, pipeline_class):
-        self.targetdescr, self.pipeline_class, self.locals = targetdescr, pipeline_class, {}
 
 
 def overload_jit(**jit_options):

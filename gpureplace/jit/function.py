@@ -228,9 +228,9 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         of this kernel loaded from it (``cache_hits``) and compiled for want of one there
         (``cache_misses``).  gpureplace always caches kernels on disk (``cache=`` is accepted
         for numba-cuda's sake); see ``gpureplace.stats()`` for the process's counts."""
-        path = diskcache.directory() if diskcache.enabled else None
-        return CompileStats(None if path is None else str(path), collections.Counter(
-            self._cache_hits), collections.Counter(self._cache_misses))
+        return CompileStats(str(diskcache.directory()) if diskcache.enabled else None,
+                            collections.Counter(self._cache_hits),
+                            collections.Counter(self._cache_misses))
 
     def _front_end_ahead(self, argtypes, options, spec):
         with _compile_lock:     # (once the _specialize that loaded it has recorded it)
