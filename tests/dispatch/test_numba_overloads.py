@@ -44,8 +44,9 @@ def test_a_cuda_target_overload_reaches_kernels():
     assemble(ptx)
 
 
-def test_an_inline_always_overload_with_a_local_array():
-    # numba-cuda's issue 718: the overload inlined into the kernel keeps its local array
+def _inlined_local_array_kernel():
+    """numba-cuda's issue 718: a kernel storing what an overload inlined into it returns, 42.0
+    from the overload's local array."""
     get_value = _host()
 
     @overload(get_value, target="cuda", inline="always")
@@ -59,8 +60,12 @@ def test_an_inline_always_overload_with_a_local_array():
     @cuda.jit
     def kernel(a):
         a[0] = get_value()
+    return kernel
 
-    spec = kernel.compile(SIG)
+
+def test_an_inline_always_overload_with_a_local_array():
+    # the overload inlined into the kernel keeps its local array
+    spec = _inlined_local_array_kernel().compile(SIG)
     assert _bits(42.0) in spec.ptx
     assemble(spec.ptx)
     # inlined at Numba's level: no device function of the overload's implementation is called
@@ -225,20 +230,6 @@ def test_numba_carray_on_the_gpu():
 @pytest.mark.gpu_only
 def test_numba_overloads_on_the_gpu():
     import cupy as cp
-    get_value = _host()
-
-    @overload(get_value, target="cuda", inline="always")
-    def ol_get_value():
-        def impl():
-            a = cuda.local.array(1, dtype=np.float32)
-            a[0] = 42.0
-            return a[0]
-        return impl
-
-    @cuda.jit
-    def kernel(a):
-        a[0] = get_value()
-
     out = cp.zeros(1, cp.float32)
-    kernel[1, 1](out)
+    _inlined_local_array_kernel()[1, 1](out)
     assert float(out[0]) == 42.0

@@ -354,15 +354,21 @@ def test_with_more_stale_than_a_round_takes_the_redefined_kernel_comes_first(she
         [fn._launch_cache[next(iter(fn._launch_cache))].spec.name for fn, _ in order]
 
 
-def test_a_kernel_defined_in_a_cell_is_compiled_for_the_types_its_parameter_names_had(
-        shell, monkeypatch):
-    # the notebook's "a further kernel": defined in one cell, launched in the next after the
-    # user typed it; its parameters a, x, out had those types at the last launch
+@pytest.fixture
+def launches(monkeypatch):
+    """Launches through the kernel's own argument handling (``_resolve``) on device 0, with
+    no parameter names seen before (jit/guesses.py)."""
     from gpureplace.jit import guesses
     from gpureplace.runtime import placement
     monkeypatch.setattr(probe, "current_device", lambda: 0)
     monkeypatch.setattr(placement, "multi_gpu", lambda: False)
     guesses.forget()
+
+
+def test_a_kernel_defined_in_a_cell_is_compiled_for_the_types_its_parameter_names_had(
+        shell, launches):
+    # the notebook's "a further kernel": defined in one cell, launched in the next after the
+    # user typed it; its parameters a, x, out had those types at the last launch
     x = np.ones(8, np.float32)
     run(shell, "from gpureplace import cuda\n@cuda.jit\ndef saxpy(a, x, y, out):\n"
                "    i = cuda.grid(1)\n    if i < out.size:\n        out[i] = a * x[i] + y[i]\n")
@@ -395,12 +401,7 @@ def test_a_kernel_defined_in_a_cell_is_compiled_for_the_types_its_parameter_name
     assert compiles() == before + 3 and not scale._launch_cache
 
 
-def test_a_kernel_guess_that_does_not_compile_is_left_to_the_launch(shell, monkeypatch):
-    from gpureplace.jit import guesses
-    from gpureplace.runtime import placement
-    monkeypatch.setattr(probe, "current_device", lambda: 0)
-    monkeypatch.setattr(placement, "multi_gpu", lambda: False)
-    guesses.forget()
+def test_a_kernel_guess_that_does_not_compile_is_left_to_the_launch(shell, launches):
     x = np.ones(8, np.float32)
     run(shell, "from gpureplace import cuda\n@cuda.jit\ndef first(x, out):\n"
                "    out[0] = x[0]\n")
