@@ -158,9 +158,10 @@ LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
 #: SHORT_POINTERS; 14: constant-bound range loops unrolled more, CONSTANT_LOOP_MAX_COUNT; 15:
 #: loops bounded by a small constant unrolled fully, UPPER_BOUND_UNROLL; 16: the double-precision
 #: trigonometric reduction compiled once for kernels without loops, trig_slowpath.py; 17: opt=0
-#: contracts no float operation into an FMA, TargetContext.post_lowering), so that no process is
-#: served code that an older gpureplace compiled.
-CODEGEN_REVISION = 17
+#: contracts no float operation into an FMA, TargetContext.post_lowering; 18: a C-contiguous
+#: array's reshape computes its strides without the no-copy helper, reshape_helper.lower_reshape),
+#: so that no process is served code that an older gpureplace compiled.
+CODEGEN_REVISION = 18
 
 
 @functools.lru_cache(maxsize=None)

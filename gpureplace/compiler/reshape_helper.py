@@ -79,3 +79,67 @@ def attempt_nocopy_reshape(nd, dims, strides, newnd, newdims, newstrides, itemsi
     for nk in range(ni, newnd):
         newstrides[nk] = last
     return np.int32(1)
+
+
+def lower_reshape(context, builder, sig, args):
+    """``array.reshape(shape)`` of a C-contiguous array: a view whose strides follow from the new
+    shape alone, with no call of the no-copy helper above.  The helper indexes the old shape and
+    strides by run-time positions, which keeps them, and its two 32-entry arrays, in the thread's
+    local memory (a 544-byte stack for a 1-D to 2-D reshape); here every index is a constant, so
+    the shape and strides stay in registers.  Other layouts go to Numba's lowering (and the
+    helper).  A shape whose size differs raises as NumPy's (Numba's ``normalize_reshape_value``,
+    which also resolves a ``-1``)."""
+    from llvmlite import ir
+    from numba.core import cgutils, typing
+    from numba.core.imputils import impl_ret_borrowed
+    from numba.np import arrayobj
+
+    aryty, shapety = sig.args
+    if aryty.layout != "C" or not isinstance(shapety, types.UniTuple):
+        return arrayobj.array_reshape(context, builder, sig, args)
+    ll_intp = context.get_value_type(types.intp)
+    count = shapety.count
+    ary = arrayobj.make_array(aryty)(context, builder, args[0])
+    newshape = cgutils.alloca_once(builder, ir.ArrayType(ll_intp, count))
+    builder.store(args[1], newshape)
+    shape_ary_ty = types.Array(shapety.dtype, 1, "C")
+    shape_ary = arrayobj.make_array(shape_ary_ty)(context, builder)
+    intp_size = context.get_constant(types.intp, context.get_abi_sizeof(ll_intp))
+    arrayobj.populate_array(shape_ary, data=builder.bitcast(newshape, ll_intp.as_pointer()),
+                            shape=[context.get_constant(types.intp, count)],
+                            strides=[intp_size], itemsize=intp_size, meminfo=None)
+    context.compile_internal(builder, arrayobj.normalize_reshape_value,
+                             typing.signature(types.void, types.uintp, shape_ary_ty),
+                             [ary.nitems, shape_ary._getvalue()])
+    dims = cgutils.unpack_tuple(builder, builder.load(newshape), count)
+    strides = [None] * count
+    step = ary.itemsize
+    for k in reversed(range(count)):
+        strides[k] = step
+        step = builder.mul(step, dims[k])
+    out = arrayobj.make_array(sig.return_type)(context, builder)
+    arrayobj.populate_array(out, data=ary.data, shape=dims, strides=strides,
+                            itemsize=ary.itemsize, meminfo=ary.meminfo, parent=ary.parent)
+    return impl_ret_borrowed(context, builder, sig.return_type, out._getvalue())
+
+
+def lower_reshape_varargs(context, builder, sig, args):
+    """``array.reshape(n, m)``: the sizes as one tuple, then as :func:`lower_reshape`."""
+    from numba.np.arrayobj import vararg_to_tuple
+    new_sig, new_args = vararg_to_tuple(context, builder, sig, args)
+    return lower_reshape(context, builder, new_sig, new_args)
+
+
+#: ``array.reshape``'s signatures in a lowering table, each with its implementation here
+LOWERINGS = {(types.Array, types.BaseTuple): lower_reshape,
+             (types.Array, types.VarArg(types.Any)): lower_reshape_varargs}
+
+
+def take_precedence(defns):
+    """Make these ``array.reshape``'s lowering in a target context's table ``defns`` (of two
+    implementations of one signature the later wins; Numba's own is loaded at every refresh)."""
+    table = defns["array.reshape"]
+    for sig, impl in LOWERINGS.items():
+        last = next((value for s, value in reversed(table.versions) if s == sig), None)
+        if last is not impl:
+            table.append(impl, sig)

@@ -451,8 +451,9 @@ class GPUTargetContext(BaseContext):
             self.typing_context.refresh()
             return
         super().refresh()
-        from .rangeloops import take_precedence
-        take_precedence(self._defns)          # for j in range(...) steps marked nsw
+        from . import rangeloops, reshape_helper
+        rangeloops.take_precedence(self._defns)      # for j in range(...) steps marked nsw
+        reshape_helper.take_precedence(self._defns)  # a C array's reshape: no helper call
         _unchanged(self, _LOWERING_LISTS)
 
     @functools.cached_property

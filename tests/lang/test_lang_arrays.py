@@ -261,6 +261,82 @@ def test_reshape_inside_kernels_gpu():
     assert out.get().tolist() == [6.0, 7.0, 11.0, -1.0]
 
 
+def test_a_contiguous_reshape_keeps_its_shape_in_registers():
+    """A C-contiguous array's reshape computes the view's strides from the new shape, with
+    constant indices: no call of the no-copy helper, whose run-time indexing kept the shapes in
+    a 544-byte local stack; an array of unknown layout still goes through the helper."""
+    from lang_support import assemble
+    contiguous = _compile(reshaped_views, (types.float64[:, ::1], types.float64[::1]))
+    assert "numba_attempt_nocopy_reshape" not in contiguous.llvm_ir
+    assert ".local" not in contiguous.ptx
+    assert "0 bytes stack frame" in assemble(contiguous.ptx, verbose=True)
+    fortran = _compile(_axes_added, (types.float64[::1, :], types.float64[:, :, ::1]))
+    assert "numba_attempt_nocopy_reshape" in fortran.llvm_ir
+
+
+@cuda.jit
+def _reshaped_reads(a, out):
+    i = cuda.grid(1)
+    if i < a.size:
+        flat = a.reshape(-1)
+        out[0, i] = flat[i]
+        b = a.reshape((a.shape[2], -1))
+        out[1, i] = b[i // b.shape[1], i % b.shape[1]]
+        c = a.reshape(1, a.size, 1)
+        out[2, i] = c[0, i, 0]
+        d = a.reshape((2, -1, 3))
+        out[3, i] = d[i // (3 * d.shape[1]), (i // 3) % d.shape[1], i % 3]
+
+
+@pytest.mark.gpu
+def test_reshapes_read_what_numpy_reads():
+    """A C-contiguous array reshaped with ``-1``, a vararg shape and axes of length 1 reads
+    the elements NumPy's reshape gives."""
+    cp = _cp()
+    a = cp.arange(2 * 5 * 6, dtype=cp.float32).reshape(2, 5, 6) * 1.5
+    out = cp.zeros((4, a.size), cp.float32)
+    _reshaped_reads[1, 64](a, out)
+    want = cp.asnumpy(a).reshape(-1)
+    np.testing.assert_array_equal(cp.asnumpy(out), np.stack([want] * 4))
+
+
+@cuda.jit
+def _axes_added(a, out):
+    i, j = cuda.grid(2)
+    if i < a.shape[0] and j < a.shape[1]:
+        out[0, i, j] = a.reshape((a.shape[0], 1, a.shape[1]))[i, 0, j]
+        out[1, i, j] = a.reshape(1, a.shape[0], a.shape[1], 1)[0, i, j, 0]
+
+
+@pytest.mark.gpu
+def test_a_fortran_order_array_reshapes_through_the_no_copy_helper():
+    """An F-order array's reshape (Numba reshapes C and F arrays only) still goes through the
+    no-copy helper, which gives the strides of a view where NumPy's reshape makes one."""
+    cp = _cp()
+    a = cp.asfortranarray(cp.arange(5 * 6, dtype=cp.float64).reshape(5, 6))
+    spec = _axes_added.compile((types.float64[::1, :], types.float64[:, :, ::1]))
+    assert "numba_attempt_nocopy_reshape" in spec.llvm_ir
+    out = cp.zeros((2, 5, 6))
+    _axes_added[(1, 1), (8, 8)](a, out)
+    np.testing.assert_array_equal(cp.asnumpy(out), np.stack([cp.asnumpy(a)] * 2))
+
+
+@cuda.jit
+def _reshape_empty(a, out):
+    b = a.reshape((0, 4))
+    out[0] = b.shape[0]
+    out[1] = b.shape[1]
+    out[2] = b.size
+
+
+@pytest.mark.gpu
+def test_an_empty_array_reshapes_as_in_numpy():
+    cp = _cp()
+    out = cp.full(3, -1, cp.int64)
+    _reshape_empty[1, 1](cp.zeros(0, cp.float32), out)
+    assert out.get().tolist() == [0, 4, 0]
+
+
 # =============================================================================================
 # 0-d arrays
 
