@@ -16,7 +16,11 @@ from .dispatch import (Context, builtin_context, default_context, fastmath_conte
 from .compiler import builtins as _builtins  # noqa: F401,E402  (fills the built-in table)
 from .errors import CompileError, GPUReplaceError, LaunchError  # noqa: F401,E402
 from . import cuda, libdevice  # noqa: F401,E402
+import sys as _sys  # noqa: E402
+
 from .compiler import diskcache as cache  # noqa: F401,E402  (gpureplace.cache)
+
+_sys.modules.setdefault(__name__ + ".cache", cache)   # `import gpureplace.cache` too
 from .jit.graphs import Graph, GraphCaptureError, GraphStaleError, capture, graph  # noqa: F401,E402
 from .config import settings  # noqa: F401,E402
 from .jit import backends as _backends  # noqa: E402

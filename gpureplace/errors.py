@@ -59,6 +59,16 @@ def _in_package(filename):
     return not filename.startswith("<") and os.path.abspath(filename).startswith(_PACKAGE_DIR)
 
 
+def user_stacklevel():
+    """The ``stacklevel`` that makes ``warnings.warn``, called by the caller of this function,
+    name the first frame outside gpureplace: the user's line that led there."""
+    import sys
+    frame, level = sys._getframe(1), 1
+    while frame is not None and _in_package(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 @functools.lru_cache(maxsize=None)
 def _library_dirs():
     import sysconfig

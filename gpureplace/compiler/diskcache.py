@@ -34,7 +34,10 @@ What the user can count on:
   gpureplace's CACHEDIR.TAG, and there only files whose names are exactly the ones above, or the
   flat names of FORMAT <= 4 (``<40 hex>[-<12 hex>].json|.ptx``,
   ``libdevice-[text-]<40 hex>.bc|.ll``).  A ``settings.json`` or ``notes.ptx`` beside them stays.
-  Marking a directory (the first time gpureplace uses it) removes those FORMAT <= 4 files.
+- gpureplace marks a directory (the first time it uses it) only when it made it or found it
+  empty.  One that holds anything already is the user's: it is not used (a warning says so and
+  suggests a new folder inside it), so no file of the user's is ever overwritten or deleted, even
+  one whose name is exactly one gpureplace writes.
 - Loading and storing cost the same with 16 entries or 16,000: a load lists only its key's folder,
   a store appends to ``usage``.  Every store appends one byte per KiB it wrote (``O_APPEND``: writes
   of processes sharing the cache never lose one another's bytes), so the total is one ``fstat``.
@@ -60,6 +63,8 @@ import tempfile
 import threading
 import time
 import warnings
+
+from ..errors import user_stacklevel
 
 enabled = os.environ.get("GPUREPLACE_CACHE", "1").lower() not in ("0", "false", "no", "off")
 #: Size cap in bytes (LRU eviction beyond it).
@@ -128,7 +133,7 @@ def ensure_dir():
                 f"gpureplace is not using the disk cache directory {path}: {reason}. Kernels "
                 f"still compile, but are not kept for the next process. Set GPUREPLACE_CACHE_DIR "
                 f"to a private directory you can write to, or GPUREPLACE_CACHE=0 to turn the disk "
-                f"cache off.", UserWarning, stacklevel=2)
+                f"cache off.", UserWarning, stacklevel=user_stacklevel())
         _problems[path] = reason
         return None
     _problems.pop(path, None)
@@ -184,19 +189,29 @@ def _marker(path):
 
 
 def _adopt(path):
-    """Mark ``path`` as gpureplace's (the only directory ``clear()`` empties); why not, or None."""
+    """Mark ``path`` as gpureplace's (the only directory ``clear()`` empties and a scan evicts
+    from); why not, or None.  Only a directory gpureplace made, or found empty, is marked: one
+    that already holds anything else is the user's, and nothing there may be overwritten (a file
+    of theirs named ``usage``) or deleted (one whose name looks like an old cache entry)."""
     mark = _marker(path)
     if mark is True:
         return None
     if mark is not False:
         return mark
+    found = sorted(e.name for e in _listing(path) if not _TEMP.match(e.name))
+    if MARKER in found:               # another process has just marked it
+        mark = _marker(path)
+        return None if mark is True else (mark or f"its {MARKER} went away")
+    if found:
+        shown = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+        return (f"it already holds files that are not gpureplace's ({shown}), and gpureplace "
+                f"keeps its cache only in a directory it made or found empty, so that nothing of "
+                f"yours is ever overwritten or deleted there; a new folder inside it will do "
+                f"({os.path.join(path, 'gpureplace-cache')})")
     try:
         atomic_write(os.path.join(path, MARKER), _MARKER_TEXT.encode())
     except OSError as exc:
         return f"it cannot be written ({exc.strerror or exc})"
-    # A directory that an older gpureplace (before markers) filled: its files go now, and the
-    # running total starts from what is there.
-    _scan(path)
     return None
 
 
@@ -455,7 +470,7 @@ def clear():
             reason = mark
     warnings.warn(f"gpureplace.cache.clear() deleted nothing in {d}: {reason}. Delete the "
                   f"files by hand if they are gpureplace's, or point GPUREPLACE_CACHE_DIR at "
-                  f"the cache directory meant.", UserWarning, stacklevel=2)
+                  f"the cache directory meant.", UserWarning, stacklevel=user_stacklevel())
     return 0
 
 

@@ -11,8 +11,6 @@ comes here: the generated fast path never sees a host array.
 
 from __future__ import annotations
 
-import os
-import sys
 import warnings
 
 import numpy as np
@@ -20,7 +18,7 @@ from numba.core.errors import NumbaPerformanceWarning
 
 from .. import probe
 from ..compiler.abi import contiguous_strides
-from ..errors import PerformanceWarning
+from ..errors import PerformanceWarning, user_stacklevel
 from . import arguments
 
 
@@ -146,15 +144,6 @@ def warn_host_arrays(kernel, args, names):
         f"after it, and the launch waits for the kernel. Pass device arrays (cupy.asarray(a), "
         f"cuda.to_device(a)) to keep data on the GPU, or set GPUREPLACE_HOST_ARRAYS=copy to "
         f"copy without this warning (=error to refuse host arrays)."),
-        stacklevel=_user_stacklevel())
+        stacklevel=user_stacklevel())
 
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _user_stacklevel():
-    """The ``stacklevel`` of the first frame outside gpureplace (the user's launch)."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith((_PACKAGE, "<gpureplace ")):
-        frame, level = frame.f_back, level + 1
-    return level

@@ -307,9 +307,9 @@ def make_user_files(d):
 
 
 def test_clear_deletes_only_what_gpureplace_wrote(cache_dir):
-    make_user_files(cache_dir)
     body = make_kernel()
-    compile_fresh(body)                                 # adopts the directory: marker + entry
+    compile_fresh(body)                                 # makes the directory: marker + entry
+    make_user_files(cache_dir)                          # the user's files put there later
     (key,) = os.listdir(cache_dir / "kernels")
     (cache_dir / "kernels" / key / "README.json").write_text("the user's")
     (cache_dir / "kernels" / "mine").mkdir()
@@ -354,19 +354,47 @@ def test_clear_of_an_insecure_directory_deletes_nothing(cache_dir):
         os.chmod(cache_dir, 0o700)
 
 
-def test_an_older_gpureplace_directory_is_migrated_when_adopted(cache_dir):
-    """FORMAT <= 4 wrote flat names and no marker: adopting the directory removes those files (and
-    only those: their names are exactly what gpureplace wrote)."""
-    make_user_files(cache_dir)
-    old = ["a" * 40 + "-" + "b" * 12 + ".json", "a" * 40 + "-" + "b" * 12 + ".ptx",
-           "c" * 40 + ".json", "libdevice-" + "d" * 40 + ".bc",
-           "libdevice-text-" + "e" * 40 + ".ll"]
-    for name in old:
-        (cache_dir / name).write_text("old")
-    compile_fresh(make_kernel())
-    names = set(os.listdir(cache_dir))
-    assert not names & set(old)
-    assert set(USER_FILES) <= names and "CACHEDIR.TAG" in names
+def test_a_directory_holding_the_users_files_is_not_used_and_nothing_there_changes(tmp_path):
+    """A directory that exists with anything in it is the user's: gpureplace does not mark it,
+    so nothing there is ever overwritten (a file of theirs named ``usage``, the name of the
+    cache's size counter) or deleted (names exactly like the flat entries of an older
+    gpureplace, or like its libdevice files); the warning suggests a new folder inside."""
+    theirs = tmp_path / "project"
+    make_user_files(theirs)
+    lookalikes = {"usage": b"my usage notes\n", "a" * 40 + ".json": b'{"mine": 1}',
+                  "b" * 40 + "-" + "c" * 12 + ".ptx": b"// my ptx",
+                  "libdevice-text-" + "d" * 40 + ".ll": b"; mine"}
+    for name, data in lookalikes.items():
+        (theirs / name).write_bytes(data)
+    before = {p.name: p.read_bytes() for p in theirs.iterdir()}
+    check_unusable(theirs, "already holds files that are not gpureplace's")
+    assert {p.name: p.read_bytes() for p in theirs.iterdir()} == before
+    old = diskcache._explicit_dir
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        diskcache.set_directory(theirs)
+        try:
+            compile_fresh(make_kernel())
+        finally:
+            diskcache.set_directory(old)
+            getattr(diskcache, "_problems", {}).pop(str(theirs), None)
+    (message,) = [str(w.message) for w in caught]
+    assert os.path.join(str(theirs), "gpureplace-cache") in message
+    assert {p.name: p.read_bytes() for p in theirs.iterdir()} == before
+
+
+def test_an_empty_directory_the_user_made_is_used(tmp_path):
+    made = tmp_path / "made-by-hand"
+    made.mkdir(mode=0o700)
+    old = diskcache._explicit_dir
+    diskcache.set_directory(made)
+    try:
+        body = make_kernel()
+        assert not compile_fresh(body).from_disk
+        assert compile_fresh(body).from_disk
+        assert "CACHEDIR.TAG" in os.listdir(made)
+    finally:
+        diskcache.set_directory(old)
 
 
 def test_info_survives_a_dangling_symlink_and_a_file_removed_meanwhile(cache_dir, monkeypatch):
@@ -658,3 +686,11 @@ def test_damaged_libdevice_files_in_the_cache_are_misses(cache_dir):
     libdevice._pruned.clear()
     assert defined(libdevice.pruned_bitcode(names, reflect)) == defined(data)
     libdevice._pruned.clear()
+
+
+def test_the_cache_module_imports_by_the_name_the_readme_gives():
+    proc = subprocess.run([sys.executable, "-c", "import gpureplace.cache as c, gpureplace; "
+                           "assert c is gpureplace.cache and callable(c.clear); print('ok')"],
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT),
+                          timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
