@@ -85,3 +85,36 @@ def note_overload_redefinitions():
     functions = superseded_overloads()
     deps.overloads_redefined(functions)
     return functions
+
+
+_index = {"size": -1, "by_function": {}}
+
+
+def overloads_for_kernels(func):
+    """The templates of ``numba.extending.overload(func, ...)`` that kernels use in place of
+    ``func``'s own body: those whose target reaches gpureplace's (generic, CUDA), the latest
+    definition of each user's overload only (``latest_overloads``).  The simulator runs them as
+    the compiler does; none for a function nobody overloaded (a dictionary lookup)."""
+    from numba.core.typing.templates import builtin_registry
+    entries = builtin_registry.globals
+    with _registrations_lock:
+        if _index["size"] != len(entries):
+            by_function = {}
+            for value, ty in entries:
+                for template in getattr(ty, "templates", ()):
+                    if getattr(template, "_overload_func", None) is not None:
+                        by_function.setdefault(id(value), (value, []))[1].append(template)
+            _index.update(size=len(entries), by_function=by_function)
+        hit = _index["by_function"].get(id(func))
+    if hit is None or hit[0] is not func:
+        return []
+    from numba.core.target_extension import target_registry
+
+    from .target import GPUReplaceTarget
+    out = []
+    for template in latest_overloads(hit[1]):
+        target = target_registry.get((getattr(template, "metadata", None) or {})
+                                     .get("target", "generic"))
+        if target is not None and issubclass(GPUReplaceTarget, target):
+            out.append(template)
+    return out

@@ -26,6 +26,7 @@ from numba.np import numpy_support
 from ..compiler.intrinsics import stubs as _stubs
 from ..compiler.intrinsics.devicemath import MathStub
 from ..compiler.intrinsics.libdevice_calls import LibdeviceStub
+from ..compiler.overload_redefinitions import overloads_for_kernels
 from ..compiler.resolve import mask_key
 from ..dispatch.context import host_key
 from ..jit import GPUFunction
@@ -144,6 +145,39 @@ class TypedChoice:
         return self.choose(args)(*args, **kwargs)
 
 
+class NumbaOverloadChoice:
+    """A function with Numba overloads (``numba.extending.overload(func, target="cuda")``): per
+    call, the implementation the first template gives for the arguments' Numba types, simulated
+    (the function's own body where none does, as typing would fail over to nothing else)."""
+
+    def __init__(self, resolver, host, templates, mask):
+        self.resolver, self.host, self.templates, self.mask = resolver, host, templates, mask
+        self._chosen = {}
+        self.__name__ = getattr(host, "__name__", "overload")
+
+    def choose(self, args, kwargs):
+        argtypes = tuple(nbtypes.unliteral(numba_type_of(a)) for a in args)
+        kwtypes = tuple((k, nbtypes.unliteral(numba_type_of(v))) for k, v in kwargs.items())
+        key = (argtypes, kwtypes)
+        impl = self._chosen.get(key)
+        if impl is None:
+            for template in self.templates:
+                made = template._overload_func(*argtypes, **dict(kwtypes))
+                if isinstance(made, tuple):           # (signature, implementation)
+                    made = made[1]
+                if made is not None:
+                    impl = self.resolver.function(getattr(made, "py_func", made), self.mask)
+                    break
+            else:
+                raise TypeError(f"{self.__name__}: no numba.extending.overload of it takes "
+                                f"({', '.join(str(t) for t in argtypes)})")
+            self._chosen[key] = impl
+        return impl
+
+    def __call__(self, *args, **kwargs):
+        return self.choose(args, kwargs)(*args, **kwargs)
+
+
 class Resolver:
     """Name resolution for one launch in one Context."""
 
@@ -207,6 +241,9 @@ class Resolver:
         if isinstance(raw, pytypes.FunctionType):
             if is_library(raw):
                 return raw
+            templates = overloads_for_kernels(raw)
+            if templates:             # numba.extending.overload(raw): its implementation
+                return NumbaOverloadChoice(self, raw, templates, mask)
             return self.function(raw, mask)
         if isinstance(raw, GPUFunction):
             fn = self.function(raw.py_func, mask)

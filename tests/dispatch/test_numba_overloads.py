@@ -131,6 +131,35 @@ def test_an_overload_defined_again_recompiles_only_its_callers(own_disk_cache):
     assemble(ptx)
 
 
+def test_the_simulator_runs_what_the_overloads_give_as_the_compiler_does():
+    """In the CPU simulator a function with Numba overloads runs the implementation the
+    overload gives for the arguments' types (a CUDA and a generic target; typed by argument:
+    an integer and a float get different ones), and the latest definition after its cell ran
+    again."""
+    from gpureplace import simulator
+    ns = {"cuda": cuda, "overload": overload, "nbt": nbt}
+    exec("def plus(v):\n    return v\n"
+         "def generic_one(v):\n    return v\n", ns)
+    cell = ("@overload(plus, target='cuda')\n"
+            "def ol_plus(v):\n"
+            "    if isinstance(v, nbt.Integer):\n        return lambda v: v + {int_step}\n"
+            "    return lambda v: v + {float_step}\n")
+    exec(cell.format(int_step=1, float_step=0.5), ns)
+    exec("@overload(generic_one)\ndef ol_generic(v):\n    return lambda v: v * 10\n", ns)
+    exec("def kernel(f, i, out):\n"
+         "    out[0] = plus(f[0])\n    out[1] = plus(i[0])\n"
+         "    out[2] = generic_one(f[0])\n", ns)
+    kernel = cuda.jit(ns["kernel"])
+    f, i = np.array([2.0], np.float32), np.array([2], np.int64)
+    out = np.zeros(3, np.float32)
+    simulator.run(kernel, 1, 1, f, i, out)
+    assert out.tolist() == [2.5, 3.0, 20.0]
+    exec(cell.format(int_step=7, float_step=0.25), ns)        # the overload's cell run again
+    gpureplace.refresh()
+    simulator.run(kernel, 1, 1, f, i, out)
+    assert out.tolist() == [2.25, 9.0, 20.0]
+
+
 def test_overloads_a_factory_registers_for_one_function_all_stay():
     # one definition registering several overloads of one function (a factory in a loop) is not
     # a redefinition: each keeps answering for its types
