@@ -27,7 +27,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from traitlets import Bool, TraitError, Unicode, default, observe, validate
 
 from .. import config, cuda as cuda_ns, probe
-from ..arch import arch_number
+from ..arch import normalize_arch
 from ..compiler import diskcache
 from ..compiler.overload_redefinitions import note_overload_redefinitions
 from ..compiler.signature import SignatureParseError, normalize_signature
@@ -57,6 +57,30 @@ def _a(word):
 def _warn_hook_failure(what, exc):
     warnings.warn(f"gpureplace: {what} failed after this cell: {type(exc).__name__}: {exc}",
                   RuntimeWarning, stacklevel=2)
+
+
+def _with_cell_options(name, fn, context, args):
+    """``fn`` (a ``@cuda.jit`` function the ``%%cuda`` cell defined) with the cell's options
+    where its decorator left them unset: ``--context`` and ``--arch`` unless the decorator gave
+    another (then the decorator's stands, and a line says so), ``--fastmath`` added."""
+    changes, kept = {}, []
+    if context is not None:
+        if fn._context is None:
+            changes["context"] = context
+        elif fn._context is not context:
+            kept.append(f"--context {args.context} (its decorator gives context="
+                        f"{fn._context.name!r})")
+    if args.arch:
+        arch = normalize_arch(args.arch, "arch")
+        if fn._arch is None:
+            changes["arch"] = arch
+        elif fn._arch != arch:
+            kept.append(f"--arch {args.arch} (its decorator gives arch={fn._arch!r})")
+    if args.fastmath and not fn._fastmath:
+        changes["fastmath"] = True
+    for what in kept:
+        print(f"gpureplace: %%cuda {what} does not apply to {name}")
+    return fn.rebuilt(**changes) if changes else fn
 
 
 @magics_class
@@ -167,7 +191,7 @@ class GPUReplace(Magics):
         value = proposal["value"]
         if value:
             try:
-                arch_number(value)
+                normalize_arch(value, "GPUReplace.arch")
             except ValueError as exc:
                 raise TraitError(str(exc)) from None
         return value
@@ -369,9 +393,9 @@ class GPUReplace(Magics):
             raise UsageError(f"%%cuda --context: {exc.args[0]}") from None
         if args.arch:
             try:
-                arch_number(args.arch)
+                normalize_arch(args.arch, "%%cuda --arch")
             except ValueError as exc:
-                raise UsageError(f"%%cuda --arch: {exc}") from None
+                raise UsageError(str(exc)) from None
         ns = self.shell.user_ns
         for name, value in (("cuda", cuda_ns), ("math", math), ("np", np)):
             ns.setdefault(name, value)
@@ -411,7 +435,15 @@ class GPUReplace(Magics):
         own_globals = self.shell.user_global_ns
         defined = []
         for name, value in list(ns.items()):
-            if not isinstance(value, pytypes.FunctionType) or opened.before.get(name) is value:
+            if opened.before.get(name) is value:
+                continue
+            if isinstance(value, GPUFunction):      # @cuda.jit in the cell: the cell's options
+                if value.py_func.__qualname__ == name and value._parent is None and \
+                        value.py_func.__globals__ is own_globals:
+                    ns[name] = _with_cell_options(name, value, opened.context, args)
+                    defined.append(name)
+                continue
+            if not isinstance(value, pytypes.FunctionType):
                 continue
             if value.__qualname__ != name or value.__globals__ is not own_globals:
                 continue      # nested, aliased or imported: only functions the cell defines

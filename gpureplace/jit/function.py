@@ -157,12 +157,18 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
     def _copy(self, context):
         """A function of the same Python code and options in ``context`` (None: the
         configured default), remembering this one as its parent."""
-        copy = GPUFunction(self.py_func, device=self.device, context=context,
-                           fastmath=self._fastmath, opt=self._opt, lineinfo=self._lineinfo,
-                           arch=self._arch, max_registers=self._max_registers,
-                           launch_bounds=self._launch_bounds or None, link=self._link or None,
-                           shared_memory_carveout=self._carveout, debug=self._debug,
-                           _parent=self)
+        return self.rebuilt(context=context, _parent=self)
+
+    def rebuilt(self, _parent=None, **changes):
+        """A new function of the same Python code, signatures and options, but ``changes``
+        (``context=``, ``fastmath=``, ``arch=``, ...): nothing compiled yet."""
+        options = dict(device=self.device, context=self._context, fastmath=self._fastmath,
+                       opt=self._opt, lineinfo=self._lineinfo, arch=self._arch,
+                       max_registers=self._max_registers,
+                       launch_bounds=self._launch_bounds or None, link=self._link or None,
+                       shared_memory_carveout=self._carveout, debug=self._debug)
+        options.update(changes)
+        copy = GPUFunction(self.py_func, _parent=_parent, **options)
         copy.declared_signatures = self.declared_signatures
         copy.declared_returns = dict(self.declared_returns)
         copy.extensions.extend(self._extensions)

@@ -229,6 +229,52 @@ def test_cuda_cell_options(ip):
     assert "no_such_context" in str(res.error_in_exec) and "z" not in ip.user_ns
 
 
+def test_cuda_cell_options_reach_its_decorated_functions(ip):
+    """``@cuda.jit`` functions a ``%%cuda`` cell defines get the cell's options where their
+    decorator left them unset (a kernel and the device function it calls); where the decorator
+    gives another context or architecture, the decorator's stands and a line says so."""
+    cell(ip, "import gpureplace, math\ndeco_ctx = gpureplace.Context('decoctx')\n"
+             "deco_ctx.override(math.cos, lambda v: v * 31.0)\n"
+             "other_ctx = gpureplace.Context('decoother')")
+    cell(ip, "%%cuda --context decoctx --arch sm_80 --fastmath\n"
+             "@cuda.jit(device=True)\ndef dev(v):\n    return math.cos(v)\n"
+             "@cuda.jit\ndef kd(out, x):\n    out[0] = dev(x[0]) + x[0] / x[1]\n")
+    kd = ip.user_ns["kd"]
+    assert kd.context is gpureplace.Context.named("decoctx")
+    assert ip.user_ns["dev"].context is kd.context
+    spec = kd.compile("void(float32[:], float32[:])")
+    assert ".target sm_80" in spec.ptx and "div.approx" in spec.ptx
+    assert "0d403F000000000000" in spec.ptx               # 31.0: the context's override
+    cap = cell(ip, "%%cuda --context decoctx --arch sm_80\n"
+                   "@cuda.jit(context=other_ctx)\n"
+                   "def mine(out):\n    out[0] = 1.0\n")
+    assert "--context decoctx (its decorator gives context='decoother') does not apply to " \
+        "mine" in cap.stdout
+    mine = ip.user_ns["mine"]
+    assert mine.context is gpureplace.Context.named("decoother")
+    assert ".target sm_80" in mine.compile("void(float32[:])").ptx
+    cell(ip, "%%cuda --show ptx\n@cuda.jit\ndef shown_deco(out):\n    out[0] = 1.0\n")
+    cap = cell(ip, "shown_deco.compile('void(float32[:])')")
+    assert ".entry shown_deco" in cap.stdout + "".join(str(o.data) for o in cap.outputs)
+
+
+def test_cuda_cell_arch_must_be_one_the_compiler_knows(ip):
+    for line in ("%%cuda --arch sm_1", "%%cuda --arch sm_999"):
+        with capture_output():
+            res = ip.run_cell(line + "\ndef zz(out):\n    pass\n")
+        assert isinstance(res.error_in_exec, IPython.core.error.UsageError)
+        assert "unknown GPU architecture" in str(res.error_in_exec) and "sm_90" in \
+            str(res.error_in_exec)
+    from traitlets import TraitError
+
+    from gpureplace.config import settings
+    from gpureplace.ipython import extension
+    before = settings.arch
+    with pytest.raises(TraitError, match="unknown GPU architecture 'sm_1'"):
+        extension.loaded().arch = "sm_1"
+    assert settings.arch == before
+
+
 # -- a %%cuda cell is the notebook's own cell: it fails like one and its code is named after it --
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
