@@ -35,6 +35,9 @@ class CUDAUFunc:
         self.identity = identity
         self._signatures = []
         self._kernels = {}
+        # made without signatures: compiles for input types no signature so far takes (as
+        # Numba's dynamic ufuncs do), not only for the first
+        self._dynamic = not signatures
         for sig in signatures:
             self.add(sig)
         self.nin = self._nparams()
@@ -88,11 +91,12 @@ class CUDAUFunc:
         hit = choose([s for s in self._signatures if len(s[0]) == len(ops)], ops)
         if hit is not None:
             return hit
-        if self._signatures:
+        if not self._dynamic:
             have = ", ".join(self.types)
             raise TypeError(f"{self.__qualname__}: no signature takes input types "
                             f"({', '.join(map(str, dtypes))}) safely; it has {have}")
-        # no signatures: this combination compiles now (its return type from the function)
+        # made without signatures: this combination compiles now (its return type from the
+        # function); a later call whose types a loop so far takes safely uses that one
         argtypes = tuple(numpy_support.from_dtype(d) for d in dtypes)
         restype = self._element.compile(argtypes).restype
         if not isinstance(restype, _SCALAR_RESULTS):

@@ -68,6 +68,21 @@ def _check_vectorize(dev):
 
     np.testing.assert_array_equal(fma1(np.arange(3), np.arange(3.0)), [1.0, 2.0, 5.0])
     assert fma1.types == ["ld->d"]
+    # a combination no loop so far takes safely compiles one more (as Numba's dynamic ufuncs);
+    # one that casts safely to a loop it has uses that loop (as NumPy chooses)
+    r = fma1(np.arange(3, dtype=np.complex64), np.ones(3, np.complex64))
+    assert r.dtype == np.complex128 and r.tolist() == [1, 2, 3]     # (+ 1: an int64)
+    r = fma1(np.arange(3, dtype=np.int32), np.ones(3, np.float32))
+    assert r.dtype == np.float64 and r.tolist() == [1.0, 2.0, 3.0]
+    assert fma1.types == ["ld->d", "FF->D"]
+
+    @cuda.vectorize
+    def diff(a, b):
+        return a - b
+
+    assert diff(np.arange(4, dtype=np.int32), np.ones(4, np.int32)).tolist() == [-1, 0, 1, 2]
+    assert diff(np.arange(4.0), np.ones(4)).tolist() == [-1.0, 0.0, 1.0, 2.0]
+    assert diff.types == ["ii->l", "dd->d"]
 
 
 def _check_guvectorize(dev):
