@@ -7,6 +7,8 @@ imports it, so no compile can see an empty table.
 from ..dispatch.context import builtin_context
 from .intrinsics.devicemath import builtin_table
 
-from .intrinsics.ufunc_scalars import array_table, complex_table  # noqa: E402
+from .intrinsics.ufunc_scalars import (array_table, complex_table, numeric_table,  # noqa: E402
+                                       numeric_untyped)
 
-builtin_context.preload({**builtin_table(), **array_table()}, typed=complex_table())
+builtin_context.preload({**builtin_table(), **array_table(), **numeric_untyped()},
+                        typed={**complex_table(), **numeric_table()})

@@ -23,6 +23,7 @@ _SELECTABLE = (
     "llvm.ceil.", "llvm.trunc.", "llvm.rint.", "llvm.nearbyint.", "llvm.round.",
     "llvm.roundeven.", "llvm.ctpop.", "llvm.ctlz.", "llvm.cttz.", "llvm.bitreverse.",
     "llvm.bswap.", "llvm.abs.", "llvm.smin.", "llvm.smax.", "llvm.umin.", "llvm.umax.",
+    "llvm.scmp.", "llvm.ucmp.",
     "llvm.fshl.", "llvm.fshr.", "llvm.memcpy.", "llvm.memset.", "llvm.memmove.",
     "llvm.lifetime.", "llvm.assume", "llvm.expect.", "llvm.sadd.with.overflow.",
     "llvm.uadd.with.overflow.", "llvm.ssub.with.overflow.", "llvm.usub.with.overflow.",

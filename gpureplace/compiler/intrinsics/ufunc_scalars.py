@@ -168,6 +168,127 @@ def table():
     return out
 
 
+def _gcd(a, b):
+    a, b = abs(a), abs(b)
+    while b != 0:
+        a, b = b, a % b
+    return a
+
+
+def _lcm(a, b):
+    if a == 0 or b == 0:
+        return a - a + b - b                      # zero, in the arguments' common type
+    return abs(a // _gcd(a, b) * b)
+
+
+def _typed_gcd(cast):
+    def gcd(a, b):
+        return cast(_gcd(a, b))
+    return gcd
+
+
+def _typed_lcm(cast):
+    def lcm(a, b):
+        return cast(_lcm(a, b))
+    return lcm
+
+
+def _float_sign(cast):
+    def sign(x):
+        if x > 0:
+            return cast(1)
+        if x < 0:
+            return cast(-1)
+        return x                                  # zeros (their sign kept) and NaN
+    return sign
+
+
+def _int_sign(cast):
+    def sign(x):
+        if x > 0:
+            return cast(1)
+        if x < 0:
+            return cast(-1)
+        return cast(0)
+    return sign
+
+
+def _complex_sign(cast):
+    def sign(z):
+        """NumPy 2's sign of a complex number: ``z / |z|`` by parts (0 for 0)."""
+        re, im = z.real, z.imag
+        if math.isinf(re) and math.isinf(im):      # (NumPy's: no direction)
+            return cast(complex(math.nan, math.nan))
+        if math.isinf(re) or math.isinf(im):      # the direction of the infinite part
+            re = math.copysign(1.0, re) if math.isinf(re) else 0.0
+            im = math.copysign(1.0, im) if math.isinf(im) else 0.0
+        r = math.hypot(re, im)
+        if r == 0:
+            return cast(0)
+        return cast(complex(re / r, im / r))
+    return sign
+
+
+def _float_reciprocal(cast):
+    def reciprocal(x):
+        return cast(1) / x
+    return reciprocal
+
+
+def _int_reciprocal(cast):
+    def reciprocal(x):                        # C's 1 / x: 1 and -1 keep, the rest is 0
+        if x == 1 or x == -1:
+            return cast(x)
+        return cast(0)
+    return reciprocal
+
+
+def _spacing_of(cast):
+    def spacing(x):
+        v = cast(x)
+        if v != v or v == math.inf or v == -math.inf:
+            return cast(math.nan)
+        return np.nextafter(v, cast(math.inf if v >= 0 else -math.inf)) - v   # (-0.0: up)
+    return spacing
+
+
+def numeric_table():
+    """{ufunc: {argument types: implementation}} for the NumPy ufuncs of numbers that are no
+    operator and no libdevice function: ``np.sign``, ``np.reciprocal``, ``np.spacing``,
+    ``np.gcd`` and ``np.lcm``, each returning the type NumPy's loop for those types returns."""
+    from numba.core import types
+    from numba.np import numpy_support
+    ints = [getattr(types, n) for n in ("int8", "int16", "int32", "int64", "uint8", "uint16",
+                                        "uint32", "uint64")]
+    floats, complexes = [types.float32, types.float64], [types.complex64, types.complex128]
+
+    def cast(t):
+        return numpy_support.as_dtype(t).type
+
+    out = {np.sign: {}, np.reciprocal: {}, np.spacing: {}, np.gcd: {}, np.lcm: {}}
+    for t in ints:
+        out[np.sign][(t,)] = _int_sign(cast(t))
+        out[np.reciprocal][(t,)] = _int_reciprocal(cast(t))
+        out[np.gcd][(t, t)] = _typed_gcd(cast(t))
+        out[np.lcm][(t, t)] = _typed_lcm(cast(t))
+        if t.bitwidth >= 16:                  # (NumPy's loop for 8-bit integers is float16)
+            out[np.spacing][(t,)] = _spacing_of(np.float32 if t.bitwidth == 16 else np.float64)
+    for t in floats:
+        out[np.sign][(t,)] = _float_sign(cast(t))
+        out[np.reciprocal][(t,)] = _float_reciprocal(cast(t))
+        out[np.spacing][(t,)] = _spacing_of(cast(t))
+    for t in complexes:
+        out[np.sign][(t,)] = _complex_sign(cast(t))
+        out[np.reciprocal][(t,)] = _float_reciprocal(cast(t))
+    return out
+
+
+def numeric_untyped():
+    """{ufunc: implementation} for argument types ``numeric_table`` has no entry for: ``np.gcd``
+    and ``np.lcm`` of two different integer types (the common type Numba's arithmetic gives)."""
+    return {np.gcd: _gcd, np.lcm: _lcm}
+
+
 def _complex_meaning(fn):
     def on_complex(z):
         return fn(z)
