@@ -367,3 +367,46 @@ def test_zero_dimensional_arrays():
     total[3, 128](acc, out, x, 21)
     total[3, 128](acc, out, x, 21)         # the cached launch path
     assert float(acc) == 2 * float(x.sum()) and int(out) == 42
+
+
+# =============================================================================================
+# np.ndenumerate and np.ndindex in device code
+
+
+@cuda.jit
+def _enumerated(a, out):
+    total = 0.0
+    for idx, v in np.ndenumerate(a):
+        total += (idx[0] * 100 + idx[1] * 10 + idx[2]) * v
+    out[0] = total
+    n = 0
+    for idx in np.ndindex(a.shape):
+        n += idx[0] + idx[1] + idx[2]
+    out[1] = n
+
+
+def _enumerated_expected(a):
+    return [sum((i * 100 + j * 10 + k) * v for (i, j, k), v in np.ndenumerate(a)),
+            sum(sum(idx) for idx in np.ndindex(a.shape))]
+
+
+@pytest.mark.parametrize("layout", [types.float64[:, :, ::1], types.float64[:, :, :]],
+                         ids=["C", "A"])
+def test_ndenumerate_and_ndindex_compile_and_run_in_the_simulator(layout, monkeypatch):
+    from gpureplace.config import settings
+    _compile(_enumerated, (layout, types.float64[::1]))
+    monkeypatch.setattr(settings, "backend", "simulator")
+    a = np.arange(24.0).reshape(2, 3, 4)[:, :, ::-1 if layout.layout == "A" else 1]
+    out = np.zeros(2)
+    _enumerated[1, 1](a, out)
+    assert out.tolist() == _enumerated_expected(a)
+
+
+@pytest.mark.gpu
+def test_ndenumerate_and_ndindex_on_the_gpu():
+    cp = _cp()
+    base = cp.arange(24.0).reshape(2, 3, 4)
+    for a in (base, base[:, :, ::-1], base.transpose(1, 0, 2)):
+        out = cp.zeros(2)
+        _enumerated[1, 1](a, out)
+        assert out.get().tolist() == _enumerated_expected(cp.asnumpy(a))

@@ -44,7 +44,7 @@ def array_reductions_typing():
     _import_arraymath()                 # (registers its overloads)
     reg = Registry()
     for value, typ in npydecl.registry.globals:
-        if value is np.nditer or value is np.ndindex:
+        if value is np.nditer or value is np.ndindex or value is np.ndenumerate:
             reg.register_global(value, typ)
     return reg
 
