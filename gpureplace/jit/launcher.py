@@ -47,10 +47,12 @@ class Launcher:
                               f"got {shared!r}")
         self.shared = shared
         # An explicit stream is resolved (and validated) once; None means CuPy's current stream
-        # (the simulator takes streams as they are).
+        # (the simulator takes streams as they are, once they are streams).
         self._stream_ptr = None
-        if self.stream is not None and not backends.simulated():
-            self._stream_ptr = launch.stream_ptr(self.stream)
+        if self.stream is not None:
+            ptr = launch.stream_ptr(self.stream)
+            if not backends.simulated():
+                self._stream_ptr = ptr
         bounds = kernel._launch_bounds
         threads = self.block[0] * self.block[1] * self.block[2]
         if bounds and threads > bounds[0]:

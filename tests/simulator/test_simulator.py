@@ -459,6 +459,18 @@ def test_host_launch_errors():
                       np.zeros(1, np.float32), np.zeros(1, np.float32))
 
 
+def test_a_launch_with_something_that_is_no_stream_is_refused_as_on_the_gpu(monkeypatch):
+    from gpureplace.config import settings
+    monkeypatch.setattr(settings, "backend", "simulator")
+    args = (np.float32(1), np.ones(1, np.float32), np.ones(1, np.float32),
+            np.zeros(1, np.float32))
+    with pytest.raises(gpureplace.LaunchError, match="stream must be .* got 'notastream'"):
+        saxpy[1, 1, "notastream"](*args)
+    saxpy[1, 1, cuda.stream()](*args)
+    saxpy[1, 1, 0](*args)
+    assert args[3].tolist() == [2.0]
+
+
 def test_elementwise_2_16_threads_in_seconds():
     n = 1 << 16
     x, y = _rand(n), _rand(n, seed=5)
