@@ -353,8 +353,10 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
             raise RuntimeError(f"{self.__qualname__} is a device function: call it from a kernel "
                                f"or another device function (use the simulator to run it on "
                                f"the host)")
-        raise LaunchError(f"{self.__qualname__} is a kernel: launch it with "
-                          f"{self.__name__}[blocks, threads](...)")
+        raise LaunchError(f"{self.__qualname__} is GPU code: launch it as a kernel with "
+                          f"{self.__name__}[blocks, threads](...), or call it from a kernel or "
+                          f"device function; its Python function runs on the host as "
+                          f"{self.__name__}.py_func(...)")
 
     def __repr__(self):
         kind = "device function" if self.device else "kernel"

@@ -481,3 +481,14 @@ def test_a_cuda_magic_registered_after_ours_gets_its_cells(ip):
     with capture_output():
         res = ip.run_cell("%%cuda\nint main() { return 0; }\n")
     assert res.result == "nvcc"
+
+
+def test_a_cuda_cell_helper_called_on_the_host_says_how_to_run_it(ip):
+    cell(ip, "%%cuda\ndef sq(v):\n    return v * v\n")
+    with capture_output():
+        res = ip.run_cell("sq(3)")
+    assert isinstance(res.error_in_exec, gpureplace.LaunchError)
+    text = str(res.error_in_exec)
+    assert "sq[blocks, threads](...)" in text and "sq.py_func(...)" in text
+    cell(ip, "nine = sq.py_func(3)")
+    assert ip.user_ns["nine"] == 9
