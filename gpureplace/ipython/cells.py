@@ -50,6 +50,56 @@ class CudaCellTransformer:
         return [f"get_ipython().run_cell_magic({name!r}, {args!r}, None)\n"] + lines[1:]
 
 
+class CudaCellDefinitions:
+    """Makes each top-level ``def`` of a ``%%cuda`` cell a gpureplace function as it is defined,
+    so that the cell itself can launch what it defines (``k[1, 32](x)`` below ``def k``): an
+    AST transformer (IPython's ``ast_transformers``) that gives those definitions one more
+    decorator, applied last, ``define_in_cell`` (the cell's options; a ``@cuda.jit`` function
+    passes through, and gets them when the cell ends).  Other cells are left alone."""
+
+    def __init__(self, names):
+        self.names = tuple(names)
+
+    def visit(self, node):
+        try:
+            if isinstance(node, ast.Module) and node.body and self._opens_cuda(node.body[0]):
+                decorate_definitions(node.body[1:])
+        except Exception:              # never break a cell over this
+            pass
+        return node
+
+    def _opens_cuda(self, stmt):
+        call = stmt.value if isinstance(stmt, ast.Expr) else None
+        return (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "run_cell_magic" and len(call.args) == 3
+                and isinstance(call.args[0], ast.Constant) and call.args[0].value in self.names
+                and isinstance(call.args[2], ast.Constant) and call.args[2].value is None)
+
+
+def decorate_definitions(body):
+    """Give each ``def`` among the statements ``body`` the decorator ``define_in_cell``,
+    outermost (``__import__('gpureplace.ipython.cells').ipython.cells.define_in_cell``: no
+    name added to the user's namespace)."""
+    for stmt in body:
+        if isinstance(stmt, ast.FunctionDef):
+            deco = ast.parse("__import__('gpureplace.ipython.cells').ipython.cells"
+                             ".define_in_cell", mode="eval").body
+            # (placed where the first decorator or the def is: the code's first line stays)
+            at = stmt.decorator_list[0] if stmt.decorator_list else stmt
+            for sub in ast.walk(deco):
+                ast.copy_location(sub, at)
+                sub.end_lineno, sub.end_col_offset = at.lineno, at.col_offset
+            stmt.decorator_list.insert(0, deco)
+
+
+def define_in_cell(fn):
+    """The decorator ``decorate_definitions`` gives: ``fn`` as the running ``%%cuda`` cell makes
+    it (a plain function becomes a gpureplace function with the cell's options)."""
+    from . import extension
+    ext = extension.loaded()
+    return fn if ext is None else ext.define_in_cell(fn)
+
+
 def show_first_line_as_typed(shell):
     """Tracebacks through the cell show its lines from ``linecache``, where IPython stored the
     transformed code: put back ``%%cuda ARGS`` as line 1 of the cell running this call."""

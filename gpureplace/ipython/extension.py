@@ -17,7 +17,7 @@ import warnings
 
 from .. import config, errors
 from ..runtime import launch
-from .cells import CudaCellTransformer
+from .cells import CudaCellDefinitions, CudaCellTransformer
 from .magics import GPUReplace
 
 _LINE_MAGICS = ("cuda_ptx", "cuda_sass", "cuda_llvm", "cuda_types", "cuda_deps", "cuda_cache",
@@ -51,6 +51,8 @@ def load_ipython_extension(ip):
     ext.transformer = CudaCellTransformer(
         ext, [name for name, method in names["cell"].items() if method == "cuda"])
     ip.input_transformers_cleanup.append(ext.transformer)
+    ext.definitions = CudaCellDefinitions(ext.transformer.names)
+    ip.ast_transformers.append(ext.definitions)
     ip.events.register("post_execute", ext.post_execute)
     ip.events.register("post_run_cell", ext.post_run_cell)
     ip.events.register("pre_run_cell", ext.pre_run_cell)
@@ -94,6 +96,8 @@ def unload_ipython_extension(ip):
     cleanup = ip.input_transformers_cleanup
     if ext.transformer in cleanup:
         cleanup.remove(ext.transformer)
+    if ext.definitions in ip.ast_transformers:
+        ip.ast_transformers.remove(ext.definitions)
     for kind, table in ext.magic_names.items():
         for name in table:
             ip.magics_manager.magics[kind].pop(name, None)

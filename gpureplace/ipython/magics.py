@@ -428,6 +428,20 @@ class GPUReplace(Magics):
                     errors.append(exc)
         return errors
 
+    def define_in_cell(self, fn):
+        """A top-level function of the running ``%%cuda`` cell as it is defined: a plain one
+        becomes a gpureplace function with the cell's options (``_convert`` passes it when the
+        cell ends), anything else stays as it is."""
+        if not self._open_cells or not isinstance(fn, pytypes.FunctionType) or \
+                fn.__globals__ is not self.shell.user_global_ns or "." in fn.__qualname__:
+            return fn
+        opened = self._open_cells[-1]
+        args = opened.args
+        made = GPUFunction(fn, context=opened.context, fastmath=args.fastmath, arch=args.arch)
+        if args.show:
+            made.on_compile = functools.partial(_show_compiled, fn.__name__, args.show)
+        return made
+
     def _convert(self, opened):
         """Every top-level function the cell (re)defined becomes a GPUFunction."""
         args = opened.args

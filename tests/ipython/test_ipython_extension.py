@@ -492,3 +492,27 @@ def test_a_cuda_cell_helper_called_on_the_host_says_how_to_run_it(ip):
     assert "sq[blocks, threads](...)" in text and "sq.py_func(...)" in text
     cell(ip, "nine = sq.py_func(3)")
     assert ip.user_ns["nine"] == 9
+
+
+def test_a_cuda_cell_launches_what_it_defines_in_the_same_cell(ip, monkeypatch):
+    """A ``def`` of a ``%%cuda`` cell is a gpureplace function from its definition on: the cell
+    launches it below (with the cell's options), a helper defined after the kernel is found,
+    and the traceback of an error still shows the cell's lines as typed."""
+    from gpureplace.config import settings
+    from gpureplace.jit import GPUFunction
+    monkeypatch.setattr(settings, "backend", "simulator")
+    cell(ip, "import numpy as np, gpureplace, math\nsame_ctx = gpureplace.Context('samecell')\n"
+             "same_ctx.override(math.cos, lambda v: v * 31.0)")
+    cell(ip, "%%cuda --context samecell\n"
+             "def fill(out):\n    i = cuda.grid(1)\n    if i < out.size:\n"
+             "        out[i] = twice(i) + math.cos(1.0)\n"
+             "def twice(v):\n    return 2 * v\n"
+             "res = np.zeros(4)\nfill[1, 32](res)\n")
+    assert ip.user_ns["res"].tolist() == [31.0, 33.0, 35.0, 37.0]
+    fill = ip.user_ns["fill"]
+    assert isinstance(fill, GPUFunction) and fill.context is gpureplace.Context.named("samecell")
+    assert fill.__qualname__ == "fill" and fill.py_func.__name__ == "fill"
+    res, shown = shown_run(ip, "%%cuda\ndef broken(out):\n    out[0] = 1.0\n"
+                               "broken[1, 1](None)\n")
+    assert res.error_in_exec is not None and "broken[1, 1](None)" in shown
+    assert isinstance(ip.user_ns["broken"], GPUFunction)
