@@ -174,6 +174,16 @@ def convert_error(pyfunc, exc):
             reason = (f"name {missing[0]!r} is not defined (it is neither a global of "
                       f"{pyfunc.__module__} nor a builtin)")
     reason, lineno = _construct_reason(pyfunc, exc, reason, lineno)
+    if "NRT required but not enabled" in reason:
+        stmt = _LOWERING_AT.search(str(exc))
+        if stmt is not None and re.match(r"\w[\w.$]*\[[^\]]*\] = ", stmt.group("stmt")):
+            reason = ("assigning an array to a slice of another copies through a temporary "
+                      "array when the two may share memory, which device code cannot allocate "
+                      "(there is no heap); copy element by element in a loop (a[i, 1 + k] = "
+                      "b[i, k]), or assign one number to the whole slice (a[i, :] = 0)")
+        else:
+            reason = ("this line needs Numba's runtime to allocate memory, which device code "
+                      "does not have (there is no heap); work element by element")
     if "Unknown attribute '_allocate'" in reason:
         # Numba's allocation of a new array, reached from a line of the user's
         reason, where = _allocation_reason(pyfunc, str(exc))

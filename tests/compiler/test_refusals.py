@@ -730,3 +730,26 @@ def test_no_warning_or_change_for_supported_code(simulator):
         warnings.simplefilter("error")
         k[1, 1](x)
     np.testing.assert_array_equal(x, [3.0, 1.0])
+
+
+def _slice_from_slice(a):
+    i = cuda.grid(1)
+    if i < a.shape[0]:
+        a[i, 1:3] = a[i, :2]                  # copy
+
+
+def test_an_array_assigned_to_a_slice_is_named_with_what_to_write_instead():
+    """Numba copies through a temporary when the two may overlap; device code has no heap:
+    its "NRT required but not enabled" becomes a reason at the user's line."""
+    err = _refused(_slice_from_slice, "void(float64[:, :])")
+    _assert_at(err, _slice_from_slice, "# copy")
+    assert "assigning an array to a slice" in err.reason and "a[i, :] = 0" in err.reason
+    assert "NRT" not in err.reason
+
+    def fill(a):
+        i = cuda.grid(1)
+        if i < a.shape[0]:
+            a[i, :] = 0.0
+            a[i, 3:] = 2.0
+
+    cuda.jit(fill).compile("void(float64[:, :])")       # one number to a slice compiles
