@@ -235,6 +235,14 @@ def _float_reciprocal(cast):
     return reciprocal
 
 
+def _complex_reciprocal(cast):
+    def reciprocal(z):
+        if z == 0:                  # NumPy's nan + nanj (the device's division gives 0)
+            return cast(complex(math.nan, math.nan))
+        return cast(1) / z
+    return reciprocal
+
+
 def _int_reciprocal(cast):
     def reciprocal(x):                        # C's 1 / x: 1 and -1 keep, the rest is 0
         if x == 1 or x == -1:
@@ -279,7 +287,7 @@ def numeric_table():
         out[np.spacing][(t,)] = _spacing_of(cast(t))
     for t in complexes:
         out[np.sign][(t,)] = _complex_sign(cast(t))
-        out[np.reciprocal][(t,)] = _float_reciprocal(cast(t))
+        out[np.reciprocal][(t,)] = _complex_reciprocal(cast(t))
     return out
 
 
