@@ -54,10 +54,32 @@ class Settings:
         #: numba-cuda's ``NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS=1``) sets the default.
         self.low_occupancy_warnings = _env_flag(("GPUREPLACE_LOW_OCCUPANCY_WARNINGS",
                                                  "NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS"), False)
+        #: Folders NVRTC searches for the headers of CUDA C linked into kernels (``link=`` /
+        #: ``cuda.declare_device(..., link=)`` of ``.cu`` files), after the file's own folder:
+        #: a list, or one string of folders joined by ``os.pathsep`` (numba-cuda's
+        #: ``CUDA_NVRTC_EXTRA_SEARCH_PATHS``).  ``GPUREPLACE_NVRTC_SEARCH_PATHS`` (or numba-cuda's
+        #: ``NUMBA_CUDA_NVRTC_EXTRA_SEARCH_PATHS``) sets the default.
+        self.nvrtc_search_paths = (os.environ.get("GPUREPLACE_NVRTC_SEARCH_PATHS")
+                                   or os.environ.get("NUMBA_CUDA_NVRTC_EXTRA_SEARCH_PATHS") or "")
 
     @property
     def arch(self):
         return self._arch
+
+    @property
+    def nvrtc_search_paths(self):
+        return self._nvrtc_search_paths
+
+    @nvrtc_search_paths.setter
+    def nvrtc_search_paths(self, value):
+        if value is None:
+            value = ()
+        if isinstance(value, (str, os.PathLike)):
+            value = [p for p in str(value).split(os.pathsep) if p]
+        if not all(isinstance(p, (str, os.PathLike)) for p in value):
+            raise TypeError(f"settings.nvrtc_search_paths must be folders (a list of paths, or "
+                            f"one string joined by {os.pathsep!r}), got {value!r}")
+        self._nvrtc_search_paths = tuple(os.fspath(p) for p in value)
 
     @arch.setter
     def arch(self, value):

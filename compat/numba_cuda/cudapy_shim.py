@@ -263,6 +263,8 @@ def _cudapy_dir():
 def _config_module():
     """numba-cuda's config (``numba.cuda.config`` and ``numba.cuda.core.config`` alike): ``ENABLE_CUDASIM`` says whether gpureplace simulates; anything else
     is Numba's own setting of that name."""
+    import os
+
     from numba.core import config as numba_config
 
     # numba-cuda's own settings that Numba's config does not have, at numba-cuda's defaults
@@ -272,7 +274,8 @@ def _config_module():
 
     # numba-cuda settings gpureplace has under its own name, kept on Numba's config (which the
     # suite's override_config sets) and applied to gpureplace's settings whenever set there
-    mapped = ("CUDA_LOW_OCCUPANCY_WARNINGS", "CUDA_WARN_ON_IMPLICIT_COPY")
+    mapped = ("CUDA_LOW_OCCUPANCY_WARNINGS", "CUDA_WARN_ON_IMPLICIT_COPY",
+              "CUDA_NVRTC_EXTRA_SEARCH_PATHS")
 
     class NumbaConfig(type(numba_config)):
         def __setattr__(self, attr, value):
@@ -280,6 +283,8 @@ def _config_module():
                 from gpureplace.config import settings
                 if attr == "CUDA_LOW_OCCUPANCY_WARNINGS":
                     settings.low_occupancy_warnings = bool(value)
+                elif attr == "CUDA_NVRTC_EXTRA_SEARCH_PATHS":
+                    settings.nvrtc_search_paths = value.replace(":", os.pathsep) if value else ()
                 else:    # a host array given to a kernel: copied with a warning, or quietly
                     settings.host_arrays = "warn" if value else "copy"
             super().__setattr__(attr, value)
@@ -302,6 +307,8 @@ def _config_module():
                     return defaults[attr]
                 raise
 
+    if not hasattr(numba_config, "CUDA_NVRTC_EXTRA_SEARCH_PATHS"):
+        numba_config.CUDA_NVRTC_EXTRA_SEARCH_PATHS = ""     # (numba-cuda's default)
     mod = Config("numba.cuda.config")
     mod.ENABLE_CUDASIM = _simulated()
     mod.CUDA_LOW_OCCUPANCY_WARNINGS = 0

@@ -4,6 +4,7 @@
     python compat/numba_cuda/run.py --source PATH/TO/numba-cuda --backend simulator \
         --out compat/numba_cuda/results/simulator.json
     python compat/numba_cuda/run.py --clone ...          # git clone numba-cuda into a temp dir
+    python compat/numba_cuda/run.py --suite doc_examples ...   # its documentation's examples
 
 numba-cuda's files are copied into a temporary folder at measure time and never kept here; only
 this harness and the numbers it writes are.  Each test file runs in a process of its own (a
@@ -39,7 +40,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-CUDAPY = Path("numba_cuda", "numba", "cuda", "tests", "cudapy")
+TESTS = Path("numba_cuda", "numba", "cuda", "tests")
+#: numba-cuda's test folders the harness runs: its kernel-language suite, and the examples of its
+#: documentation (matmul, Laplace, Monte Carlo, random numbers, cooperative groups, ufuncs, ...)
+SUITES = ("cudapy", "doc_examples")
 CONFTEST = """\
 import sys
 sys.path.insert(0, {here!r})
@@ -55,10 +59,10 @@ def _source(args):
         root = Path(tempfile.mkdtemp(prefix="numba-cuda-"))
         subprocess.run(["git", "clone", "-q", "--depth", "1",
                         "https://github.com/NVIDIA/numba-cuda", str(root)], check=True)
-    tests = root / CUDAPY
+    tests = root / TESTS / args.suite
     if not tests.is_dir():
-        sys.exit(f"run.py: {tests} is not numba-cuda's cudapy test folder (give --source the "
-                 f"root of a numba-cuda checkout)")
+        sys.exit(f"run.py: {tests} is not numba-cuda's {args.suite} test folder (give --source "
+                 f"the root of a numba-cuda checkout)")
     commit = args.commit or subprocess.run(
         ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
         capture_output=True, text=True).stdout.strip() or "unknown"
@@ -319,7 +323,8 @@ def _report(rows, meta, out):
     total["pass_share"] = round(total["passed"] / ran, 4) if ran else None
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"meta": meta, "total": total, "files": rows}, indent=1) + "\n")
-    lines = [f"# numba-cuda's cudapy tests against gpureplace ({meta['backend']})", "",
+    suite = meta.get("suite", "cudapy")
+    lines = [f"# numba-cuda's {suite} tests against gpureplace ({meta['backend']})", "",
              f"numba-cuda {meta['numba_cuda_commit']}, {meta['date']}; "
              f"`python compat/numba_cuda/run.py` (see its docstring for how tests are counted).",
              "", f"**{total['passed']} of {ran} tests that ran pass "
@@ -348,6 +353,8 @@ def main():
     where.add_argument("--clone", action="store_true", help="git clone numba-cuda first")
     ap.add_argument("--commit", help="numba-cuda's commit, when --source is not a git checkout")
     ap.add_argument("--backend", choices=("simulator", "gpu"), default="simulator")
+    ap.add_argument("--suite", choices=SUITES, default="cudapy",
+                    help="numba-cuda's test folder to run (tests/<suite>)")
     ap.add_argument("--out", required=True, help="JSON report (a .md is written beside it)")
     ap.add_argument("--only", help="run only test files whose name contains this")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
@@ -364,7 +371,7 @@ def main():
             rows = list(pool.map(lambda f: _run_file(f, work, args.backend, args.timeout,
                                                        args.logs),
                                  files))
-    meta = {"backend": args.backend, "numba_cuda_commit": commit,
+    meta = {"backend": args.backend, "suite": args.suite, "numba_cuda_commit": commit,
             "date": time.strftime("%Y-%m-%d"), "python": sys.version.split()[0]}
     total = _report(rows, meta, Path(args.out))
     print(json.dumps(total))

@@ -33,8 +33,11 @@ def _cuda_to_ptx(path, arch):
 
 def _cuda_source_to_ptx(source, name, arch, extra=()):
     from cupy_backends.cuda.libs import nvrtc
+
+    from ..config import settings
     cc = arch.split("_", 1)[1]
-    opts = (f"-arch=compute_{cc}", "-rdc=true") + tuple(extra)
+    opts = (f"-arch=compute_{cc}", "-rdc=true") + tuple(extra) + tuple(
+        f"-I{path}" for path in settings.nvrtc_search_paths)
     prog = nvrtc.createProgram(source, os.path.basename(name), (), ())
     try:
         try:

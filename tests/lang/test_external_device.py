@@ -168,6 +168,48 @@ def test_an_array_argument_reaches_cuda_c_as_numba_cuda_passes_it(tmp_path):
     cuda.declare_device("first_of", "int32(float32[:, :])")
 
 
+def test_nvrtc_search_paths_is_a_list_of_folders(monkeypatch):
+    from gpureplace.config import settings
+    monkeypatch.setattr(settings, "_nvrtc_search_paths", ())
+    settings.nvrtc_search_paths = "/one" + __import__("os").pathsep + "/two"
+    assert settings.nvrtc_search_paths == ("/one", "/two")
+    settings.nvrtc_search_paths = ["/three"]
+    assert settings.nvrtc_search_paths == ("/three",)
+    with pytest.raises(TypeError, match="nvrtc_search_paths must be folders"):
+        settings.nvrtc_search_paths = [3]
+    assert settings.nvrtc_search_paths == ("/three",)
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only
+def test_headers_of_linked_cuda_c_are_found_in_the_search_paths(tmp_path, monkeypatch):
+    """A .cu file including a header of another folder: NVRTC finds it in the folders of
+    ``settings.nvrtc_search_paths`` (numba-cuda's CUDA_NVRTC_EXTRA_SEARCH_PATHS)."""
+    import cupy as cp
+
+    from gpureplace.config import settings
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "scale_by.h").write_text("#define SCALE_BY 7.0f\n")
+    (tmp_path / "src").mkdir()
+    cu = tmp_path / "src" / "scaled.cu"
+    cu.write_text('#include "scale_by.h"\nextern "C" __device__ int scaled(float *r, float a) '
+                  '{ *r = a * SCALE_BY; return 0; }\n')
+    scaled = cuda.declare_device("scaled", "float32(float32)", link=str(cu))
+
+    @cuda.jit
+    def k(x, out):
+        out[0] = scaled(x[0])
+
+    monkeypatch.setattr(settings, "_nvrtc_search_paths", ())
+    x, out = cp.full(1, 2.0, cp.float32), cp.zeros(1, cp.float32)
+    with pytest.raises((CompileError, LaunchError), match="scale_by.h"):
+        k[1, 1](x, out)
+    settings.nvrtc_search_paths = str(tmp_path / "inc")
+    cuda.jit(k.py_func)[1, 1](x, out)
+    assert float(out[0]) == 14.0
+    cuda.declare_device("scaled", "float32(float32)")
+
+
 # -- code held in memory: numba-cuda's linkable code objects ----------------------------------
 
 def test_linkable_code_objects_are_link_items():
