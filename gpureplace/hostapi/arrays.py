@@ -142,6 +142,21 @@ def device_array_class():
                 host = self.copy_to_host()
                 return host if dtype is None else host.astype(dtype, copy=False)
 
+            def __getitem__(self, key):
+                """A view, as CuPy's; but an element (a 0-d result) is copied to the host and
+                returned as a NumPy scalar, as numba-cuda's DeviceNDArray returns it, so that
+                host code reading ``d[i]`` (``for x in d``, a CPU function called on it) gets
+                a number."""
+                out = cp.ndarray.__getitem__(self, key)
+                if out.ndim == 0:
+                    return out.get()[()]
+                return out
+
+            def __iter__(self):
+                if self.ndim == 0:
+                    raise TypeError("iteration over a 0-d array")
+                return (self[i] for i in range(self.shape[0]))
+
             @property
             def device_ctypes_pointer(self):
                 return ctypes.c_void_p(self.data.ptr)

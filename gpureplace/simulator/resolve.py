@@ -61,16 +61,37 @@ def frozen_arrays(spec):
     return out
 
 
+def recorded_reads(spec):
+    """``{(python function, kind, name): value}`` of the globals, closure variables and module
+    attributes a compiled kernel's call graph read when it compiled (``GlobalRead``): what the
+    simulator reads in their place, so that it runs what the GPU runs even where a name was
+    bound again since and nothing told gpureplace yet (a script that did not call
+    ``gpureplace.refresh()``; a notebook's cell hook does)."""
+    out = {}
+    compiled = getattr(spec, "compiled", None)
+    if compiled is None:
+        return out
+    for cf in compiled.closure():
+        for rec in cf.global_reads:
+            if rec.kind == "attr":
+                if rec.owner is not None:
+                    out[(None, id(rec.owner), rec.attr)] = rec.value
+            else:
+                out[(cf.pyfunc, rec.kind, rec.name)] = rec.value
+    return out
+
+
 class SimGlobals(dict):
     """A function's globals as the simulated device sees them (resolved on first read)."""
 
-    __slots__ = ("_real", "_resolver", "_mask")
+    __slots__ = ("_real", "_resolver", "_mask", "_pyfunc")
 
-    def __init__(self, real, resolver, mask):
+    def __init__(self, real, resolver, mask, pyfunc=None):
         super().__init__()
         self._real = real
         self._resolver = resolver
         self._mask = mask
+        self._pyfunc = pyfunc
         for k in ("__name__", "__file__", "__package__", "__spec__", "__loader__",
                   "__builtins__"):
             if k in real:
@@ -78,7 +99,9 @@ class SimGlobals(dict):
         dict.__setitem__(self, operators.NAME, operators)
 
     def __missing__(self, name):
-        raw = self._real.get(name, _MISSING)
+        raw = self._resolver.recorded.get((self._pyfunc, "global", name), _MISSING)
+        if raw is _MISSING:
+            raw = self._real.get(name, _MISSING)
         if raw is _MISSING:
             raw = _BUILTINS.get(name, _MISSING)
             if raw is _MISSING:
@@ -108,7 +131,9 @@ class ModuleProxy:
         object.__setattr__(self, "_sim_mask", mask)
 
     def __getattr__(self, name):
-        raw = getattr(self._sim_module, name)
+        raw = self._sim_resolver.recorded.get((None, id(self._sim_module), name), _MISSING)
+        if raw is _MISSING:
+            raw = getattr(self._sim_module, name)
         value = self._sim_resolver.value(raw, self._sim_mask)
         if value.__class__ is _Dynamic:
             return value.read()
@@ -181,10 +206,11 @@ class NumbaOverloadChoice:
 class Resolver:
     """Name resolution for one launch in one Context."""
 
-    def __init__(self, context, launch, frozen=None):
+    def __init__(self, context, launch, frozen=None, recorded=None):
         self.context = context
         self.launch = launch
         self.frozen = frozen or {}    # id(live global ndarray) -> (it, the copy compiled code read)
+        self.recorded = recorded or {}    # what the compiled code read (recorded_reads)
         self.lang = lang.language(launch)
         self.functions = {}           # (python function, mask key) -> simulated function
         self.modules = {}             # (id(module), mask key) -> ModuleProxy
@@ -318,7 +344,7 @@ class Resolver:
         if pyfunc.__closure__:
             closure = tuple(pytypes.CellType() for _ in pyfunc.__closure__)
         fn = pytypes.FunctionType(device_code(operators.rewrite(pyfunc)),
-                                  SimGlobals(pyfunc.__globals__, self, mask or {}),
+                                  SimGlobals(pyfunc.__globals__, self, mask or {}, pyfunc),
                                   pyfunc.__name__, pyfunc.__defaults__, closure)
         fn.__kwdefaults__ = pyfunc.__kwdefaults__
         fn.__qualname__ = pyfunc.__qualname__
@@ -327,11 +353,13 @@ class Resolver:
         fn.__sim_mask__ = mask or {}
         self.functions[key] = fn
         if closure:
-            for new, old in zip(closure, pyfunc.__closure__):
-                try:
-                    contents = old.cell_contents
-                except ValueError:
-                    continue                # an empty cell (a name bound later)
+            for name, new, old in zip(pyfunc.__code__.co_freevars, closure, pyfunc.__closure__):
+                contents = self.recorded.get((pyfunc, "freevar", name), _MISSING)
+                if contents is _MISSING:
+                    try:
+                        contents = old.cell_contents
+                    except ValueError:
+                        continue            # an empty cell (a name bound later)
                 v = self.value(contents, mask or {})
                 new.cell_contents = v.read() if v.__class__ is _Dynamic else v
         return fn

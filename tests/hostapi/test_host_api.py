@@ -248,6 +248,15 @@ def test_managed_arrays_and_foreign_interfaces_on_the_gpu():
     assert type(np.asarray(d)) is np.ndarray and np.asarray(d, np.int32).dtype == np.int32
     with pytest.raises(ValueError, match="without a copy"):
         np.asarray(d, copy=False)
+    # an element is a host number (numba-cuda's), a slice a device view; iteration gives numbers
+    assert d[2] == 2.0 and isinstance(d[2], np.float64) and isinstance(d[-1], np.generic)
+    assert type(d[1:]).__name__ == "DeviceNDArray" and d[1:].data.ptr == d.data.ptr + 8
+    assert [float(v) for v in d] == list(range(6)) and all(isinstance(v, np.float64) for v in d)
+    m2 = cuda.to_device(np.arange(6.0).reshape(2, 3))
+    assert type(m2[1]).__name__ == "DeviceNDArray" and m2[1, 2] == 5.0
+    assert [r.copy_to_host().tolist() for r in m2] == [[0, 1, 2], [3, 4, 5]]
+    with pytest.raises(TypeError, match="0-d"):
+        iter(cuda.to_device(np.float64(3.0)))
     with pytest.raises(TypeError, match="__cuda_array_interface__ dictionary"):
         cuda.from_cuda_array_interface({"shape": (3,)})
 

@@ -569,3 +569,44 @@ def test_round_with_digits_is_numba_cudas_including_overflow():
     assert out32[1] == np.float32(2.67)      # float32(2.675) is 2.67499995: Numba's CPU gives 2.68
     assert out64.tolist() == [ref(a, b) for a, b in zip(x64, n)]
     assert out32[0] == x32[0] and out64[0] == x64[0]          # overflow leaves x as it is
+
+
+SIM_RATE = 0.5
+
+
+def _sim_helper(v):
+    return v + 1.0
+
+
+def test_the_simulator_runs_what_the_gpu_runs_until_gpureplace_is_told_of_a_change(monkeypatch):
+    """A global, a closure variable and a helper bound again in a script that has not called
+    ``gpureplace.refresh()``: the GPU runs the code it compiled, so the simulator reads what
+    that compile read; after refresh() both run the new code."""
+    from gpureplace.config import settings
+    monkeypatch.setattr(settings, "backend", "simulator")
+    global SIM_RATE, _sim_helper
+    scale = 3.0
+
+    @cuda.jit
+    def k(out):
+        out[0] = SIM_RATE * scale + _sim_helper(0.0)
+
+    out = np.zeros(1)
+    k[1, 1](out)
+    assert out[0] == 0.5 * 3.0 + 1.0
+    old_rate, old_helper = SIM_RATE, _sim_helper
+    try:
+        SIM_RATE = 0.25
+        scale = 5.0                              # noqa: F841  (read by k as a closure variable)
+
+        def _sim_helper(v):                      # noqa: F811
+            return v + 10.0
+
+        k[1, 1](out)
+        assert out[0] == 0.5 * 3.0 + 1.0        # what the compiled kernel holds
+        gpureplace.refresh()
+        k[1, 1](out)
+        assert out[0] == 0.25 * 5.0 + 10.0
+    finally:
+        SIM_RATE, _sim_helper = old_rate, old_helper
+        gpureplace.refresh()
