@@ -246,6 +246,8 @@ class Context:
         if digesting():
             return (Defined, (self.definition_digest(),))
         from numba import cloudpickle      # (a notebook's functions go by value)
+        if not getattr(self, "_received", False):
+            self._sent = True              # (unpickled here again: this live context, as it is)
         mine = self.overrides()
         table = cloudpickle.dumps([(o.host, o.impl, o.types) for o in mine])
         return (_rebuild_context, (self.name, self.parent, self.fastmath, dict(self.options),
@@ -401,6 +403,11 @@ def _rebuild_context(name, parent, fastmath, options, table, digests):
         ctx = _named.get(name)
         if ctx is None:
             ctx = Context(name, parent=parent, fastmath=fastmath, **options)
+            ctx._received = True
+        elif getattr(ctx, "_sent", False):
+            # this process defined and sent it (a Dask scheduler in the notebook's process
+            # unpickles its tasks): its live overrides, never an older pickle's
+            return ctx
         ctx._adopt(parent, fastmath, options, overrides)
     return ctx
 

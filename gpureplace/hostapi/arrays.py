@@ -61,13 +61,44 @@ class NumbaArrayMethods:
         from .ipc import array_ipc_handle
         return array_ipc_handle(self)
 
+    def reshape(self, *shape, order="C"):
+        """A view of another shape, as numba-cuda's: one that would need a copy (a reshape of a
+        non-contiguous view that NumPy cannot express with strides) is refused, since writes
+        to a copy would never reach this array."""
+        out = super().reshape(*shape, order=order)
+        _refuse_copy(self, out)
+        return out
+
+    def ravel(self, order="C", stream=0):
+        """The elements as a 1-D view (refused where that needs a copy, as numba-cuda's)."""
+        out = super().ravel(order)
+        _refuse_copy(self, out)
+        return out
+
     def split(self, section, stream=0):
         """Views of consecutive ``section``-element pieces of a 1-D contiguous array."""
         if self.ndim != 1 or not self.flags.c_contiguous:
             raise ValueError("split() needs a 1-D contiguous array")
+        if isinstance(section, np.integer):
+            section = int(section)
         if not isinstance(section, int) or section <= 0:
             raise ValueError(f"split(section): section must be a positive int, got {section!r}")
         return [self[i:i + section] for i in range(0, self.shape[0], section)]
+
+
+def _refuse_copy(array, out):
+    """Refuse ``out`` (a reshape or ravel of ``array``) if it is a copy rather than a view."""
+    if out.size == 0:
+        return
+    mem = getattr(getattr(array, "data", None), "mem", None)
+    if mem is not None:                                  # CuPy: views share the allocation
+        shared = getattr(getattr(out, "data", None), "mem", None) is mem
+    else:
+        shared = np.may_share_memory(out, array)
+    if not shared:
+        raise NotImplementedError("operation requires copying: this array's elements are not "
+                                  "laid out so that the new shape is a view of them (copy it "
+                                  "first, e.g. with cupy.ascontiguousarray, and pass the copy)")
 
 
 def host_array(ary):

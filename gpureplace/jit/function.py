@@ -47,7 +47,7 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
 
     def __init__(self, py_func, *, device=False, context=None, fastmath=False, opt=3,
                  lineinfo=False, arch=None, max_registers=None, launch_bounds=None, link=None,
-                 shared_memory_carveout=None, debug=False, _parent=None):
+                 shared_memory_carveout=None, debug=False, _parent=None, _detached=False):
         if not inspect.isfunction(py_func):
             raise TypeError(f"cuda.jit needs a Python function, got {py_func!r}")
         if context is not None and not isinstance(context, Context):
@@ -98,7 +98,9 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         # (argument type keys, device) the definition this one replaced was launched with: what
         # jit/ahead.py compiles it for while the user types, before its first launch
         self._ahead_hints = ()
-        if _parent is None:
+        if _detached:        # an earlier definition unpickled (jit/pickling.py): no rebinding
+            self._guessed = True
+        elif _parent is None:
             _note_definition(self)
 
     @property
@@ -386,8 +388,10 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
             data = pickling.function_bytes(self.py_func)
         digest = self.definition_digest()
         self.__dict__["_sent_digest"] = digest   # (what other processes have: gpureplace.dask)
-        return (rebuild_function, (uid, data, state, dict(extra, context=self._context),
-                                   digest))
+        # (a kernel of the default context takes it along, with its overrides: the receiving
+        # process's default context is brought up to them, as a named one is)
+        context = self._context if self._context is not None else current_default()
+        return (rebuild_function, (uid, data, state, dict(extra, context=context), digest))
 
     def _memo_key(self):
         """When its pickle may be reused: nothing it reads and none of its options changed."""
@@ -437,12 +441,12 @@ def _variant_of(parent, context):
 
 def rebuild_function(uid, func_bytes, state, extra, definition=None):
     """What a pickled ``GPUFunction`` becomes (see ``GPUFunction.__reduce__``)."""
-    def make():
+    def make(detached=False):
         py_func = pickling.loads_function(func_bytes)
         context = extra["context"]
         if isinstance(context, str):                # (pickled by a version that named it)
             context = Context.named(context)
-        gf = GPUFunction(py_func, context=context, **state)
+        gf = GPUFunction(py_func, context=context, _detached=detached, **state)
         gf.declared_signatures = tuple(extra["declared_signatures"])
         gf.declared_returns = dict(extra["declared_returns"])
         gf._only_keys = extra["only_keys"]
@@ -476,7 +480,9 @@ def rebuild_function(uid, func_bytes, state, extra, definition=None):
         bindings.check()
         return True
 
-    return pickling.rebuild(uid, make, definition=definition, adopt=adopt)
+    return pickling.rebuild(uid, make, definition=definition, adopt=adopt,
+                            current=GPUFunction.definition_digest,
+                            detached=lambda: make(detached=True))
 
 
 def _check_definition(py_func, device):

@@ -17,8 +17,9 @@ an object rebuilt here earlier whose function only reads other globals now takes
 (bound where its function reads them, then checked as the cell hook checks a notebook, so only
 what changed compiles and the rest relinks); otherwise the new definition is built.  What did
 not change -- device functions and other kernels, each with its own identifier and digest --
-stays as it was, compiled.  In the process that defined an object, a pickle of it always gives
-the live object and changes nothing.  The digest is also what Dask's ``tokenize`` sees
+stays as it was, compiled.  In the process that defined an object, a pickle of it gives the
+live object and changes nothing; one of a definition it has replaced since gives a detached
+object of that definition (the live one untouched).  The digest is also what Dask's ``tokenize`` sees
 (``__dask_tokenize__``).
 """
 
@@ -182,12 +183,24 @@ def function_bytes(func):
     return cloudpickle.dumps(func)
 
 
-def rebuild(uid, make, *args, definition=None, adopt=None):
+def rebuild(uid, make, *args, definition=None, adopt=None, current=None, detached=None):
     """The object pickled as ``uid``: the live one if this process has it with the same
     ``definition`` digest, else ``make(*args)`` (remembered under ``uid``, replacing an earlier
     definition's).  ``adopt(live)``: bring an object rebuilt here earlier to the new definition
-    in place, if it can (True) -- never an object this process defined itself."""
+    in place, if it can (True) -- never an object this process defined itself.
+
+    Where this process defined the object and has redefined it since it was pickled (a Dask
+    scheduler running in the notebook's process unpickles a task queued before the cell that
+    redefined a helper): ``detached(*args)``, an object of the pickled definition that leaves
+    the live one as it is (``current(live)``: the live definition's digest), so the task runs
+    the code it was submitted with."""
     with _rebuild_lock:     # (a Dask worker rebuilds in its tasks' threads and its event loop)
+        obj = _objects.get(uid)
+        if obj is not None and _rebuilt.get(uid) is not obj:
+            if definition is None or current is None or detached is None or \
+                    current(obj) == definition:
+                return obj              # this process defined it: the live definition
+            return detached(*args)
         return _rebuild(uid, make, args, definition, adopt)
 
 

@@ -9,9 +9,11 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 from gpureplace import Context, cuda
+from gpureplace.jit import function as gpureplace_function
 
 
 def _define(ns_extra=None):
@@ -147,7 +149,49 @@ def test_an_older_pickle_never_rebinds_the_globals_of_the_process_that_defined_i
     old = pickle.dumps(ns["k"])
     exec("def helper(v):\n    return v * 3.0\n", ns)
     new_helper = ns["helper"]
-    again = pickle.loads(old)                  # here, its own object: the live definition
-    assert again is ns["k"]
-    assert ns["helper"] is new_helper          # the notebook's own bindings are untouched
-    assert pickle.loads(pickle.dumps(ns["k"])) is ns["k"]
+    # here, a pickle of the definition it had then (a Dask task queued before the redefinition,
+    # unpickled by a scheduler in this process): a detached object of that definition, which
+    # runs the old helper; the live kernel and the notebook's bindings are untouched
+    again = pickle.loads(old)
+    assert again is not ns["k"]
+    assert ns["helper"] is new_helper
+    from gpureplace import simulator
+    out = np.ones(1)
+    simulator.run(again, 1, 1, out)
+    assert out[0] == 2.0
+    out = np.ones(1)
+    simulator.run(ns["k"], 1, 1, out)
+    assert out[0] == 3.0
+    assert not gpureplace_function.superseded(ns["k"])
+    assert pickle.loads(pickle.dumps(ns["k"])) is ns["k"]     # the current definition: itself
+
+
+def test_an_older_pickle_never_puts_an_old_override_back_into_the_live_context():
+    """A Dask scheduler running in the notebook's process unpickles a task queued before the
+    user changed an override: the live context keeps the user's override."""
+    ctx = Context("pickled-then-changed")
+    ctx.override(math.exp, math.sin)
+    ns = _define()
+    k = cuda.jit(ns["lazy"].py_func, context=ctx)
+    old = pickle.dumps(k)
+    ctx.override(math.exp, math.cos)
+    pickle.loads(old)
+    assert ctx.lookup(math.exp).impl is math.cos
+    assert [o.impl for o in ctx.overrides()] == [math.cos]
+
+
+def test_a_default_context_kernel_takes_the_default_overrides_along():
+    """A kernel without a context of its own compiles in the default context: its overrides
+    (``gpureplace.override(math.exp, ...)`` in a notebook) travel with it to another process,
+    whose default context takes them."""
+    import gpureplace
+    ns = {"cuda": cuda, "math": math, "__name__": "not_importable_default_ctx"}
+    exec("@cuda.jit\ndef e(out):\n    out[0] = math.exp(out[0])\n"
+         "def exp_is_42(v):\n    return 42.0\n", ns)
+    gpureplace.override(math.exp, ns["exp_is_42"])
+    try:
+        data = pickle.dumps(ns["e"])
+    finally:
+        gpureplace.default_context.remove_override(math.exp)
+    out = _in_a_new_process(data, "a = np.zeros(1); objs[1, 1](a); print(a[0])\n")
+    assert out == ["42.0"]
