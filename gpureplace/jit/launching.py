@@ -30,6 +30,9 @@ class Launching:
         if self.device:
             raise LaunchError(f"{self.__qualname__} is a device function: forall() launches "
                               f"kernels")
+        import numpy as np
+        ntasks, tpb, sharedmem = (int(v) if isinstance(v, np.integer) else v
+                                  for v in (ntasks, tpb, sharedmem))
         if isinstance(ntasks, int) and not isinstance(ntasks, bool) and ntasks < 0:
             raise LaunchError(f"Can't create ForAll with negative task count: forall(ntasks) "
                               f"takes a non-negative int, got {ntasks}")     # (numba-cuda's words)

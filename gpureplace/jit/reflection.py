@@ -23,12 +23,23 @@ class Reflection:
             return self._reflect(sig, device_ptx)
         return self._reflect(sig, lambda s: s.ptx)
 
-    def inspect_llvm(self, sig=None):
+    def inspect_llvm(self, sig=None, *, signature=None):
+        sig = signature if signature is not None else sig      # (numba-cuda's keyword)
         if self.device:
             return self._reflect(sig, lambda cf: "\n".join(cf.ir_texts()))
         return self._reflect(sig, lambda s: s.llvm_ir)
 
-    def inspect_types(self, sig=None, file=None):
+    def inspect_types(self, sig=None, file=None, *, signature=None, pretty=False,
+                      style="default"):
+        """The typed Numba IR of each function of the call graph: returned (a string, or
+        ``{argtypes: text}``), or written to ``file``.  numba-cuda's call forms work too:
+        ``inspect_types(file)`` (a file as the first argument) and ``signature=``; ``pretty``
+        and ``style`` (its HTML rendering) are accepted and give the plain text."""
+        if hasattr(sig, "write") and file is None:
+            sig, file = None, sig
+        if signature is not None:
+            sig = signature
+
         def annotate(s):
             cf = s if self.device else s.compiled
             return "\n".join(f"{each.qualname}{each.argtypes} -> {each.restype}\n"

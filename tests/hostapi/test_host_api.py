@@ -499,3 +499,36 @@ def test_in_out_inout_hints_on_the_gpu():
     with pytest.raises(LaunchError, match="a CUDA graph cannot hold"):
         with gpureplace.capture():
             _in_out[1, 16](cuda.In(a), cuda.Out(b), dev_c)
+
+
+def test_numba_cuda_call_forms_of_the_host_api_in_the_simulator(monkeypatch, capsys):
+    """Forms numba-cuda code uses: NumPy integers as counts, inspect_types(file) and
+    signature=, reshape / ravel refusing a copy."""
+    import io
+
+    from gpureplace.config import settings
+    monkeypatch.setattr(settings, "backend", "simulator")
+
+    @cuda.jit
+    def ones(x):
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] = 1.0
+
+    d = cuda.to_device(np.zeros(100))
+    ones.forall(np.int64(100))(d)
+    assert d.copy_to_host().sum() == 100
+    assert len(cuda.to_device(np.zeros(8)).split(np.int64(2))) == 4
+    sig = ones.signatures[0]
+    buf = io.StringIO()
+    assert ones.inspect_types(buf) is None and "ones" in buf.getvalue()
+    assert "define" in ones.inspect_llvm(signature=sig)
+    assert ones.inspect_types(signature=sig) == ones.inspect_types(sig)
+    m = cuda.to_device(np.zeros((4, 4)))
+    assert m[:, :2].reshape(4, 2).shape == (4, 2) and m.reshape(16).shape == (16,)
+    for copying in (lambda: m[:, :2].reshape(8), lambda: m[:, :2].ravel(),
+                    lambda: m.T.reshape(16)):
+        with pytest.raises(NotImplementedError, match="operation requires copying"):
+            copying()
+    ones[1, 8](m[1].reshape(4))               # a view: the kernel's writes reach m
+    assert m.copy_to_host()[1].tolist() == [1.0] * 4
