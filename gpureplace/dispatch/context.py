@@ -249,9 +249,15 @@ class Context:
         if not getattr(self, "_received", False):
             self._sent = True              # (unpickled here again: this live context, as it is)
         mine = self.overrides()
+        partial = self is default_context
+        if partial:
+            # The default context of every process: only the overrides the user's main program
+            # or notebook made travel (``gpureplace.override(math.exp, ...)`` in a cell); a
+            # library's register themselves where the library is imported
+            mine = [o for o in mine if _made_by_main(o.impl)]
         table = cloudpickle.dumps([(o.host, o.impl, o.types) for o in mine])
         return (_rebuild_context, (self.name, self.parent, self.fastmath, dict(self.options),
-                                   table, [o.definition_digest() for o in mine]))
+                                   table, [o.definition_digest() for o in mine], partial))
 
     def definition_digest(self):
         """Digest of this context's stack as pickled (names, flags, options, every override's
@@ -268,8 +274,9 @@ class Context:
     def __dask_tokenize__(self):
         return ("gpureplace.Context", self.definition_digest())
 
-    def _adopt(self, parent, fastmath, options, overrides):
-        """Bring this context to the pickled definition (see ``__reduce__``)."""
+    def _adopt(self, parent, fastmath, options, overrides, partial=False):
+        """Bring this context to the pickled definition (see ``__reduce__``); ``partial``: the
+        pickle holds only some of its overrides (the default context's), the others stay."""
         with _lock:
             if parent is not self._parent:
                 self.parent = parent
@@ -289,7 +296,7 @@ class Context:
                     self._remove(have)
                 self._insert(ovr)
             for key, have in mine.items():
-                if key not in arrived:
+                if key not in arrived and not partial:
                     self._remove(have)
 
     def _insert(self, ovr):
@@ -395,7 +402,16 @@ def _builtin():
     return builtin_context
 
 
-def _rebuild_context(name, parent, fastmath, options, table, digests):
+def _made_by_main(impl):
+    """Whether ``impl`` comes from the main program, a notebook or code with no module file
+    (another process cannot import it, so it travels with the default context)."""
+    import sys
+    name = getattr(impl, "__module__", None)
+    mod = sys.modules.get(name) if name else None
+    return mod is None or name == "__main__" or getattr(mod, "__file__", None) is None
+
+
+def _rebuild_context(name, parent, fastmath, options, table, digests, partial=False):
     """A pickled context in this process (see ``Context.__reduce__``)."""
     import pickle
     overrides = [(*entry, digest) for entry, digest in zip(pickle.loads(table), digests)]
@@ -408,7 +424,7 @@ def _rebuild_context(name, parent, fastmath, options, table, digests):
             # this process defined and sent it (a Dask scheduler in the notebook's process
             # unpickles its tasks): its live overrides, never an older pickle's
             return ctx
-        ctx._adopt(parent, fastmath, options, overrides)
+        ctx._adopt(parent, fastmath, options, overrides, partial)
     return ctx
 
 
