@@ -232,8 +232,10 @@ def _testing_module():
     for name in ("skip_on_arm", "skip_on_wsl2", "skip_under_cuda_memcheck",
                  "skip_if_external_memmgr", "skip_unless_conda_cudatoolkit"):
         setattr(mod, name, _never)
-    # cudadevrt, curand's headers, nvJitLink: numba-cuda's toolchain, not gpureplace's
-    for name in ("skip_if_cudadevrt_missing", "skip_if_curand_kernel_missing",
+    # grid-wide sync needs no cudadevrt in gpureplace (its cooperative launch is the driver's)
+    mod.skip_if_cudadevrt_missing = _never
+    # curand's headers, nvJitLink: numba-cuda's toolchain, not gpureplace's
+    for name in ("skip_if_curand_kernel_missing",
                  "skip_if_nvjitlink_missing", "skip_on_nvjitlink_13_1_sm_120",
                  "skip_if_cuda_includes_missing"):
         setattr(mod, name, _always)
