@@ -420,7 +420,8 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
 
     def _digest_now(self):
         state, extra = self._definition()
-        with pickling.pickling_function_of(pickling.identifier(self)):
+        with pickling.pickling_function_of(pickling.identifier(self)), \
+                pickling.explained_pickling(self.py_func):
             data = pickling.pickled_digest(self.py_func)
         return pickling.digest(data, state, extra)
 

@@ -180,7 +180,57 @@ def remembered(obj, what, key, make):
 def function_bytes(func):
     """``func`` pickled by cloudpickle (by value where it cannot be imported by name)."""
     from numba import cloudpickle
-    return cloudpickle.dumps(func)
+    with explained_pickling(func):
+        return cloudpickle.dumps(func)
+
+
+@contextlib.contextmanager
+def explained_pickling(func):
+    """Turn a failure to pickle ``func`` into a TypeError that names the global (of ``func``, or
+    of a function it reads) that cannot be pickled, instead of only its type."""
+    try:
+        yield
+    except (TypeError, AttributeError, RecursionError) as exc:
+        culprit = _unpicklable_global(func, set())
+        if culprit is None or isinstance(exc, UnpicklableGlobal):
+            raise
+        reader, name, value = culprit
+        raise UnpicklableGlobal(
+            f"{func.__qualname__} cannot be pickled (to run in another process, a Dask worker, "
+            f"or for Dask's token): the global {name!r} that {reader} reads is "
+            f"{type(value).__module__}.{type(value).__qualname__}, which cannot be pickled "
+            f"({type(exc).__name__}: {exc}); pass it as an argument, or make it something "
+            f"picklable (a module-level function, a number, an array)") from exc
+
+
+class UnpicklableGlobal(TypeError):
+    """A gpureplace function cannot be pickled: a global it reads cannot (the message names
+    it and the function that reads it)."""
+
+
+def _unpicklable_global(func, seen):
+    """(reader, name, value) of the first global read by ``func`` (or, for a plain function it
+    reads, by that function, recursively) that cloudpickle refuses; None if none is found."""
+    from numba import cloudpickle
+    if id(func) in seen or not isinstance(func, types.FunctionType):
+        return None
+    seen.add(id(func))
+    glb = func.__globals__
+    for name in dict.fromkeys(_global_names(func.__code__)):
+        if name not in glb:
+            continue
+        value = glb[name]
+        inner = getattr(value, "py_func", value)
+        if isinstance(inner, types.FunctionType) and inner.__module__ == func.__module__:
+            hit = _unpicklable_global(inner, seen)
+            if hit is not None:
+                return hit
+            continue
+        try:
+            cloudpickle.dumps(value)
+        except Exception:
+            return func.__qualname__, name, value
+    return None
 
 
 def rebuild(uid, make, *args, definition=None, adopt=None, current=None, detached=None):

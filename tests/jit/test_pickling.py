@@ -195,3 +195,16 @@ def test_a_default_context_kernel_takes_the_default_overrides_along():
         gpureplace.default_context.remove_override(math.exp)
     out = _in_a_new_process(data, "a = np.zeros(1); objs[1, 1](a); print(a[0])\n")
     assert out == ["42.0"]
+
+
+def test_an_unpicklable_global_is_named_with_the_function_that_reads_it():
+    import threading
+    ns = {"cuda": cuda, "LOCK": threading.Lock(), "__name__": "not_importable_lock"}
+    exec("def log_it(v):\n    with LOCK:\n        return v\n"
+         "@cuda.jit\ndef k(out):\n    if out.size < 0:\n        log_it(1)\n    out[0] = 1\n", ns)
+    with pytest.raises(TypeError, match=r"k cannot be pickled .* the global 'LOCK' that log_it "
+                                        r"reads is _thread.lock"):
+        pickle.dumps(ns["k"])
+    dask_base = pytest.importorskip("dask.base")
+    with pytest.raises(TypeError, match="the global 'LOCK' that log_it reads"):
+        dask_base.tokenize(ns["k"])
