@@ -227,21 +227,27 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
     options = gpufunction.options()
     debug = options.debug
     operators.python_error_model = debug and not options.fastmath
+    # (what the arrays held: a sequential run that finds it needs threads starts again from it,
+    # and a launch that fails leaves host NumPy arrays as they were, as on the GPU, where they
+    # are copied back only after the kernel succeeded; simulated device arrays keep what the
+    # kernel wrote before it failed, as device memory does)
+    snapshot = [(a, a.copy()) for a in conv.host_arrays]
     try:
         if resolver.needs_grid(kernel):
             _run_grid(sim, kernel, values)
         elif threaded:
             _run_threaded(sim, kernel, values)
         else:
-            snapshot = [(a, a.copy()) for a in conv.host_arrays]
             try:
                 _run_sequential(sim, kernel, values)
             except NeedThreads:
                 for a, saved in snapshot:
                     np.copyto(a, saved)
                 _run_threaded(sim, kernel, values)
-            del snapshot
     except Exception as exc:
+        for a, saved in snapshot:
+            if type(a) is np.ndarray:
+                np.copyto(a, saved)
         render_as_one_block(exc)        # in a notebook: the error and the launch's line
         raise
     finally:

@@ -610,3 +610,24 @@ def test_the_simulator_runs_what_the_gpu_runs_until_gpureplace_is_told_of_a_chan
     finally:
         SIM_RATE, _sim_helper = old_rate, old_helper
         gpureplace.refresh()
+
+
+def test_a_failed_launch_leaves_host_arrays_as_they_were(monkeypatch):
+    """On the GPU a host array is copied back only after the kernel succeeded; the simulator,
+    which runs on it in place, puts it back when the launch fails."""
+    from gpureplace.config import settings
+    monkeypatch.setattr(settings, "backend", "simulator")
+
+    @cuda.jit
+    def k(x, idx):
+        i = cuda.grid(1)
+        x[i] = -1.0
+        if i == 5:
+            x[idx] = 2.0
+
+    h = np.arange(8.0)
+    with pytest.raises(IndexError):
+        k[1, 8](h, 100)
+    assert h.tolist() == list(range(8))
+    k[1, 8](h, 3)
+    assert h.tolist() == [-1.0, -1.0, -1.0, 2.0, -1.0, -1.0, -1.0, -1.0]
