@@ -41,44 +41,36 @@ _MISSING = object()
 _NOT_CACHEABLE = object()
 
 
-def frozen_arrays(spec):
-    """``{id(array): (array, copy)}`` of the global arrays a compiled kernel's call graph read,
-    each with the private copy its code was built from (tracking/contents.py)."""
+def compiled_reads(spec):
+    """What a compiled kernel's call graph read when it compiled (its ``GlobalRead`` records),
+    in one walk: ``(frozen, recorded)``.
+
+    ``frozen``: ``{id(array): (array, copy)}`` of the global arrays it read, each with the
+    private copy its code was built from (tracking/contents.py).  ``recorded``: ``{(python
+    function, kind, name): value}`` of the globals, closure variables and module attributes
+    (``(None, id(module), attribute)``) it read: what the simulator reads in their place, so
+    that it runs what the GPU runs even where a name was bound again since and nothing told
+    gpureplace yet (a script that did not call ``gpureplace.refresh()``; a notebook's cell
+    hook does)."""
     from ..tracking import contents
-    out = {}
+    frozen, recorded = {}, {}
     compiled = getattr(spec, "compiled", None)
     if compiled is None:
-        return out
+        return frozen, recorded
     for cf in compiled.closure():
         for rec in cf.global_reads:
+            if rec.kind != "attr":
+                recorded[(cf.pyfunc, rec.kind, rec.name)] = rec.value
+            elif rec.owner is not None:
+                recorded[(None, id(rec.owner), rec.attr)] = rec.value
             snap = getattr(rec, "snapshot", None)
             if snap is None:
                 continue
             for path, live in contents.arrays_in(rec.value):
                 copy = snap.copy_at(path)
                 if copy is not None and copy.array is not None:
-                    out.setdefault(id(live), (live, copy.array))
-    return out
-
-
-def recorded_reads(spec):
-    """``{(python function, kind, name): value}`` of the globals, closure variables and module
-    attributes a compiled kernel's call graph read when it compiled (``GlobalRead``): what the
-    simulator reads in their place, so that it runs what the GPU runs even where a name was
-    bound again since and nothing told gpureplace yet (a script that did not call
-    ``gpureplace.refresh()``; a notebook's cell hook does)."""
-    out = {}
-    compiled = getattr(spec, "compiled", None)
-    if compiled is None:
-        return out
-    for cf in compiled.closure():
-        for rec in cf.global_reads:
-            if rec.kind == "attr":
-                if rec.owner is not None:
-                    out[(None, id(rec.owner), rec.attr)] = rec.value
-            else:
-                out[(cf.pyfunc, rec.kind, rec.name)] = rec.value
-    return out
+                    frozen.setdefault(id(live), (live, copy.array))
+    return frozen, recorded
 
 
 class SimGlobals(dict):
@@ -210,7 +202,7 @@ class Resolver:
         self.context = context
         self.launch = launch
         self.frozen = frozen or {}    # id(live global ndarray) -> (it, the copy compiled code read)
-        self.recorded = recorded or {}    # what the compiled code read (recorded_reads)
+        self.recorded = recorded or {}    # what the compiled code read (compiled_reads)
         self.lang = lang.language(launch)
         self.functions = {}           # (python function, mask key) -> simulated function
         self.modules = {}             # (id(module), mask key) -> ModuleProxy

@@ -29,7 +29,7 @@ from .blocks import Abort, Block, GridBarrier, NeedThreads, ThreadState
 from . import operators
 from .lang import device_format
 from .raises import KernelRaisedWarning, Raises  # noqa: F401  (the warning, still importable here)
-from .resolve import Resolver, frozen_arrays, recorded_reads
+from .resolve import Resolver, compiled_reads
 
 #: Type-check and compile each kernel (to PTX) before simulating it, as a GPU launch would.
 compile_kernels = os.environ.get("GPUREPLACE_SIM_COMPILE", "1").lower() not in ("0", "false",
@@ -220,7 +220,7 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
     if compile_kernels if compile is None else compile:
         spec = gpufunction.compile(tuple(conv.types))
 
-    resolver = Resolver(gpufunction.context, sim, frozen_arrays(spec), recorded_reads(spec))
+    resolver = Resolver(gpufunction.context, sim, *compiled_reads(spec))
     kernel = resolver.function(gpufunction.py_func, {})
     threaded = resolver.needs_threads(kernel)
     values = conv.values
