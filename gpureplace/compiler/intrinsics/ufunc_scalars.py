@@ -181,35 +181,22 @@ def _lcm(a, b):
     return abs(a // _gcd(a, b) * b)
 
 
-def _typed_gcd(cast):
-    def gcd(a, b):
-        return cast(_gcd(a, b))
-    return gcd
+def _cast_result(fn, cast):
+    """``fn`` of two integers with its result in the arguments' own type (NumPy's loop for
+    two ``int32`` returns ``int32``; Numba's integer arithmetic widens to ``int64``)."""
+    def typed(a, b):
+        return cast(fn(a, b))
+    typed.__name__ = typed.__qualname__ = fn.__name__.lstrip("_")
+    return typed
 
 
-def _typed_lcm(cast):
-    def lcm(a, b):
-        return cast(_lcm(a, b))
-    return lcm
-
-
-def _float_sign(cast):
+def _real_sign(cast):
     def sign(x):
         if x > 0:
             return cast(1)
         if x < 0:
             return cast(-1)
-        return x                                  # zeros (their sign kept) and NaN
-    return sign
-
-
-def _int_sign(cast):
-    def sign(x):
-        if x > 0:
-            return cast(1)
-        if x < 0:
-            return cast(-1)
-        return cast(0)
+        return cast(x)          # zero (a float's sign kept) and NaN as they are
     return sign
 
 
@@ -275,14 +262,14 @@ def numeric_table():
 
     out = {np.sign: {}, np.reciprocal: {}, np.spacing: {}, np.gcd: {}, np.lcm: {}}
     for t in ints:
-        out[np.sign][(t,)] = _int_sign(cast(t))
+        out[np.sign][(t,)] = _real_sign(cast(t))
         out[np.reciprocal][(t,)] = _int_reciprocal(cast(t))
-        out[np.gcd][(t, t)] = _typed_gcd(cast(t))
-        out[np.lcm][(t, t)] = _typed_lcm(cast(t))
+        out[np.gcd][(t, t)] = _cast_result(_gcd, cast(t))
+        out[np.lcm][(t, t)] = _cast_result(_lcm, cast(t))
         if t.bitwidth >= 16:                  # (NumPy's loop for 8-bit integers is float16)
             out[np.spacing][(t,)] = _spacing_of(np.float32 if t.bitwidth == 16 else np.float64)
     for t in floats:
-        out[np.sign][(t,)] = _float_sign(cast(t))
+        out[np.sign][(t,)] = _real_sign(cast(t))
         out[np.reciprocal][(t,)] = _float_reciprocal(cast(t))
         out[np.spacing][(t,)] = _spacing_of(cast(t))
     for t in complexes:
