@@ -59,6 +59,17 @@ def _warn_hook_failure(what, exc):
                   RuntimeWarning, stacklevel=2)
 
 
+def _made_in_cell(fn, opened):
+    """A plain function of the ``%%cuda`` cell ``opened`` as a gpureplace function with the
+    cell's options; with ``--show`` it shows its code whenever it compiles a specialisation
+    (at its first launch with new argument types, or ``kernel.compile(sig)``)."""
+    args = opened.args
+    made = GPUFunction(fn, context=opened.context, fastmath=args.fastmath, arch=args.arch)
+    if args.show:
+        made.on_compile = functools.partial(_show_compiled, fn.__name__, args.show)
+    return made
+
+
 def _with_cell_options(name, fn, context, args):
     """``fn`` (a ``@cuda.jit`` function the ``%%cuda`` cell defined) with the cell's options
     where its decorator left them unset: ``--context`` and ``--arch`` unless the decorator gave
@@ -435,12 +446,7 @@ class GPUReplace(Magics):
         if not self._open_cells or not isinstance(fn, pytypes.FunctionType) or \
                 fn.__globals__ is not self.shell.user_global_ns or "." in fn.__qualname__:
             return fn
-        opened = self._open_cells[-1]
-        args = opened.args
-        made = GPUFunction(fn, context=opened.context, fastmath=args.fastmath, arch=args.arch)
-        if args.show:
-            made.on_compile = functools.partial(_show_compiled, fn.__name__, args.show)
-        return made
+        return _made_in_cell(fn, self._open_cells[-1])
 
     def _convert(self, opened):
         """Every top-level function the cell (re)defined becomes a GPUFunction."""
@@ -461,14 +467,12 @@ class GPUReplace(Magics):
                 continue
             if value.__qualname__ != name or value.__globals__ is not own_globals:
                 continue      # nested, aliased or imported: only functions the cell defines
-            ns[name] = GPUFunction(value, context=opened.context, fastmath=args.fastmath,
-                                   arch=args.arch)
+            ns[name] = _made_in_cell(value, opened)
             defined.append(name)
         if args.verbose and defined:
             print(f"gpureplace: defined {', '.join(defined)}")
         if args.show:
-            # Each function shows its code whenever it compiles a specialisation (at its first
-            # launch with new argument types, or kernel.compile(sig)).
+            # (the cell's @cuda.jit functions too: each shows its code whenever it compiles)
             for name in defined:
                 ns[name].on_compile = functools.partial(_show_compiled, name, args.show)
 

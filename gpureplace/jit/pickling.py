@@ -245,22 +245,19 @@ def rebuild(uid, make, *args, definition=None, adopt=None, current=None, detache
     the live one as it is (``current(live)``: the live definition's digest), so the task runs
     the code it was submitted with."""
     with _rebuild_lock:     # (a Dask worker rebuilds in its tasks' threads and its event loop)
-        obj = _objects.get(uid)
-        if obj is not None and _rebuilt.get(uid) is not obj:
-            if definition is None or current is None or detached is None or \
-                    current(obj) == definition:
-                return obj              # this process defined it: the live definition
-            return detached(*args)
-        return _rebuild(uid, make, args, definition, adopt)
+        return _rebuild(uid, make, args, definition, adopt, current, detached)
 
 
 _rebuild_lock = threading.RLock()
 
 
-def _rebuild(uid, make, args, definition, adopt):
+def _rebuild(uid, make, args, definition, adopt, current, detached):
     obj = _objects.get(uid)
     if obj is not None and _rebuilt.get(uid) is not obj:
-        return obj                      # this process defined it: the live definition
+        if definition is None or current is None or detached is None or \
+                current(obj) == definition:
+            return obj                  # this process defined it: the live definition
+        return detached(*args)
     if obj is not None and definition is not None and \
             obj.__dict__.get("_pickle_digest") != definition:
         if adopt is not None and adopt(obj):
