@@ -84,18 +84,10 @@ IMPLS = {it_type: iternext_impl(RefType.UNTRACKED)(range_next)
          for it_type in (types.range_iter32_type, types.range_iter64_type)}
 
 
-def take_precedence(defns):
-    """Make these the iternext of signed ranges in a target context's lowering table
-    (``defns``): of two implementations of one signature the later wins, and Numba's builtin
-    registry, where its own range iterator is, is loaded after a context's own registries at
-    every refresh."""
-    for key, impls in (("iternext", IMPLS), ("getiter", GETITERS)):
-        table = defns[key]
-        for ty, impl in impls.items():
-            last = next((value for sig, value in reversed(table.versions) if sig == (ty,)),
-                        None)
-            if last is not impl:
-                table.append(impl, (ty,))
+#: {(operation, signature): implementation} that take precedence over Numba's in a target
+#: context's lowering table (``target.prefer_lowerings``): signed ranges' getiter and iternext.
+LOWERINGS = {**{("iternext", (ty,)): impl for ty, impl in IMPLS.items()},
+             **{("getiter", (ty,)): impl for ty, impl in GETITERS.items()}}
 
 
 def constant_trip_counts(func_ir, typemap):

@@ -130,16 +130,7 @@ def lower_reshape_varargs(context, builder, sig, args):
     return lower_reshape(context, builder, new_sig, new_args)
 
 
-#: ``array.reshape``'s signatures in a lowering table, each with its implementation here
-LOWERINGS = {(types.Array, types.BaseTuple): lower_reshape,
-             (types.Array, types.VarArg(types.Any)): lower_reshape_varargs}
-
-
-def take_precedence(defns):
-    """Make these ``array.reshape``'s lowering in a target context's table ``defns`` (of two
-    implementations of one signature the later wins; Numba's own is loaded at every refresh)."""
-    table = defns["array.reshape"]
-    for sig, impl in LOWERINGS.items():
-        last = next((value for s, value in reversed(table.versions) if s == sig), None)
-        if last is not impl:
-            table.append(impl, sig)
+#: ``array.reshape``'s lowering, which takes precedence over Numba's in a target context's
+#: table (``target.prefer_lowerings``): {(operation, signature): implementation}
+LOWERINGS = {("array.reshape", (types.Array, types.BaseTuple)): lower_reshape,
+             ("array.reshape", (types.Array, types.VarArg(types.Any))): lower_reshape_varargs}

@@ -310,6 +310,18 @@ def _vector_align(ty, align):
     return ty.alignment if align is None and isinstance(ty, VectorType) else align
 
 
+def prefer_lowerings(defns, lowerings):
+    """Make ``lowerings`` ({(operation, signature): implementation}) the ones a target
+    context's lowering table ``defns`` answers with: of two implementations of one signature
+    the later wins, and Numba's builtin registry is loaded after a context's own registries at
+    every refresh, so they are appended again where another came last."""
+    for (key, sig), impl in lowerings.items():
+        table = defns[key]
+        last = next((value for s, value in reversed(table.versions) if s == sig), None)
+        if last is not impl:
+            table.append(impl, sig)
+
+
 class GPUTargetContext(BaseContext):
     DIBuilder = GPUDIBuilder
     implement_powi_as_math_call = True
@@ -452,8 +464,8 @@ class GPUTargetContext(BaseContext):
             return
         super().refresh()
         from . import rangeloops, reshape_helper
-        rangeloops.take_precedence(self._defns)      # for j in range(...) steps marked nsw
-        reshape_helper.take_precedence(self._defns)  # a C array's reshape: no helper call
+        prefer_lowerings(self._defns, rangeloops.LOWERINGS)      # range steps marked nsw
+        prefer_lowerings(self._defns, reshape_helper.LOWERINGS)  # a C array's reshape: no helper
         _unchanged(self, _LOWERING_LISTS)
 
     @functools.cached_property
