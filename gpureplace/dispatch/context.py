@@ -20,7 +20,7 @@ import weakref
 from ..config import settings
 from ..tracking import world
 from ..tracking.fingerprint import fingerprint
-from ..tracking.pickled import Defined, digesting, pickled_digest
+from ..tracking.pickled import Defined, digesting, dumps, pickled_digest
 from ..tracking.names import qualified_name
 
 _MISSING = object()
@@ -245,7 +245,6 @@ class Context:
             return (_builtin, ())
         if digesting():
             return (Defined, (self.definition_digest(),))
-        from numba import cloudpickle      # (a notebook's functions go by value)
         if not getattr(self, "_received", False):
             self._sent = True              # (unpickled here again: this live context, as it is)
         mine = self.overrides()
@@ -255,7 +254,7 @@ class Context:
             # or notebook made travel (``gpureplace.override(math.exp, ...)`` in a cell); a
             # library's register themselves where the library is imported
             mine = [o for o in mine if _made_by_main(o.impl)]
-        table = cloudpickle.dumps([(o.host, o.impl, o.types) for o in mine])
+        table = dumps([(o.host, o.impl, o.types) for o in mine], readers=[o.impl for o in mine])
         return (_rebuild_context, (self.name, self.parent, self.fastmath, dict(self.options),
                                    table, [o.definition_digest() for o in mine], partial))
 

@@ -98,7 +98,8 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         # (argument type keys, device) the definition this one replaced was launched with: what
         # jit/ahead.py compiles it for while the user types, before its first launch
         self._ahead_hints = ()
-        if _detached:        # an earlier definition unpickled (jit/pickling.py): no rebinding
+        if _detached or pickling.is_detaching():
+            # an earlier definition unpickled (jit/pickling.py): it replaces nothing
             self._guessed = True
         elif _parent is None:
             _note_definition(self)
@@ -436,7 +437,10 @@ _MISSING = object()
 
 
 def _variant_of(parent, context):
-    """A pickled ``with_context()`` variant: the rebuilt parent's variant for ``context``."""
+    """A pickled ``with_context()`` variant: the rebuilt parent's variant for ``context`` (a
+    handle on it where the parent is a handle: see ``pickling.Pinned``)."""
+    if type(parent) is pickling.Pinned:
+        return pickling.PinnedVariant(parent, context, _variant_of)
     return parent.with_context(context)
 
 
@@ -483,7 +487,8 @@ def rebuild_function(uid, func_bytes, state, extra, definition=None):
 
     return pickling.rebuild(uid, make, definition=definition, adopt=adopt,
                             current=GPUFunction.definition_digest,
-                            detached=lambda: make(detached=True))
+                            detached=lambda: make(detached=True),
+                            again=(rebuild_function, (uid, func_bytes, state, extra, definition)))
 
 
 def _check_definition(py_func, device):

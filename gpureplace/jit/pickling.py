@@ -17,10 +17,12 @@ an object rebuilt here earlier whose function only reads other globals now takes
 (bound where its function reads them, then checked as the cell hook checks a notebook, so only
 what changed compiles and the rest relinks); otherwise the new definition is built.  What did
 not change -- device functions and other kernels, each with its own identifier and digest --
-stays as it was, compiled.  In the process that defined an object, a pickle of it gives the
-live object and changes nothing; one of a definition it has replaced since gives a detached
-object of that definition (the live one untouched).  The digest is also what Dask's ``tokenize`` sees
-(``__dask_tokenize__``).
+stays as it was, compiled.  In the process that defined an object (where Dask's scheduler
+runs: it unpickles the tasks it is given and pickles them again for the workers), a pickle of
+it changes nothing: it gives a ``Pinned`` handle that uses the live object while that is still
+the definition pickled and pickles again as it came, or, for a definition replaced since, a
+detached object of that definition (the live one untouched).  The digest is also what Dask's
+``tokenize`` sees (``__dask_tokenize__``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ import types
 import uuid
 import weakref
 
-from ..tracking.pickled import Defined, digest, digesting, pickled_digest  # noqa: F401
+from ..tracking.pickled import Defined, digest, digesting, dumps, module_reads  # noqa: F401
+from ..tracking.pickled import pickled_digest  # noqa: F401
 
 _objects = weakref.WeakValueDictionary()      # identifier -> object pickled or rebuilt here
 #: identifier -> object rebuilt here, kept alive: a Dask worker's task holds its kernel only
@@ -114,6 +117,9 @@ def reads_key(func):
         values = [cell.cell_contents for cell in f.__closure__ or () if _filled(cell)]
         g = f.__globals__
         values += [g.get(name, _MISSING) for name in _global_names(f.__code__)]
+        # (the attributes of a user's module that travel with it: tracking/pickled.py)
+        for module, names in module_reads([f]).values():
+            values += [getattr(module, name, _MISSING) for name in sorted(names)]
         for value in values:
             held.append(value)
             if isinstance(value, (_IMMUTABLE, np.generic)) or value is _MISSING:
@@ -179,9 +185,8 @@ def remembered(obj, what, key, make):
 
 def function_bytes(func):
     """``func`` pickled by cloudpickle (by value where it cannot be imported by name)."""
-    from numba import cloudpickle
     with explained_pickling(func):
-        return cloudpickle.dumps(func)
+        return dumps(func)
 
 
 @contextlib.contextmanager
@@ -233,31 +238,48 @@ def _unpicklable_global(func, seen):
     return None
 
 
-def rebuild(uid, make, *args, definition=None, adopt=None, current=None, detached=None):
+def rebuild(uid, make, *args, definition=None, adopt=None, current=None, detached=None,
+            again=None):
     """The object pickled as ``uid``: the live one if this process has it with the same
     ``definition`` digest, else ``make(*args)`` (remembered under ``uid``, replacing an earlier
     definition's).  ``adopt(live)``: bring an object rebuilt here earlier to the new definition
     in place, if it can (True) -- never an object this process defined itself.
 
-    Where this process defined the object and has redefined it since it was pickled (a Dask
-    scheduler running in the notebook's process unpickles a task queued before the cell that
-    redefined a helper): ``detached(*args)``, an object of the pickled definition that leaves
-    the live one as it is (``current(live)``: the live definition's digest), so the task runs
-    the code it was submitted with."""
+    Where this process defined the object (a Dask scheduler runs in the notebook's process: it
+    unpickles the tasks it is given, holds them, and pickles them again when it sends them to a
+    worker), the result must stay the definition that was pickled, whatever cells run
+    meanwhile: ``current(live)`` is the live definition's digest, ``detached(*args)`` makes an
+    object of the pickled definition that leaves the live one as it is, and ``again`` is the
+    pickle's ``(callable, args)``.  Unpickled while the live object is still that definition,
+    the result is a ``Pinned`` handle on it (it launches the live object's compiled code, and
+    pickles as ``again``); unpickled after a redefinition, a detached object.  Inside another
+    definition's function (a device function its kernel calls) the live object itself, as the
+    kernel holding it is pinned or detached already."""
     with _rebuild_lock:     # (a Dask worker rebuilds in its tasks' threads and its event loop)
-        return _rebuild(uid, make, args, definition, adopt, current, detached)
+        return _rebuild(uid, make, args, definition, adopt, current, detached, again)
 
 
 _rebuild_lock = threading.RLock()
+#: (identifier, definition) -> the detached object / Pinned handle made for it here (one each,
+#: shared by every task that holds it)
+_detached = weakref.WeakValueDictionary()
+_pinned = weakref.WeakValueDictionary()
 
 
-def _rebuild(uid, make, args, definition, adopt, current, detached):
+def _rebuild(uid, make, args, definition, adopt, current, detached, again):
     obj = _objects.get(uid)
     if obj is not None and _rebuilt.get(uid) is not obj:
-        if definition is None or current is None or detached is None or \
-                current(obj) == definition:
-            return obj                  # this process defined it: the live definition
-        return detached(*args)
+        if definition is None or current is None or detached is None:
+            return obj
+        if current(obj) != definition:
+            return _detached_object(uid, definition, detached, args)
+        if again is None or getattr(_loading, "depth", 0):
+            return obj
+        pin = _pinned.get((uid, definition))
+        if pin is None or pin._live is not obj:
+            pin = Pinned(obj, uid, definition, current, detached, args, again)
+            _pinned[(uid, definition)] = pin
+        return pin
     if obj is not None and definition is not None and \
             obj.__dict__.get("_pickle_digest") != definition:
         if adopt is not None and adopt(obj):
@@ -271,6 +293,134 @@ def _rebuild(uid, make, args, definition, adopt, current, detached):
         _objects[uid] = _rebuilt[uid] = obj
         _warm_receiver()
     return obj
+
+
+def _detached_object(uid, definition, detached, args):
+    with _rebuild_lock:
+        obj = _detached.get((uid, definition))
+        if obj is None:
+            with detaching():
+                obj = detached(*args)
+            _detached[(uid, definition)] = obj
+        return obj
+
+
+_detaching = threading.local()
+
+
+@contextlib.contextmanager
+def detaching():
+    """While an object of an earlier definition is made (``rebuild``): it replaces nothing."""
+    _detaching.depth = getattr(_detaching, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _detaching.depth -= 1
+
+
+def is_detaching():
+    return getattr(_detaching, "depth", 0) > 0
+
+
+class Handle:
+    """What stands, in the process that defined it, for an object unpickled there (see
+    ``Pinned``): every use goes to ``pinned_target()``, and ``isinstance`` sees its class."""
+
+    __slots__ = ()
+
+    def pinned_target(self):
+        raise NotImplementedError
+
+    @property
+    def __class__(self):
+        return type(self.pinned_target())
+
+    def __getattr__(self, name):
+        return getattr(self.pinned_target(), name)
+
+    def __getitem__(self, config):
+        return PinnedLaunch(self, config)
+
+    def __call__(self, *args, **kwargs):
+        return self.pinned_target()(*args, **kwargs)
+
+    def __dask_tokenize__(self):
+        return self.pinned_target().__dask_tokenize__()
+
+    def __repr__(self):
+        return repr(self.pinned_target())
+
+    def __dir__(self):
+        return dir(self.pinned_target())
+
+
+class Pinned(Handle):
+    """A gpureplace object unpickled in the process that defined it, while the live object was
+    still the definition pickled (see ``rebuild``): it is that object for every use (attributes,
+    launches, calls) until the live object is redefined -- a helper it calls, a global it
+    reads --, then an object of the pickled definition, detached from the live one.  Pickled
+    again, it is the pickle it came from, so a task queued at a Dask scheduler before a cell
+    redefined something runs, on its worker, the code it was submitted with."""
+
+    __slots__ = ("_live", "_uid", "_definition", "_current", "_detach", "_args", "_again",
+                 "_off", "__weakref__")
+
+    def __init__(self, live, uid, definition, current, detach, args, again):
+        self._live, self._uid, self._definition = live, uid, definition
+        self._current, self._detach, self._args, self._again = current, detach, args, again
+        self._off = None                 # the detached object, once the live one has moved on
+
+    def pinned_target(self):
+        """The object this handle stands for now: the live one while it is the definition
+        pickled, else the detached object of that definition."""
+        off = self._off
+        if off is not None:
+            return off
+        live = self._live
+        if self._current(live) == self._definition:
+            return live
+        off = self._off = _detached_object(self._uid, self._definition, self._detach,
+                                           self._args)
+        return off
+
+    def __reduce__(self):
+        return self._again
+
+
+class PinnedVariant(Handle):
+    """``pinned.with_context(context)`` as pickled (a variant of a pinned kernel): the variant
+    of what the handle stands for now."""
+
+    __slots__ = ("pinned", "context", "again")
+
+    def __init__(self, pinned, context, again):
+        self.pinned, self.context, self.again = pinned, context, again
+
+    def pinned_target(self):
+        return self.pinned.pinned_target().with_context(self.context)
+
+    def __reduce__(self):
+        return (self.again, (self.pinned, self.context))
+
+
+class PinnedLaunch:
+    """``pinned[grid, block]``: the launch of what the handle stands for now, pickled as the
+    handle's configuration (so it stays pinned too)."""
+
+    __slots__ = ("pinned", "config")
+
+    def __init__(self, pinned, config):
+        self.pinned, self.config = pinned, config
+
+    def __call__(self, *args, **kwargs):
+        return self.pinned.pinned_target()[self.config](*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.pinned.pinned_target()[self.config], name)
+
+    def __reduce__(self):
+        from .launcher import configure
+        return (configure, (self.pinned, self.config))
 
 
 def defined_here():
@@ -318,13 +468,25 @@ def made_token(obj, func, args, kwargs):
 
 
 def _rebuild_made(uid, cls, func_bytes, args, kwargs, definition):
-    return rebuild(uid, _make, cls, func_bytes, args, kwargs, definition=definition)
+    return rebuild(uid, _make, cls, func_bytes, args, kwargs, definition=definition,
+                   current=lambda obj: obj.__dask_tokenize__(),
+                   detached=lambda: _make(cls, func_bytes, args, kwargs),
+                   again=(_rebuild_made, (uid, cls, func_bytes, args, kwargs, definition)))
 
 
 def _make(cls, func_bytes, args, kwargs):
     return cls(loads_function(func_bytes), *args, **kwargs)
 
 
+_loading = threading.local()
+
+
 def loads_function(data):
+    """A pickled function (and what it reads: the device functions it calls are the live ones
+    where this process defined them, not ``Pinned`` handles)."""
     import pickle
-    return pickle.loads(data)
+    _loading.depth = getattr(_loading, "depth", 0) + 1
+    try:
+        return pickle.loads(data)
+    finally:
+        _loading.depth -= 1

@@ -5,13 +5,27 @@ A definition is digested by pickling it (cloudpickle: a notebook's functions by 
 globals they read) in *digest mode*, where each gpureplace object met inside pickles as its own
 definition's digest instead of its identity: two cells that define the same thing give the same
 digest, and a callee's redefinition changes its callers' digests.
+
+cloudpickle pickles a module by its name only, and a function importable by name the same way:
+the attributes a notebook set on the user's own module (``mycfg.SCALE = 3``) would neither reach
+another process nor change the digest.  ``dumps`` pickles such a module with the values of the
+attributes the function reads of it (``mycfg.SCALE`` in its code, or ``SCALE`` in a function of
+``mycfg`` it calls); another process sets them on its own copy of the module before the function
+is used there, as the notebook did here (``_module_as_read``).  Modules of the standard library,
+of installed packages and of gpureplace are pickled by name, as before.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dis
+import functools
 import hashlib
+import importlib
+import sys
 import threading
+import types
+import uuid
 
 _state = threading.local()
 
@@ -40,10 +54,267 @@ def digest_mode():
 
 
 def pickled_digest(obj):
-    """Digest of ``obj`` pickled in digest mode."""
-    from numba import cloudpickle
+    """Digest of ``obj`` pickled in digest mode (by ``dumps``)."""
     with digest_mode():
-        return digest(cloudpickle.dumps(obj))
+        return digest(dumps(obj))
+
+
+def dumps(obj, readers=None):
+    """``cloudpickle.dumps(obj)``, where a user's module (see the module's docstring) that the
+    functions ``readers`` read attributes of (by default ``obj`` itself, if a function) travels
+    with those attributes' values."""
+    import io
+
+    from numba import cloudpickle
+    if readers is None:
+        readers = [obj] if isinstance(obj, types.FunctionType) else []
+    reads = module_reads(readers)
+    if not reads:
+        return cloudpickle.dumps(obj)
+    with io.BytesIO() as file:
+        _ModulePickler(file, reads).dump(obj)
+        return file.getvalue()
+
+
+def _pickler_class():
+    from numba import cloudpickle
+
+    class ModulePickler(cloudpickle.Pickler):
+        def __init__(self, file, reads):
+            super().__init__(file, protocol=None)
+            self._reads = reads
+
+        def reducer_override(self, obj):
+            if isinstance(obj, types.ModuleType):
+                module = obj
+            elif isinstance(obj, types.FunctionType):
+                module = _by_name(obj)
+            else:
+                module = None
+            hit = self._reads.get(id(module)) if module is not None else None
+            if hit is not None:
+                values = _values(*hit)
+                if values:
+                    # (the process that pickled it is left out of a digest: the same definition
+                    # digests the same in every process)
+                    origin = None if digesting() else PROCESS
+                    if obj is module:
+                        return (_module_as_read, (obj.__name__, values, origin))
+                    return (_function_as_read, (obj.__module__, obj.__qualname__, values,
+                                                origin))
+            return super().reducer_override(obj)
+
+    return ModulePickler
+
+
+class _LazyPickler:
+    cls = None
+
+    def __call__(self, file, reads):
+        if self.cls is None:
+            self.cls = _pickler_class()
+        return self.cls(file, reads)
+
+
+_ModulePickler = _LazyPickler()
+
+#: this process, as the pickles it makes name it (``_module_as_read``)
+PROCESS = uuid.uuid4().hex
+
+
+def module_reads(funcs):
+    """``{id(module): (module, attribute names)}`` for each user's module whose attributes the
+    functions ``funcs`` read -- ``mycfg.SCALE`` in their code, or ``SCALE`` in a function of
+    ``mycfg`` that cloudpickle pickles by name --, following the plain functions they reach.
+    Modules that only a library provides are left out."""
+    reads, seen, stack = {}, set(), list(funcs)
+    while stack:
+        f = stack.pop()
+        if not isinstance(f, types.FunctionType) or id(f) in seen:
+            continue
+        seen.add(id(f))
+        g = f.__globals__
+        home = _by_name(f)
+        for chain in _attribute_chains(f.__code__):
+            value = g.get(chain[0], _MISSING)
+            if value is _MISSING:
+                continue
+            if not isinstance(value, types.ModuleType):
+                if home is not None:
+                    _note(reads, home, chain[0])         # SCALE, read bare in mycfg's code
+                stack.append(value)
+                continue
+            module, rest = value, chain[1:]
+            while len(rest) > 1 and isinstance(getattr(module, rest[0], None),
+                                               types.ModuleType):
+                module, rest = getattr(module, rest[0]), rest[1:]
+            if rest and _users_module(module):
+                _note(reads, module, rest[0])
+                stack.append(getattr(module, rest[0], None))
+        for cell in f.__closure__ or ():
+            try:
+                stack.append(cell.cell_contents)
+            except ValueError:
+                pass
+    return reads
+
+
+_MISSING = object()
+
+
+def _note(reads, module, name):
+    hit = reads.get(id(module))
+    if hit is None:
+        hit = reads[id(module)] = (module, set())
+    hit[1].add(name)
+
+
+def _by_name(f):
+    """The user's module ``f`` is pickled by reference from (its bare globals are attributes
+    of it), or None (pickled by value, its globals with it)."""
+    name = getattr(f, "__module__", None)
+    module = sys.modules.get(name) if name else None
+    if module is None or name == "__main__" or not _users_module(module):
+        return None
+    obj = module
+    for part in f.__qualname__.split("."):
+        obj = getattr(obj, part, None)
+    return module if obj is f else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _attribute_chains(code):
+    """The names each global load of ``code`` (and of the code nested in it) is followed by:
+    ``("mycfg", "SCALE")`` for ``mycfg.SCALE``, ``("SCALE",)`` for ``SCALE``."""
+    chains, current = [], None
+    for ins in dis.get_instructions(code):
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+            current = [ins.argval]
+            chains.append(current)
+        elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and current is not None:
+            current.append(ins.argval)
+        elif ins.opname not in ("CACHE", "EXTENDED_ARG", "PRECALL", "PUSH_NULL"):
+            current = None
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            chains += _attribute_chains(const)
+    return tuple(tuple(c) for c in chains)
+
+
+def _users_module(module):
+    """A module of the user's (not the standard library's, an installed package's or
+    gpureplace's), that cloudpickle pickles by name."""
+    name = getattr(module, "__name__", None)
+    if not name or name == "__main__" or sys.modules.get(name) is not module:
+        return False
+    from .deps import _library_module
+    return not _library_module(module)
+
+
+def _values(module, names):
+    """{name: value} of the attributes ``names`` of ``module`` that travel: data (numbers,
+    strings, arrays, tuples of them) and functions that another module defined (a notebook's,
+    bound there)."""
+    out = {}
+    for name in sorted(names):
+        value = getattr(module, name, _MISSING)
+        if value is not _MISSING and _travels(value, module.__name__):
+            out[name] = value
+    return out
+
+
+def _travels(value, home):
+    import numpy as np
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes, np.generic,
+                                           np.ndarray)):
+        return True
+    if isinstance(value, tuple):
+        return all(_travels(v, home) for v in value)
+    func = getattr(value, "py_func", value)
+    return isinstance(func, types.FunctionType) and func.__module__ != home
+
+
+def _module_as_read(name, values, origin):
+    """A module pickled with attribute values read of it: in another process than the one that
+    pickled it, the values are set on that process's module first (a notebook set them there:
+    a worker runs what the notebook would).  In the process that pickled it, the module as it
+    is, or a copy of it with the values pickled where some have changed since (an older task's
+    function, see ``jit/pickling.py``)."""
+    module = importlib.import_module(name)
+    changed = {k: v for k, v in values.items()
+               if not _same(getattr(module, k, _MISSING), v)}
+    if not changed:
+        return module
+    if origin == PROCESS:
+        return _view(module, values)
+    for k, v in changed.items():
+        setattr(module, k, v)
+    return module
+
+
+def _function_as_read(module_name, qualname, values, origin):
+    """A function of a user's module pickled by name, with the module's attributes it reads
+    (see ``_module_as_read``)."""
+    module = _module_as_read(module_name, values, origin)
+    if not isinstance(module, _View):
+        obj = module
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+        return obj
+    obj = importlib.import_module(module_name)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return _rehomed(obj, module.__dict__)
+
+
+def _rehomed(func, namespace):
+    """A copy of ``func`` reading its globals from ``namespace``."""
+    copy = types.FunctionType(func.__code__, namespace, func.__name__, func.__defaults__,
+                              func.__closure__)
+    copy.__kwdefaults__ = func.__kwdefaults__
+    copy.__qualname__ = func.__qualname__
+    copy.__module__ = func.__module__
+    return copy
+
+
+class _View(types.ModuleType):
+    """A copy of a module with some attributes as an older pickle had them."""
+
+
+_views = {}                              # (module name, digest of the values) -> _View
+
+
+def _view(module, values):
+    from numba import cloudpickle
+    key = (module.__name__, digest(cloudpickle.dumps(values)))
+    view = _views.get(key)
+    if view is None:
+        view = _View(module.__name__)
+        view.__dict__.update(module.__dict__)
+        view.__dict__.update(values)
+        for name, value in list(view.__dict__.items()):
+            if isinstance(value, types.FunctionType) and value.__globals__ is module.__dict__:
+                view.__dict__[name] = _rehomed(value, view.__dict__)   # (they read the copy)
+        if len(_views) > 64:
+            _views.clear()
+        _views[key] = view
+    return view
+
+
+def _same(a, b):
+    import numpy as np
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, (types.FunctionType, types.ModuleType)) or hasattr(a, "py_func"):
+        return a is b
+    try:
+        return bool(a == b) or (a != a and b != b)
+    except Exception:
+        return False
 
 
 class Defined:

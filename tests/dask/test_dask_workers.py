@@ -9,6 +9,7 @@ import pickle
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -135,11 +136,12 @@ summed = cuda.Reduce(lambda a, b: a + b)
     ctx.override(math.cos, ns["bump"], types=("float64",))
     objects = [ns["uses_helper"], ns["bump"], ns["fib"], ns["fibs"], ns["twice"], ns["total"],
                ns["declared"], ns["summed"], ctx, gpureplace.default_context]
-    for obj in objects:
-        assert pickle.loads(pickle.dumps(obj)) is obj, obj
-    assert pickle.loads(pickle.dumps(objects)) == objects
+    for obj in objects:                  # here: the object itself, or a handle on it
+        back = pickle.loads(pickle.dumps(obj))
+        assert getattr(back, "pinned_target", lambda: back)() is obj, obj
     variant = ns["fibs"].with_context(ctx)                          # a with_context variant
-    assert pickle.loads(pickle.dumps(variant)) is variant and variant.context is ctx
+    back = pickle.loads(pickle.dumps(variant))
+    assert back.pinned_target() is variant and variant.context is ctx
     launch = pickle.loads(pickle.dumps(ns["uses_helper"][4, 32]))   # a configured launch
     assert launch.kernel is ns["uses_helper"] and (launch.grid, launch.block) == (
         (4, 1, 1), (32, 1, 1))
@@ -259,6 +261,96 @@ def test_a_redefinition_reaches_the_workers_and_only_its_dependents_recompile(cl
     assert after["relinks"] > same["relinks"]                 # uses_helper relinked to it
 
 
+def _wait_for(event):
+    distributed.Event(event).wait()
+    return 0
+
+
+def test_a_task_queued_before_a_redefinition_runs_the_code_it_was_submitted_with(client):
+    """The scheduler runs in the notebook's process: it unpickles the tasks it is given and
+    pickles them again when it sends them to a worker.  A task waiting there while a cell
+    redefines a helper must still run the definition it was submitted with (one ``compute()``
+    never mixes definitions); the next task runs the new one."""
+    ns = notebook(CELL.replace("return v * 2.0", "return v * 2.75"))
+    w0 = sorted(client.scheduler_info()["workers"])[0]
+    x_np = np.arange(16, dtype=np.float64)
+    gate = distributed.Event(f"gate-{os.getpid()}-{id(ns)}")
+
+    def launch(kernel, x, _after):
+        out = np.zeros_like(x)
+        kernel[1, x.size](x, out)
+        return out
+
+    first = client.submit(_wait_for, gate.name, workers=[w0], pure=False)
+    queued = client.submit(launch, ns["uses_helper"], x_np, first, workers=[w0], pure=False)
+    configured = client.submit(_run_configured, ns["uses_helper"][1, 16], x_np, first,
+                               workers=[w0], pure=False)       # a launch configuration
+    while not client.run_on_scheduler(_holds, [queued.key, configured.key]):
+        time.sleep(0.01)                                      # (the scheduler has both now)
+    exec("def helper(v):\n    return v * 5.0\n", ns)          # the cell re-run meanwhile
+    gpureplace.refresh()
+    gate.set()
+    np.testing.assert_array_equal(queued.result(), (x_np + 1.0) * 2.75)
+    np.testing.assert_array_equal(configured.result(), (x_np + 1.0) * 2.75)
+    later = client.submit(launch, ns["uses_helper"], x_np, 0, workers=[w0], pure=False)
+    np.testing.assert_array_equal(later.result(), (x_np + 1.0) * 5.0)
+    out = np.zeros_like(x_np)
+    ns["uses_helper"][1, 16](x_np, out)                        # and here, the new one
+    np.testing.assert_array_equal(out, (x_np + 1.0) * 5.0)
+
+
+def _on_path(folder):
+    sys.path.insert(0, folder)
+
+
+def _holds(keys, dask_scheduler=None):
+    return all(key in dask_scheduler.tasks for key in keys)
+
+
+def _run_configured(cfg, x, _after):
+    out = np.zeros_like(x)
+    cfg(x, out)
+    return out
+
+
+def test_an_attribute_the_notebook_set_on_its_module_reaches_the_workers(client, tmp_path,
+                                                                        monkeypatch):
+    """``mycfg.SCALE = 3`` in a cell, where a kernel reads ``mycfg.SCALE`` and calls a helper of
+    ``mycfg`` reading ``SCALE``: the kernel's token changes, and the workers (which import
+    ``mycfg`` from its file) run with the notebook's value."""
+    name = f"gpr_user_cfg_{os.getpid()}"
+    (tmp_path / f"{name}.py").write_text(
+        "SCALE = 2.0\n\ndef helper(v):\n    return v * SCALE\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    client.run(_on_path, str(tmp_path))                        # (the workers import it too)
+    ns = notebook(f"import {name} as mycfg\n" + CELL + '''
+@cuda.jit
+def scaled(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i] * mycfg.SCALE + mycfg.helper(1.0)
+''')
+    mycfg = sys.modules[name]
+    w0 = sorted(client.scheduler_info()["workers"])[0]
+    x_np = np.arange(8, dtype=np.float64)
+
+    def launch(kernel, x):
+        out = np.zeros_like(x)
+        kernel[1, x.size](x, out)
+        return out
+
+    def run():
+        return client.submit(launch, ns["scaled"], x_np, workers=[w0],
+                             pure=False).result(timeout=120)
+
+    token = tokenize(ns["scaled"])
+    np.testing.assert_array_equal(run(), x_np * 2.0 + 2.0)
+    mycfg.SCALE = 3.0                                          # the cell
+    assert tokenize(ns["scaled"]) != token
+    np.testing.assert_array_equal(run(), x_np * 3.0 + 3.0)
+    assert client.run(lambda: sys.modules[name].SCALE, workers=[w0])[w0] == 3.0
+
+
 def _rebuilt_digest(uid):
     """On a worker: (the digest of the object rebuilt there under ``uid``, its id)."""
     from gpureplace.jit import pickling
@@ -280,6 +372,7 @@ def test_a_redefinition_is_pushed_to_the_workers_before_the_next_task(client):
         return client.compute(gpureplace.dask.map_blocks(ns["uses_helper"], x),
                               workers=[w0]).result()
 
+    gpureplace.dask.push_redefinitions()    # (kernels earlier tests changed after sending)
     np.testing.assert_array_equal(run(), (x_np + 1.0) * 2.25)
     assert gpureplace.dask.push_redefinitions() == 0       # nothing changed since it was sent
     uid = ns["uses_helper"].__dict__["_pickle_uid"]

@@ -36,8 +36,11 @@ def _define(ns_extra=None):
     return ns
 
 
-def _in_a_new_process(payload, script):
+def _in_a_new_process(payload, script, path=None):
     env = dict(os.environ, GPUREPLACE_BACKEND="simulator")
+    if path is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(path)] + [p for p in [env.get("PYTHONPATH")]
+                                                           if p])
     code = ("import pickle, sys, numpy as np\n"
             "objs = pickle.loads(sys.stdin.buffer.read())\n" + script)
     done = subprocess.run([sys.executable, "-c", code], input=payload, capture_output=True,
@@ -46,13 +49,26 @@ def _in_a_new_process(payload, script):
     return done.stdout.decode().split()
 
 
-def test_the_same_process_gets_the_same_objects_back():
+def test_the_same_process_gets_a_handle_on_the_same_objects_back():
+    """Unpickled where it was defined, an object is a handle on the live one (its compiled
+    code, nothing compiled again), which pickles again as it came."""
     ns = _define()
     for name in ("inner", "lazy", "eager", "twice", "total"):
-        assert pickle.loads(pickle.dumps(ns[name])) is ns[name]
+        data = pickle.dumps(ns[name])
+        back = pickle.loads(data)
+        assert back.pinned_target() is ns[name] and isinstance(back, type(ns[name]))
+        assert back.py_func is ns[name].py_func
+        assert pickle.dumps(back) == data
+        assert pickle.loads(data) is back          # one handle per definition
     cfg = pickle.loads(pickle.dumps(ns["lazy"][5, 8]))
     assert cfg.kernel is ns["lazy"]
     assert (cfg.griddim, cfg.blockdim, cfg.sharedmem) == ((5, 1, 1), (8, 1, 1), 0)
+    a = np.array([2])
+    ns["lazy"][1, 1](a)
+    compiled = dict(ns["lazy"]._specs)
+    handle = pickle.loads(pickle.dumps(ns["lazy"]))
+    handle[1, 1](a)                              # the live kernel's code: nothing new
+    assert a[0] == 22 and ns["lazy"]._specs == compiled and handle._off is None
 
 
 def test_another_process_rebuilds_and_compiles_them():
@@ -83,7 +99,7 @@ def test_a_context_travels_with_its_overrides():
     ctx.override(math.exp, math.sin)
     ns = _define()
     k = ns["lazy"].with_context(ctx)
-    assert pickle.loads(pickle.dumps(ns["lazy"])) is ns["lazy"]
+    assert pickle.loads(pickle.dumps(ns["lazy"])).pinned_target() is ns["lazy"]
     fresh = cuda.jit(ns["lazy"].py_func, context=ctx)
     data = pickle.dumps(fresh)
     done = subprocess.run([sys.executable, "-c", "import pickle, sys, math; "
@@ -163,7 +179,47 @@ def test_an_older_pickle_never_rebinds_the_globals_of_the_process_that_defined_i
     simulator.run(ns["k"], 1, 1, out)
     assert out[0] == 3.0
     assert not gpureplace_function.superseded(ns["k"])
-    assert pickle.loads(pickle.dumps(ns["k"])) is ns["k"]     # the current definition: itself
+    # the current definition: a handle on the live kernel
+    assert pickle.loads(pickle.dumps(ns["k"])).pinned_target() is ns["k"]
+
+
+def test_a_task_held_before_a_redefinition_keeps_the_definition_it_was_pickled_with():
+    """A Dask scheduler in the notebook's process unpickles a task, holds it while a cell
+    redefines a helper, then pickles it again for a worker: the worker must get, and this
+    process must run, the definition the task was submitted with; the live kernel follows the
+    cell."""
+    ns = {"__name__": "a_cell_not_importable_3"}
+    exec(textwrap.dedent('''
+        from gpureplace import cuda
+        def helper(v):
+            return v * 2.0
+        @cuda.jit
+        def k(out):
+            out[0] = helper(out[0])
+        '''), ns)
+    live = ns["k"]
+    data = pickle.dumps(live)
+    held = pickle.loads(data)                   # (the scheduler's copy of the task)
+    cfg = pickle.loads(pickle.dumps(live[1, 1]))
+    from gpureplace import simulator
+    out = np.ones(1)
+    simulator.run(held, 1, 1, out)
+    assert out[0] == 2.0 and held.pinned_target() is live
+    exec("def helper(v):\n    return v * 3.0\n", ns)         # the cell re-run
+    import gpureplace
+    gpureplace.refresh()                         # (what the notebook's cell hook does)
+    for run in (lambda o: held[1, 1](o), cfg, lambda o: simulator.run(held, 1, 1, o)):
+        out = np.ones(1)
+        run(out)
+        assert out[0] == 2.0
+    out = np.ones(1)
+    live[1, 1](out)
+    assert out[0] == 3.0 and ns["k"] is live
+    assert held.pinned_target() is not live and not gpureplace_function.superseded(live)
+    assert pickle.dumps(held) == data            # sent on as it was submitted
+    out = _in_a_new_process(pickle.dumps((held, cfg)),
+                            "a = np.ones(1); objs[0][1, 1](a); objs[1](a); print(a[0])\n")
+    assert out == ["4.0"]
 
 
 def test_an_older_pickle_never_puts_an_old_override_back_into_the_live_context():
@@ -208,3 +264,50 @@ def test_an_unpicklable_global_is_named_with_the_function_that_reads_it():
     dask_base = pytest.importorskip("dask.base")
     with pytest.raises(TypeError, match="the global 'LOCK' that log_it reads"):
         dask_base.tokenize(ns["k"])
+
+
+def test_attributes_set_on_a_users_module_travel_with_the_kernels_that_read_them(
+        tmp_path, monkeypatch):
+    """A cell's ``mycfg.SCALE = 3.0`` (``mycfg`` the user's module, pickled by name): the kernel
+    reading ``mycfg.SCALE`` -- and calling ``mycfg.helper``, which reads ``SCALE`` bare --
+    pickles with the value, its digest follows it, and another process runs with it; an older
+    pickle unpickled here runs with the value it was pickled with, leaving the module alone."""
+    import gpureplace
+    name = f"gpr_pickled_cfg_{os.getpid()}"
+    (tmp_path / f"{name}.py").write_text(
+        "SCALE = 2.0\nTABLE = (1.0, 5.0)\n\ndef helper(v):\n    return v * SCALE\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ns = {"__name__": "a_cell_reading_a_module"}
+    exec(textwrap.dedent(f'''
+        import {name} as mycfg
+        from gpureplace import cuda
+        @cuda.jit
+        def k(out):
+            out[0] = mycfg.SCALE * 10.0
+            out[1] = mycfg.helper(1.0)
+            out[2] = mycfg.TABLE[1]
+        @cuda.jit
+        def unrelated(out):
+            out[0] = 1.0
+        '''), ns)
+    mycfg = sys.modules[name]
+    k = ns["k"]
+    digest, other = k.definition_digest(), ns["unrelated"].definition_digest()
+    first = pickle.dumps(k)
+    mycfg.SCALE = 3.0                                  # the cell
+    mycfg.TABLE = (1.0, 7.0)
+    assert k.definition_digest() != digest
+    assert ns["unrelated"].definition_digest() == other
+    second = pickle.dumps(k)
+    script = "o = np.zeros(3); objs[1, 1](o); print(*o)\n"
+    assert _in_a_new_process(first, script, tmp_path) == ["20.0", "2.0", "5.0"]
+    assert _in_a_new_process(second, script, tmp_path) == ["30.0", "3.0", "7.0"]
+    older = pickle.loads(first)                        # (a task queued before the cell)
+    out = np.zeros(3)
+    older[1, 1](out)
+    assert out.tolist() == [20.0, 2.0, 5.0]
+    assert mycfg.SCALE == 3.0 and mycfg.TABLE == (1.0, 7.0)    # the module as the cell left it
+    gpureplace.refresh()
+    out = np.zeros(3)
+    k[1, 1](out)
+    assert out.tolist() == [30.0, 3.0, 7.0]
