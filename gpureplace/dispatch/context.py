@@ -74,7 +74,7 @@ class Context:
     ``Context(name, parent=default_context, fastmath=False, **options)``
     """
 
-    def __init__(self, name, parent=_MISSING, fastmath=False, **options):
+    def __init__(self, name, parent=_MISSING, fastmath=False, _register=True, **options):
         if parent is _MISSING:
             parent = default_context
         self.name = str(name)
@@ -86,7 +86,8 @@ class Context:
         self._typed = {}            # host key -> {argument types: Override}
         self.version = 0
         self.uid = next(_ids)
-        _named[self.name] = self
+        if _register:
+            _named[self.name] = self
 
     @staticmethod
     def named(name):
@@ -245,6 +246,9 @@ class Context:
             return (_builtin, ())
         if digesting():
             return (Defined, (self.definition_digest(),))
+        frozen = getattr(self, "_frozen_args", None)
+        if frozen is not None:             # a copy as an older pickle had it: that pickle
+            return (_rebuild_context, frozen)
         if not getattr(self, "_received", False):
             self._sent = True              # (unpickled here again: this live context, as it is)
         mine = self.overrides()
@@ -297,6 +301,19 @@ class Context:
             for key, have in mine.items():
                 if key not in arrived and not partial:
                     self._remove(have)
+
+    def _is_as_pickled(self, parent, fastmath, options, overrides, partial):
+        """Whether the pickle's definition (see ``_rebuild_context``) is this context's now."""
+        if parent is not self._parent or bool(fastmath) != self.fastmath or \
+                dict(options) != self.options:
+            return False
+        mine = self.overrides()
+        if partial:
+            mine = [o for o in mine if _made_by_main(o.impl)]
+        now = {o.match_key(): o.definition_digest() for o in mine}
+        then = {Override(host, impl, self, argtypes, digest).match_key(): digest
+                for host, impl, argtypes, digest in overrides}
+        return now == then
 
     def _insert(self, ovr):
         if ovr.types is None:
@@ -413,6 +430,7 @@ def _made_by_main(impl):
 def _rebuild_context(name, parent, fastmath, options, table, digests, partial=False):
     """A pickled context in this process (see ``Context.__reduce__``)."""
     import pickle
+    args = (name, parent, fastmath, options, table, digests, partial)
     overrides = [(*entry, digest) for entry, digest in zip(pickle.loads(table), digests)]
     with _lock:
         ctx = _named.get(name)
@@ -421,10 +439,60 @@ def _rebuild_context(name, parent, fastmath, options, table, digests, partial=Fa
             ctx._received = True
         elif getattr(ctx, "_sent", False):
             # this process defined and sent it (a Dask scheduler in the notebook's process
-            # unpickles its tasks): its live overrides, never an older pickle's
+            # unpickles its tasks): its live overrides are never changed by a pickle.  Where
+            # they are still the pickled ones, the live context (remembered with the pickle,
+            # for the kernel being unpickled with it: ``pickled_as``); else a copy of the
+            # pickled definition that replaces nothing (``frozen_copy``)
+            if not ctx._is_as_pickled(parent, fastmath, options, overrides, partial):
+                return frozen_copy(ctx, args)
+            _unpickled.last = (ctx, args)
             return ctx
         ctx._adopt(parent, fastmath, options, overrides, partial)
     return ctx
+
+
+_unpickled = threading.local()    # .last: (live context, the arguments it was unpickled from)
+
+
+def pickled_as(ctx):
+    """The pickle's arguments of ``ctx`` where this process just gave its live context back
+    for a pickle of it (see ``_rebuild_context``), else None."""
+    last = getattr(_unpickled, "last", None)
+    return last[1] if last is not None and last[0] is ctx else None
+
+
+def frozen_copy(ctx, args):
+    """A context as the pickle ``args`` of the live ``ctx`` defines it, registered under no
+    name (an older task's kernel compiles with it: the live context stays as it is)."""
+    import pickle
+    name, parent, fastmath, options, table, digests, partial = args
+    copy = Context(name, parent=parent, fastmath=fastmath, _register=False, **options)
+    if partial:                       # (the default context's: the library's overrides stay)
+        for o in ctx.overrides():
+            if not _made_by_main(o.impl):
+                copy._insert(Override(o.host, o.impl, copy, o.types, o.digest))
+    copy._adopt(parent, fastmath, options,
+                [(*entry, digest) for entry, digest in zip(pickle.loads(table), digests)],
+                partial)
+    copy._frozen_args = args
+    return copy
+
+
+def stack_state(ctx):
+    """What changes whenever an override of ``ctx`` or of its ancestors does."""
+    return tuple((layer.uid, layer.version) for layer in ctx.stack())
+
+
+class AsPickled:
+    """Pickles as the context pickle ``args`` it was given (see ``pickled_as``)."""
+
+    __slots__ = ("args",)
+
+    def __init__(self, args):
+        self.args = args
+
+    def __reduce__(self):
+        return (_rebuild_context, self.args)
 
 
 def current_default():

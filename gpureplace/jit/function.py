@@ -22,7 +22,8 @@ from ..compiler.pipeline import compile_kernel
 from ..compiler.resolve import current_frame
 from ..compiler.signature import normalize_signature
 from ..config import recompiled_message, settings
-from ..dispatch.context import Context, current_default
+from ..dispatch.context import AsPickled, Context, current_default, frozen_copy, pickled_as
+from ..dispatch.context import stack_state
 from ..errors import CompileError, DeviceFunctionError, LaunchError
 from ..runtime import arguments, launch, prewarm
 from ..tracking import deps, world
@@ -446,11 +447,20 @@ def _variant_of(parent, context):
 
 def rebuild_function(uid, func_bytes, state, extra, definition=None):
     """What a pickled ``GPUFunction`` becomes (see ``GPUFunction.__reduce__``)."""
-    def make(detached=False):
+    context = extra["context"]
+    if isinstance(context, str):                    # (pickled by a version that named it)
+        context = Context.named(context)
+    # Where this process defined it (jit/pickling.py's ``rebuild``): the context's pickle if
+    # the live context was given back for it, a copy if the pickle's overrides are no longer
+    # the live ones; an object of this pickle stays with that definition of the context
+    sent_as = pickled_as(context)
+    frozen = getattr(context, "_frozen_args", None)
+    context_key = None if sent_as is None and frozen is None else \
+        pickling.digest(*(sent_as or frozen))
+    state_then = stack_state(context)
+
+    def make(detached=False, context=context):
         py_func = pickling.loads_function(func_bytes)
-        context = extra["context"]
-        if isinstance(context, str):                # (pickled by a version that named it)
-            context = Context.named(context)
         gf = GPUFunction(py_func, context=context, _detached=detached, **state)
         gf.declared_signatures = tuple(extra["declared_signatures"])
         gf.declared_returns = dict(extra["declared_returns"])
@@ -461,6 +471,20 @@ def rebuild_function(uid, func_bytes, state, extra, definition=None):
         for args in gf.declared_signatures:
             gf.compile(args)
         return gf
+
+    def current(gf):
+        """The live kernel's digest while it is this pickle's definition, context included."""
+        if frozen is not None or (sent_as is not None and (
+                gf.context is not context or stack_state(context) != state_then)):
+            return None
+        return gf.definition_digest()
+
+    def detached():
+        return make(detached=True, context=context if sent_as is None else
+                    frozen_copy(context, sent_as))
+
+    again = (rebuild_function, (uid, func_bytes, state, extra if sent_as is None else
+                                dict(extra, context=AsPickled(sent_as)), definition))
 
     def adopt(gf):
         # The same function with other globals (a helper redefined where it was pickled): the
@@ -485,10 +509,8 @@ def rebuild_function(uid, func_bytes, state, extra, definition=None):
         bindings.check()
         return True
 
-    return pickling.rebuild(uid, make, definition=definition, adopt=adopt,
-                            current=GPUFunction.definition_digest,
-                            detached=lambda: make(detached=True),
-                            again=(rebuild_function, (uid, func_bytes, state, extra, definition)))
+    return pickling.rebuild(uid, make, definition=definition, adopt=adopt, current=current,
+                            detached=detached, again=again, detached_key=context_key)
 
 
 def _check_definition(py_func, device):

@@ -239,7 +239,7 @@ def _unpicklable_global(func, seen):
 
 
 def rebuild(uid, make, *args, definition=None, adopt=None, current=None, detached=None,
-            again=None):
+            again=None, detached_key=None):
     """The object pickled as ``uid``: the live one if this process has it with the same
     ``definition`` digest, else ``make(*args)`` (remembered under ``uid``, replacing an earlier
     definition's).  ``adopt(live)``: bring an object rebuilt here earlier to the new definition
@@ -254,9 +254,11 @@ def rebuild(uid, make, *args, definition=None, adopt=None, current=None, detache
     the result is a ``Pinned`` handle on it (it launches the live object's compiled code, and
     pickles as ``again``); unpickled after a redefinition, a detached object.  Inside another
     definition's function (a device function its kernel calls) the live object itself, as the
-    kernel holding it is pinned or detached already."""
+    kernel holding it is pinned or detached already.  ``detached_key``: what else than
+    ``definition`` tells one detached object from another (the context as pickled)."""
     with _rebuild_lock:     # (a Dask worker rebuilds in its tasks' threads and its event loop)
-        return _rebuild(uid, make, args, definition, adopt, current, detached, again)
+        return _rebuild(uid, make, args, definition, adopt, current, detached, again,
+                        (uid, definition, detached_key))
 
 
 _rebuild_lock = threading.RLock()
@@ -266,19 +268,18 @@ _detached = weakref.WeakValueDictionary()
 _pinned = weakref.WeakValueDictionary()
 
 
-def _rebuild(uid, make, args, definition, adopt, current, detached, again):
+def _rebuild(uid, make, args, definition, adopt, current, detached, again, key):
     obj = _objects.get(uid)
     if obj is not None and _rebuilt.get(uid) is not obj:
         if definition is None or current is None or detached is None:
             return obj
         if current(obj) != definition:
-            return _detached_object(uid, definition, detached, args)
+            return _detached_object(key, detached, args)
         if again is None or getattr(_loading, "depth", 0):
             return obj
-        pin = _pinned.get((uid, definition))
+        pin = _pinned.get(key)
         if pin is None or pin._live is not obj:
-            pin = Pinned(obj, uid, definition, current, detached, args, again)
-            _pinned[(uid, definition)] = pin
+            pin = _pinned[key] = Pinned(obj, key, definition, current, detached, args, again)
         return pin
     if obj is not None and definition is not None and \
             obj.__dict__.get("_pickle_digest") != definition:
@@ -295,13 +296,13 @@ def _rebuild(uid, make, args, definition, adopt, current, detached, again):
     return obj
 
 
-def _detached_object(uid, definition, detached, args):
+def _detached_object(key, detached, args):
     with _rebuild_lock:
-        obj = _detached.get((uid, definition))
+        obj = _detached.get(key)
         if obj is None:
             with detaching():
                 obj = detached(*args)
-            _detached[(uid, definition)] = obj
+            _detached[key] = obj
         return obj
 
 
@@ -362,11 +363,11 @@ class Pinned(Handle):
     again, it is the pickle it came from, so a task queued at a Dask scheduler before a cell
     redefined something runs, on its worker, the code it was submitted with."""
 
-    __slots__ = ("_live", "_uid", "_definition", "_current", "_detach", "_args", "_again",
+    __slots__ = ("_live", "_key", "_definition", "_current", "_detach", "_args", "_again",
                  "_off", "__weakref__")
 
-    def __init__(self, live, uid, definition, current, detach, args, again):
-        self._live, self._uid, self._definition = live, uid, definition
+    def __init__(self, live, key, definition, current, detach, args, again):
+        self._live, self._key, self._definition = live, key, definition
         self._current, self._detach, self._args, self._again = current, detach, args, again
         self._off = None                 # the detached object, once the live one has moved on
 
@@ -379,8 +380,7 @@ class Pinned(Handle):
         live = self._live
         if self._current(live) == self._definition:
             return live
-        off = self._off = _detached_object(self._uid, self._definition, self._detach,
-                                           self._args)
+        off = self._off = _detached_object(self._key, self._detach, self._args)
         return off
 
     def __reduce__(self):

@@ -311,3 +311,37 @@ def test_attributes_set_on_a_users_module_travel_with_the_kernels_that_read_them
     out = np.zeros(3)
     k[1, 1](out)
     assert out.tolist() == [30.0, 3.0, 7.0]
+
+
+@pytest.mark.parametrize("unpickled", ["before the change", "after the change"])
+def test_a_task_held_across_an_override_change_keeps_the_override_it_was_pickled_with(
+        unpickled):
+    """The same for a context's override: a task pickled while ``math.exp`` was overridden by
+    ``triple`` runs ``triple`` here and in another process, whether the scheduler unpickled it
+    before or after the cell that changed the override to ``halve``; the live context and
+    kernel follow the cell."""
+    ctx = Context(f"held-across-override-{unpickled}")
+    ns = {"cuda": cuda, "math": math, "__name__": "not_importable_held_override"}
+    exec("@cuda.jit\ndef e(out):\n    out[0] = math.exp(out[0])\n"
+         "def triple(v):\n    return 3.0 * v\n"
+         "def halve(v):\n    return 0.5 * v\n", ns)
+    ctx.override(math.exp, ns["triple"])
+    k = cuda.jit(ns["e"].py_func, context=ctx)
+    data = pickle.dumps(k)
+    held = pickle.loads(data) if unpickled == "before the change" else None
+    ctx.override(math.exp, ns["halve"])                   # the cell
+    if held is None:
+        held = pickle.loads(data)
+    from gpureplace import simulator
+    for run in (lambda o: simulator.run(held, 1, 1, o), lambda o: held[1, 1](o)):
+        out = np.array([2.0])
+        run(out)
+        assert out[0] == 6.0
+    assert ctx.lookup(math.exp).impl is ns["halve"] and held.context is not ctx
+    out = np.array([2.0])
+    k[1, 1](out)
+    assert out[0] == 1.0
+    got = _in_a_new_process(pickle.dumps(held),
+                            "a = np.array([2.0]); objs[1, 1](a); print(a[0])\n")
+    assert got == ["6.0"]
+    assert Context.named(ctx.name) is ctx               # the copy took no name
