@@ -114,30 +114,33 @@ def resolve_value(typingctx, val):
     frame = current_frame()
     if frame is None:
         return None
+    ty = _resolve_in(typingctx, val, frame, frame.mask)
+    if ty is not None and isinstance(val, np.ufunc):
+        # np.sin(x, out) on arrays: a loop over the scalar meaning (ufunc_arrays.py)
+        from .ufunc_arrays import UfuncType
+        return UfuncType.get(val, ty, frame)
+    return ty
+
+
+def _resolve_in(typingctx, val, frame, mask):
+    """``val`` as the frame's context sees it under ``mask`` (see ``resolve_value``)."""
     from ..dispatch.context import host_key
-    ctx = frame.context
     try:
         key = host_key(val)
     except TypeError:
         return None
     # Inside an override's body the overridden callable resolves from the next layer down
     # (``False``: no layer left, the plain meaning).
-    start = frame.mask.get(key) if frame.mask else None
-    cands = () if start is False else ctx.candidates(val, start=start)
+    start = mask.get(key) if mask else None
+    cands = () if start is False else frame.context.candidates(val, start=start)
     if callable(val):
         # Misses are recorded too: an override added later for ``val`` must invalidate this code.
         frame.record(val, key, start, cands)
     if not cands:
-        ty = _type_of_impl(typingctx, val, frame, frame.mask, numba_first=True)
-    elif cands[0].types is None:
-        ty = _type_of_override(typingctx, cands[0], frame, key)
-    else:
-        ty = OverrideChoiceType.get(typingctx, val, cands, frame, key)
-    if ty is not None and isinstance(val, np.ufunc):
-        # np.sin(x, out) on arrays: a loop over the scalar meaning (ufunc_arrays.py)
-        from .ufunc_arrays import UfuncType
-        return UfuncType.get(val, ty, frame)
-    return ty
+        return _type_of_impl(typingctx, val, frame, mask, numba_first=True)
+    if cands[0].types is None:
+        return _type_of_override(typingctx, cands[0], frame, key, mask)
+    return OverrideChoiceType.get(typingctx, val, cands, frame, key, mask)
 
 
 class Resolution:
@@ -153,11 +156,29 @@ class Resolution:
         return self.candidates[0] if self.candidates else None
 
 
-def _type_of_override(typingctx, ovr, frame, key):
+def _type_of_override(typingctx, ovr, frame, key, mask=None):
     # Inside the replacement, the overridden callable means the next layer down.
-    mask = dict(frame.mask)
+    mask = dict(frame.mask if mask is None else mask)
     mask[key] = ovr.context.parent if ovr.context.parent is not None else False
+    if _is_host_callable(ovr.impl):
+        # override(math.exp, math.sin): the replacement is itself a host function, so it means
+        # what it means in this context (libdevice's sin, or the user's override of it).
+        ty = _resolve_in(typingctx, ovr.impl, frame, mask)
+        if ty is not None:
+            return ty
     return _type_of_impl(typingctx, ovr.impl, frame, mask, origin=ovr)
+
+
+def _is_host_callable(val):
+    """A callable that is not device code of its own: a builtin, a ufunc, a C function."""
+    from .intrinsics.external import DeclaredDevice
+    from .intrinsics.libdevice_calls import LibdeviceStub
+    from .overloads import NumbaOverload
+    if isinstance(val, (LibdeviceStub, DeclaredDevice, NumbaOverload, DeviceCallable)):
+        return False
+    if _is_plain_python_function(val) or hasattr(val, "py_func"):
+        return False
+    return isinstance(val, (pytypes.BuiltinFunctionType, np.ufunc)) or isinstance(val, type)
 
 
 class OverrideChoiceType(types.Callable, types.Opaque):
@@ -167,17 +188,17 @@ class OverrideChoiceType(types.Callable, types.Opaque):
     _instances = {}
 
     @classmethod
-    def get(cls, typingctx, host, cands, frame, key):
-        ident = (id(host), tuple(c.serial for c in cands), frame.context.uid, mask_key(frame.mask),
+    def get(cls, typingctx, host, cands, frame, key, mask):
+        ident = (id(host), tuple(c.serial for c in cands), frame.context.uid, mask_key(mask),
                  frame.options)
         inst = cls._instances.get(ident)
         if inst is None:
-            inst = cls._instances[ident] = cls(typingctx, host, cands, frame, key, ident)
+            inst = cls._instances[ident] = cls(typingctx, host, cands, frame, key, mask, ident)
         return inst
 
-    def __init__(self, typingctx, host, cands, frame, key, ident):
+    def __init__(self, typingctx, host, cands, frame, key, mask, ident):
         self.host, self.cands, self._key = host, cands, key
-        self._frame_mask, self._context, self._options = dict(frame.mask), frame.context, \
+        self._frame_mask, self._context, self._options = dict(mask or {}), frame.context, \
             frame.options
         self._ident = ident
         self._chosen = {}

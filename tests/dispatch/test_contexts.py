@@ -92,6 +92,29 @@ def test_override_may_call_the_function_it_overrides(ctx):
     assert ("doubled_exp", "math.exp", "builtin") in used
 
 
+def test_a_host_function_as_the_replacement_means_what_it_means_in_the_context(ctx):
+    """override(math.exp, math.sin): the replacement is resolved like any call of math.sin in
+    the context (libdevice's sin, then the user's own override of sin, which invalidates)."""
+    ctx.override(math.exp, math.sin)
+
+    @cuda.jit
+    def k(out, x):
+        out[0] = math.exp(x[0])
+
+    spec = k.with_context(ctx).compile(SIG64)
+    ir = "".join(spec.compiled.ir_texts())
+    assert '@"__nv_sin"' in ir and "__nv_exp" not in ir
+    assemble(spec.ptx)
+    ctx.override(math.sin, lambda v: v * 17.0)
+    again = k.with_context(ctx).compile(SIG64)
+    assert again is not spec and "0d4031000000000000" in again.ptx      # 17.0
+    ctx.override(math.sin, math.exp)          # each masks the other: exp here is libdevice's
+    swapped = k.with_context(ctx).compile(SIG64)
+    assert '@"__nv_exp"' in "".join(t for cf in swapped.compiled.closure() for t in cf.ir_texts())
+    ctx.override(math.exp, np.float32)        # a type as the replacement: a conversion
+    assert "cvt.rn.f32.f64" in k.with_context(ctx).compile(SIG64).ptx
+
+
 def test_typed_overrides_fall_back_for_other_types(ctx):
     @ctx.override(math.sin, types=(numba.float32,))
     def sin32(x):
