@@ -128,7 +128,9 @@ class Launcher:
         """The general launch path: argument keys, compile or revalidate, load, launch."""
         self.kernel._launch(self, args)
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            _refuse_keywords(self.kernel, kwargs)
         self.kernel._launch(self, args)
 
     def prepare(self, *args):
@@ -142,8 +144,16 @@ class WithCallbacks(Launcher):
 
     __slots__ = ()
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            _refuse_keywords(self.kernel, kwargs)
         self.kernel._launch(self, args)
+
+
+def _refuse_keywords(kernel, kwargs):
+    raise TypeError(f"{kernel.__qualname__}[blocks, threads]() got an unexpected keyword argument "
+                    f"{next(iter(kwargs))!r}: kernels take their arguments by position, as "
+                    f"numba-cuda's do")
 
 
 def configure(kernel, config):

@@ -137,7 +137,8 @@ class Launching:
                 # (runtime/binder.py); a debug kernel's launches come here to wait and raise
                 # what a thread raised.
                 self._launcher_class.__call__ = make_fast_launch(
-                    args, keys, entry, world.age, Launcher.general, launch.retry_errors())
+                    args, keys, entry, world.age, Launcher.general, launch.retry_errors(),
+                    label=f"{self.__qualname__}[blocks, threads]")
         else:
             # Capturing a graph: every launch comes here (no fast path while it lasts) so the
             # graph knows each specialisation it holds.

@@ -177,8 +177,16 @@ def bool_handler(v):
     return ("bool",), (v,)
 
 
+_UINT64 = np.dtype(np.uint64)
+
+
 def int_handler(v):
-    return ("int64",), (v,)
+    if -(1 << 63) <= v < (1 << 63):
+        return ("int64",), (v,)
+    if 0 <= v < (1 << 64):
+        return ("scalar", _UINT64), (v,)         # as Numba types it: uint64
+    raise ArgumentError(f"= {v} does not fit in 64 bits (kernels take int64 or uint64 "
+                        f"integers)")
 
 
 def float_handler(v):

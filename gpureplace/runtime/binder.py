@@ -106,6 +106,8 @@ def _checks(args, keys, remember=False, placed=False):
         elif handler in (arguments.int_handler, arguments.float_handler,
                          arguments.bool_handler):
             lines.append(f"if type({v}) is not C{i}: return None")
+            if key[0] == "scalar":             # an int of 2**63 or more: uint64 (not smaller)
+                lines.append(f"if {v} < {1 << 63}: return None")
             outs.append(v)
         elif handler is arguments.np_scalar_handler and len(key) > 1 and key[1].kind != "c":
             # (a NumPy scalar of a NumPy dtype; complex and ml_dtypes' bfloat16, keyed by kind
@@ -215,7 +217,7 @@ class _Miss(Exception):
     """An argument the fast launch was not built for (it hands over to the general path)."""
 
 
-def make_fast_launch(args, keys, loaded, age, general, retry=()):
+def make_fast_launch(args, keys, loaded, age, general, retry=(), label=None):
     """Build ``launch(config, *args)``: the whole cached launch in one generated function, made
     the ``__call__`` of the kernel's launch configurations.
 
@@ -298,4 +300,9 @@ def make_fast_launch(args, keys, loaded, age, general, retry=()):
     if getattr(getattr(loaded, "spec", None), "uses_printf", False):
         env["_note_printf"] = launch.note_printf   # the cell hook then flushes device output
         body.append("_note_printf()")
-    return _build("launch", ["cfg", "*args"], body, env, [], head)
+    fn = _build("launch", ["cfg", "*args"], body, env, [], head)
+    if label:
+        # what Python's own errors call it: "k[blocks, threads]() got an unexpected keyword
+        # argument 'n'" (kernels take their arguments by position, as numba-cuda's)
+        fn.__qualname__ = label
+    return fn

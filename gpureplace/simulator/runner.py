@@ -137,9 +137,12 @@ class _Args:
         if isinstance(a, bool):
             return a, nbtypes.boolean
         if isinstance(a, int):
-            if not -(1 << 63) <= a < (1 << 63):
-                raise LaunchError(f"{where} = {a} does not fit in an int64")
-            return wrap_int(a, np.dtype(np.int64)), nbtypes.int64
+            if -(1 << 63) <= a < (1 << 63):
+                return wrap_int(a, np.dtype(np.int64)), nbtypes.int64
+            if 0 <= a < (1 << 64):                   # as Numba types it
+                return wrap_int(a, np.dtype(np.uint64)), nbtypes.uint64
+            raise LaunchError(f"{where} = {a} does not fit in 64 bits (kernels take int64 or "
+                              f"uint64 integers)")
         if isinstance(a, float):
             return np.float64(a), nbtypes.float64
         if isinstance(a, complex):

@@ -335,3 +335,58 @@ def test_zero_dimensional_arrays_pass_only_their_pointer(array_class):
     assert bind(nd((), np.float64, ptr=0x9000), 3.0) == (0x9000, 3.0)
     assert bind(nd((1,), np.float64), 3.0) is None
     assert bind(nd((), np.float32), 3.0) is None
+
+
+def test_an_int_of_2_to_the_63_or_more_is_uint64_and_only_such_ints_take_its_path():
+    """numba types such an int uint64; smaller ints stay int64 (their own specialisation)."""
+    big = 2**63 + 5
+    assert arguments.value_key(big) == (("scalar", np.dtype(np.uint64)), (big,))
+    assert arguments.value_key(2**63 - 1)[0] == ("int64",)
+    assert arguments.numba_type_of_key(arguments.value_key(big)[0]).name == "uint64"
+    with pytest.raises(arguments.ArgumentError, match="does not fit in 64 bits"):
+        arguments.value_key(2**64)
+    with pytest.raises(arguments.ArgumentError, match="does not fit in 64 bits"):
+        arguments.value_key(-2**63 - 1)
+    bind, flat = _bind(big)
+    assert bind(big) == flat == (big,)
+    assert bind(2**64 - 1) == (2**64 - 1,)
+    assert bind(7) is None                    # an int64 launch: the general path
+    bind64, _ = _bind(7)
+    assert bind64(big) == (big,)              # (packing it as int64 fails: the general path)
+
+
+def test_a_launch_with_keyword_arguments_is_refused_by_the_kernels_name():
+    from gpureplace import cuda
+
+    @cuda.jit
+    def takes_n(out, n):
+        out[0] = n
+
+    out = np.zeros(1, np.int64)
+    for _ in range(2):                        # the first launch, and the fast path's
+        with pytest.raises(TypeError, match=r"takes_n\[blocks, threads\]\(\) got an unexpected "
+                                            r"keyword argument 'n'"):
+            takes_n[1, 1](out, n=3)
+        takes_n[1, 1](out, 3)
+    assert out[0] == 3
+    # the fast path (GPU launches after the first) says the same through Python's own message
+    from gpureplace.runtime import binder
+    from gpureplace.tracking import world
+    fast = binder.make_fast_launch((out, 3), [arguments.value_key(3)[0]] * 2, _FakeLoaded("@qq"),
+                                   world.age, lambda cfg, a: None, label="takes_n[blocks, threads]")
+    with pytest.raises(TypeError, match=r"^takes_n\[blocks, threads\]\(\) got an unexpected"):
+        fast(_Cfg(), out, n=3)
+
+
+def test_a_kernel_given_an_int_of_2_to_the_63_computes_in_uint64():
+    from gpureplace import cuda
+
+    @cuda.jit
+    def minus_one(out, v):
+        out[0] = v - 1
+
+    out = np.zeros(1, np.uint64)
+    minus_one[1, 1](out, 2**64 - 1)
+    assert out[0] == 2**64 - 2
+    minus_one[1, 1](out, 5)                   # int64 again: its own specialisation
+    assert out[0] == 4
