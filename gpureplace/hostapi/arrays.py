@@ -110,6 +110,55 @@ def host_array(ary):
 
 
 _DeviceNDArray = None
+_DeviceRecord = None
+
+
+def is_record(obj):
+    """A structured scalar (``arr[i]`` of a record array, ``np.record``)."""
+    return isinstance(obj, np.void) and obj.dtype.names is not None
+
+
+def record_copy(rec):
+    """A 0-d array holding a copy of record ``rec`` (``np.array(rec)`` of an element of a
+    record array may share its memory)."""
+    host = np.empty((), rec.dtype)
+    host[()] = rec
+    return host
+
+
+def record_field(rec, key):
+    """``d_rec["x"]`` of a device record: the field's value, copied to the host (a number, or
+    an array for an array field)."""
+    if key not in (rec.dtype.names or ()):
+        raise KeyError(f"the record has no field {key!r} (its fields: "
+                       f"{', '.join(rec.dtype.names)})")
+    value = rec.copy_to_host()[key]
+    return value[()] if value.ndim == 0 else value
+
+
+def device_record_class():
+    """numba-cuda's ``DeviceRecord`` (``cuda.to_device(record)``): one structured value in
+    device memory, a 0-d device array that kernels take as the record itself, by reference
+    (what they write to it stays on the device until ``copy_to_host()``)."""
+    global _DeviceRecord
+    if _DeviceRecord is None:
+        base = device_array_class()
+
+        class DeviceRecord(base):
+            def __getitem__(self, key):
+                if isinstance(key, str):
+                    return record_field(self, key)
+                return base.__getitem__(self, key)
+
+            @property
+            def _numba_type_(self):
+                from numba.np import numpy_support
+                return numpy_support.from_dtype(self.dtype)
+
+        from ..runtime.arguments import device_record_handler, register_handler
+        register_handler(DeviceRecord, device_record_handler)
+        _DeviceRecord = DeviceRecord
+    return _DeviceRecord
 
 
 def device_array_class():
@@ -277,6 +326,12 @@ def to_device(obj, stream=0, copy=True, to=None):
         return sim().to_device(obj, copy)
     if is_cuda_array(obj):
         return as_cuda_array(obj)
+    if is_record(obj):
+        host = record_copy(obj)
+        rec = with_stream(cupy().empty((), host.dtype).view(type=device_record_class()), stream)
+        if copy:
+            rec.copy_to_device(host, stream=stream)
+        return rec
     host = host_array(obj)
     if not (host.flags.c_contiguous or host.flags.f_contiguous):
         host = np.ascontiguousarray(host)

@@ -220,6 +220,12 @@ def record_handler(v):
     return ("record", v.dtype), (v,)
 
 
+def device_record_handler(v):
+    """``cuda.to_device(record)`` (hostapi's ``DeviceRecord``): the record in device memory,
+    passed as its address as a record argument is (no copies around the launch)."""
+    return ("device_record", v.dtype), (v.data.ptr,)
+
+
 def _tuple_handler(tup):
     keys, vals = [], []
     for item in tup:
@@ -352,7 +358,7 @@ def _key_to_type(key):
         return types.complex128
     if kind == "scalar":
         return numpy_support.from_dtype(key[1])
-    if kind == "record":
+    if kind in ("record", "device_record"):
         return numpy_support.from_dtype(key[1])
     if kind == "pointer":
         return types.CPointer(numpy_support.from_dtype(key[1]))

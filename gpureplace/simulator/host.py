@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 
-from ..hostapi.arrays import NumbaArrayMethods, array_interface, span
+from ..hostapi.arrays import NumbaArrayMethods, array_interface, is_record, record_copy, record_field, span
 from .arrays import remember_allocation
 
 
@@ -148,9 +148,25 @@ class SimDevice:
         return "<CUDA device 0 'gpureplace CPU simulator'>"
 
 
+class SimDeviceRecord(SimDeviceNDArray):
+    """``cuda.to_device(record)`` under the simulator (hostapi's ``DeviceRecord``)."""
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            return record_field(self, key)
+        return SimDeviceNDArray.__getitem__(self, key)
+
+    @property
+    def _numba_type_(self):
+        from numba.np import numpy_support
+        return numpy_support.from_dtype(self.dtype)
+
+
 def to_device(obj, copy=True):
     if isinstance(obj, SimDeviceNDArray):
         return obj
+    if is_record(obj):
+        return (record_copy(obj) if copy else np.empty((), obj.dtype)).view(SimDeviceRecord)
     host = np.asarray(obj)
     arr = np.array(host, copy=True, order="K") if copy else np.empty_like(host, order="K")
     return arr.view(SimDeviceNDArray)

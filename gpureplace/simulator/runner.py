@@ -25,6 +25,7 @@ from ..jit import GPUFunction
 from ..runtime import arguments
 from ..runtime.launch import normalize_dims
 from .arrays import SimArray, allocation_around, current_place, wrap_int
+from .host import SimDeviceRecord
 from .blocks import Abort, Block, GridBarrier, NeedThreads, ThreadState
 from . import operators
 from .lang import device_format
@@ -94,6 +95,9 @@ class _Args:
         self.types.append(t)
 
     def convert(self, a, where):
+        if isinstance(a, SimDeviceRecord):
+            # cuda.to_device(record): the kernel works on the record in place
+            return a.view(np.ndarray).view(np.recarray)[()], a._numba_type_
         if isinstance(a, np.ndarray):
             from numba import typeof
             if a.flags.writeable:

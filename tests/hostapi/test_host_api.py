@@ -368,6 +368,39 @@ def test_record_arrays_and_generator_states_round_trip():
     assert len(set(host["s0"].tolist())) == 64
 
 
+@cuda.jit
+def bump_record(r):
+    r.a = r.a + 3
+    r.b = r.b * 2.0
+
+
+def _device_record_round_trip():
+    recs = np.zeros(2, np.dtype([("a", np.int32), ("b", np.float64)], align=True))
+    recs[1] = (4, 1.25)
+    d = cuda.to_device(recs[1])
+    assert d.shape == () and d.dtype == recs.dtype
+    assert d["a"] == 4 and d["b"] == 1.25
+    bump_record[1, 1](d)
+    bump_record[1, 1](d)                  # in device memory: each launch sees the last's writes
+    assert d["a"] == 10 and d["b"] == 5.0
+    assert recs[1].tolist() == (4, 1.25)  # the host record was copied, not shared
+    assert d.copy_to_host().tolist() == (10, 5.0)
+    with pytest.raises(KeyError, match="no field 'c'"):
+        d["c"]
+    bump_record[1, 1](recs[1])            # a host record: copied in and back around the launch
+    assert recs[1].tolist() == (7, 2.5)
+    return d
+
+
+def test_to_device_of_a_record_is_a_device_record_kernels_take_by_reference(simulated):
+    assert type(_device_record_round_trip()).__name__ == "SimDeviceRecord"
+
+
+@pytest.mark.gpu
+def test_to_device_of_a_record_is_a_device_record_on_the_gpu():
+    assert type(_device_record_round_trip()).__name__ == "DeviceRecord"
+
+
 def test_debug_true_is_an_option_that_keeps_line_information():
     import warnings
     with warnings.catch_warnings():
