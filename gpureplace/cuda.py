@@ -79,6 +79,8 @@ from .jit import (compile_all, compile_for_current_device, compile_ptx,
 from .jit import cuda_compile as compile     # noqa: A004  (numba-cuda's cuda.compile)
 from .jit import launchconfig                # cuda.launchconfig (numba-cuda's)
 from . import probe as _probe
+from .errors import CudaDriverError, NoDeviceError as CudaSupportError   # numba-cuda's names
+from numba import literal_unroll             # (numba-cuda re-exports it)
 import sys as _sys
 
 
@@ -92,6 +94,36 @@ def is_available():
     """True when a CUDA GPU (and CuPy) can be used."""
     return _probe.available()
 
+class _Runtime:
+    """``cuda.runtime`` (numba-cuda's): the CUDA toolkit's version."""
+
+    def get_version(self):
+        """The CUDA runtime's version, ``(major, minor)``."""
+        cp = _probe.cupy_module()
+        if cp is None:
+            raise CudaSupportError("cuda.runtime.get_version(): CuPy (which brings the CUDA "
+                                   "runtime) is not installed")
+        v = cp.cuda.runtime.runtimeGetVersion()
+        return v // 1000, v % 1000 // 10
+
+    def is_supported_version(self):
+        """True for the CUDA versions gpureplace is tested with (12 and 13)."""
+        return self.get_version()[0] in (12, 13)
+
+
+runtime = _Runtime()
+
+
+def is_supported_version():
+    """``cuda.runtime.is_supported_version()``."""
+    return runtime.is_supported_version()
+
+
+def cuda_error():
+    """None when CUDA can be used, else why not (numba-cuda's ``cuda.cuda_error()``)."""
+    return None if _probe.available() else _probe.no_device_message()
+
+
 _register_numba_target()     # numba.vectorize(target='cuda') without numba-cuda
 _sys.modules.setdefault(__name__ + ".extending", extending)
 _sys.modules.setdefault(__name__ + ".bf16", bf16)       # from gpureplace.cuda.bf16 import hadd
@@ -103,7 +135,6 @@ def _cudadrv():
     """``cuda.cudadrv``: where numba-cuda code finds the driver's classes (``isinstance(s,
     cuda.cudadrv.driver.Stream)``, ``cuda.cudadrv.devicearray.DeviceNDArray``): gpureplace's."""
     import types
-    from .errors import CudaDriverError, NoDeviceError
     from .hostapi import Device, Event, Stream
     from .hostapi.ipc import DeviceMemory, device_to_host, host_to_device
     pkg = types.ModuleType(__name__ + ".cudadrv", _cudadrv.__doc__)
@@ -117,7 +148,7 @@ def _cudadrv():
     pkg.devicearray = devicearray
     pkg.error = types.ModuleType(pkg.__name__ + ".error", "numba-cuda's driver errors")
     pkg.error.CudaDriverError = CudaDriverError
-    pkg.error.CudaSupportError = NoDeviceError          # no GPU (or CuPy) to use
+    pkg.error.CudaSupportError = CudaSupportError       # no GPU (or CuPy) to use
     for mod in (pkg, pkg.driver, pkg.devices, pkg.error):
         _sys.modules.setdefault(mod.__name__, mod)
     return pkg

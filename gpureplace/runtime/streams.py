@@ -58,6 +58,16 @@ class Stream:
             yield self
         self.synchronize()
 
+    def add_callback(self, callback, arg=None):
+        """Call ``callback(stream, status, arg)`` (in a thread of the driver's) once the work
+        queued on the stream so far has finished; status 0 when it succeeded."""
+        self.cupy.add_callback(lambda _cupy, status, a: callback(self, status, a), arg)
+
+    def async_done(self):
+        """An ``asyncio`` future of the running loop that completes (with this stream) when the
+        work queued so far has finished: ``await s.async_done()``."""
+        return when_done(self, self.add_callback)
+
     def __enter__(self):
         self.cupy.__enter__()
         return self
@@ -67,6 +77,25 @@ class Stream:
 
     def __repr__(self):
         return f"<gpureplace.cuda.Stream {self.cupy.ptr:#x}>"
+
+
+def when_done(stream, add_callback):
+    """``stream.async_done()``: a future of the running loop set by ``add_callback``'s call."""
+    import asyncio
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def done(_stream, status, _arg):
+        def settle():
+            if future.done():
+                return
+            if status:
+                future.set_exception(RuntimeError(f"the stream's work failed (status {status})"))
+            else:
+                future.set_result(stream)
+        loop.call_soon_threadsafe(settle)
+    add_callback(done, None)
+    return future
 
 
 def wait_for_interface_stream(cai, sync=True):

@@ -565,3 +565,43 @@ def test_numba_cuda_call_forms_of_the_host_api_in_the_simulator(monkeypatch, cap
             copying()
     ones[1, 8](m[1].reshape(4))               # a view: the kernel's writes reach m
     assert m.copy_to_host()[1].tolist() == [1.0] * 4
+
+
+def _stream_callbacks():
+    import asyncio
+    s = cuda.stream()
+    x = cuda.to_device(np.arange(64, dtype=np.float32))
+    scale[1, 64, s](x, 2.0)
+    got = []
+    s.add_callback(lambda stream, status, arg: got.append((stream, status, arg)), "after scale")
+    s.synchronize()
+    assert got == [(s, 0, "after scale")]
+
+    async def waited():
+        scale[1, 64, s](x, 0.5)
+        return await s.async_done()
+    assert asyncio.run(waited()) is s
+    assert x.copy_to_host().tolist() == list(range(64))
+
+
+def test_stream_callbacks_and_async_done_in_the_simulator(simulated):
+    _stream_callbacks()
+
+
+@pytest.mark.gpu
+def test_stream_callbacks_and_async_done_on_the_gpu():
+    _stream_callbacks()
+    assert cuda.runtime.get_version()[0] >= 12 and cuda.is_supported_version()
+    assert cuda.cuda_error() is None
+
+
+def test_numba_cudas_error_and_runtime_names(simulated, monkeypatch):
+    from gpureplace import probe
+    from gpureplace.errors import NoDeviceError
+    assert cuda.CudaSupportError is NoDeviceError is cuda.cudadrv.error.CudaSupportError
+    assert cuda.CudaDriverError is cuda.cudadrv.error.CudaDriverError
+    monkeypatch.setattr(probe, "cupy_module", lambda: None)
+    with pytest.raises(cuda.CudaSupportError, match="get_version"):
+        cuda.runtime.get_version()
+    monkeypatch.setattr(probe, "available", lambda: False)
+    assert "no CUDA GPU" in cuda.cuda_error()
