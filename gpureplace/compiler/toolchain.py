@@ -73,3 +73,60 @@ def sass_of_ptx(ptx, arch, what="inspect_sass", line_info=False):
         if done.returncode:
             raise RuntimeError(f"{what}: nvdisasm failed:\n{done.stderr.strip()}")
         return done.stdout
+
+
+_CONST = re.compile(r"^\s*\.const\s+(?:\.align\s+(\d+)\s+)?\.(?:b|u|s|f)(\d+)\s+\w+(?:\[(\d+)\])?",
+                    re.M)
+
+
+def resources(ptx, entry=None):
+    """What the driver would report of kernel ``entry`` of ``ptx`` (the first one by default),
+    from ``ptxas -v`` for the PTX's target: ``num_regs``, ``shared_size_bytes`` (static),
+    ``local_size_bytes`` (stack frame), ``const_size_bytes`` (the module's ``.const`` data) and
+    ``max_threads_per_block`` (as registers allow: 64 K a block, allocated 256 a warp).  None
+    when ptxas cannot be found or refuses the PTX."""
+    ptxas = find_tool("ptxas")
+    target = re.search(r"^\s*\.target\s+(sm_\w+)", ptx, re.M)
+    if ptxas is None or target is None:
+        return None
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "k.ptx")
+            with open(src, "w") as fh:
+                fh.write(ptx)
+            done = subprocess.run(
+                [ptxas, "-v", f"-arch={target.group(1)}",
+                 *(["-c"] if external_symbols(ptx) else []),
+                 "-o", os.path.join(tmp, "k.cubin"), src],
+                capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode:
+        return None
+    report = done.stdout + done.stderr
+    start = report.find(f"Compiling entry function '{entry}'" if entry else
+                        "Compiling entry function")
+    if start < 0:
+        return None
+    section = report[start:]
+    following = section.find("Compiling entry function", 1)
+    section = section if following < 0 else section[:following]
+    used = re.search(r"Used (\d+) registers", section)
+    if used is None:
+        return None
+    regs = int(used.group(1))
+
+    def number(pattern):
+        found = re.search(pattern, section)
+        return int(found.group(1)) if found else 0
+    const = sum(int(bits) // 8 * int(count or 1) for _, bits, count in _CONST.findall(ptx))
+    ntid = re.search(r"\.maxntid\s+(\d+)(?:,\s*(\d+))?(?:,\s*(\d+))?", ptx)
+    limit = 1024
+    if ntid:
+        limit = 1
+        for n in ntid.groups():
+            limit *= int(n or 1)
+    per_warp = max(256, -(-regs * 32 // 256) * 256)
+    return {"num_regs": regs, "shared_size_bytes": number(r"(\d+) bytes smem"),
+            "local_size_bytes": number(r"(\d+) bytes stack frame"), "const_size_bytes": const,
+            "max_threads_per_block": min(limit, 65536 // per_warp * 32)}

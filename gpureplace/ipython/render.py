@@ -12,10 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import html
-import os
-import re
-import subprocess
-import tempfile
 import textwrap
 
 from pygments import highlight
@@ -126,31 +122,8 @@ def ptxas_resources(ptx):
 
 
 def _run_ptxas(ptx):
-    ptxas = toolchain.find_tool("ptxas")
-    target = re.search(r"^\s*\.target\s+(sm_\w+)", ptx, re.M)
-    if ptxas is None or target is None:
-        return None
-    relocatable = bool(toolchain.external_symbols(ptx))
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            src = os.path.join(tmp, "k.ptx")
-            with open(src, "w") as fh:
-                fh.write(ptx)
-            done = subprocess.run(
-                [ptxas, "-v", f"-arch={target.group(1)}", *(["-c"] if relocatable else []),
-                 "-o", os.path.join(tmp, "k.cubin"), src],
-                capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if done.returncode:
-        return None
-    report = done.stdout + done.stderr
-    entry = report.find("Compiling entry function")
-    used = re.search(r"Used (\d+) registers(.*)", report[max(entry, 0):])
-    if used is None:
-        return None
-    shared = re.search(r"(\d+) bytes smem", used.group(2))
-    return int(used.group(1)), int(shared.group(1)) if shared else 0
+    found = toolchain.resources(ptx)
+    return None if found is None else (found["num_regs"], found["shared_size_bytes"])
 
 
 # -- listings ------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ dispatch report, dependencies, and the driver's attributes of a loaded kernel (n
 from __future__ import annotations
 
 from .. import probe
+from ..compiler import toolchain
 from ..compiler.dispatch_report import dispatch_report
 from ..compiler.pipeline import device_ptx
 from ..errors import DeviceFunctionError
@@ -100,6 +101,9 @@ class Reflection:
 
     def _function_attribute(self, signature, name):
         self._require_kernel(f"get_{name}")
+        if not probe.available():
+            # no GPU (the simulator): what ptxas says of the PTX, for its architecture
+            return self._reflect(signature, lambda spec: _assembled(spec, name), single=True)
         launch.require_device()
         dev = probe.current_device()
         launch.ensure_context(dev)
@@ -127,3 +131,14 @@ class Reflection:
                 f"Cannot ask {what}() of a device function"
             raise DeviceFunctionError(f"{what_of}: {what}() is for kernels; {self.__qualname__} "
                                       f"is a device function (use inspect_llvm)")
+
+
+def _assembled(spec, name):
+    """The driver attribute ``name`` of ``spec`` as ptxas reports it (``toolchain.resources``)."""
+    found = toolchain.resources(spec.ptx, spec.name)
+    if found is None:
+        launch.require_device(
+            f"get_{name}", then="; without a GPU these numbers come from NVIDIA's ptxas: pip "
+                               "install nvidia-cuda-nvcc")
+        raise AssertionError("unreachable")
+    return found[name]

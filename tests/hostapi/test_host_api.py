@@ -336,6 +336,63 @@ def test_dynamic_shared_memory_over_48_kib():
     np.testing.assert_array_equal(cp.asnumpy(out), np.arange(n, dtype=np.float32)[::-1])
 
 
+_TABLE = np.arange(16, dtype=np.float32)
+
+
+@cuda.jit
+def uses_every_memory(x):
+    s = cuda.shared.array(64, np.float32)
+    scratch = cuda.local.array(40, np.float32)
+    c = cuda.const.array_like(_TABLE)
+    i = cuda.grid(1)
+    for j in range(40):
+        scratch[j] = x[(i + j) % x.size]
+    s[i % 64] = scratch[i % 40] + c[i % 16]
+    cuda.syncthreads()
+    x[i] = s[(i + 1) % 64]
+
+
+@cuda.jit("void(float32[::1])", launch_bounds=(128,))
+def bounded(x):
+    x[0] = 1.0
+
+
+ATTRIBUTES = ("regs_per_thread", "shared_mem_per_block", "local_mem_per_thread",
+              "const_mem_size", "max_threads_per_block")
+
+
+def test_without_a_gpu_function_attributes_come_from_ptxas(simulated, monkeypatch):
+    sig = "void(float32[::1])"
+    uses_every_memory.compile(sig)
+    got = {a: getattr(uses_every_memory, f"get_{a}")(sig) for a in ATTRIBUTES}
+    assert 0 < got["regs_per_thread"] <= 255
+    assert got["shared_mem_per_block"] == 256 and got["const_mem_size"] == 64
+    assert got["local_mem_per_thread"] >= 160 and got["max_threads_per_block"] == 1024
+    assert bounded.get_max_threads_per_block() == 128          # .maxntid
+    from gpureplace import probe
+    from gpureplace.compiler import toolchain
+    from gpureplace.errors import NoDeviceError
+    monkeypatch.setattr(probe, "available", lambda: False)
+    monkeypatch.setattr(toolchain, "find_tool", lambda name: None)
+    with pytest.raises(NoDeviceError, match="pip install nvidia-cuda-nvcc"):
+        bounded.get_regs_per_thread()
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_only
+def test_ptxas_reports_what_the_driver_does():
+    from gpureplace.compiler import toolchain
+    for kernel, sig in ((uses_every_memory, "void(float32[::1])"),
+                        (bounded, "void(float32[::1])"),
+                        (reverse_in_shared, "void(float32[::1], float32[::1])")):
+        spec = kernel.compile(sig)
+        assembled = toolchain.resources(spec.ptx, spec.name)
+        driver = {a: getattr(kernel, f"get_{a}")(sig) for a in ATTRIBUTES}
+        assert {a: assembled[n] for a, n in zip(ATTRIBUTES, (
+            "num_regs", "shared_size_bytes", "local_size_bytes", "const_size_bytes",
+            "max_threads_per_block"))} == driver, kernel.__name__
+
+
 @pytest.mark.gpu
 @pytest.mark.gpu_only
 def test_function_attributes_from_the_driver():
