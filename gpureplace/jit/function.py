@@ -505,6 +505,12 @@ def rebuild_function(uid, func_bytes, state, extra, definition=None):
         for name, value in py_func.__globals__.items():
             if namespace.get(name, _MISSING) is not value:
                 namespace[name] = value
+        for name in pickling.global_names(py_func.__code__):
+            # read by the function, not pickled with it: deleted where it was defined (a
+            # launch there says so), so here too -- never the value an earlier task brought
+            if name not in py_func.__globals__ and name in namespace and \
+                    not name.startswith("__"):
+                del namespace[name]
         from ..tracking import bindings
         bindings.check()
         return True

@@ -116,7 +116,7 @@ def reads_key(func):
         held += [f, f.__code__, f.__defaults__, f.__kwdefaults__]
         values = [cell.cell_contents for cell in f.__closure__ or () if _filled(cell)]
         g = f.__globals__
-        values += [g.get(name, _MISSING) for name in _global_names(f.__code__)]
+        values += [g.get(name, _MISSING) for name in global_names(f.__code__)]
         # (the attributes of a user's module that travel with it: tracking/pickled.py)
         for module, names in module_reads([f]).values():
             values += [getattr(module, name, _MISSING) for name in sorted(names)]
@@ -161,11 +161,11 @@ def _filled(cell):
     return True
 
 
-def _global_names(code):
+def global_names(code):
     names = list(code.co_names)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            names += _global_names(const)
+            names += global_names(const)
     return names
 
 
@@ -221,7 +221,7 @@ def _unpicklable_global(func, seen):
         return None
     seen.add(id(func))
     glb = func.__globals__
-    for name in dict.fromkeys(_global_names(func.__code__)):
+    for name in dict.fromkeys(global_names(func.__code__)):
         if name not in glb:
             continue
         value = glb[name]
@@ -269,6 +269,10 @@ _pinned = weakref.WeakValueDictionary()
 
 
 def _rebuild(uid, make, args, definition, adopt, current, detached, again, key):
+    if detached is not None and definition is not None and is_detaching():
+        # What an object of an earlier definition calls is of that definition too, never a
+        # live object that a later definition changes in place.
+        return _detached_object(key, detached, args)
     obj = _objects.get(uid)
     if obj is not None and _rebuilt.get(uid) is not obj:
         if definition is None or current is None or detached is None:
@@ -285,15 +289,29 @@ def _rebuild(uid, make, args, definition, adopt, current, detached, again, key):
             obj.__dict__.get("_pickle_digest") != definition:
         if adopt is not None and adopt(obj):
             obj.__dict__["_pickle_digest"] = definition
-            return obj
-        obj = None
+        else:
+            obj = None
     if obj is None:
         obj = make(*args)
         obj.__dict__["_pickle_uid"] = uid
         obj.__dict__["_pickle_digest"] = definition
         _objects[uid] = _rebuilt[uid] = obj
         _warm_receiver()
-    return obj
+    if definition is None or detached is None or again is None or \
+            getattr(_loading, "depth", 0):
+        return obj
+    # A process that received it (a Dask worker) keeps one live object per identifier, brought
+    # to each new definition in place; a task unpickled before holds a handle that stays with
+    # the definition it came with (the live object while it is that one, else a detached one).
+    pin = _pinned.get(key)
+    if pin is None or pin._live is not obj:
+        pin = _pinned[key] = Pinned(obj, key, definition, _received_digest, detached, args,
+                                    again)
+    return pin
+
+
+def _received_digest(obj):
+    return obj.__dict__.get("_pickle_digest")
 
 
 def _detached_object(key, detached, args):
@@ -413,7 +431,11 @@ class PinnedLaunch:
         self.pinned, self.config = pinned, config
 
     def __call__(self, *args, **kwargs):
-        return self.pinned.pinned_target()[self.config](*args, **kwargs)
+        # (under the lock that rebuilding takes: a Dask worker unpickles the next tasks in its
+        # event loop while this one runs, and a new definition brought to the live object in
+        # place must not change it in the middle of this launch)
+        with _rebuild_lock:
+            return self.pinned.pinned_target()[self.config](*args, **kwargs)
 
     def __getattr__(self, name):
         return getattr(self.pinned.pinned_target()[self.config], name)

@@ -299,6 +299,30 @@ def test_a_task_queued_before_a_redefinition_runs_the_code_it_was_submitted_with
     np.testing.assert_array_equal(out, (x_np + 1.0) * 5.0)
 
 
+def test_tasks_on_one_worker_either_side_of_a_redefinition_never_mix_definitions(client):
+    """The worker unpickles tasks as they arrive, while earlier ones wait or run: the tasks
+    mapped before a redefinition all run the first definition, those after it the second,
+    though the worker's one live kernel moves to each definition as it arrives."""
+    ns = notebook(CELL.replace("return v * 2.0", "return v * 3.25"))
+    w0 = sorted(client.scheduler_info()["workers"])[0]
+    x_np = np.arange(16, dtype=np.float64)
+
+    def launch(kernel, x, _i):
+        out = np.zeros_like(x)
+        kernel[1, x.size](x, out)
+        return out[1]
+
+    def batch():
+        return client.map(launch, [ns["uses_helper"]] * 12, [x_np] * 12, range(12),
+                          workers=[w0], pure=False)
+    first = batch()
+    exec("def helper(v):\n    return v * 5.0\n", ns)
+    gpureplace.refresh()
+    second = batch()
+    assert set(client.gather(first)) == {2.0 * 3.25}
+    assert set(client.gather(second)) == {2.0 * 5.0}
+
+
 def _on_path(folder):
     sys.path.insert(0, folder)
 

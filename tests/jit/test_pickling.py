@@ -345,3 +345,50 @@ def test_a_task_held_across_an_override_change_keeps_the_override_it_was_pickled
                             "a = np.array([2.0]); objs[1, 1](a); print(a[0])\n")
     assert got == ["6.0"]
     assert Context.named(ctx.name) is ctx               # the copy took no name
+
+
+def test_a_receiving_process_keeps_each_pickles_definition_whatever_arrives_later():
+    """A Dask worker unpickles the tasks it is given (in its event loop, while others run): a
+    kernel unpickled there stays the definition it was pickled with when a later pickle of it
+    (a redefined helper) arrives -- the one live object there follows the newest, held tasks
+    get an object of theirs -- and a helper deleted where it was defined is deleted there too
+    (the launch says so, as it does where it was defined) instead of running the old one."""
+    import gpureplace
+    ns = {"cuda": cuda, "__name__": "a_cell_sent_to_workers"}
+    exec("def helper(v):\n    return v + 1.0\n"
+         "@cuda.jit\ndef k(out):\n    out[0] = helper(0.0)\n", ns)
+    first = pickle.dumps(ns["k"])
+    exec("def helper(v):\n    return v + 2.0\n", ns)
+    gpureplace.refresh()
+    second = pickle.dumps(ns["k"])
+    del ns["helper"]
+    gpureplace.refresh()
+    third = pickle.dumps(ns["k"])
+    exec("def helper(v):\n    return v + 3.0\n", ns)
+    gpureplace.refresh()
+    fourth = pickle.dumps(ns["k"])
+    script = textwrap.dedent('''
+        first, second, third, fourth = objs
+        def run(k):
+            o = np.zeros(1)
+            try:
+                k[1, 1](o)
+            except Exception as exc:
+                told = "helper" in str(exc) and "defined" in str(exc)     # (as it is here)
+                return "undefined" if told else repr(exc)
+            return str(o[0])
+        a = pickle.loads(first)
+        print(run(a))
+        b = pickle.loads(second)          # a later task arrives while a is held
+        print(run(a), run(b))
+        a2 = pickle.loads(first)          # an older one again
+        print(run(b), run(a2), run(a))
+        c = pickle.loads(third)           # the helper deleted
+        print(run(c), run(b))
+        d = pickle.loads(fourth)          # and defined again
+        print(run(d), run(c), run(a))
+        ''')
+    payload = pickle.dumps([first, second, third, fourth])
+    got = _in_a_new_process(payload, script)
+    assert got == ["1.0", "1.0", "2.0", "2.0", "1.0", "1.0", "undefined", "2.0", "3.0",
+                   "undefined", "1.0"]
