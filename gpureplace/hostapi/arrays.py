@@ -251,6 +251,13 @@ def device_array_class():
                 one its ``__cuda_array_interface__`` named), 0 for none."""
                 return self.__dict__.get("_gr_stream", 0)
 
+            def bind(self, stream=0):
+                """A view of the array bound to ``stream`` (numba-cuda's ``bind``): its
+                ``stream``, the one its ``__cuda_array_interface__`` names."""
+                out = self.view(type=type(self))
+                out._gr_stream = stream or 0
+                return out
+
             @property
             def __cuda_array_interface__(self):
                 desc = cupy_interface.__get__(self)

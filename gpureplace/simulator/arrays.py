@@ -250,10 +250,23 @@ def current_place():
 _allocations = weakref.WeakValueDictionary()
 
 
+class _DescribedMemory:
+    """Memory that a ``__cuda_array_interface__`` describes, offered to NumPy (as its
+    ``__array_interface__``); it keeps alive the array that owns the memory."""
+
+    def __init__(self, interface, owner):
+        self.__array_interface__ = interface
+        self.owner = owner
+
+
 def _owner(array):
-    while isinstance(array.base, np.ndarray):
-        array = array.base
-    return array
+    while True:
+        base = array.base
+        if isinstance(base, _DescribedMemory):       # a view made from an interface
+            base = base.owner
+        if not isinstance(base, np.ndarray):
+            return array
+        array = base
 
 
 def remember_allocation(array):
@@ -269,6 +282,33 @@ def allocation_around(address, arrays=()):
         low, high = _byte_bounds(owner)
         if low <= address < high:
             return low, high
+    return None
+
+
+def view_described(desc, owner=None):
+    """A NumPy array over the memory that the ``__cuda_array_interface__`` dictionary ``desc``
+    describes, which must lie inside a simulated device array (or inside ``owner``, when it is
+    a NumPy array); None when it does not: other memory may be a GPU's, which reading would
+    crash the process."""
+    interface = {"shape": tuple(desc["shape"]), "typestr": desc["typestr"],
+                 "data": tuple(desc["data"]), "strides": desc.get("strides"), "version": 3}
+    if desc.get("descr"):
+        interface["descr"] = [tuple(field) for field in desc["descr"]]
+    probe = np.asarray(_DescribedMemory(interface, None))     # (reads no element)
+    if probe.size == 0:
+        return np.empty(probe.shape, probe.dtype)
+    low, high = _byte_bounds(probe)
+    owners = list(_allocations.values())
+    if isinstance(owner, np.ndarray):
+        owners.append(_owner(owner))
+    for candidate in owners:
+        start, end = _byte_bounds(candidate)
+        if start <= low and high <= end:
+            out = np.asarray(_DescribedMemory(interface, candidate))
+            if isinstance(owner, np.ndarray) and owner.dtype != out.dtype and \
+                    owner.dtype.descr == interface.get("descr"):
+                out = out.view(owner.dtype)   # (a padded record: NumPy names the padding)
+            return out
     return None
 
 

@@ -73,6 +73,8 @@ class Block:
         self.bar_count = 0
         self.bar_result = None
         self.bar_kind = None
+        self.bar_before = None             # the waiters' before_release (a grid sync), or None
+        self.bar_arriving = None           # the waiter that must run it (the others exited)
         nwarps = (self.nthreads + 31) // 32
         self.warp_live = [0] * nwarps
         for linear in range(self.nthreads):
@@ -96,9 +98,16 @@ class Block:
 
     def _switch(self, ts, what):
         """``ts`` waits: hand over to the next runnable thread, or report a deadlock."""
+        if self.aborted is not None:
+            raise Abort()
         if not self.runnable:
             self._deadlock(what)
-        self.runnable.popleft().gate.release()
+        try:
+            self.runnable.popleft().gate.release()
+        except RuntimeError:
+            # the launcher aborted the block from its own thread (an interrupt) and released
+            # that gate first; this thread's own is released too, and it unwinds below
+            pass
         ts.gate.acquire()
         if self.aborted is not None:
             raise Abort()
@@ -146,8 +155,15 @@ class Block:
             self._release_barrier(len(self.bar_waiters) + 1)
             return self.bar_result
         self.bar_waiters.append(ts)
+        self.bar_before = before_release
         self._recheck_activemask(ts.warp)
         self._switch(ts, "syncthreads")
+        if self.bar_arriving is ts:
+            # the threads that had not arrived exited (they count as arrived, as on the GPU):
+            # this one arrives for the block, as the last to arrive would have
+            self.bar_arriving = None
+            before_release()
+            self._release_barrier(len(self.bar_waiters) + 1)
         return self.bar_result
 
     def _reduce(self, kind, count, n):
@@ -162,6 +178,7 @@ class Block:
     def _release_barrier(self, n):
         self.bar_result = self._reduce(self.bar_kind, self.bar_count, n)
         self.bar_count = 0
+        self.bar_before = None
         self.runnable.extend(self.bar_waiters)
         self.bar_waiters = []
 
@@ -258,7 +275,13 @@ class Block:
                     self.done.set()
                 return
             if self.bar_waiters and len(self.bar_waiters) >= self.live:
-                self._release_barrier(len(self.bar_waiters))
+                if self.bar_before is None:
+                    self._release_barrier(len(self.bar_waiters))
+                else:
+                    # a grid sync: the block arrives there in one of its threads, which waits
+                    # for the other blocks (an exiting thread cannot wait for them)
+                    self.bar_arriving = self.bar_waiters.pop()
+                    self.runnable.append(self.bar_arriving)
             for key, g in list(self.groups.items()):
                 if self._complete(key, g):
                     self._release_group(key, g)
@@ -285,8 +308,9 @@ def _is_activemask(key):
 class GridBarrier:
     """``cuda.cg.this_grid().sync()`` across the blocks of a launch that run at once (the
     simulator's grid mode): the last thread of each block to arrive waits here for the other
-    blocks.  A block that finishes while others wait (or before they arrive) can never arrive:
-    on the GPU the grid hangs; here that is a ``KernelDeadlock``."""
+    blocks (threads of the block that exited count as arrived, as at a syncthreads).  A block
+    that finishes while others wait (or before they arrive) can never arrive: on the GPU the
+    grid hangs; here that is a ``KernelDeadlock``."""
 
     def __init__(self, nblocks):
         self.nblocks = nblocks
@@ -321,6 +345,13 @@ class GridBarrier:
                 self.cond.wait()
             if self.generation == gen:
                 raise self.failed
+
+    def abort(self):
+        """The launch is stopping (interrupted): threads waiting here unwind."""
+        with self.cond:
+            if self.failed is None:
+                self.failed = Abort()
+            self.cond.notify_all()
 
     def block_finished(self, block):
         with self.cond:

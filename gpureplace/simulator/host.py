@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from ..hostapi.arrays import NumbaArrayMethods, array_interface, is_record, record_copy, record_field, span
-from .arrays import remember_allocation
+from .arrays import remember_allocation, view_described
 
 
 class SimStream:
@@ -90,6 +90,26 @@ class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
     def __array_finalize__(self, obj):
         # pointers into it that kernels are given are bounds-checked
         remember_allocation(self)
+        stream = getattr(obj, "_gr_stream", 0)       # a view keeps the array's stream
+        if stream:
+            self._gr_stream = stream
+
+    @property
+    def stream(self):
+        """The stream the array is bound to (``bind``), 0 for none."""
+        return self.__dict__.get("_gr_stream", 0)
+
+    def bind(self, stream=0):
+        """A view of the array bound to ``stream`` (numba-cuda's ``bind``); under the simulator
+        every operation runs at once, whatever its stream."""
+        out = self.view()
+        out._gr_stream = stream or 0
+        return out
+
+    @property
+    def device_ctypes_pointer(self):
+        """The address of the elements (host memory: the simulator's device memory)."""
+        return ctypes.c_void_p(self.ctypes.data)
 
     def copy_to_host(self, ary=None, stream=0):
         if ary is None:
@@ -189,6 +209,21 @@ def device_array(shape, dtype, strides, order):
 def as_cuda_array(obj):
     if isinstance(obj, np.ndarray):
         return obj.view(SimDeviceNDArray)
+    desc = getattr(obj, "__cuda_array_interface__", None)
+    if isinstance(desc, dict):
+        # (a simulated device array's interface, e.g. given to from_cuda_array_interface:
+        # a view of the same host memory)
+        if desc.get("mask") is not None:
+            raise NotImplementedError("as_cuda_array: Masked arrays are not supported (the "
+                                      "__cuda_array_interface__ has a 'mask')")
+        view = view_described(desc, getattr(obj, "owner", None))
+        if view is not None:
+            return view.view(SimDeviceNDArray)
+        raise TypeError(f"as_cuda_array: the simulator works on host memory; this "
+                        f"__cuda_array_interface__ describes memory at {desc['data'][0]:#x} "
+                        f"(shape {tuple(desc['shape'])}, typestr {desc['typestr']!r}) that is "
+                        f"not all in one simulated device array (a GPU's memory is out of its "
+                        f"reach)")
     raise TypeError(f"as_cuda_array: the simulator works on host memory; got "
                     f"{type(obj).__name__}")
 

@@ -4,15 +4,22 @@ A kernel whose call graph uses no barrier or warp operation runs its threads one
 a plain loop.  Otherwise each block's threads run as Python threads, so ``syncthreads`` is a real
 barrier and warp operations a real rendezvous of the 32 lanes of a warp.  Should a sequential run
 reach a barrier after all (a call the static scan could not see), the arguments are restored
-from a snapshot and the launch runs again with threads.
+from a snapshot and the launch runs again with threads.  An interrupt (Ctrl-C, Jupyter's
+"Interrupt kernel") ends the launch in KeyboardInterrupt, every thread of it stopped and host
+arrays as they were, as after any failed launch.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import enum
 import os
+import signal
 import sys
 import threading
+import time
+import warnings
 
 import numpy as np
 from numba.core import types as nbtypes
@@ -52,6 +59,7 @@ class Launch:
         self.dynamic = {}              # id(stub) -> reader of a per-thread value (laneid)
         self.grid_barrier = None       # a blocks.GridBarrier in grid mode
         self.raises = Raises(name)     # raise statements the threads executed
+        self.in_kernel = set()         # idents of the worker threads running the kernel's code
 
     def thread_raised(self, exc):
         """Whether ``exc`` comes from a raise (or assert) statement of the kernel's code; if
@@ -251,11 +259,12 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
                 for a, saved in snapshot:
                     np.copyto(a, saved)
                 _run_threaded(sim, kernel, values)
-    except Exception as exc:
+    except BaseException as exc:        # an interrupt (KeyboardInterrupt) too
         for a, saved in snapshot:
             if type(a) is np.ndarray:
                 np.copyto(a, saved)
-        render_as_one_block(exc)        # in a notebook: the error and the launch's line
+        if isinstance(exc, Exception):
+            render_as_one_block(exc)    # in a notebook: the error and the launch's line
         raise
     finally:
         operators.python_error_model = False
@@ -332,9 +341,11 @@ def _run_thread(sim, kernel, values, ts, errors):
     is recorded and stops its block; the block hears when the thread is done."""
     blk = ts.block
     sim.tls.t = ts
+    ident = threading.get_ident()
     try:
         if blk.aborted is None:
             with np.errstate(all="ignore"):
+                sim.in_kernel.add(ident)
                 kernel(*values)
     except Abort:
         pass
@@ -348,8 +359,96 @@ def _run_thread(sim, kernel, values, ts, errors):
         errors.append(exc)
         blk.abort(exc, ts)
     finally:
+        sim.in_kernel.discard(ident)
         sim.tls.t = None
         blk.exit(ts)
+
+
+def _worker(work, arg):
+    """A worker thread's body: ``work(arg)``, ended quietly by the Abort sent to stop it."""
+    try:
+        work(arg)
+    except Abort:
+        pass
+
+
+def _wait(event):
+    """``event.wait()``, in short waits: an interrupt that comes as no signal (IPython's, through
+    ``_thread.interrupt_main``; any on Windows) is seen only when the wait returns."""
+    while not event.wait(0.05):
+        pass
+
+
+#: after an interrupt: how long threads still running kernel code get to reach a barrier before
+#: they are sent an Abort, and how long the launch waits for them in all
+STOP_GRACE_S = 0.1
+STOP_WAIT_S = 2.0
+
+
+def _stop_workers(sim, workers, gates, blocks, grid_barrier=None):
+    """End a launch's worker threads.  After a normal end they are all waiting for a turn that
+    never comes; after an interrupt (KeyboardInterrupt in the launching thread) the blocks still
+    running are aborted, so that threads waiting at a barrier unwind, and a thread still in the
+    kernel's code after ``STOP_GRACE_S`` (a long loop, a spin-wait that would hang) is sent an
+    Abort as an asynchronous exception.  A thread that would run on afterwards could change
+    arrays that the failed launch has put back."""
+    interrupted = [blk for blk in blocks if not blk.done.is_set()]
+    for blk in interrupted:
+        blk.abort(Abort())
+    if interrupted and grid_barrier is not None:
+        grid_barrier.abort()
+    start = time.monotonic()
+    sent = set()
+    while True:
+        alive = [w for w in workers if w.is_alive()]
+        if not alive:
+            return
+        for gate in gates:                       # a turn that ends the worker (or unwinds it)
+            if gate.locked():
+                try:
+                    gate.release()
+                except RuntimeError:             # released by its block meanwhile
+                    pass
+        waited = time.monotonic() - start
+        if waited > STOP_WAIT_S:
+            break
+        if interrupted and waited > STOP_GRACE_S:
+            for w in alive:
+                if w.ident in sim.in_kernel and w.ident not in sent and _send_abort(w):
+                    sent.add(w.ident)
+        alive[0].join(0.005)
+    warnings.warn(f"{len(alive)} thread(s) of the interrupted simulated kernel {sim.name} did "
+                  f"not stop (each is in a call that cannot be interrupted); they end when it "
+                  f"returns", RuntimeWarning, stacklevel=2)
+
+
+@contextlib.contextmanager
+def _interrupts_held():
+    """Hold an interrupt (SIGINT: Ctrl-C, Jupyter's) back until the block is done, then raise it:
+    a thread whose ``start()`` is interrupted may run or not, and one that runs would wait for
+    its turn forever."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is None:     # (a handler Python did not set)
+        yield
+        return
+    held = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            signal.raise_signal(signal.SIGINT)
+
+
+def _send_abort(thread):
+    """Raise Abort in ``thread`` at its next Python instruction (CPython's asynchronous
+    exception; False where that is not available)."""
+    try:
+        set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    except AttributeError:
+        return False
+    return set_async_exc(ctypes.c_ulong(thread.ident), ctypes.py_object(Abort)) == 1
 
 
 def _run_threaded(sim, kernel, values):
@@ -373,32 +472,27 @@ def _run_threaded(sim, kernel, values):
                 return                           # the launch is over
             _run_thread(sim, kernel, values, ts, errors)
 
-    workers = [threading.Thread(target=work, args=(linear,), daemon=True,
+    workers = [threading.Thread(target=_worker, args=(work, linear), daemon=True,
                                 name=f"gpureplace-sim-thread-{linear}")
                for _, linear in threads]
-    for w in workers:
-        w.start()
+    blk = None
     try:
+        with _interrupts_held():
+            for w in workers:
+                w.start()
         for bid in _blocks(sim.grid):
             blk = Block(bid, sim.block, sim.shared_bytes, threaded=True)
             states = [ThreadState(tid, bid, linear, blk, gates[linear])
                       for tid, linear in threads]
             slots[:] = states
             blk.start(states)
-            blk.done.wait()
+            _wait(blk.done)
             late = getattr(blk, "deadlock_error", None)
             if errors or late is not None:
                 raise errors[0] if errors else late
     finally:
-        slots[:] = [None] * len(threads)
-        for gate in gates:
-            if gate.locked():
-                try:
-                    gate.release()
-                except RuntimeError:
-                    pass
-        for w in workers:
-            w.join()
+        slots[:] = [None] * len(threads)      # (before the gates open: no worker runs again)
+        _stop_workers(sim, workers, gates, [blk] if blk is not None else [])
 
 
 #: grid mode runs every thread of the launch as a Python thread at once
@@ -433,24 +527,25 @@ def _run_grid(sim, kernel, values):
             gate.acquire()
             states.append(ThreadState(tid, bid, linear, blk, gate))
         all_blocks.append((blk, states))
-        workers += [threading.Thread(target=work, args=(ts,), daemon=True,
+        workers += [threading.Thread(target=_worker, args=(work, ts), daemon=True,
                                      name=f"gpureplace-sim-grid-{bid}-{ts.linear}")
                     for ts in states]
-    for w in workers:
-        w.start()
     try:
+        with _interrupts_held():
+            for w in workers:
+                w.start()
         for blk, states in all_blocks:
             blk.start(states)
         for blk, _ in all_blocks:
-            blk.done.wait()
+            _wait(blk.done)
         late = [getattr(b, "deadlock_error", None) for b, _ in all_blocks]
         late = [e for e in late if e is not None]
         if errors or late:
             raise errors[0] if errors else late[0]
     finally:
+        _stop_workers(sim, workers, [ts.gate for _, states in all_blocks for ts in states],
+                      [blk for blk, _ in all_blocks], barrier)
         sim.grid_barrier = None
-        for w in workers:
-            w.join()
 
 
 def scalar_as(value, declared):
@@ -500,7 +595,6 @@ class RawPointer:
     an array index does; elsewhere nothing can be checked."""
 
     def __init__(self, address, dtype, conv=None):
-        import ctypes
         self.address, self.dtype = address, dtype
         self._buffer = (ctypes.c_char * dtype.itemsize)
         self._launch = None if conv is None else conv.launch

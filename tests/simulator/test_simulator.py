@@ -442,6 +442,35 @@ def test_deadlock_is_reported():
         simulator.run(k, 1, 32, np.zeros(1), compile=False)
 
 
+def test_threads_that_returned_count_as_arrived_at_a_grid_sync():
+    """numba-cuda's pattern: threads past the end return before ``this_grid().sync()``, which
+    the rest of their block reaches (the GPU runs it)."""
+    @cuda.jit
+    def rotate(x, out):
+        i = cuda.grid(1)
+        if i >= x.size:
+            return
+        g = cuda.cg.this_grid()
+        x[i] = i
+        g.sync()
+        v = x[(i + 1) % x.size]
+        if i % 3 == 1:
+            return                               # some leave between the two syncs
+        g.sync()
+        out[i] = v + x[(i + 2) % x.size]
+
+    for n in (200, 193, 255):
+        x, out = np.zeros(n, np.int64), np.full(n, -1, np.int64)
+        simulator.run(rotate, 4, 64, x, out)
+        i = np.arange(n)
+        expected = np.where(i % 3 == 1, -1, (i + 1) % n + (i + 2) % n)
+        np.testing.assert_array_equal(out, expected)
+
+    # a block whose threads all return while the others wait hangs the GPU
+    with pytest.raises(simulator.KernelDeadlock, match=r"blockIdx=\(3, 0, 0\) finished"):
+        simulator.run(rotate, 4, 64, np.zeros(150, np.int64), np.zeros(150, np.int64))
+
+
 def test_compile_errors_are_reported_before_simulating():
     @cuda.jit
     def bad(x):
