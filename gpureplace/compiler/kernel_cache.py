@@ -25,7 +25,7 @@ import types
 
 from ..tracking import bindings
 from ..tracking.deps import UNSEEN, current_value, read_changed
-from ..tracking.fingerprint import fingerprint
+from ..tracking.fingerprint import argtypes_fingerprint, fingerprint
 from ..version import __version__
 from . import backend, diskcache
 from .pipeline import KernelSpecialization
@@ -45,11 +45,11 @@ def _versions():
 def kernel_key(py_func, argtypes, options, context, ptx_isa):
     own = fingerprint(py_func)
     ctx = context.fingerprint()
-    if own is None or ctx is None:
+    args = argtypes_fingerprint(argtypes)     # (with the classes they carry: namedtuple fields)
+    if own is None or ctx is None or args is None:
         return None
     text = "|".join([str(FORMAT), own, str(py_func.__module__), py_func.__qualname__,
-                     repr(tuple(str(t) for t in argtypes)), repr(options), ctx, str(ptx_isa),
-                     _versions()])
+                     args, repr(options), ctx, str(ptx_isa), _versions()])
     return hashlib.blake2b(text.encode(), digest_size=20).hexdigest()
 
 

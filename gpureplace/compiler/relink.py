@@ -29,6 +29,8 @@ def relink(hit, compile_device):
     """
     if hit.library is None or getattr(hit, "context_fp", None) is not None:
         return None
+    if deps.changed_in_place(hit):
+        return None                       # built from code (or callee defaults) since replaced
     if any(deps.resolution_changed(hit, res) for res in hit.resolutions):
         return None
     replaced, reads = {}, []

@@ -299,13 +299,23 @@ class DeviceFunctionType(types.Callable, types.Opaque):
         self.options = options
         self._key = key
         self._impls = {}
-        self.pysig = inspect.signature(pyfunc)
+        self._pysig, self._pysig_of = None, ()
         super().__init__(name=f"device_function({pyfunc.__module__}.{pyfunc.__qualname__}"
                               f", context={context.name})")
 
     @property
     def key(self):
         return (self.name, id(self.pyfunc), self._key[1:])
+
+    @property
+    def pysig(self):
+        """The function's signature as it is now: its code and defaults may be replaced in place
+        (``%autoreload 2``), and calls fold their arguments (defaults included) by it."""
+        fn = self.pyfunc
+        parts = (fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+        if self._pysig is None or any(a is not b for a, b in zip(parts, self._pysig_of)):
+            self._pysig, self._pysig_of = inspect.signature(fn), parts
+        return self._pysig
 
     def fold(self, args, kws):
         return fold_arguments(self.pysig, args, kws,

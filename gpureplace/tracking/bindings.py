@@ -6,7 +6,9 @@ only at tracked bindings -- cost proportional to what kernels depend on, not to 
 namespace -- comparing identity first, the fingerprint only when the object differs, and the
 contents of arrays always (an array changes in place: ``G[1] = 7``; see tracking/contents.py).
 Any real change moves the world, so the next launch of each kernel revalidates its own records
-(and recompiles exactly what changed).
+(and recompiles exactly what changed).  A function changed in place (``%autoreload 2`` gives it
+new code, bound to no new name) is found by tracking/functions.py, which watches every function
+compiled code was built from the same way: identities in C loops, content only when one differs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import threading
 from itertools import repeat
 from operator import is_, itemgetter
 
-from . import world
+from . import functions, world
 from .contents import snapshot as take_snapshot
 from .fingerprint import fingerprint
 
@@ -63,11 +65,13 @@ class _View:
 
 class Change(tuple):
     """(namespace name, name, "redefined" | "deleted" | "changed in place"), with the namespace
-    dict as ``.namespace`` (None for a closure variable)."""
+    dict as ``.namespace`` (None for a closure variable) and, for a function whose code was
+    changed in place, the function as ``.function`` (else None)."""
 
-    def __new__(cls, ns_name, name, how, namespace):
+    def __new__(cls, ns_name, name, how, namespace, function=None):
         self = super().__new__(cls, (ns_name, name, how))
         self.namespace = namespace
+        self.function = function
         return self
 
 
@@ -93,7 +97,8 @@ def _track_cell(pyfunc, rec):
 
 def track_compiled(cf):
     """Track the globals, module attributes and closure variables that compiled function ``cf``
-    read."""
+    read, and the code, defaults and keyword defaults of its own Python function."""
+    functions.note_compiled(cf)
     for rec in cf.global_reads:
         if rec.kind == "global":
             track(cf.pyfunc.__globals__, rec.name, rec.value, rec.fingerprint, rec.snapshot)
@@ -162,6 +167,9 @@ def check():
             how = _compare(entry, cur)
             if how is not None:
                 changed.append(Change(f"closure of {owner}", name, how, None))
+    for fn in functions.check():
+        changed.append(Change(fn.__module__, fn.__qualname__, "changed in place",
+                              fn.__globals__, fn))
     if changed:
         world.bump()
     return changed
@@ -172,3 +180,4 @@ def clear():
         _tracked.clear()
         _cells.clear()
         _views.clear()
+    functions.clear()

@@ -17,7 +17,7 @@ import sys
 import types
 
 from ..errors import CompileError, is_library_file
-from . import world
+from . import functions, world
 from .fingerprint import fingerprint
 from .names import qualified_name
 from .stats import counters
@@ -109,6 +109,9 @@ def check(cf, age=None, _seen=None):
     if id(cf) in seen:
         return None
     seen.add(id(cf))
+    if functions.changed_since_compiled(cf):
+        return Stale(cf, f"{cf.pyfunc.__qualname__} was changed in place (its code or defaults "
+                         f"replaced)")
     for rec in cf.global_reads:
         stale = read_changed(cf, rec)
         if stale is not None:
@@ -145,9 +148,23 @@ def revalidate(record, cf, name):
     return stale
 
 
+def changed_in_place(cf):
+    """Whether ``cf``'s Python function, or that of a function it calls directly, was changed in
+    place since it was compiled (its code, defaults or keyword defaults replaced, as
+    ``%autoreload 2`` does).  A relink must then not keep ``cf``'s lowered code: it was built
+    from the old code, or typed its calls with the callee's old defaults, and the objects it
+    would compare are the same before and after."""
+    return functions.changed_since_compiled(cf) or any(
+        functions.changed_since_compiled(c) for c in cf.callees)
+
+
 def reads_binding(cf, change):
-    """Whether ``cf`` or a function it calls read the binding ``change`` (a ``bindings.Change``)."""
+    """Whether ``cf`` or a function it calls read the binding ``change`` (a ``bindings.Change``),
+    or, for a function changed in place, compiled it."""
+    fn = getattr(change, "function", None)
     for each in cf.closure():
+        if fn is not None and each.pyfunc is fn:
+            return True
         for rec in each.global_reads:
             if rec.kind == "global" and rec.name == change[1] and \
                     each.pyfunc.__globals__ is change.namespace:

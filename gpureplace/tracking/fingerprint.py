@@ -4,8 +4,13 @@ Compiled code depends on content, not identity: re-running an identical cell reb
 new objects that mean the same thing, and must invalidate nothing.  So functions are fingerprinted
 by their code (bytecode, constants, names, nested code), defaults and closure contents; constants
 by type and value (NumPy arrays by contents up to ``contents.INLINE_ARRAY_BYTES``, larger ones by
-dtype, shape and layout: their contents are tracked by snapshot); modules by name; device intrinsics and host callables by qualified name.  Line
-numbers are left out: moving code down a cell changes no generated instruction.
+dtype, shape and layout: their contents are tracked by snapshot); modules by name; device
+intrinsics and host callables by qualified name.  Classes that device code reads into its code
+are fingerprinted by what it reads: an ``Enum`` class (and each of its members) by its members'
+names and values, a namedtuple class (and each namedtuple) by its name, fields and defaults -- a
+class defined again with other members or fields means other code, while its name stays the
+same.  Other classes by qualified name.  Line numbers are left out: moving code down a cell
+changes no generated instruction.
 
 ``fingerprint(value)`` returns a short hex string, or None when the value has no stable content (an
 arbitrary object); such a value is then compared by identity in-process and makes the compiled
@@ -40,10 +45,19 @@ def _feed(h, v, depth):
     if depth > 40:
         raise _Unstable
     up = h.update
+    if isinstance(v, enum.Enum):
+        # (before the scalars: an IntEnum member is an int)
+        up(f"enum:{v.name};".encode())
+        _feed(h, v.value, depth + 1)
+        _feed_class(h, type(v), depth + 1)
+        return
     if v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
         up(f"{type(v).__name__}:{v!r};".encode())
         return
     if isinstance(v, tuple):
+        if type(v) is not tuple and not _feed_class(h, type(v), depth + 1):
+            up(f"{type(v).__module__}.{type(v).__qualname__}:".encode())
+        # (a namedtuple's fields are read by name: its class, fed above, is part of its meaning)
         up(b"tuple(")
         for item in v:
             _feed(h, item, depth + 1)
@@ -64,9 +78,7 @@ def _feed(h, v, depth):
     if isinstance(v, pytypes.ModuleType):
         up(f"module:{v.__name__};".encode())
         return
-    if isinstance(v, enum.Enum):
-        up(f"enum:{type(v).__module__}.{type(v).__qualname__}.{v.name};".encode())
-        _feed(h, v.value, depth + 1)
+    if isinstance(v, type) and _feed_class(h, v, depth + 1):
         return
     if hasattr(v, "__cuda_array_interface__"):
         # a device array: its address is in the code, which must not outlive the process
@@ -117,12 +129,80 @@ def _qualified_name(v):
     return None
 
 
+def _feed_class(h, cls, depth):
+    """Feed what device code reads from class ``cls`` -- an Enum class's members, a namedtuple
+    class's fields and defaults -- and return True; False (nothing fed) for other classes."""
+    if depth > 40:
+        raise _Unstable
+    if isinstance(cls, enum.EnumMeta):
+        kind = "enum-class"
+        # every name, aliases too (an alias is a name of its canonical member)
+        content = [(name, member.name) for name, member in cls.__members__.items()]
+        values = tuple(member.value for member in cls.__members__.values())
+    elif issubclass(cls, tuple) and isinstance(getattr(cls, "_fields", None), tuple):
+        kind = "namedtuple-class"
+        content = list(cls._fields)
+        defaults = getattr(cls, "_field_defaults", None) or {}
+        values = tuple(sorted(defaults.items())) if isinstance(defaults, dict) else ()
+    else:
+        return False
+    bases = [f"{b.__module__}.{b.__qualname__}" for b in cls.__mro__[1:]]
+    h.update(f"{kind}:{cls.__module__}.{cls.__qualname__}:{bases!r}:{content!r};".encode())
+    _feed(h, values, depth + 1)
+    return True
+
+
+def argtypes_fingerprint(argtypes):
+    """A fingerprint of argument types (Numba types) for a key that must hold across processes:
+    their text, and the content of the Python classes they carry -- a namedtuple's type reads
+    ``p.y`` at the index its class gives ``y``, yet prints the same for ``namedtuple("P", "x
+    y")`` and ``namedtuple("P", "y x")``.  None if one cannot be fingerprinted."""
+    h = hashlib.blake2b(digest_size=16)
+    try:
+        for t in argtypes:
+            _feed_type(h, t, 0)
+    except _Unstable:
+        return None
+    return h.hexdigest()
+
+
+def _feed_type(h, t, depth):
+    if depth > 40:
+        raise _Unstable
+    h.update(f"type:{t};".encode())
+    cls = getattr(t, "instance_class", None)
+    if isinstance(cls, type) and not _feed_class(h, cls, depth + 1):
+        h.update(f"class:{cls.__module__}.{cls.__qualname__};".encode())
+    inner = getattr(t, "types", None)             # tuples (of namedtuples...)
+    if isinstance(inner, tuple):
+        for each in inner:
+            _feed_type(h, each, depth + 1)
+    dtype = getattr(t, "dtype", None)             # arrays, and tuples of one type
+    if dtype is not None and dtype is not t and not isinstance(dtype, np.dtype):
+        _feed_type(h, dtype, depth + 1)
+
+
+def function_parts_fingerprint(code, defaults, kwdefaults):
+    """The fingerprint of a function's code, defaults and keyword defaults (what assigning
+    ``__code__``, ``__defaults__``, ``__kwdefaults__`` changes in place), or None."""
+    h = hashlib.blake2b(digest_size=16)
+    try:
+        _feed_parts(h, code, defaults, kwdefaults, 0)
+    except _Unstable:
+        return None
+    return h.hexdigest()
+
+
+def _feed_parts(h, code, defaults, kwdefaults, depth):
+    _feed_code(h, code, depth + 1)
+    _feed(h, defaults, depth + 1)
+    if kwdefaults:
+        _feed(h, tuple(sorted(kwdefaults.items())), depth + 1)
+
+
 def _feed_function(h, fn, depth):
     h.update(f"function:{fn.__module__}.{fn.__qualname__};".encode())
-    _feed_code(h, fn.__code__, depth + 1)
-    _feed(h, fn.__defaults__, depth + 1)
-    if fn.__kwdefaults__:
-        _feed(h, tuple(sorted(fn.__kwdefaults__.items())), depth + 1)
+    _feed_parts(h, fn.__code__, fn.__defaults__, fn.__kwdefaults__, depth)
     if fn.__closure__:
         for cell in fn.__closure__:
             try:

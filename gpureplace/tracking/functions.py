@@ -1,0 +1,143 @@
+"""Python functions changed in place: the code compiled code was built from, and whether it still is.
+
+A function object can change without any name being rebound: IPython's ``%autoreload 2`` (and
+code written by hand) assigns a new ``__code__``, ``__defaults__`` or ``__kwdefaults__`` to the
+existing object, so that every reference to it -- a kernel's global, a name imported into the
+notebook -- sees the new definition.  Identity then says nothing: each Python function that
+compiled code was built from is remembered with those three objects as they were when it was
+compiled (``note_compiled``), and
+
+- ``changed_since_compiled(cf)`` answers for one compiled function (tracking/deps.py's check,
+  and so the launch's revalidation, the front end's cache and the relink);
+- ``check()`` answers for every such function at once, for the cell hook (tracking/bindings.py):
+  two identity comparisons a function (code, defaults), in C loops, as the hook compares
+  bindings.
+
+A part that is another object is compared by content before it counts as a change (the
+fingerprint of code and defaults): autoreload gives every function of a reloaded module a new
+code object, and those whose text did not change (or only moved) must recompile nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from operator import attrgetter, is_
+
+from .fingerprint import function_parts_fingerprint
+
+_CODE = attrgetter("__code__")
+_DEFAULTS = attrgetter("__defaults__")
+
+_lock = threading.Lock()
+#: compiled function (CompiledFunction, or a disk-loaded kernel's records) -> the _Parts of its
+#: Python function when it was compiled
+_compiled = weakref.WeakKeyDictionary()
+#: id(function) -> (function, _Parts last seen by the cell hook)
+_watched = {}
+_bulk = None        # _watched as the cell hook compares it (None: to be rebuilt)
+
+
+class _Parts:
+    """A function's code, defaults and keyword defaults (the objects), and, once asked, the
+    fingerprint of their content."""
+
+    __slots__ = ("code", "defaults", "kwdefaults", "_fp")
+
+    def __init__(self, fn):
+        self.code, self.defaults, self.kwdefaults = \
+            fn.__code__, fn.__defaults__, fn.__kwdefaults__
+        self._fp = False
+
+    def same_objects(self, fn):
+        return (fn.__code__ is self.code and fn.__defaults__ is self.defaults
+                and fn.__kwdefaults__ is self.kwdefaults)
+
+    def fingerprint(self):
+        if self._fp is False:
+            self._fp = function_parts_fingerprint(self.code, self.defaults, self.kwdefaults)
+        return self._fp
+
+    def same_meaning(self, fn):
+        """Whether ``fn`` has these objects, or others with the same content."""
+        if self.same_objects(fn):
+            return True
+        mine = self.fingerprint()
+        return mine is not None and mine == _Parts(fn).fingerprint()
+
+
+def python_function(cf):
+    """The Python function ``cf`` compiled (a plain function), or None."""
+    fn = getattr(cf, "pyfunc", None)
+    return fn if hasattr(fn, "__code__") and hasattr(fn, "__defaults__") else None
+
+
+def note_compiled(cf):
+    """Remember what ``cf``'s Python function is made of now, when its code has just been built
+    (or, for a disk-loaded kernel, found to be this function's)."""
+    global _bulk
+    fn = python_function(cf)
+    if fn is None:
+        return
+    with _lock:
+        _compiled[cf] = _Parts(fn)
+        seen = _watched.get(id(fn))
+        if seen is None or seen[0] is not fn:
+            _watched[id(fn)] = (fn, _Parts(fn))
+            _bulk = None
+
+
+def changed_since_compiled(cf):
+    """Whether ``cf``'s Python function now has other code, defaults or keyword defaults than
+    it was compiled from (another object of the same content is not a change, and is
+    remembered: the next call compares identities again)."""
+    parts = _compiled.get(cf)
+    if parts is None:
+        return False
+    fn = cf.pyfunc
+    if parts.same_objects(fn):
+        return False
+    if parts.same_meaning(fn):
+        with _lock:
+            _compiled[cf] = _Parts(fn)
+        return False
+    return True
+
+
+def _build_bulk():
+    return ([fn for fn, _ in _watched.values()], [p.code for _, p in _watched.values()],
+            [p.defaults for _, p in _watched.values()])
+
+
+def check():
+    """The watched functions whose code, defaults or keyword defaults mean something else than
+    at the last check (or at their compile); each is reported once."""
+    global _bulk
+    with _lock:
+        bulk = _bulk
+        if bulk is None:
+            bulk = _bulk = _build_bulk()
+        fns, codes, defaults = bulk
+        # (by identity: equality would call a code object's deep comparison at every cell once
+        # autoreload gave it an equal copy, and (1,) == (1.0,) while those defaults mean other
+        # types.  Keyword defaults are not compared here: a device function has no keyword-only
+        # parameters -- the front end refuses them -- and code given some is new code.)
+        if all(map(is_, map(_CODE, fns), codes)) and all(map(is_, map(_DEFAULTS, fns), defaults)):
+            return []
+        changed = []
+        for key, (fn, parts) in list(_watched.items()):
+            if parts.same_objects(fn):
+                continue
+            if not parts.same_meaning(fn):
+                changed.append(fn)
+            _watched[key] = (fn, _Parts(fn))
+        _bulk = None
+        return changed
+
+
+def clear():
+    global _bulk
+    with _lock:
+        _compiled.clear()
+        _watched.clear()
+        _bulk = None
