@@ -454,6 +454,7 @@ def test_to_device_of_a_record_is_a_device_record_kernels_take_by_reference(simu
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_only
 def test_to_device_of_a_record_is_a_device_record_on_the_gpu():
     assert type(_device_record_round_trip()).__name__ == "DeviceRecord"
 
@@ -646,6 +647,7 @@ def test_stream_callbacks_and_async_done_in_the_simulator(simulated):
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_only
 def test_stream_callbacks_and_async_done_on_the_gpu():
     _stream_callbacks()
     assert cuda.runtime.get_version()[0] >= 12 and cuda.is_supported_version()
