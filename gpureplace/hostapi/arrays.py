@@ -126,14 +126,24 @@ def record_copy(rec):
     return host
 
 
-def record_field(rec, key):
-    """``d_rec["x"]`` of a device record: the field's value, copied to the host (a number, or
-    an array for an array field)."""
-    if key not in (rec.dtype.names or ()):
-        raise KeyError(f"the record has no field {key!r} (its fields: "
-                       f"{', '.join(rec.dtype.names)})")
-    value = rec.copy_to_host()[key]
-    return value[()] if value.ndim == 0 else value
+class RecordMethods:
+    """What numba-cuda's ``DeviceRecord`` adds to a 0-d device array of a record dtype (the
+    GPU's and the simulator's): ``d_rec["x"]`` is the field's value, copied to the host (a
+    number, or an array for an array field), and kernels type it as the record itself."""
+
+    def __getitem__(self, key):
+        if not isinstance(key, str):
+            return super().__getitem__(key)
+        if key not in (self.dtype.names or ()):
+            raise KeyError(f"the record has no field {key!r} (its fields: "
+                           f"{', '.join(self.dtype.names)})")
+        value = self.copy_to_host()[key]
+        return value[()] if value.ndim == 0 else value
+
+    @property
+    def _numba_type_(self):
+        from numba.np import numpy_support
+        return numpy_support.from_dtype(self.dtype)
 
 
 def device_record_class():
@@ -144,16 +154,8 @@ def device_record_class():
     if _DeviceRecord is None:
         base = device_array_class()
 
-        class DeviceRecord(base):
-            def __getitem__(self, key):
-                if isinstance(key, str):
-                    return record_field(self, key)
-                return base.__getitem__(self, key)
-
-            @property
-            def _numba_type_(self):
-                from numba.np import numpy_support
-                return numpy_support.from_dtype(self.dtype)
+        class DeviceRecord(RecordMethods, base):
+            pass
 
         from ..runtime.arguments import device_record_handler, register_handler
         register_handler(DeviceRecord, device_record_handler)

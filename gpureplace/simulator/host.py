@@ -11,7 +11,8 @@ import time
 
 import numpy as np
 
-from ..hostapi.arrays import NumbaArrayMethods, array_interface, is_record, record_copy, record_field, span
+from ..hostapi.arrays import (NumbaArrayMethods, RecordMethods, array_interface, is_record,
+                              record_copy, span)
 from .arrays import remember_allocation, view_described
 
 
@@ -175,18 +176,8 @@ class SimDevice:
         return "<CUDA device 0 'gpureplace CPU simulator'>"
 
 
-class SimDeviceRecord(SimDeviceNDArray):
+class SimDeviceRecord(RecordMethods, SimDeviceNDArray):
     """``cuda.to_device(record)`` under the simulator (hostapi's ``DeviceRecord``)."""
-
-    def __getitem__(self, key):
-        if isinstance(key, str):
-            return record_field(self, key)
-        return SimDeviceNDArray.__getitem__(self, key)
-
-    @property
-    def _numba_type_(self):
-        from numba.np import numpy_support
-        return numpy_support.from_dtype(self.dtype)
 
 
 def to_device(obj, copy=True):
