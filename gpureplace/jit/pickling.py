@@ -281,10 +281,7 @@ def _rebuild(uid, make, args, definition, adopt, current, detached, again, key):
             return _detached_object(key, detached, args)
         if again is None or getattr(_loading, "depth", 0):
             return obj
-        pin = _pinned.get(key)
-        if pin is None or pin._live is not obj:
-            pin = _pinned[key] = Pinned(obj, key, definition, current, detached, args, again)
-        return pin
+        return _pin(obj, key, definition, current, detached, args, again)
     if obj is not None and definition is not None and \
             obj.__dict__.get("_pickle_digest") != definition:
         if adopt is not None and adopt(obj):
@@ -303,15 +300,20 @@ def _rebuild(uid, make, args, definition, adopt, current, detached, again, key):
     # A process that received it (a Dask worker) keeps one live object per identifier, brought
     # to each new definition in place; a task unpickled before holds a handle that stays with
     # the definition it came with (the live object while it is that one, else a detached one).
-    pin = _pinned.get(key)
-    if pin is None or pin._live is not obj:
-        pin = _pinned[key] = Pinned(obj, key, definition, _received_digest, detached, args,
-                                    again)
-    return pin
+    return _pin(obj, key, definition, _received_digest, detached, args, again)
 
 
 def _received_digest(obj):
     return obj.__dict__.get("_pickle_digest")
+
+
+def _pin(live, key, definition, current, detached, args, again):
+    """The ``Pinned`` handle on ``live`` for the pickle ``key`` (one, shared by every task
+    holding that pickle, while ``live`` is the object it stands for)."""
+    pin = _pinned.get(key)
+    if pin is None or pin._live is not live:
+        pin = _pinned[key] = Pinned(live, key, definition, current, detached, args, again)
+    return pin
 
 
 def _detached_object(key, detached, args):
