@@ -53,19 +53,25 @@ def require_tool(name, what):
     return path
 
 
+def _assemble(ptxas, ptx, arch, tmp, *flags, timeout=None):
+    """``ptxas`` run on ``ptx`` for ``arch`` in folder ``tmp``: (the finished process, the
+    path of the cubin).  PTX that calls declared device functions is assembled relocatable,
+    to be linked later."""
+    src, obj = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
+    with open(src, "w") as fh:
+        fh.write(ptx)
+    args = [ptxas, *flags, f"-arch={arch}", *(["-c"] if external_symbols(ptx) else []),
+            "-o", obj, src]
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout), obj
+
+
 def sass_of_ptx(ptx, arch, what="inspect_sass", line_info=False):
     """The SASS (nvdisasm's listing) of ``ptx`` assembled for ``arch`` (``sm_90``); with
     ``line_info``, each instruction's source line is noted (PTX with .loc directives)."""
     ptxas = require_tool("ptxas", what)
     nvdisasm = require_tool("nvdisasm", what)
-    relocatable = bool(external_symbols(ptx))   # calls declared device functions: link later
     with tempfile.TemporaryDirectory() as tmp:
-        src, obj = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
-        with open(src, "w") as fh:
-            fh.write(ptx)
-        args = [ptxas, f"-arch={arch}", *(["-c"] if relocatable else []),
-                *(["-lineinfo"] if line_info else []), "-o", obj, src]
-        done = subprocess.run(args, capture_output=True, text=True)
+        done, obj = _assemble(ptxas, ptx, arch, tmp, *(["-lineinfo"] if line_info else []))
         if done.returncode:
             raise RuntimeError(f"{what}: ptxas rejected the PTX:\n{done.stderr.strip()}")
         done = subprocess.run([nvdisasm, "-c", *(["-g"] if line_info else []), obj],
@@ -91,14 +97,7 @@ def resources(ptx, entry=None):
         return None
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            src = os.path.join(tmp, "k.ptx")
-            with open(src, "w") as fh:
-                fh.write(ptx)
-            done = subprocess.run(
-                [ptxas, "-v", f"-arch={target.group(1)}",
-                 *(["-c"] if external_symbols(ptx) else []),
-                 "-o", os.path.join(tmp, "k.cubin"), src],
-                capture_output=True, text=True, timeout=120)
+            done, _ = _assemble(ptxas, ptx, target.group(1), tmp, "-v", timeout=120)
     except (OSError, subprocess.SubprocessError):
         return None
     if done.returncode:
