@@ -11,15 +11,11 @@ arrays as they were, as after any failed launch.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import enum
 import os
-import signal
 import sys
 import threading
-import time
-import warnings
 
 import numpy as np
 from numba.core import types as nbtypes
@@ -33,6 +29,7 @@ from ..runtime import arguments
 from ..runtime.launch import normalize_dims
 from .arrays import SimArray, allocation_around, current_place, wrap_int
 from .host import SimDeviceRecord
+from .stopping import interrupts_held, stop_workers, wait, worker
 from .blocks import Abort, Block, GridBarrier, NeedThreads, ThreadState
 from . import operators
 from .lang import device_format
@@ -364,93 +361,6 @@ def _run_thread(sim, kernel, values, ts, errors):
         blk.exit(ts)
 
 
-def _worker(work, arg):
-    """A worker thread's body: ``work(arg)``, ended quietly by the Abort sent to stop it."""
-    try:
-        work(arg)
-    except Abort:
-        pass
-
-
-def _wait(event):
-    """``event.wait()``, in short waits: an interrupt that comes as no signal (IPython's, through
-    ``_thread.interrupt_main``; any on Windows) is seen only when the wait returns."""
-    while not event.wait(0.05):
-        pass
-
-
-#: after an interrupt: how long threads still running kernel code get to reach a barrier before
-#: they are sent an Abort, and how long the launch waits for them in all
-STOP_GRACE_S = 0.1
-STOP_WAIT_S = 2.0
-
-
-def _stop_workers(sim, workers, gates, blocks, grid_barrier=None):
-    """End a launch's worker threads.  After a normal end they are all waiting for a turn that
-    never comes; after an interrupt (KeyboardInterrupt in the launching thread) the blocks still
-    running are aborted, so that threads waiting at a barrier unwind, and a thread still in the
-    kernel's code after ``STOP_GRACE_S`` (a long loop, a spin-wait that would hang) is sent an
-    Abort as an asynchronous exception.  A thread that would run on afterwards could change
-    arrays that the failed launch has put back."""
-    interrupted = [blk for blk in blocks if not blk.done.is_set()]
-    for blk in interrupted:
-        blk.abort(Abort())
-    if interrupted and grid_barrier is not None:
-        grid_barrier.abort()
-    start = time.monotonic()
-    sent = set()
-    while True:
-        alive = [w for w in workers if w.is_alive()]
-        if not alive:
-            return
-        for gate in gates:                       # a turn that ends the worker (or unwinds it)
-            if gate.locked():
-                try:
-                    gate.release()
-                except RuntimeError:             # released by its block meanwhile
-                    pass
-        waited = time.monotonic() - start
-        if waited > STOP_WAIT_S:
-            break
-        if interrupted and waited > STOP_GRACE_S:
-            for w in alive:
-                if w.ident in sim.in_kernel and w.ident not in sent and _send_abort(w):
-                    sent.add(w.ident)
-        alive[0].join(0.005)
-    warnings.warn(f"{len(alive)} thread(s) of the interrupted simulated kernel {sim.name} did "
-                  f"not stop (each is in a call that cannot be interrupted); they end when it "
-                  f"returns", RuntimeWarning, stacklevel=2)
-
-
-@contextlib.contextmanager
-def _interrupts_held():
-    """Hold an interrupt (SIGINT: Ctrl-C, Jupyter's) back until the block is done, then raise it:
-    a thread whose ``start()`` is interrupted may run or not, and one that runs would wait for
-    its turn forever."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGINT) is None:     # (a handler Python did not set)
-        yield
-        return
-    held = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if held:
-            signal.raise_signal(signal.SIGINT)
-
-
-def _send_abort(thread):
-    """Raise Abort in ``thread`` at its next Python instruction (CPython's asynchronous
-    exception; False where that is not available)."""
-    try:
-        set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
-    except AttributeError:
-        return False
-    return set_async_exc(ctypes.c_ulong(thread.ident), ctypes.py_object(Abort)) == 1
-
-
 def _run_threaded(sim, kernel, values):
     """Each block's threads as Python threads taking turns (``blocks.Block``); one worker per
     thread index, reused from block to block."""
@@ -472,12 +382,12 @@ def _run_threaded(sim, kernel, values):
                 return                           # the launch is over
             _run_thread(sim, kernel, values, ts, errors)
 
-    workers = [threading.Thread(target=_worker, args=(work, linear), daemon=True,
+    workers = [threading.Thread(target=worker, args=(work, linear), daemon=True,
                                 name=f"gpureplace-sim-thread-{linear}")
                for _, linear in threads]
     blk = None
     try:
-        with _interrupts_held():
+        with interrupts_held():
             for w in workers:
                 w.start()
         for bid in _blocks(sim.grid):
@@ -486,13 +396,13 @@ def _run_threaded(sim, kernel, values):
                       for tid, linear in threads]
             slots[:] = states
             blk.start(states)
-            _wait(blk.done)
+            wait(blk.done)
             late = getattr(blk, "deadlock_error", None)
             if errors or late is not None:
                 raise errors[0] if errors else late
     finally:
         slots[:] = [None] * len(threads)      # (before the gates open: no worker runs again)
-        _stop_workers(sim, workers, gates, [blk] if blk is not None else [])
+        stop_workers(sim, workers, gates, [blk] if blk is not None else [])
 
 
 #: grid mode runs every thread of the launch as a Python thread at once
@@ -527,23 +437,23 @@ def _run_grid(sim, kernel, values):
             gate.acquire()
             states.append(ThreadState(tid, bid, linear, blk, gate))
         all_blocks.append((blk, states))
-        workers += [threading.Thread(target=_worker, args=(work, ts), daemon=True,
+        workers += [threading.Thread(target=worker, args=(work, ts), daemon=True,
                                      name=f"gpureplace-sim-grid-{bid}-{ts.linear}")
                     for ts in states]
     try:
-        with _interrupts_held():
+        with interrupts_held():
             for w in workers:
                 w.start()
         for blk, states in all_blocks:
             blk.start(states)
         for blk, _ in all_blocks:
-            _wait(blk.done)
+            wait(blk.done)
         late = [getattr(b, "deadlock_error", None) for b, _ in all_blocks]
         late = [e for e in late if e is not None]
         if errors or late:
             raise errors[0] if errors else late[0]
     finally:
-        _stop_workers(sim, workers, [ts.gate for _, states in all_blocks for ts in states],
+        stop_workers(sim, workers, [ts.gate for _, states in all_blocks for ts in states],
                       [blk for blk, _ in all_blocks], barrier)
         sim.grid_barrier = None
 
