@@ -1,7 +1,7 @@
 """A user's ``numba.extending.overload`` defined again (its notebook cell run again): Numba adds
 the new template after the old one, which would go on answering, for kernels compiled before and
 after alike.  ``latest_overloads`` is what the typing context keeps of a function's templates
-(``target.GPUTypingContext``); ``note_overload_redefinitions`` tells redefinition tracking which
+(``typing_context.GPUTypingContext``); ``note_overload_redefinitions`` tells redefinition tracking which
 functions were defined again, so that the kernels that read them recompile.  Imports nothing
 heavy: Numba's registry is read only once something was compiled."""
 

@@ -2,36 +2,30 @@
 
 No NRT, no CPython wrappers, no Numba CUDA: Numba's core does bytecode -> typed IR -> LLVM IR with
 these two contexts.  Every global value a function reads is typed through
-``GPUTypingContext.resolve_value_type``, which first asks the dispatch resolver (contexts, overrides,
-undecorated helpers); that single hook is what makes dispatch contextual.
+``GPUTypingContext.resolve_value_type`` (typing_context.py), which first asks the dispatch resolver
+(contexts, overrides, undecorated helpers); that single hook is what makes dispatch contextual.
 """
 
 from __future__ import annotations
 
 import functools
-import sys
 import threading
-import types as pytypes
 import weakref
 
 from llvmlite import ir
-from numba.core import itanium_mangler, types, typing
+from numba.core import itanium_mangler, types
 from numba.core.base import BaseContext
 
-from numba.core.target_extension import CUDA, current_target, target_override, target_registry
-from numba.core.typing.typeof import typeof_impl
+from numba.core.target_extension import CUDA, target_registry
 
 from ..arch import DEFAULT_ARCH
 from . import abi, backend
-from .bfloat16 import register_dtype
-from .call_types import CallTypes
 from .call_types import install as install_call_types
 from .datamodels import NARROW_FLOATS, GPUDIBuilder, data_models
-from .global_arrays import cai_dtype, device_array_type
-from .host_only import reject_host_only, unsupported_message
-from .hostconstants import install_cffi, int_constant_class, int_constants
+from .global_arrays import cai_dtype
+from .host_only import unsupported_message
 from .numba_overhead import abi_sizeof
-from .overload_redefinitions import latest_overloads, overload_site
+from .typing_context import GPUTypingContext, unchanged
 
 
 class GPUReplaceTarget(CUDA):
@@ -69,151 +63,6 @@ def _register_overload_jit():
 
 _register_overload_jit()
 install_call_types()
-
-
-def _in_our_target(method):
-    """Run a typing question as a compile does: with gpureplace the current target, inside a
-    compile frame of the typing context's own dispatch Context (default options) when no
-    compile is under way.  Numba's ``@overload`` templates register the lowering of what they
-    type into the current target's registry and keep their answer, so a question asked outside
-    a compile (``cuda.descriptor.cuda_target.typing_context``, an extension's helper, a test)
-    would otherwise register the lowering for the CPU and leave a later kernel with "No
-    definition for lowering"."""
-    @functools.wraps(method)
-    def asked(self, *args, **kws):
-        from . import resolve
-        if current_target() == "gpureplace" and resolve.frames():
-            return method(self, *args, **kws)
-        with target_override("gpureplace"), resolve.outside_a_compile(self.dispatch_context):
-            return method(self, *args, **kws)
-    return asked
-
-
-class GPUTypingContext(typing.BaseContext):
-    """Numba typing context whose value resolution goes through a gpureplace ``Context``; the
-    call types its templates answer are kept (``call_types.py``)."""
-
-    def __init__(self, dispatch_context):
-        self.dispatch_context = dispatch_context
-        self.call_types = CallTypes()
-        super().__init__()
-
-    def install_registry(self, registry):
-        self.call_types.clear()
-        super().install_registry(registry)
-
-    def _insert_global(self, gv, gty):
-        # Numba adds a function's templates to those it had: an ``@overload`` run again (its
-        # notebook cell re-run) would come after the one it replaces, which would still answer.
-        # Here the latest of each overload answers (overload_redefinitions.py).
-        # (only where the template just added, the last, is a user's overload: a library's
-        # registrations cost nothing here)
-        if isinstance(gty, types.Function) and len(gty.templates) > 1 and \
-                overload_site(gty.templates[-1]) is not None:
-            kept = latest_overloads(gty.templates)
-            if len(kept) < len(gty.templates):
-                gty = types.Function(tuple(kept))
-        super()._insert_global(gv, gty)
-
-    def resolve_argument_type(self, val):
-        register_dtype()                     # (a bfloat16 array, if ml_dtypes is loaded)
-        return super().resolve_argument_type(val)
-
-    def refresh(self):
-        if _unchanged(self, ("functions", "attributes", "globals")):
-            return
-        self.call_types.clear()
-        super().refresh()
-        _unchanged(self, ("functions", "attributes", "globals"))
-
-    def load_additional_registries(self):
-        from numba.core.typing import cmathdecl, enumdecl
-        from .intrinsics import registry as intrinsic_registries
-        self.install_registry(cmathdecl.registry)
-        self.install_registry(enumdecl.registry)
-        self.install_registry(intrinsic_registries.array_reductions_typing())
-        for reg in intrinsic_registries.typing_registries():
-            self.install_registry(reg)
-
-    def resolve_value_type(self, val):
-        from . import resolve
-        ty = resolve.resolve_value(self, val)
-        if ty is not None:
-            return ty
-        if hasattr(val, "__cuda_array_interface__"):
-            return device_array_type(val)       # (mapped and simulated device arrays too)
-        if int_constant_class(val):
-            # an enumeration of ints that is not an enum.Enum (cuda.bindings' cudaRoundMode):
-            # its members are int constants, read as a module's (cudaRoundMode.cudaRoundZero)
-            return types.Module(int_constants(val))
-        if type(val).__module__.startswith(("cffi", "_cffi_backend")) and \
-                not getattr(self, "_cffi_installed", False):
-            # Numba's CFFI support (ffi.from_buffer(array)...), the first time it is needed
-            install_cffi(self, compilers(self.dispatch_context)[1])
-            self._cffi_installed = True
-        return self.numba_resolve_value_type(val)
-
-    resolve_getattr = _in_our_target(typing.BaseContext.resolve_getattr)
-
-    @_in_our_target
-    def resolve_function_type(self, func, args, kws):
-        fnty = func if type(func) is types.Function else None
-        if type(func) is pytypes.BuiltinFunctionType:
-            # (operator.getitem for x[i], asked by itself: its Numba function type answers)
-            fnty = self._lookup_global(func)
-        if type(fnty) is not types.Function:
-            reject_host_only(func, args)
-            return super().resolve_function_type(func, args, kws)
-
-        def ask():
-            # (a kept answer passed this check for the same function and argument types)
-            reject_host_only(func, args)
-            return super(GPUTypingContext, self).resolve_function_type(func, args, kws)
-        return self.call_types.answer(func, args, kws, ask, fnty)
-
-    def numba_resolve_value_type(self, val):
-        """Numba's own resolution, without the dispatch resolver (used by the resolver itself)."""
-        if "_cffi_backend" not in sys.modules and _typeof_gives_up(val):
-            # Numba's typeof knows no such value (a module, an operator, a NumPy function, a
-            # device intrinsic), and its last try imports cffi and pycparser (20-40 ms of a
-            # first compile) to ask whether the value is a CFFI function -- which none can be
-            # while CFFI is not loaded: straight to the registries, as Numba goes when typeof
-            # gives up
-            lookup = getattr(self, "_get_global_type", None) or \
-                getattr(self, "_get_global_type_for", None)
-            ty = None if lookup is None else lookup(val)
-            if ty is not None:
-                return ty
-        return super().resolve_value_type(val)
-
-
-def _typeof_gives_up(val):
-    """Whether Numba's ``typeof`` would find nothing for ``val`` but for the CFFI question: a
-    module or a callable whose type it has no rule for, with no ``_numba_type_`` (callables and
-    modules expose no buffer, its other generic question)."""
-    return (isinstance(val, pytypes.ModuleType) or callable(val)) and \
-        typeof_impl.dispatch(type(val)) is typeof_impl.dispatch(object) and \
-        getattr(val, "_numba_type_", None) is None
-
-
-def _unchanged(context, lists):
-    """Whether no registry ``context`` has installed has gained a registration since this was
-    last asked (and remember the answer's state).  Numba refreshes a context at every lookup
-    that misses (each array ``make_array`` asks for ``__array__``, which plain arrays lack), a
-    quarter of a millisecond a time; registries only grow, and every one a refresh would install
-    is installed at the first, so equal counts mean a refresh would install nothing."""
-    # (the registries' lists, gathered again only when a registry was added: Numba's registries
-    # append to the lists they were made with)
-    regs = context._registries
-    held = context.__dict__.get("_refresh_lists")
-    if held is None or held[0] != len(regs):
-        held = context._refresh_lists = (len(regs), [
-            each for reg in regs for each in (getattr(reg, name, None) for name in lists)
-            if each is not None])
-    mark = (len(regs), sum(map(len, held[1])))
-    seen = context.__dict__.get("_refreshed_mark")
-    context._refreshed_mark = mark
-    return seen == mark
 
 
 _LOWERING_LISTS = ("functions", "getattrs", "setattrs", "casts", "constants")
@@ -459,14 +308,14 @@ class GPUTargetContext(BaseContext):
             self.install_registry(reg)
 
     def refresh(self):
-        if _unchanged(self, _LOWERING_LISTS):
+        if unchanged(self, _LOWERING_LISTS):
             self.typing_context.refresh()
             return
         super().refresh()
         from . import rangeloops, reshape_helper
         prefer_lowerings(self._defns, rangeloops.LOWERINGS)      # range steps marked nsw
         prefer_lowerings(self._defns, reshape_helper.LOWERINGS)  # a C array's reshape: no helper
-        _unchanged(self, _LOWERING_LISTS)
+        unchanged(self, _LOWERING_LISTS)
 
     @functools.cached_property
     def call_conv(self):
@@ -604,6 +453,7 @@ def compilers(context):
             pair = _compilers.get(context)
             if pair is None:
                 tyctx = GPUTypingContext(context)
-                pair = _compilers[context] = (tyctx, GPUTargetContext(tyctx))
+                tyctx.lowering_context = GPUTargetContext(tyctx)
+                pair = _compilers[context] = (tyctx, tyctx.lowering_context)
     return pair
 
