@@ -7,6 +7,12 @@ NumPy ufuncs and builtins to libdevice and NVVM intrinsics.
 
 Every table change bumps ``Context.version`` and the global world counter, so compiled code that
 resolved through the table can be revalidated.
+
+A context's name is its identity where it is defined: creating a context with the name of a live
+one that the same module's top-level code created (a notebook cell run again, a module reloaded)
+defines that context again, in place -- the same object, its overrides, parent, fast-math flag and
+options replaced -- so every kernel that holds it (``cuda.jit(context=ctx)``, ``with_context``, ``%%cuda
+--context``, ``%config GPUReplace.context``) recompiles with the new definition at its next launch.
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ from __future__ import annotations
 import hashlib
 import inspect
 import itertools
+import sys
 import threading
+import warnings
 import weakref
 
 from ..config import settings
@@ -36,6 +44,31 @@ def host_key(obj):
     except TypeError:
         return ("id", id(obj))
     return obj
+
+
+def _redefined(cls, name, parent, module, top_level):
+    """The live context that ``Context(name, parent, ...)``, called from code of ``module``
+    (its top-level code: ``top_level``), defines again, or None for a new one.  Only a context
+    of the same class that the same module's top-level code created is defined again (a
+    notebook's cells share ``__main__``; a reloaded module runs in its old namespace); contexts
+    a function makes, each time it runs, are new ones.  A library's context of that name and the
+    built-in ones stay, as does the one the new context is stacked on (``Context(name,
+    parent=Context.named(name))``).  A new context taking the name of another module's says so:
+    kernels holding that one keep it, and ``Context.named`` now finds the new one."""
+    with _lock:
+        old = _named.get(name)
+    if old is None or type(old) is not cls or getattr(old, "_frozen_args", None) is not None:
+        return None
+    stacked = parent is not _MISSING and isinstance(parent, Context) and old in parent.stack()
+    same_module = module is not None and getattr(old, "_defined_in", None) == module
+    if same_module and top_level and getattr(old, "_top_level", False) and not stacked:
+        return old
+    if not stacked and not same_module:
+        warnings.warn(f"Context({name!r}) is a new context: the context of that name that "
+                      f"{getattr(old, '_defined_in', None) or 'other code'} created stays as it "
+                      f"is, for the kernels that hold it; Context.named({name!r}) and "
+                      f"%%cuda --context {name} now mean the new one", stacklevel=3)
+    return None
 
 
 class Override:
@@ -71,23 +104,43 @@ class Override:
 class Context:
     """A named override table with an optional parent.
 
-    ``Context(name, parent=default_context, fastmath=False, **options)``
+    ``Context(name, parent=default_context, fastmath=False, **options)``; called again with the
+    name of a live context that the same module created (a cell run again), it defines that
+    context again and returns it (see ``_redefined``).
     """
+
+    def __new__(cls, name, parent=_MISSING, fastmath=False, _register=True, **options):
+        # (frame 1: the code that called Context(...); type.__call__ has no Python frame)
+        caller = sys._getframe(1)
+        module = caller.f_globals.get("__name__")
+        top_level = caller.f_code.co_name == "<module>"
+        again = _redefined(cls, str(name), parent, module, top_level) if _register else None
+        if again is not None:
+            return again                   # __init__ then gives it its new definition
+        self = super().__new__(cls)
+        self._defined_in, self._top_level = module, top_level
+        return self
 
     def __init__(self, name, parent=_MISSING, fastmath=False, _register=True, **options):
         if parent is _MISSING:
             parent = default_context
-        self.name = str(name)
-        self._parent = None
-        self.parent = parent
-        self.fastmath = bool(fastmath)
-        self.options = dict(options)
-        self._table = {}            # host key -> untyped Override
-        self._typed = {}            # host key -> {argument types: Override}
-        self.version = 0
-        self.uid = next(_ids)
-        if _register:
-            _named[self.name] = self
+        with _lock:
+            again = "_table" in self.__dict__  # (defined again: see __new__ and _redefined)
+            self.name = str(name)
+            if not again:
+                self._parent = None
+            self.parent = parent
+            self.fastmath = bool(fastmath)
+            self.options = dict(options)
+            self._table = {}            # host key -> untyped Override
+            self._typed = {}            # host key -> {argument types: Override}
+            if again:
+                self._bump()            # what was compiled in it revalidates, and recompiles
+            else:
+                self.version = 0
+                self.uid = next(_ids)
+            if _register:
+                _named[self.name] = self
 
     @staticmethod
     def named(name):

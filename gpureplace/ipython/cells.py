@@ -1,12 +1,19 @@
 """How a ``%%cuda`` cell runs as the notebook's own cell: the input transformer that turns it into
 the cell's code after one opening call, the traceback line put back as typed, and what an open
-cell converts when it ends."""
+cell converts when it ends.  And what the cell hooks check around every cell: the bindings
+compiled kernels depend on (``check_bindings``), after each cell and, where IPython's autoreload
+has just reloaded a module, before it (``AutoreloadWatch``)."""
 
 from __future__ import annotations
 
 import ast
 import re
 import sys
+
+from ..compiler.overload_redefinitions import note_overload_redefinitions
+from ..jit import live_functions
+from ..tracking import bindings, deps
+from . import render
 
 
 class CudaCellTransformer:
@@ -135,3 +142,75 @@ class OpenCell:
         self.context = context
         self.before = before           # the namespace when the body began (name -> object)
         self.result = result           # the running cell's ExecutionResult (None: unknown)
+
+
+# -- the redefinition check around cells -------------------------------------------------------
+def check_bindings(verbose):
+    """Compare the bindings compiled kernels depend on with their values now (any change moves
+    the world: each affected kernel recompiles at its next launch); with ``verbose``, say what
+    changed and which kernels recompile."""
+    overloads = note_overload_redefinitions()     # (a Numba @overload run again)
+    changed = bindings.check()
+    if (changed or overloads) and verbose:
+        kernels = sorted(set(deps.dependents(live_functions(), changed)) |
+                         set(deps.overload_dependents(live_functions(), overloads)))
+        print(render.redefinition_message(
+            [(name, how) for _, name, how in changed] +
+            [(f"{fn.__name__}'s overload", "redefined") for fn in overloads], kernels))
+
+
+class AutoreloadWatch:
+    """Whether IPython's autoreload has just reloaded a module, before a cell runs.
+
+    ``%autoreload`` reloads the modules whose files changed in its own ``pre_run_cell`` hook,
+    giving their functions new code in place or binding their names anew; the check after each
+    cell would only see it once the cell had run, and the cell's launches would run the old
+    code.  So the extension's ``pre_run_cell``, which runs after autoreload's (IPython calls a
+    hook in the order of registration; ``settle`` moves ours after an autoreload loaded later),
+    checks the bindings again -- only when autoreload has reloaded something since the last
+    check: its record of the modules' times (``modules_mtimes``, a dict compared in C) then
+    differs from the copy taken after the last cell.  Without autoreload, or when it reloaded
+    nothing, a cell costs a look at the few ``pre_run_cell`` hooks."""
+
+    def __init__(self, shell, hook):
+        self.shell = shell
+        self.hook = hook               # the extension's pre_run_cell (a bound method: compared ==)
+        self._seen = {}                # id(reloader) -> (reloader, its modules' times then)
+
+    def _reloaders(self):
+        """The enabled reloaders of the autoreload hooks registered for ``pre_run_cell``: (those
+        before our hook, those after it)."""
+        before, after = [], []
+        found = before
+        for hook in self.shell.events.callbacks.get("pre_run_cell", ()):
+            if hook == self.hook:
+                found = after
+                continue
+            owner = getattr(hook, "__self__", None)
+            if type(owner).__name__ != "AutoreloadMagics":
+                continue
+            reloader = getattr(owner, "_reloader", None)
+            if getattr(reloader, "enabled", False):
+                found.append(reloader)
+        return before, after
+
+    def reloaded(self):
+        """Whether an autoreload that ran before our hook, as this cell starts, has reloaded a
+        module since ``settle`` (one not seen then counts as having reloaded)."""
+        for reloader in self._reloaders()[0]:
+            seen = self._seen.get(id(reloader))
+            if seen is None or seen[0] is not reloader or \
+                    getattr(reloader, "modules_mtimes", None) != seen[1]:
+                return True
+        return False
+
+    def settle(self):
+        """After a cell: move our ``pre_run_cell`` after an autoreload hook registered since ours
+        (``%load_ext autoreload`` after ``%load_ext gpureplace``), so that the next cell's check
+        sees what it reloads; and remember the reloaders' modules' times."""
+        before, after = self._reloaders()
+        if after:
+            self.shell.events.unregister("pre_run_cell", self.hook)
+            self.shell.events.register("pre_run_cell", self.hook)
+        self._seen = {id(r): (r, dict(getattr(r, "modules_mtimes", None) or {}))
+                      for r in before + after}

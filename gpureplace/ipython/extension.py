@@ -8,7 +8,9 @@ one object.  ``post_execute`` converts the functions a ``%%cuda`` cell defined (
 failed part-way); ``post_run_cell`` compares the bindings compiled kernels depend on with their
 current values: any change moves the world, and each affected kernel recompiles at its next
 launch, or before it in the background while the user types (jit/ahead.py; ``pre_run_cell``
-stops that when the next cell starts).  Unloading removes all of it.
+stops that when the next cell starts).  Where IPython's autoreload has just reloaded a module,
+``pre_run_cell`` (kept after autoreload's) compares them too, so that the cell about to run
+launches the module's new code (cells.AutoreloadWatch).  Unloading removes all of it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import warnings
 
 from .. import config, errors
 from ..runtime import launch
-from .cells import CudaCellDefinitions, CudaCellTransformer
+from .cells import AutoreloadWatch, CudaCellDefinitions, CudaCellTransformer
 from .magics import GPUReplace
 
 _LINE_MAGICS = ("cuda_ptx", "cuda_sass", "cuda_llvm", "cuda_types", "cuda_deps", "cuda_cache",
@@ -53,6 +55,7 @@ def load_ipython_extension(ip):
     ip.input_transformers_cleanup.append(ext.transformer)
     ext.definitions = CudaCellDefinitions(ext.transformer.names)
     ip.ast_transformers.append(ext.definitions)
+    ext.reloads = AutoreloadWatch(ip, ext.pre_run_cell)
     ip.events.register("post_execute", ext.post_execute)
     ip.events.register("post_run_cell", ext.post_run_cell)
     ip.events.register("pre_run_cell", ext.pre_run_cell)

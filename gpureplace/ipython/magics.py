@@ -29,18 +29,17 @@ from traitlets import Bool, TraitError, Unicode, default, observe, validate
 from .. import config, cuda as cuda_ns, probe
 from ..arch import normalize_arch
 from ..compiler import diskcache
-from ..compiler.overload_redefinitions import note_overload_redefinitions
 from ..compiler.signature import SignatureParseError, normalize_signature
 from ..dask import push_redefinitions
 from ..dispatch.context import Context
 from ..errors import DeviceFunctionError, GPUReplaceError
-from ..jit import GPUFunction, ahead, live_functions
+from ..jit import GPUFunction, ahead
 from ..jit.function import latest_birth
 from ..runtime import launch
-from ..tracking import bindings, deps, world
+from ..tracking import world
 from ..tracking.stats import snapshot as stats_snapshot
 from . import render
-from .cells import OpenCell, show_first_line_as_typed
+from .cells import OpenCell, check_bindings, show_first_line_as_typed
 from .output import FdCapture
 
 
@@ -280,12 +279,20 @@ class GPUReplace(Magics):
             self.check_after_cell()
         except Exception as exc:
             _warn_hook_failure("the redefinition check", exc)
+        try:
+            self.reloads.settle()       # (what autoreload reloads before the next cell is seen)
+        except Exception as exc:
+            _warn_hook_failure("watching autoreload", exc)
 
     def pre_run_cell(self, info=None):
         try:
             self._cells_started += 1
             for message in ahead.take_messages():   # recompiled while the user typed
                 print(message)
+            if self.check_redefinitions and self.reloads.reloaded():
+                # %autoreload's hook, run before this one, reloaded a module: this cell's
+                # launches must run its new code (cells.AutoreloadWatch)
+                check_bindings(self.verbose)
         except Exception as exc:
             _warn_hook_failure("the start-of-cell hook", exc)
 
@@ -295,14 +302,7 @@ class GPUReplace(Magics):
         if the world moved, the stale kernels recompile in the background (jit/ahead.py)."""
         self.flush_device_output()
         if self.check_redefinitions:
-            overloads = note_overload_redefinitions()     # (a Numba @overload run again)
-            changed = bindings.check()
-            if (changed or overloads) and self.verbose:
-                kernels = sorted(set(deps.dependents(live_functions(), changed)) |
-                                 set(deps.overload_dependents(live_functions(), overloads)))
-                print(render.redefinition_message(
-                    [(name, how) for _, name, how in changed] +
-                    [(f"{fn.__name__}'s overload", "redefined") for fn in overloads], kernels))
+            check_bindings(self.verbose)
         born = latest_birth()
         if world.age != self._ahead_age or born != self._ahead_born:
             # (the world moved, or the cell defined kernels: their first launch is guessed)

@@ -343,3 +343,77 @@ def test_typing_asked_outside_a_compile_leaves_the_kernels_lowering_intact():
     assemble(spec.ptx)
     spec = cuda.jit(half_of_max).compile("void(float32[:], float64[:])", arch="sm_90")
     assemble(spec.ptx)
+
+
+SCRIPT_CONTEXT = """
+import math
+from gpureplace import Context
+ctx = Context("script_redefined"{options})
+def my_exp(x):
+    return x * {factor}
+ctx.override(math.exp, my_exp)
+"""
+
+
+def test_a_context_created_again_by_the_same_module_is_redefined_in_place():
+    """Outside IPython too (a script's cell run again, a module reloaded): creating a context
+    with the name of a live one that the same module created defines that one again -- no
+    ``gpureplace.refresh()`` needed -- and the kernels compiled in it recompile."""
+    ns = {"__name__": "gr_script_like"}
+    exec(SCRIPT_CONTEXT.format(options="", factor="29.0"), ns)
+    held = ns["ctx"]
+
+    @cuda.jit(context=held)
+    def k(out, x):
+        out[0] = math.exp(x[0])
+    first = k.compile(SIG64)
+    assert "0d403D000000000000" in first.ptx                                # 29.0
+    version = held.version
+    exec(SCRIPT_CONTEXT.format(options=", fastmath=True", factor="31.0"), ns)
+    again = k.compile(SIG64)
+    assert "0d403F000000000000" in again.ptx and "0d403D000000000000" not in again.ptx
+    assert ns["ctx"] is held and Context.named("script_redefined") is held
+    assert held.fastmath and held.version > version
+    # created again without the override: math.exp is the built-in one again
+    exec("from gpureplace import Context\nctx = Context('script_redefined')\n", ns)
+    assert ns["ctx"] is held and held.overrides() == [] and not held.fastmath
+    assert "0d403F000000000000" not in k.compile(SIG64).ptx
+
+
+def test_a_context_of_another_modules_name_or_stacked_on_it_is_a_new_one():
+    ns = {"__name__": "gr_library_like"}
+    exec(SCRIPT_CONTEXT.format(options="", factor="29.0").replace(
+        "script_redefined", "shared_name"), ns)
+    lib_ctx = ns["ctx"]
+    with pytest.warns(UserWarning, match="gr_library_like"):
+        mine = Context("shared_name")                     # (this test module: another one)
+    assert mine is not lib_ctx and lib_ctx.lookup(math.exp) is not None
+    assert Context.named("shared_name") is mine
+    # stacked on the live context of its name: a new layer, without a warning
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        layer = Context("shared_name", parent=mine)
+    assert layer is not mine and layer.parent is mine
+    # a redefinition refused (a parent that is not a Context) leaves the context as it was
+    ns2 = {"__name__": "gr_redefines_badly"}
+    exec("from gpureplace import Context\nctx = Context('bad_parent_ctx')\n", ns2)
+    ctx = ns2["ctx"]
+    ctx.override(math.exp, lambda x: x * 2.0)
+    with pytest.raises(TypeError):
+        exec("ctx = Context('bad_parent_ctx', parent='default')", ns2)
+    assert ns2["ctx"] is ctx and ctx.lookup(math.exp) is not None
+
+
+def test_contexts_a_function_makes_are_new_each_time():
+    """Only top-level code (a cell, a module) defines a context again: a function that makes a
+    context of one name at each call gets a new one each time, the earlier one untouched."""
+    def make(factor):
+        ctx = Context("made_per_call")
+        ctx.override(math.exp, lambda x: x * factor)
+        return ctx
+    first = make(2.0)
+    second = make(3.0)
+    assert first is not second
+    assert first.lookup(math.exp) is not None and second.lookup(math.exp) is not None
+    assert Context.named("made_per_call") is second

@@ -9,6 +9,7 @@ test_inplace_and_classes.py has the same without IPython, and from the disk cach
 
 import os
 import struct
+import subprocess
 import sys
 import textwrap
 
@@ -67,7 +68,9 @@ def autoreload(shell, tmp_path, monkeypatch):
         for cb in list(shell.events.callbacks[event]):
             if type(getattr(cb, "__self__", None)).__name__ == "AutoreloadMagics":
                 shell.events.unregister(event, cb)
+    # (IPython records the built-in extension under its full name)
     shell.extension_manager.loaded.discard("autoreload")
+    shell.extension_manager.loaded.discard("IPython.extensions.autoreload")
     sys.modules.pop(MODULE, None)
 
 
@@ -126,3 +129,144 @@ out = np.ones(1)
 k_imported[1, 1](out)
 """)
     assert float(ns["out"][0]) == 1.75
+
+
+# -- the cell that follows an edit launches the new code -------------------------------------------
+# autoreload reloads in its pre_run_cell hook, just before the cell runs; the extension's
+# pre_run_cell (kept after autoreload's) then checks the bindings, so that the cell's own launches
+# run the new code, not only the next cell's.  Cold, warm from the disk cache (a second process
+# on the cache a first one filled) and after %reload_ext gpureplace (whose hooks then come after
+# autoreload's; in the other modes autoreload was loaded after gpureplace).
+
+SAME_CELL_MODULE = "gr_autoreload_same_cell_mod"
+
+
+def write_same_cell_module(path, offset, factor):
+    path.write_text(f"FACTOR = {factor}\n\n"
+                    f"def shift(v):\n    return v + {offset}\n\n"
+                    f"def scale(v):\n    return v * FACTOR\n")
+
+
+SAME_CELL_SETUP = f"""
+import numpy as np
+import gpureplace
+import {SAME_CELL_MODULE} as smod
+from {SAME_CELL_MODULE} import shift
+from gpureplace import cuda
+SIG1 = "void(float64[::1])"
+@cuda.jit
+def k_code(out):
+    out[0] = shift(out[0])          # a function autoreload changes in place (its __code__)
+@cuda.jit
+def k_const(out):
+    out[0] = smod.scale(out[0])     # a function whose module's constant autoreload rebinds
+def launched(kernel):
+    out = np.ones(1)
+    kernel[1, 1](out)
+    return float(out[0]), kernel.inspect_ptx(SIG1)
+"""
+
+# launched, and the PTX of what was launched, all in the one cell that follows the edit
+SAME_CELL_LAUNCH = "r_code, p_code = launched(k_code); r_const, p_const = launched(k_const)"
+
+
+def same_cell_scenario(ip, path, mode):
+    """The scenario in ``ip`` (gpureplace and ``%autoreload 2`` loaded): kernels calling the
+    functions of the module at ``path`` launch; the module is edited; the next cell launches them
+    again and must run the new code.  ``mode``: cold, fill, warm (the set-up's kernels must come
+    from the disk cache), reload (``%reload_ext gpureplace`` after the set-up)."""
+    write_same_cell_module(path, "0.25", "0.5")
+    st = os.stat(path)
+    os.utime(path, (st.st_atime - 100, st.st_mtime - 100))
+    before = gpureplace.stats()
+    run(ip, SAME_CELL_SETUP)
+    run(ip, SAME_CELL_LAUNCH)
+    ns = ip.user_ns
+    assert (ns["r_code"], ns["r_const"]) == (1.25, 0.5)
+    assert holds(ns["p_code"], 0.25) and holds(ns["p_const"], 0.5)
+    if mode == "warm":
+        after = gpureplace.stats()
+        assert after["kernel_compiles"] == before["kernel_compiles"], "compiled, not loaded"
+        assert after["disk_hits"] >= before["disk_hits"] + 2
+    if mode == "reload":
+        ip.run_line_magic("reload_ext", "gpureplace")
+    run(ip, "pass")
+    shift_before = ns["shift"]
+    write_same_cell_module(path, "0.75", "6.25")          # (its mtime: now, 100 s later)
+    run(ip, SAME_CELL_LAUNCH)
+    assert ns["shift"] is shift_before and 0.75 in shift_before.__code__.co_consts   # in place
+    assert holds(ns["p_code"], 0.75) and not holds(ns["p_code"], 0.25), "k_code ran old PTX"
+    assert holds(ns["p_const"], 6.25) and not holds(ns["p_const"], 0.5), "k_const ran old PTX"
+    # (on the simulator, a function changed in place runs its new code at any rate)
+    assert (ns["r_code"], ns["r_const"]) == (1.75, 6.25)
+
+
+@pytest.fixture
+def same_cell_module(autoreload):
+    ip, path = autoreload
+    yield ip, path.with_name(f"{SAME_CELL_MODULE}.py")
+    sys.modules.pop(SAME_CELL_MODULE, None)
+
+
+@pytest.mark.parametrize("mode", ["cold", "cold-full", "reload"])
+def test_the_cell_after_an_edit_launches_the_new_code(same_cell_module, mode):
+    ip, path = same_cell_module
+    if mode == "cold-full":
+        run(ip, "%autoreload 2 --full")      # (the older reload: superreload, not the diffing one)
+    same_cell_scenario(ip, path, mode)
+
+
+def _same_cell_in_a_process(mode, folder, cache):
+    env = dict(os.environ, GPUREPLACE_CACHE_DIR=str(cache), GPUREPLACE_CACHE="1",
+               GPUREPLACE_PREWARM="0")
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), mode, str(folder)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"{mode}:\n{proc.stdout}\n{proc.stderr}"
+
+
+def test_the_cell_after_an_edit_launches_the_new_code_warm_from_disk(tmp_path):
+    folder, cache = tmp_path / "mod", tmp_path / "cache"
+    folder.mkdir()
+    _same_cell_in_a_process("fill", folder, cache)     # (the whole scenario: both versions)
+    _same_cell_in_a_process("warm", folder, cache)
+
+
+def test_the_check_before_a_cell_runs_only_after_a_reload(same_cell_module, monkeypatch):
+    """The check before a cell costs nothing more unless autoreload reloaded something."""
+    from gpureplace.ipython import cells, magics
+    ip, path = same_cell_module
+    write_same_cell_module(path, "0.25", "0.5")
+    calls = []
+
+    def counted(verbose):
+        calls.append(verbose)
+        return cells.check_bindings(verbose)
+    monkeypatch.setattr(magics, "check_bindings", counted)
+    run(ip, f"import {SAME_CELL_MODULE}")
+    for _ in range(3):
+        calls.clear()
+        run(ip, "pass")
+        assert len(calls) == 1                   # after the cell only
+    write_same_cell_module(path, "0.75", "0.5")
+    st = os.stat(path)
+    os.utime(path, (st.st_atime + 10, st.st_mtime + 10))
+    calls.clear()
+    run(ip, "pass")
+    assert len(calls) == 2                       # before the cell too: autoreload reloaded
+    calls.clear()
+    run(ip, "pass")
+    assert len(calls) == 1
+
+
+if __name__ == "__main__":
+    # A mode of the scenario in a process of its own (the warm test's two processes), in a real
+    # shell: gpureplace loaded, then autoreload; the module in the folder given.
+    from IPython.core.interactiveshell import InteractiveShell
+    mode, folder = sys.argv[1], sys.argv[2]
+    sys.path.insert(0, folder)
+    sys.dont_write_bytecode = True
+    shell = InteractiveShell.instance()
+    run(shell, "%load_ext gpureplace")
+    run(shell, "%load_ext autoreload\n%autoreload 2")
+    from pathlib import Path
+    same_cell_scenario(shell, Path(folder) / f"{SAME_CELL_MODULE}.py", mode)

@@ -1,6 +1,8 @@
 """Redefinition tracking through a real IPython InteractiveShell running cells."""
 
 
+import math
+
 import pytest
 
 IPython = pytest.importorskip("IPython")
@@ -167,3 +169,101 @@ s1 = k.compile('{SIG}')
     assert shell.user_ns["s2"] is not shell.user_ns["s1"]
     assert "0d4010000000000000" in shell.user_ns["s2"].ptx             # 4.0
     sys.modules.pop("reloadme", None)
+
+
+def lit(value):
+    """A float64 literal as PTX writes it."""
+    import struct
+    return "0d%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
+
+
+CONTEXT_CELL = """
+import math, numpy as np, gpureplace
+from gpureplace import cuda
+nb_ctx = gpureplace.Context("nb_redefined"{options})
+def my_sin(x):
+    return x + {offset}
+nb_ctx.override(math.sin, my_sin)
+"""
+
+
+def test_a_context_created_again_in_a_cell_redefines_it(shell):
+    """Cell A creates a named context with an override; kernels are compiled in it (the object
+    given to cuda.jit, a with_context variant, %%cuda --context NAME, %config GPUReplace.context
+    NAME); cell A is run again, changed: every one of them compiles with the new definition."""
+    ns = shell.user_ns
+    run(shell, CONTEXT_CELL.format(options="", offset="5.25"))
+    run(shell, """
+@cuda.jit(context=nb_ctx)
+def k_held(out):
+    out[0] = math.sin(out[0])
+@cuda.jit
+def k_plain(out):
+    out[0] = math.sin(out[0])
+k_variant = k_plain.with_context(nb_ctx)
+""")
+    run(shell, "%%cuda --context nb_redefined\ndef k_cell(out):\n    out[0] = math.sin(out[0])")
+    held = ns["nb_ctx"]
+
+    def ptx():
+        run(shell, f"_p = [k.inspect_ptx('{SIG}') for k in (k_held, k_variant, k_cell)]")
+        return ns["_p"]
+    assert all(lit(5.25) in p for p in ptx())
+    run(shell, "out = np.ones(1); k_held[1, 1](out); r5 = float(out[0])")
+    assert ns["r5"] == 6.25
+    run(shell, CONTEXT_CELL.format(options="", offset="7.25"))          # cell A again, changed
+    assert all(lit(7.25) in p and lit(5.25) not in p for p in ptx()), "kept the old context"
+    assert ns["nb_ctx"] is held and gpureplace.Context.named("nb_redefined") is held
+    run(shell, "out = np.ones(1); k_held[1, 1](out); r7 = float(out[0])")
+    assert ns["r7"] == 8.25
+    # the default context of the notebook named after it
+    run(shell, "%config GPUReplace.context = 'nb_redefined'")
+    run(shell, f"_d = k_plain.inspect_ptx('{SIG}')")
+    assert lit(7.25) in ns["_d"]
+    run(shell, CONTEXT_CELL.format(options="", offset="9.25"))
+    run(shell, f"_d = k_plain.inspect_ptx('{SIG}')")
+    assert lit(9.25) in ns["_d"] and lit(7.25) not in ns["_d"]
+    run(shell, "%config GPUReplace.context = 'default'")
+    # created again without the override, and with fast math: sin is the built-in one again
+    run(shell, "nb_ctx = gpureplace.Context('nb_redefined', fastmath=True)")
+    assert ns["nb_ctx"] is held and held.fastmath
+    assert held.lookup(math.sin) is gpureplace.builtin_context.lookup(math.sin)
+    for p in ptx():
+        assert lit(9.25) not in p
+    run(shell, "_fast = [k.options().fastmath for k in (k_held, k_variant, k_cell)]")
+    assert ns["_fast"] == [True, True, True]
+
+
+def test_a_context_of_the_same_name_made_elsewhere_is_another_context(shell):
+    """A library module's context of a name the notebook then uses is not redefined by the
+    notebook: the notebook gets a new context, with a warning that names both, and kernels
+    holding the library's keep it."""
+    import types, sys
+    lib = types.ModuleType("gr_ctx_library")
+    sys.modules["gr_ctx_library"] = lib
+    try:
+        exec("import math, gpureplace\nctx = gpureplace.Context('nb_shared')\n"
+             "def lib_sin(x):\n    return x + 3.0\nctx.override(math.sin, lib_sin)\n",
+             lib.__dict__)
+        shell.user_ns["lib"] = lib
+        run(shell, f"""
+import math
+from gpureplace import cuda
+@cuda.jit(context=lib.ctx)
+def k_lib(out):
+    out[0] = math.sin(out[0])
+_p = k_lib.inspect_ptx('{SIG}')
+""")
+        res = shell.run_cell("import gpureplace, warnings\nwith warnings.catch_warnings(record=True) as _w:\n"
+                             "    warnings.simplefilter('always')\n"
+                             "    mine = gpureplace.Context('nb_shared')\n"
+                             "_messages = [str(w.message) for w in _w]")
+        assert res.error_in_exec is None
+        ns = shell.user_ns
+        assert ns["mine"] is not lib.ctx and gpureplace.Context.named("nb_shared") is ns["mine"]
+        assert any("gr_ctx_library" in m and "nb_shared" in m for m in ns["_messages"])
+        assert lib.ctx.lookup(math.sin) is not None
+        run(shell, f"_q = k_lib.inspect_ptx('{SIG}')")
+        assert lit(3.0) in ns["_q"]
+    finally:
+        sys.modules.pop("gr_ctx_library", None)
