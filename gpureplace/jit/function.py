@@ -20,7 +20,6 @@ from ..compiler.compiled import Options
 from ..compiler.intrinsics.external import link_files
 from ..compiler.pipeline import compile_kernel
 from ..compiler.resolve import current_frame
-from ..compiler.signature import normalize_signature
 from ..config import recompiled_message, settings
 from ..dispatch.context import AsPickled, Context, current_default, frozen_copy, pickled_as
 from ..dispatch.context import stack_state
@@ -29,10 +28,10 @@ from ..runtime import arguments, launch, prewarm
 from ..tracking import deps, world
 from ..tracking.stats import counters
 from . import launchconfig, pickling
-from .launcher import Launcher
+from .launcher import Configurable, Launcher
 from .launching import Launching
 from .options import check_carveout, check_launch_bounds, check_max_registers
-from .reflection import Reflection
+from .reflection import Reflection, argument_types
 
 _compile_lock = threading.RLock()
 # A thread that compiles ahead of launches (jit/ahead.py) holds its verbose recompile lines
@@ -43,7 +42,7 @@ _messages = threading.local()
 CompileStats = collections.namedtuple("CompileStats", "cache_path cache_hits cache_misses")
 
 
-class GPUFunction(Reflection, Launching, DeviceCallable):
+class GPUFunction(Configurable, Reflection, Launching, DeviceCallable):
     """What ``cuda.jit`` returns: a kernel (``device=False``) or a device function."""
 
     def __init__(self, py_func, *, device=False, context=None, fastmath=False, opt=3,
@@ -194,7 +193,7 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         one, else the current GPU's)."""
         if arch is not None:
             arch = normalize_arch(arch, f"{self.__qualname__}.compile(arch=...)")
-        argtypes, _ = normalize_signature(sig)
+        argtypes = argument_types(self, sig)
         return self._specialize(argtypes, self.options(arch))
 
     def _from_disk_or_compile(self, argtypes, options, disk):
@@ -316,7 +315,7 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
                 return [self._specialize(a, o, disk=False) if getattr(s, "from_disk", False)
                         else s for (a, o), s in specs]
             return [s for _, s in specs]
-        argtypes, _ = normalize_signature(sig)
+        argtypes = argument_types(self, sig)
         return [self._specialize(argtypes, self.options(), disk=disk)]
 
     @property
@@ -336,21 +335,6 @@ class GPUFunction(Reflection, Launching, DeviceCallable):
         """numba-cuda's: ``{argument types: kernel}`` of what ``specialize`` made."""
         return {tuple(arguments.numba_type_of_key(k) for k in keys): fn
                 for keys, fn in self._specialized.items()}
-
-    def __getitem__(self, config):
-        launcher = self._configs.get(config) if isinstance(config, tuple) else None
-        if launcher is None:
-            if self.device:
-                raise DeviceFunctionError(f"Cannot compile a device function as a kernel: "
-                                          f"{self.__qualname__} is a device function; only "
-                                          f"kernels are launched with [grid, block]")
-            launcher = self._launcher_class(self, config)
-            if isinstance(config, tuple):
-                try:
-                    self._configs[config] = launcher
-                except TypeError:
-                    pass
-        return launcher
 
     def __call__(self, *args, **kwargs):
         if self.device:

@@ -11,7 +11,7 @@ from numba.core.errors import NumbaPerformanceWarning
 
 from .. import probe
 from ..config import settings
-from ..errors import LaunchError, PerformanceWarning, driver_refusal
+from ..errors import DeviceFunctionError, LaunchError, PerformanceWarning, driver_refusal
 from ..runtime import arguments, launch, placement
 from ..runtime.hints import ArgHint
 from ..tracking import world
@@ -35,24 +35,32 @@ class Launcher:
 
     def __init__(self, kernel, config):
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
-            raise LaunchError(f"launch configuration must be [grid, block], [grid, block, stream] "
-                              f"or [grid, block, stream, dynamic_shared_bytes], got {config!r}")
+            raise LaunchError(f"{kernel.__qualname__}[...]: launch configuration must be [grid, "
+                              f"block], [grid, block, stream] or [grid, block, stream, "
+                              f"dynamic_shared_bytes], got {config!r}")
         self.kernel = kernel
-        self.grid = launch.normalize_dims(config[0], "grid")
-        self.block = launch.normalize_dims(config[1], "block")
-        self.stream = config[2] if len(config) > 2 else None
-        shared = config[3] if len(config) > 3 else 0
-        if not isinstance(shared, int) or shared < 0:
-            raise LaunchError(f"dynamic shared memory must be a non-negative int of bytes, "
-                              f"got {shared!r}")
-        self.shared = shared
-        # An explicit stream is resolved (and validated) once; None means CuPy's current stream
-        # (the simulator takes streams as they are, once they are streams).
-        self._stream_ptr = None
-        if self.stream is not None:
-            ptr = launch.stream_ptr(self.stream)
-            if not backends.simulated():
-                self._stream_ptr = ptr
+        try:
+            self.grid = launch.normalize_dims(config[0], "grid")
+            self.block = launch.normalize_dims(config[1], "block")
+            stream = config[2] if len(config) > 2 else None
+            # (NumPy's integers are taken as ints everywhere, as numba-cuda takes them)
+            handle = launch.as_index(stream) if stream is not None else None
+            self.stream = stream if handle is None else handle
+            shared = config[3] if len(config) > 3 else 0
+            self.shared = launch.as_index(shared)
+            if self.shared is None or self.shared < 0:
+                raise LaunchError(f"dynamic shared memory must be a non-negative int of bytes, "
+                                  f"got {shared!r}{launch.describe_kind(shared)}")
+            # An explicit stream is resolved (and validated) once; None means CuPy's current
+            # stream (the simulator takes streams as they are, once they are streams).
+            self._stream_ptr = None
+            if self.stream is not None:
+                ptr = launch.stream_ptr(self.stream)
+                if not backends.simulated():
+                    self._stream_ptr = ptr
+        except LaunchError as exc:
+            raise LaunchError(f"{kernel.__qualname__}[{', '.join(map(repr, config))}]: "
+                              f"{exc}") from None
         bounds = kernel._launch_bounds
         threads = self.block[0] * self.block[1] * self.block[2]
         if bounds and threads > bounds[0]:
@@ -62,14 +70,14 @@ class Launcher:
                                  f"({threads})")
         if settings.low_occupancy_warnings:
             blocks = self.grid[0] * self.grid[1] * self.grid[2]
-            if blocks < LOW_OCCUPANCY_BLOCKS:
+            if blocks < LOW_OCCUPANCY_BLOCKS:        # (the user's kernel[...]: 4 frames up)
                 warnings.warn(LowOccupancyWarning(
                     f"Grid size {blocks} of {kernel.__qualname__}[{config[0]!r}, "
                     f"{config[1]!r}] is under {LOW_OCCUPANCY_BLOCKS} blocks: most of the GPU's "
                     f"multiprocessors idle (low occupancy); launch more, smaller blocks "
-                    f"(settings.low_occupancy_warnings = False silences this)"), stacklevel=3)
-        self.dims = self.grid + self.block + (shared,)     # cuLaunchKernel's order
-        self.big_shared = shared > 48 * 1024               # needs an attribute set: general path
+                    f"(settings.low_occupancy_warnings = False silences this)"), stacklevel=4)
+        self.dims = self.grid + self.block + (self.shared,)    # cuLaunchKernel's order
+        self.big_shared = self.shared > 48 * 1024         # needs an attribute set: general path
 
     # numba-cuda's names for the configuration
     @property
@@ -159,6 +167,76 @@ def _refuse_keywords(kernel, kwargs):
 def configure(kernel, config):
     """``kernel[config]`` (what a pickled configuration becomes)."""
     return kernel[config]
+
+
+class Configurable:
+    """``kernel[grid, block, stream, shared]``: a kernel's Launcher for a configuration, made once
+    and kept in ``kernel._configs``.  A mixin of ``GPUFunction``."""
+
+    __slots__ = ()
+
+    def __getitem__(self, config):
+        try:
+            launcher = self._configs.get(config)
+        except TypeError:                   # a list for a grid or block, an unhashable stream
+            launcher = None
+        # A configuration equal to a kept one is not always valid: k[4.0, 32] and k[True, 32]
+        # equal (and hash as) k[4, 32].  Two ints need no more than a look at their types.
+        if launcher is not None and (type(config[0]) is int is type(config[1]) and len(
+                config) == 2 or same_kinds(config)):
+            return launcher
+        return self._configure(config)
+
+    def _configure(self, config):
+        """A new Launcher for ``config`` (which it checks), kept if ``config`` can be a key: one
+        with a grid or block given as a list is kept under its tuple."""
+        if self.device:
+            raise DeviceFunctionError(f"Cannot compile a device function as a kernel: "
+                                      f"{self.__qualname__} is a device function; only "
+                                      f"kernels are launched with [grid, block]")
+        key = config
+        if isinstance(config, tuple) and list in map(type, config):
+            key = tuple(tuple(v) if type(v) is list else v for v in config)
+            try:
+                launcher = self._configs.get(key)
+            except TypeError:
+                launcher = None
+            if launcher is not None and same_kinds(key):
+                return launcher
+        launcher = self._launcher_class(self, config)
+        if isinstance(key, tuple):
+            try:
+                self._configs[key] = launcher
+            except TypeError:
+                pass
+        return launcher
+
+
+def same_kinds(config):
+    """Whether ``config``, equal to a configuration a Launcher was made for, is of kinds a
+    launch takes as well (so that the kept Launcher serves it): ints or integer-like values
+    (NumPy's) for the grid, block and shared memory, and a stream of a kind already taken;
+    not a float or bool that equals an int.  Plain ints and tuples of them are seen at a
+    glance (this runs on every launch through ``kernel[...]`` that is not two ints)."""
+    # (A tuple here is as long as the kept one it equals: 1 to 3 values.)
+    g, b = config[0], config[1]
+    plain = (type(g) is int or type(g) is tuple and type(g[0]) is int is type(g[-1]) and (
+        len(g) < 3 or type(g[1]) is int)) and (type(b) is int or type(b) is tuple and type(
+            b[0]) is int is type(b[-1]) and (len(b) < 3 or type(b[1]) is int))
+    if plain and len(config) > 2:
+        stream = config[2]
+        plain = (stream is None or type(stream) is int or type(stream) in launch.STREAM_TYPES
+                 ) and (len(config) == 3 or type(config[3]) is int)
+    if plain:
+        return True
+    for i, v in enumerate(config):        # integer-like values other than ints
+        if i < 2 and type(v) is tuple:
+            if None in map(launch.as_index, v):
+                return False
+        elif not (i == 2 and (v is None or type(v) in launch.STREAM_TYPES)) and \
+                launch.as_index(v) is None:
+            return False
+    return True
 
 
 class ForAll:

@@ -4,10 +4,13 @@ dispatch report, dependencies, and the driver's attributes of a loaded kernel (n
 
 from __future__ import annotations
 
+from numba.core import types
+
 from .. import probe
 from ..compiler import toolchain
 from ..compiler.dispatch_report import dispatch_report
 from ..compiler.pipeline import device_ptx
+from ..compiler.signature import SignatureParseError, normalize_signature
 from ..errors import DeviceFunctionError
 from ..runtime import launch
 from ..tracking.deps import describe
@@ -142,3 +145,24 @@ def _assembled(spec, name):
                                "install nvidia-cuda-nvcc")
         raise AssertionError("unreachable")
     return found[name]
+
+
+def argument_types(fn, sig):
+    """The argument types of ``sig``, a signature of ``fn``.  A kernel returns nothing: a
+    return type other than void is refused (numba-cuda's "CUDA kernel must have void return
+    type"), where a device function's may be any."""
+    argtypes, ret = normalize_signature(sig)
+    if ret is None or ret == types.none or fn.device:
+        return argtypes
+    text = sig if isinstance(sig, str) else f"{ret}({', '.join(map(str, argtypes))})"
+    start, depth, opening = len(text) - len(text.lstrip()), 0, len(text)
+    for i in range(len(text.rstrip()) - 1, -1, -1):      # the "(" of the argument list
+        depth += {")": 1, "(": -1}.get(text[i], 0)
+        if depth == 0:
+            opening = i
+            break
+    args = text[opening + 1:len(text.rstrip()) - 1].strip()
+    raise SignatureParseError(
+        text, start, opening, f"{fn.__qualname__} is a kernel, which returns nothing: its "
+        f"signature's return type must be void, not {text[start:opening].strip()}: write "
+        f"void({args})")

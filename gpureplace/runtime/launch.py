@@ -8,6 +8,7 @@ Python objects.
 from __future__ import annotations
 
 import ctypes
+import operator
 import os
 import re
 import struct
@@ -369,14 +370,41 @@ def retry_errors():
 def stream_ptr(stream):
     if stream is None:
         return current_stream_ptr()
-    if isinstance(stream, int) and not isinstance(stream, bool):
-        return stream
+    handle = as_index(stream)
+    if handle is not None:
+        return handle
     for attr in ("ptr", "cuda_stream", "handle"):
         val = getattr(stream, attr, None)
         if isinstance(val, int):
+            STREAM_TYPES.add(type(stream))
             return val
     raise LaunchError(f"stream must be a CuPy or PyTorch stream, an int handle or None, "
-                      f"got {stream!r}")
+                      f"got {stream!r}{describe_kind(stream)}")
+
+
+#: Types of the stream objects launches were given (see same_kinds).
+STREAM_TYPES = set()
+
+
+def as_index(value):
+    """``value`` as an int where it is one or integer-like (NumPy's integers: anything
+    ``operator.index`` takes, as numba-cuda's ``numbers.Integral``), else None; a bool (or
+    NumPy's) is None too: ``k[True, 32]`` is a mistake rather than a grid of one block."""
+    if type(value) is int:
+        return value
+    if isinstance(value, bool) or getattr(type(value), "__index__", None) is None:
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:                 # NumPy's bool has __index__, which refuses
+        return None
+
+
+def describe_kind(value):
+    """`` (a float)``: what ``value`` is, where its repr does not say."""
+    name = type(value).__name__
+    return "" if isinstance(value, (int, str, tuple, list)) and not isinstance(value, bool) \
+        else f" (a {name})"
 
 
 _DIM_LIMITS_GRID = (2**31 - 1, 65535, 65535)
@@ -384,19 +412,23 @@ _DIM_LIMITS_BLOCK = (1024, 1024, 64)
 
 
 def normalize_dims(value, what):
-    if isinstance(value, int) and not isinstance(value, bool):
-        dims = (value, 1, 1)
-    elif isinstance(value, tuple) and 1 <= len(value) <= 3 and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value):
-        dims = tuple(value) + (1,) * (3 - len(value))
+    """``value`` (an int, or a tuple or list of 1 to 3: any integer-like values, as numba-cuda
+    takes them) as a 3-tuple of ints within the device's limits for ``what`` ("grid" or
+    "block"); a LaunchError naming ``what`` otherwise."""
+    n = as_index(value)
+    if n is not None:
+        dims = (n, 1, 1)
+    elif isinstance(value, (tuple, list)) and 1 <= len(value) <= 3:
+        dims = tuple(as_index(v) for v in value)
+        if None in dims:
+            axis = dims.index(None)
+            raise LaunchError(f"{what} must be an int or a tuple of 1 to 3 ints, got "
+                              f"{value!r}: its {'xyz'[axis]} dimension is "
+                              f"{value[axis]!r}{describe_kind(value[axis])}")
+        dims += (1,) * (3 - len(dims))
     else:
-        try:
-            import numpy as np
-            if isinstance(value, np.integer):
-                return normalize_dims(int(value), what)
-        except ImportError:
-            pass
-        raise LaunchError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+        raise LaunchError(f"{what} must be an int or a tuple of 1 to 3 ints, got "
+                          f"{value!r}{describe_kind(value)}")
     limits = _DIM_LIMITS_GRID if what == "grid" else _DIM_LIMITS_BLOCK
     for axis, (n, lim) in enumerate(zip(dims, limits)):
         if n <= 0:

@@ -438,3 +438,54 @@ def test_recompiled_message_is_two_short_lines():
     assert all(len(x) < 100 for x in text.splitlines())
     assert render.redefinition_message([("scale", "redefined")], ["saxpy"]) == \
         "gpureplace: scale redefined — saxpy will recompile on next launch"
+
+
+# -- 7. what a kernel cannot read, launch configurations, kernel signatures ----------------------
+
+def test_a_class_attribute_read_in_a_kernel_is_said_as_such_at_the_cell_line(ip):
+    ok(ip, "import numpy as np\nout = np.zeros(4, np.float32)\n"
+           "class P:\n    scale = 2.0\nTABLE = {0: 1.0}\n")
+    k = ip.execution_count
+    ok(ip, "%%cuda\ndef k(out):\n    i = cuda.grid(1)\n    out[i] *= P.scale\n"
+           "def d(out):\n    out[0] = TABLE[0]\n")
+    from gpureplace.errors import CompileError
+    for launch, expected in (
+            ("k[1, 4](out)", f"CompileError: in k (Cell In[{k}], line 4): P.scale reads an "
+                             f"attribute of the class P: reading the attributes of Python "
+                             f"classes or their objects is not supported in device code; "
+                             f"bind the value to a module global (SCALE = P.scale)"),
+            ("d[1, 1](out)", f"CompileError: in d (Cell In[{k}], line 6): TABLE is a global "
+                             f"dict, which device code cannot read")):
+        res, shown, _ = run(ip, launch)
+        assert isinstance(res.error_in_exec, CompileError)
+        assert _one_block(shown).startswith(expected), shown
+
+
+def test_a_float_grid_is_refused_in_one_block_even_after_the_int_launch(ip):
+    ok(ip, "%%cuda\ndef k(out):\n    out[cuda.grid(1)] = 1.0\n")
+    ok(ip, "import numpy as np\nout = np.zeros(32, np.float32)\nk[1, 32](out)")
+    n = ip.execution_count
+    res, shown, _ = run(ip, "k[1.0, 32](out)")
+    from gpureplace.errors import LaunchError
+    assert isinstance(res.error_in_exec, LaunchError)
+    assert _one_block(shown).strip().splitlines() == [
+        "LaunchError: k[1.0, 32]: grid must be an int or a tuple of 1 to 3 ints, got 1.0 "
+        "(a float)", f"  at Cell In[{n}], line 1: k[1.0, 32](out)"]
+
+
+def test_reflection_magics_refuse_a_kernel_signature_with_a_return_type(ip):
+    ok(ip, SAXPY)
+    for line in ("%cuda_ptx saxpy int32(float32, float32[::1], float32[::1], float32[::1])",
+                 '%cuda_llvm saxpy "int32(float32, float32[::1], float32[::1], float32[::1])"',
+                 "%cuda_deps saxpy int32(float32, float32[::1], float32[::1], float32[::1])"):
+        res, shown, _ = run(ip, line)
+        magic = line.split()[0]
+        assert isinstance(res.error_in_exec, UsageError), (line, shown)
+        assert shown.startswith(
+            f"UsageError: {magic}: invalid signature 'int32(float32, float32[::1], "
+            f"float32[::1], float32[::1])': saxpy is a kernel, which returns nothing: its "
+            f"signature's return type must be void, not int32: write void(float32, "
+            f"float32[::1], float32[::1], float32[::1])"), (line, shown)
+        assert "Traceback" not in shown
+    _, outputs = ok(ip, f'%cuda_ptx saxpy "{SIG32}"')            # void: as before
+    assert len(outputs) == 1
