@@ -35,9 +35,10 @@ def map_blocks(kernel, *args, dtype=None, threads=None, name=None):
     ``args``.
 
     ``kernel(*args, out)``: every Dask array argument is passed block by block (they must be
-    chunked alike), anything else as it is; ``out`` is a new block of the first array's block
-    shape and ``dtype`` (default: the first array's), allocated by that block's array library
-    (CuPy on a GPU worker).  The launch has one thread per element: ``threads`` per block
+    chunked alike), a 0-d Dask array (``1 / x.max()``) as the scalar it computes to, of its
+    dtype (computed in the graph, before the task: the result stays lazy), anything else as it
+    is; ``out`` is a new block of the first array's block shape and ``dtype`` (default: the first
+    array's), allocated by that block's array library (CuPy on a GPU worker).  The launch has one thread per element: ``threads`` per block
     (an int for one-dimensional blocks, default 256; else a tuple with one entry per dimension,
     default (16, 16) or (8, 8, 4)), and as many blocks as the block's shape needs, so the kernel
     indexes with ``cuda.grid(ndim)`` and checks the bounds against ``out.shape``.  ``name``:
@@ -54,32 +55,45 @@ def map_blocks(kernel, *args, dtype=None, threads=None, name=None):
     if not isinstance(kernel, GPUFunction) or kernel.device:
         raise TypeError(f"gpureplace.dask.map_blocks: the first argument must be a kernel "
                         f"(a function decorated with cuda.jit), got {kernel!r}")
-    arrays = [a for a in args if isinstance(a, da.Array)]
+    # (positions are counted from 1, as the kernel's parameters: "argument 2" is args[1])
+    arrays = [(i, a) for i, a in enumerate(args) if isinstance(a, da.Array)]
     if not arrays:
         raise TypeError(f"gpureplace.dask.map_blocks({kernel.__name__}, ...): no argument is a "
                         f"Dask array (pass the arrays whose blocks the kernel runs over)")
-    first = arrays[0]
-    for i, a in enumerate(arrays[1:], 2):
+    blocked = [(i, a) for i, a in arrays if a.ndim > 0]
+    scalars = tuple(i for i, a in arrays if a.ndim == 0)
+    if not blocked:
+        at = ", ".join(str(i + 1) for i in scalars)
+        raise TypeError(f"gpureplace.dask.map_blocks({kernel.__name__}, ...): the Dask array "
+                        f"argument{'s' if len(scalars) > 1 else ''} {at} "
+                        f"{'are' if len(scalars) > 1 else 'is'} 0-d, which the kernel gets as "
+                        f"a scalar; pass an array of 1 to 3 dimensions too, whose blocks the "
+                        f"kernel runs over")
+    first_at, first = blocked[0]
+    for i, a in blocked[1:]:
         if a.shape != first.shape or a.chunks != first.chunks:
             raise ValueError(f"gpureplace.dask.map_blocks({kernel.__name__}, ...): Dask array "
-                             f"argument {i} has shape {a.shape} and chunks {a.chunks}, the "
-                             f"first has {first.shape} and {first.chunks}; rechunk them alike")
+                             f"argument {i + 1} has shape {a.shape} and chunks {a.chunks}, "
+                             f"argument {first_at + 1} (the first) has {first.shape} and "
+                             f"{first.chunks}; rechunk them alike")
     import numpy as np
     dtype = np.dtype(first.dtype if dtype is None else dtype)
     threads = _threads(threads, first.ndim, kernel)
-    first_at = next(i for i, a in enumerate(args) if a is first)
     meta = _empty_like(first._meta, (0,) * first.ndim, dtype)
     # The kernel goes in every task (not as a value of the graph under its token's key: a
     # worker still holding that value from before a redefinition would run the old code); its
     # pickle is remembered while nothing it reads changes (jit/pickling.py), so this is cheap.
     naming = {"name": name} if name else {"token": f"gpureplace-{kernel.__name__}"}
+    extra = {"scalars": scalars} if scalars else {}
     return da.map_blocks(launch_block, kernel, threads, dtype.str, first_at, *args,
-                         dtype=dtype, meta=meta, **naming)
+                         dtype=dtype, meta=meta, **naming, **extra)
 
 
-def launch_block(kernel, threads, dtype, first_at, *args):
+def launch_block(kernel, threads, dtype, first_at, *args, scalars=()):
     """One task of ``map_blocks``: a new block shaped as ``args[first_at]``, ``kernel``
-    launched over it."""
+    launched over it; ``scalars``: the positions of 0-d arrays, passed as their one value."""
+    if scalars:
+        args = tuple(_scalar(a) if i in scalars else a for i, a in enumerate(args))
     block = args[first_at]
     out = _empty_like(block, block.shape, dtype)
     if out.size:
@@ -101,6 +115,15 @@ def _threads(threads, ndim, kernel):
                          f"{threads!r} must give a positive int for each of the {ndim} "
                          f"dimensions of the arrays")
     return tuple(int(t) for t in threads)
+
+
+def _scalar(block):
+    """The value of a 0-d block (NumPy's or CuPy's array, or a NumPy scalar), as a NumPy scalar
+    of its dtype (a float32 stays a float32 for the kernel's types)."""
+    import numpy as np
+    if type(block).__module__.split(".", 1)[0] == "cupy":
+        block = block.get()
+    return np.asarray(block)[()]
 
 
 def _empty_like(template, shape, dtype):

@@ -26,7 +26,7 @@ from numba.core.typed_passes import (AnnotateTypes, IRLegalization,
                                      NoPythonSupportedFeatureValidation)
 
 from ..errors import CompileError
-from ..tracking import bindings, deps
+from ..tracking import bindings, deps, stats
 from ..tracking.stats import counters
 from . import builtins as _builtins  # noqa: F401  (fills the built-in table)
 from . import constructs, libdevice_link, resolve
@@ -256,15 +256,13 @@ def forget(stale):
 
 @contextlib.contextmanager
 def uncounted():
-    """Compiles made inside, and only those (no other thread's meanwhile: the front end's lock is
-    held), are left out of ``stats()``, which counts the user's work: the background warm-up's
-    and the front ends run ahead on a Dask worker."""
-    with _lock:
-        before = counters["device_compiles"]
-        try:
-            yield
-        finally:
-            counters["device_compiles"] = before
+    """Compiles made inside, on this thread, are left out of ``stats()``, which counts the
+    user's work: the background warm-up's and the front ends run ahead on a Dask worker.  They
+    are never counted (tracking/stats.py), not counted and taken back after, which a
+    ``stats()`` read meanwhile (a Dask worker's, from another thread) would see.  (The front
+    end's lock is held, as before: what runs inside is one compile after another's.)"""
+    with _lock, stats.uncounted():
+        yield
 
 
 def compile_ahead(pyfunc, context, argtypes, options):
@@ -407,7 +405,7 @@ def _compile_device(pyfunc, context, mask, argtypes, options, restype, key):
         cf.mask = dict(mask or {})
         _run_front_end(cf, mask, key)
         _cache[key] = cf
-        counters["device_compiles"] += 1
+        stats.count("device_compiles")
         return cf
 
 

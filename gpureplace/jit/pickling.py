@@ -21,8 +21,11 @@ stays as it was, compiled.  In the process that defined an object (where Dask's 
 runs: it unpickles the tasks it is given and pickles them again for the workers), a pickle of
 it changes nothing: it gives a ``Pinned`` handle that uses the live object while that is still
 the definition pickled and pickles again as it came, or, for a definition replaced since, a
-detached object of that definition (the live one untouched).  The digest is also what Dask's
-``tokenize`` sees (``__dask_tokenize__``).
+detached object of that definition (the live one untouched).  Sent back by a process that
+received it (a Dask task's result), it is the live object itself while that is still the
+definition (``returned``).  The digest is also what Dask's ``tokenize`` sees
+(``__dask_tokenize__``): made from a canonical description of the definition
+(tracking/pickled.py), it is the same in every process, the one that rebuilt it included.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import uuid
 import weakref
 
 from ..tracking.pickled import Defined, digest, digesting, dumps, module_reads  # noqa: F401
-from ..tracking.pickled import pickled_digest  # noqa: F401
+from ..tracking.pickled import pickled_digest, viewing  # noqa: F401
 
 _objects = weakref.WeakValueDictionary()      # identifier -> object pickled or rebuilt here
 #: identifier -> object rebuilt here, kept alive: a Dask worker's task holds its kernel only
@@ -279,7 +282,7 @@ def _rebuild(uid, make, args, definition, adopt, current, detached, again, key):
             return obj
         if current(obj) != definition:
             return _detached_object(key, detached, args)
-        if again is None or getattr(_loading, "depth", 0):
+        if again is None or getattr(_loading, "depth", 0) or getattr(_returning, "depth", 0):
             return obj
         return _pin(obj, key, definition, current, detached, args, again)
     if obj is not None and definition is not None and \
@@ -320,7 +323,7 @@ def _detached_object(key, detached, args):
     with _rebuild_lock:
         obj = _detached.get(key)
         if obj is None:
-            with detaching():
+            with detaching(), viewing():
                 obj = detached(*args)
             _detached[key] = obj
         return obj
@@ -404,7 +407,27 @@ class Pinned(Handle):
         return off
 
     def __reduce__(self):
+        if self._current is _received_digest:
+            # (a process that received it sends it back, or on: a task's result)
+            return (returned, self._again)
         return self._again
+
+
+_returning = threading.local()
+
+
+def returned(rebuild, args):
+    """A pickle sent back by a process that received it (a Dask task's result, gathered by the
+    client): in the process that defined it, the live object itself while it is still the
+    definition pickled -- ``client.submit(lambda k: k, k).result() is k`` --, not a ``Pinned``
+    handle, which stands for a task the scheduler holds; elsewhere as any pickle of it.  (A
+    task that a worker submits with a kernel it received reaches the scheduler the same way,
+    and so is not pinned there: only the notebook's own tasks are.)"""
+    _returning.depth = getattr(_returning, "depth", 0) + 1
+    try:
+        return rebuild(*args)
+    finally:
+        _returning.depth -= 1
 
 
 class PinnedVariant(Handle):

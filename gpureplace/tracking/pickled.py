@@ -1,10 +1,21 @@
-"""Digests of definitions as they pickle: what another process compares to tell an unchanged
-kernel, device function or override from a redefined one, and what Dask's tokens are made of.
+"""Digests of definitions, and what a user's module carries when a function pickles: what another
+process compares to tell an unchanged kernel, device function or override from a redefined one,
+and what Dask's tokens are made of.
 
-A definition is digested by pickling it (cloudpickle: a notebook's functions by value, with the
-globals they read) in *digest mode*, where each gpureplace object met inside pickles as its own
-definition's digest instead of its identity: two cells that define the same thing give the same
-digest, and a callee's redefinition changes its callers' digests.
+A definition's digest (``pickled_digest``) is made from a canonical description of what pickling
+it carries, never from pickle's bytes: those depend on pickle's memo (whether two equal strings
+are one object), on the order of a set's items (the process's hash seed), on the file name of the
+cell or script (ipykernel's holds the process id) and on the identifiers cloudpickle gives the
+classes it pickles by value, so the same cell text run in two processes -- or a definition rebuilt
+in another process from its pickle -- digested apart.  The description holds, for a function
+pickled by value, its code's fingerprint (tracking/fingerprint.py: bytecode, constants, names;
+not line numbers or the file), its defaults, closure and attributes, and every global its code
+names that it has, described the same way; for a function, class or module pickled by name, the
+name, and for a user's module also the fingerprints of its functions and the values of the
+attributes read of it (below); data by type and value (arrays by dtype, shape and contents, a
+set's items in a sorted order); a gpureplace object met inside by its own definition's digest
+(*digest mode*: ``digesting()``), so that a callee's redefinition changes its callers' digests;
+anything else by what ``__reduce_ex__`` makes of it.
 
 cloudpickle pickles a module by its name only, and a function importable by name the same way:
 the attributes a notebook set on the user's own module (``mycfg.SCALE = 3``) would neither reach
@@ -13,6 +24,22 @@ attributes the function reads of it (``mycfg.SCALE`` in its code, or ``SCALE`` i
 ``mycfg`` it calls); another process sets them on its own copy of the module before the function
 is used there, as the notebook did here (``_module_as_read``).  Modules of the standard library,
 of installed packages and of gpureplace are pickled by name, as before.
+
+The same holds for the module's own plain functions that the pickled functions reach: a module
+edited on disk and reloaded in the notebook (``importlib.reload``; autoreload's new code in
+place) has new functions where another process still has its old import.  They travel as their
+code, defaults and fingerprint (``_Source``): another process keeps its own function where the
+fingerprint is the same (the same object: nothing recompiles), and otherwise binds in its module
+a function of the code that travelled, reading that module's globals -- as the notebook's reload
+left them, with the attributes that travel set.  It does not reload the module from its file:
+the file it sees may not be the one edited (another machine), or may have been edited again
+since the notebook reloaded it, and a reload runs the whole module again (every other function,
+its side effects); the code that travelled is what the notebook runs.  The module's own
+``@cuda.jit`` functions travel by their definition (jit/pickling.py), and another process keeps
+its own where that is the same definition (the same token).  Where such a module is read by an
+object of an earlier definition (a task queued before the change, ``viewing()``), or by an older
+pickle in the process that made it, the values are read from a copy of the module (``_View``),
+which leaves the module as it is.
 """
 
 from __future__ import annotations
@@ -26,6 +53,10 @@ import sys
 import threading
 import types
 import uuid
+import weakref
+
+from . import world
+from .fingerprint import fingerprint
 
 _state = threading.local()
 
@@ -40,7 +71,7 @@ def digest(*parts):
 
 
 def digesting():
-    """Whether this thread is pickling for a digest (see the module's docstring)."""
+    """Whether this thread is digesting a definition (see the module's docstring)."""
     return getattr(_state, "depth", 0) > 0
 
 
@@ -54,9 +85,15 @@ def digest_mode():
 
 
 def pickled_digest(obj):
-    """Digest of ``obj`` pickled in digest mode (by ``dumps``)."""
+    """Digest of the definition of ``obj`` (a function, a gpureplace object, a value) that
+    pickling it carries, from its canonical description (see the module's docstring): the same
+    in every process for the same definition."""
+    from .described import Description
+    readers = [obj] if isinstance(obj, types.FunctionType) else []
     with digest_mode():
-        return digest(dumps(obj))
+        description = Description(module_reads(readers))
+        description.feed(obj, 0)
+    return description.h.hexdigest()
 
 
 def dumps(obj, readers=None):
@@ -125,8 +162,8 @@ PROCESS = uuid.uuid4().hex
 def module_reads(funcs):
     """``{id(module): (module, attribute names)}`` for each user's module whose attributes the
     functions ``funcs`` read -- ``mycfg.SCALE`` in their code, or ``SCALE`` in a function of
-    ``mycfg`` that cloudpickle pickles by name --, following the plain functions they reach.
-    Modules that only a library provides are left out."""
+    ``mycfg`` that cloudpickle pickles by name (and that function itself) --, following the
+    plain functions they reach.  Modules that only a library provides are left out."""
     reads, seen, stack = {}, set(), list(funcs)
     while stack:
         f = stack.pop()
@@ -135,6 +172,8 @@ def module_reads(funcs):
         seen.add(id(f))
         g = f.__globals__
         home = _by_name(f)
+        if home is not None and "." not in f.__qualname__:
+            _note(reads, home, f.__qualname__)     # (its code travels: see ``_Source``)
         for chain in _attribute_chains(f.__code__):
             value = g.get(chain[0], _MISSING)
             if value is _MISSING:
@@ -213,12 +252,18 @@ def _users_module(module):
 
 def _values(module, names):
     """{name: value} of the attributes ``names`` of ``module`` that travel: data (numbers,
-    strings, arrays, tuples of them) and functions that another module defined (a notebook's,
-    bound there)."""
+    strings, arrays, tuples of them), functions that another module defined (a notebook's,
+    bound there), the module's own plain functions, as their code (``_Source``), and its own
+    gpureplace functions (``@cuda.jit`` in it), which pickle by their definition."""
     out = {}
     for name in sorted(names):
         value = getattr(module, name, _MISSING)
-        if value is not _MISSING and _travels(value, module.__name__):
+        if value is _MISSING:
+            continue
+        source = _source_of(value, module)
+        if source is not None:
+            out[name] = source
+        elif _travels(value, module.__name__) or hasattr(value, "definition_digest"):
             out[name] = value
     return out
 
@@ -234,37 +279,104 @@ def _travels(value, home):
     return isinstance(func, types.FunctionType) and func.__module__ != home
 
 
+class _Source:
+    """A plain function of a user's module as the pickling process has it: its code, defaults,
+    keyword defaults, names, and their fingerprint (see the module's docstring)."""
+
+    __slots__ = ("fingerprint", "code", "defaults", "kwdefaults", "name", "qualname")
+
+    def __init__(self, fingerprint, code, defaults, kwdefaults, name, qualname):
+        self.fingerprint, self.code, self.defaults = fingerprint, code, defaults
+        self.kwdefaults, self.name, self.qualname = kwdefaults, name, qualname
+
+    def __reduce__(self):
+        return (_Source, (self.fingerprint, self.code, self.defaults, self.kwdefaults,
+                          self.name, self.qualname))
+
+    def matches(self, value):
+        """Whether ``value`` (this process's function) is this definition."""
+        return isinstance(value, types.FunctionType) and \
+            _function_fp(value) == self.fingerprint
+
+    def build(self, namespace):
+        """A function of this code reading its globals from ``namespace`` (a module's)."""
+        func = types.FunctionType(self.code, namespace, self.name, self.defaults)
+        func.__kwdefaults__ = self.kwdefaults
+        func.__qualname__ = self.qualname
+        return func
+
+
+#: function -> (code, defaults, kwdefaults, fingerprint) as last computed
+_fingerprints = weakref.WeakKeyDictionary()
+
+
+def _function_fp(func):
+    """``fingerprint(func)``, remembered while its code and defaults are the same objects."""
+    hit = _fingerprints.get(func)
+    if hit is not None and hit[0] is func.__code__ and hit[1] is func.__defaults__ and \
+            hit[2] is func.__kwdefaults__:
+        return hit[3]
+    fp = fingerprint(func)
+    _fingerprints[func] = (func.__code__, func.__defaults__, func.__kwdefaults__, fp)
+    return fp
+
+
+def _source_of(value, module):
+    """``value`` as a ``_Source`` where it is a plain function defined in ``module`` (and only
+    there: no closure, a name of the module's own), else None."""
+    if not isinstance(value, types.FunctionType) or value.__globals__ is not module.__dict__ \
+            or value.__closure__ or "<" in value.__qualname__ or "." in value.__qualname__:
+        return None
+    fp = _function_fp(value)
+    if fp is None:
+        return None
+    return _Source(fp, value.__code__, value.__defaults__, value.__kwdefaults__,
+                   value.__name__, value.__qualname__)
+
+
+@contextlib.contextmanager
+def viewing():
+    """While an object of an earlier definition is rebuilt (jit/pickling.py's detached objects,
+    in a process that received it): the module attributes its pickle carries are read from a
+    copy of the module (``_view``), never set on the module, which the live objects use."""
+    _state.viewing = getattr(_state, "viewing", 0) + 1
+    try:
+        yield
+    finally:
+        _state.viewing -= 1
+
+
 def _module_as_read(name, values, origin):
     """A module pickled with attribute values read of it: in another process than the one that
     pickled it, the values are set on that process's module first (a notebook set them there:
-    a worker runs what the notebook would).  In the process that pickled it, the module as it
-    is, or a copy of it with the values pickled where some have changed since (an older task's
-    function, see ``jit/pickling.py``)."""
+    a worker runs what the notebook would), and the world moves (what was compiled with the
+    old ones is checked again).  In the process that pickled it, and for an earlier definition
+    (``viewing``), the module as it is, or a copy of it with the values pickled where some have
+    changed since (an older task's function, see ``jit/pickling.py``)."""
     module = importlib.import_module(name)
     changed = {k: v for k, v in values.items()
                if not _same(getattr(module, k, _MISSING), v)}
     if not changed:
         return module
-    if origin == PROCESS:
+    if origin == PROCESS or getattr(_state, "viewing", 0):
         return _view(module, values)
     for k, v in changed.items():
-        setattr(module, k, v)
+        setattr(module, k, v.build(module.__dict__) if isinstance(v, _Source) else v)
+    world.bump()
     return module
 
 
 def _function_as_read(module_name, qualname, values, origin):
     """A function of a user's module pickled by name, with the module's attributes it reads
-    (see ``_module_as_read``)."""
+    (see ``_module_as_read``): where its code travelled, the function of that code."""
     module = _module_as_read(module_name, values, origin)
-    if not isinstance(module, _View):
-        obj = module
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-        return obj
-    obj = importlib.import_module(module_name)
+    obj = module
     for part in qualname.split("."):
         obj = getattr(obj, part)
-    return _rehomed(obj, module.__dict__)
+    if isinstance(module, _View) and isinstance(obj, types.FunctionType) and \
+            obj.__globals__ is not module.__dict__:
+        obj = _rehomed(obj, module.__dict__)
+    return obj
 
 
 def _rehomed(func, namespace):
@@ -291,7 +403,8 @@ def _view(module, values):
     if view is None:
         view = _View(module.__name__)
         view.__dict__.update(module.__dict__)
-        view.__dict__.update(values)
+        view.__dict__.update({k: v.build(view.__dict__) if isinstance(v, _Source) else v
+                              for k, v in values.items()})
         for name, value in list(view.__dict__.items()):
             if isinstance(value, types.FunctionType) and value.__globals__ is module.__dict__:
                 view.__dict__[name] = _rehomed(value, view.__dict__)   # (they read the copy)
@@ -303,6 +416,15 @@ def _view(module, values):
 
 def _same(a, b):
     import numpy as np
+    if isinstance(b, _Source):
+        return b.matches(a)
+    if hasattr(b, "definition_digest") and hasattr(a, "definition_digest"):
+        # (a gpureplace function: this process's own import of it is kept where it is the same
+        # definition -- its token, the same in every process -- as the one pickled)
+        try:
+            return a is b or a.__dask_tokenize__() == b.__dask_tokenize__()
+        except Exception:
+            return False
     if type(a) is not type(b):
         return False
     if isinstance(a, np.ndarray):

@@ -1,0 +1,340 @@
+"""Issue 18's leftovers for pickled definitions, each in processes of its own (fresh interpreters
+on the simulator): a token is the same in every process for the same definition; a user's module
+edited and reloaded in the notebook travels with the kernels that call it; a kernel sent back by
+a process that received it is the defining process's object again; a compile left out of the
+counts is never counted, even for a moment."""
+
+import importlib
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import numpy as np
+
+import gpureplace
+
+ENV = dict(os.environ, GPUREPLACE_BACKEND="simulator", GPUREPLACE_PREWARM="0")
+
+
+def _run(code, *args, stdin=b"", path=None, env=None, cwd=None):
+    """stdout of ``code`` (Python source, or the path of a script run with ``args``) run in a
+    fresh interpreter on the simulator."""
+    env = dict(ENV, **(env or {}))
+    if path is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(path)] + [p for p in [env.get("PYTHONPATH")]
+                                                           if p])
+    argv = [str(code), *map(str, args)] if isinstance(code, os.PathLike) else ["-c", code]
+    done = subprocess.run([sys.executable, *argv], input=stdin, capture_output=True, env=env,
+                          timeout=300, cwd=cwd)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout
+
+
+# -- the same definition, the same token in every process -------------------------------------
+
+CELL = '''
+import sys
+import numpy as np
+from dask.base import tokenize
+from gpureplace import cuda
+
+TABLE = np.arange(6.0) * 0.5
+
+class Tuning:
+    """A class defined in the script: cloudpickle pickles it by value, with an id of its own."""
+    unroll = 4
+
+def helper(v, mode="alpha"):
+    if mode in {"alpha", "beta", "gamma", "delta"}:      # (a frozenset: its order, the seed's)
+        return v * TABLE[2] + Tuning.unroll
+    return v
+
+@cuda.jit(device=True)
+def dev(v):
+    return helper(v) + 1.0
+
+@cuda.jit
+def k(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = dev(x[i])
+
+print(tokenize(k), tokenize(dev), tokenize(k.context))
+if len(sys.argv) > 1:
+    with open(sys.argv[1], "wb") as f:
+        f.write(pickle.dumps([k, dev]))
+'''
+
+
+def test_the_same_script_in_two_processes_and_its_rebuilt_kernel_get_the_same_tokens(tmp_path):
+    """The token of a kernel defined in ``__main__`` was a digest of its cloudpickle bytes, which
+    hold the script's file name, a set's order (the hash seed), the id cloudpickle gives a class
+    and pickle's memo: the same script in another place, another process, or the kernel rebuilt
+    from its pickle there (a Dask worker), got another token.  Now it is the same; a change of
+    what it depends on, however deep, still changes it."""
+    source = "import pickle\n" + CELL
+    tokens = []
+    for n, seed in ((1, "1"), (2, "2")):
+        folder = tmp_path / f"run{n}"
+        folder.mkdir()
+        (folder / "cell.py").write_text(source)
+        out = _run(folder / "cell.py", env={"PYTHONHASHSEED": seed}, cwd=folder)
+        tokens.append(out.decode().split())
+    assert tokens[0] == tokens[1]
+    # rebuilt from its pickle in a third process (a Dask worker's tokenize of it)
+    pickled = tmp_path / "k.pkl"
+    _run(tmp_path / "run1" / "cell.py", pickled, env={"PYTHONHASHSEED": "3"})
+    again = _run("import pickle, sys\nfrom dask.base import tokenize\n"
+                 "k, dev = pickle.loads(sys.stdin.buffer.read())\n"
+                 "print(tokenize(k), tokenize(dev), tokenize(k.context))\n",
+                 stdin=pickled.read_bytes(), env={"PYTHONHASHSEED": "4"})
+    assert again.decode().split() == tokens[0]
+    # what the kernel depends on, two calls down (a global of the helper of its device
+    # function), changed: another token for the kernel and the device function
+    changed = tmp_path / "changed.py"
+    changed.write_text(source.replace("np.arange(6.0) * 0.5", "np.arange(6.0) * 0.25"))
+    other = _run(changed).decode().split()
+    assert other[0] != tokens[0][0] and other[1] != tokens[0][1]
+    assert other[2] == tokens[0][2]                            # (the context is the same)
+
+
+NOTEBOOK = '''
+import sys
+from IPython.testing.globalipapp import start_ipython
+ip = start_ipython()
+for _ in range(int(sys.argv[1])):
+    ip.run_cell("x = 1", store_history=True)         # (earlier cells: another cell file name)
+ip.run_cell(sys.stdin.read(), store_history=True)
+'''
+
+
+def test_the_same_cell_at_another_execution_count_gets_the_same_token(tmp_path):
+    """In a notebook, a cell's file name holds its execution count: the same cell run third in
+    one kernel and first in another gave its kernels other tokens."""
+    script = tmp_path / "notebook.py"
+    script.write_text(NOTEBOOK)
+    cell = CELL.replace("if len(sys.argv) > 1:", "if False:").encode()
+    tokens = [_run(script, n, stdin=cell, env={"PYTHONHASHSEED": str(n + 1)}).decode().split()
+              for n in (0, 2)]
+    assert len(tokens[0]) == 3 and tokens[0] == tokens[1]
+
+
+# -- a user's module edited on disk and reloaded ------------------------------------------------
+
+MYLIB = '''
+from gpureplace import cuda
+
+SCALE = 2.0
+
+def helper(v):
+    return v * SCALE
+
+@cuda.jit(device=True)
+def twice(v):
+    return v * 2.0
+'''
+
+MYLIB_EDITED = '''
+from gpureplace import cuda
+
+SCALE = 2.0
+
+def offset():
+    return 100.0
+
+def helper(v):
+    return v * 3.0 + offset()
+
+@cuda.jit(device=True)
+def twice(v):
+    return v * 4.0
+'''
+
+RUN = '''
+import pickle, sys, numpy as np
+import {name} as mylib
+mine, twice = mylib.helper, mylib.twice
+for data in pickle.loads(sys.stdin.buffer.read()):
+    k = pickle.loads(data)
+    out = np.zeros(2)
+    k[1, 1](out)
+    print(*out, mylib.helper is mine, mylib.twice is twice, mylib.helper(1.0))
+'''
+
+
+HELD = '''
+import pickle, sys, numpy as np
+import {name} as mylib
+first, second = pickle.loads(sys.stdin.buffer.read())
+def run(k):
+    out = np.zeros(2)
+    k[1, 1](out)
+    return out.tolist()
+held = pickle.loads(first)       # a task of the first definition, held while the next arrives
+new = pickle.loads(second)
+print(run(held), run(new), run(held), run(new), mylib.helper(1.0))
+'''
+
+
+def _edited_module(tmp_path, monkeypatch):
+    name = f"gpr_mylib_{uuid.uuid4().hex[:12]}"                # (one module per test)
+    (tmp_path / "here").mkdir()
+    (tmp_path / "there").mkdir()
+    (tmp_path / "here" / f"{name}.py").write_text(MYLIB)
+    (tmp_path / "there" / f"{name}.py").write_text(MYLIB)     # (a worker's import of it)
+    monkeypatch.syspath_prepend(str(tmp_path / "here"))
+    ns = {"__name__": "a_cell_calling_mylib"}
+    exec(textwrap.dedent(f'''
+        import {name} as mylib
+        from gpureplace import cuda
+        @cuda.jit
+        def k(out):
+            out[0] = mylib.helper(1.0)
+            out[1] = mylib.twice(5.0)
+        @cuda.jit
+        def plain(out):
+            out[0] = 1.0
+        '''), ns)
+    return name, ns
+
+
+def test_a_module_edited_and_reloaded_travels_with_the_kernels_that_call_it(tmp_path,
+                                                                           monkeypatch):
+    """``mylib.helper`` edited on disk and ``importlib.reload(mylib)`` in the notebook: the
+    kernel's token changes, and a process that imported the old ``mylib`` (a Dask worker) runs
+    the new helper -- and the new function it calls -- instead of its own; where the pickle's
+    function is the one it has, it keeps its own object (nothing to recompile there)."""
+    name, ns = _edited_module(tmp_path, monkeypatch)
+    mylib = sys.modules[name]
+    k = ns["k"]
+    token, plain = k.definition_digest(), ns["plain"].definition_digest()
+    first = pickle.dumps(k)
+    (tmp_path / "here" / f"{name}.py").write_text(MYLIB_EDITED)
+    importlib.reload(mylib)
+    gpureplace.refresh()
+    assert k.definition_digest() != token                  # the helper it calls changed
+    assert ns["plain"].definition_digest() == plain
+    second = pickle.dumps(k)
+    out = np.zeros(2)
+    k[1, 1](out)
+    assert out.tolist() == [103.0, 20.0]                   # (here: the reloaded module)
+    got = _run(RUN.format(name=name), stdin=pickle.dumps([first, second]),
+               path=tmp_path / "there").decode().splitlines()
+    # the first pickle: its own helper and device function, kept; the second: the notebook's
+    # new helper (and the new function it calls) and device function bound in its module
+    assert got == ["2.0 10.0 True True 2.0", "103.0 20.0 False False 103.0"]
+    # a task of the first definition held there while the second arrives runs the old helper
+    # from a copy of the module, never putting it back into the module the new one reads
+    got = _run(HELD.format(name=name), stdin=pickle.dumps([first, second]),
+               path=tmp_path / "there").decode().strip()
+    assert got == "[2.0, 10.0] [103.0, 20.0] [2.0, 10.0] [103.0, 20.0] 103.0"
+    # here, the older pickle (a task queued before the reload) runs the helper it was
+    # pickled with, and leaves the module as the reload made it
+    older = pickle.loads(first)
+    out = np.zeros(2)
+    older[1, 1](out)
+    assert out.tolist() == [2.0, 10.0]
+    assert mylib.helper(1.0) == 103.0 and hasattr(mylib, "offset")
+
+
+def test_autoreloads_new_code_in_place_travels_too_and_libraries_go_by_name(tmp_path,
+                                                                          monkeypatch):
+    """``%autoreload 2`` gives the module's function new code in place (the same object): the
+    token changes and the new code reaches the other process.  Functions of the standard
+    library, of installed packages and of gpureplace still travel by name only."""
+    name, ns = _edited_module(tmp_path, monkeypatch)
+    mylib = sys.modules[name]
+    k = ns["k"]
+    token = k.definition_digest()
+    scope = {"SCALE": 2.0}
+    exec("def helper(v):\n    return v * SCALE + 7.0\n", scope)
+    mylib.helper.__code__ = scope["helper"].__code__         # (what autoreload does)
+    gpureplace.refresh()
+    assert k.definition_digest() != token
+    got = _run(RUN.format(name=name), stdin=pickle.dumps([pickle.dumps(k)]),
+               path=tmp_path / "there").decode().split()
+    assert got == ["9.0", "10.0", "False", "True", "9.0"]
+    lib = {"__name__": "a_cell_using_libraries"}
+    exec("import math\nimport numpy as np\nfrom gpureplace import cuda\n"
+         "@cuda.jit\ndef k(out):\n    out[0] = math.sin(np.float64(1.0)) + cuda.grid(1)\n", lib)
+    data = pickle.dumps(lib["k"])
+    assert b"_Source" not in data and b"_function_as_read" not in data
+
+
+# -- a kernel sent back to the process that defined it ------------------------------------------
+
+SEND_BACK = '''
+import pickle, sys
+objs = pickle.loads(sys.stdin.buffer.read())
+sys.stdout.buffer.write(pickle.dumps(objs))          # (a Dask task's result, sent back)
+'''
+
+
+def test_a_kernel_sent_back_is_the_defining_processs_own_object_while_unchanged():
+    """A process that received a kernel (a Dask worker) sends it back (the task's result): in
+    the process that defined it, that is the kernel itself -- not a handle, not a copy -- while
+    its definition is unchanged, and a launch configuration is the kernel's; after a
+    redefinition, an object of the definition sent (which runs it).  A pickle unpickled here
+    directly (a task the scheduler holds) is still a handle pinned to its definition."""
+    ns = {"__name__": "a_cell_sent_and_back"}
+    exec("from gpureplace import cuda\n"
+         "def helper(v):\n    return v + 1.0\n"
+         "@cuda.jit(device=True)\ndef dev(v):\n    return helper(v)\n"
+         "@cuda.jit\ndef k(out):\n    out[0] = dev(out[0])\n", ns)
+    k, dev = ns["k"], ns["dev"]
+    variant = k.with_context(gpureplace.Context("sent-back-ctx"))
+    sent = pickle.dumps([k, dev, k[1, 1], variant])
+    back = pickle.loads(_run(SEND_BACK, stdin=sent))
+    assert back[0] is k and back[1] is dev
+    assert back[2].kernel is k and back[3] is variant
+    assert pickle.loads(pickle.dumps(k)).pinned_target() is k        # (the scheduler's case)
+    exec("def helper(v):\n    return v + 2.0\n", ns)                 # redefined meanwhile
+    gpureplace.refresh()
+    older = pickle.loads(_run(SEND_BACK, stdin=sent))[0]
+    assert older is not k
+    out = np.zeros(1)
+    older[1, 1](out)
+    assert out[0] == 1.0
+    out = np.zeros(1)
+    k[1, 1](out)
+    assert out[0] == 2.0
+
+
+# -- compiles left out of the counts ------------------------------------------------------------
+
+def test_a_compile_left_out_of_the_counts_is_never_counted_even_for_a_moment():
+    """``frontend.uncounted`` (the warm-up's compiles, a Dask worker's front ends run ahead)
+    counted each compile, then set the count back when it ended: ``stats()`` read meanwhile --
+    from another thread, as a Dask worker's ``client.run(gpureplace.stats)`` does -- showed it.
+    Now it is never counted; a compile after it still is."""
+    import threading
+
+    from numba.core import types
+
+    from gpureplace.compiler import frontend
+    from gpureplace.compiler.compiled import Options
+    from gpureplace.dispatch.context import current_default
+
+    def make():
+        ns = {}
+        exec("def body(x):\n    return x * 3.0 + 1.0\n", ns)
+        return ns["body"]
+
+    before = gpureplace.stats()["device_compiles"]
+    seen = []
+    with frontend.uncounted():
+        frontend.compile_device(make(), current_default(), {}, (types.float64,),
+                                Options(arch="sm_80"))
+        seen.append(gpureplace.stats()["device_compiles"])
+        worker = threading.Thread(target=lambda: seen.append(gpureplace.stats()[
+            "device_compiles"]))
+        worker.start()
+        worker.join()
+    seen.append(gpureplace.stats()["device_compiles"])
+    assert seen == [before] * 3
+    frontend.compile_device(make(), current_default(), {}, (types.float64,),
+                            Options(arch="sm_80"))
+    assert gpureplace.stats()["device_compiles"] == before + 1
