@@ -109,6 +109,36 @@ def host_array(ary):
     return np.asarray(ary)
 
 
+def copy_source(target, ary):
+    """``ary`` as a host array to copy into device array ``target`` (``copy_to_device``),
+    refused as numba-cuda refuses it: another dtype is ``TypeError('incompatible dtype')`` (the
+    copy is of bytes: it never converts), another shape ``ValueError``."""
+    host = host_array(ary)
+    if host.size and host.dtype != target.dtype:
+        raise TypeError(f"incompatible dtype: {target.dtype} vs. {host.dtype} (copy_to_device "
+                        f"copies elements as they are: convert first, e.g. "
+                        f"ary.astype(np.{target.dtype}))")
+    if host.shape != target.shape:
+        raise ValueError(f"copy_to_device: shape {host.shape} does not match the device "
+                         f"array's {target.shape}")
+    return host
+
+
+def refuse_objects(obj, what="to_device"):
+    """Refuse, with TypeError, what no device array can hold: None, Python objects (an array
+    of dtype object, or a list NumPy makes one of)."""
+    if obj is None:
+        raise TypeError(f"{what}: expected an array (or a list, scalar or record) to copy to "
+                        f"the device, got None")
+    dt = getattr(obj, "dtype", None)
+    if dt is None and not hasattr(obj, "__cuda_array_interface__"):
+        dt = np.asarray(obj).dtype
+    if isinstance(dt, np.dtype) and dt.hasobject:
+        raise TypeError(f"{what}: cannot copy a {type(obj).__name__} of dtype {dt} to the "
+                        f"device: Python objects have no device form; give numbers, booleans "
+                        f"or records")
+
+
 _DeviceNDArray = None
 _DeviceRecord = None
 
@@ -198,13 +228,13 @@ def device_array_class():
                 base = self.view(type=cp.ndarray)
                 s = cupy_stream(stream)
                 if hasattr(ary, "__cuda_array_interface__") or isinstance(ary, cp.ndarray):
+                    src = cp.asarray(ary)
+                    if src.size and src.dtype != self.dtype:       # (numba-cuda's words)
+                        raise TypeError(f"incompatible dtype: {self.dtype} vs. {src.dtype}")
                     with (s if s is not None else contextlib.nullcontext()):
-                        cp.copyto(base, cp.asarray(ary))
+                        cp.copyto(base, src)
                     return
-                host = np.asarray(ary, dtype=self.dtype)
-                if host.shape != self.shape:
-                    raise ValueError(f"copy_to_device: shape {host.shape} does not match the "
-                                     f"device array's {self.shape}")
+                host = copy_source(self, ary)
                 if _same_layout(host, base):
                     if s is None:
                         base.data.copy_from_host(host.ctypes.data, host.nbytes)
@@ -331,6 +361,7 @@ def to_device(obj, stream=0, copy=True, to=None):
     if to is not None:
         to.copy_to_device(obj, stream=stream)
         return to
+    refuse_objects(obj)
     if simulated():
         return sim().to_device(obj, copy)
     if is_cuda_array(obj):

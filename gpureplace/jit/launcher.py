@@ -78,6 +78,8 @@ class Launcher:
                     f"(settings.low_occupancy_warnings = False silences this)"), stacklevel=4)
         self.dims = self.grid + self.block + (self.shared,)    # cuLaunchKernel's order
         self.big_shared = self.shared > 48 * 1024         # needs an attribute set: general path
+        if self.big_shared:                               # (every GPU's block has 48 KiB)
+            check_dynamic_shared(kernel, config, self.shared)
 
     # numba-cuda's names for the configuration
     @property
@@ -145,6 +147,50 @@ class Launcher:
         """Bind ``args`` once: the returned ``PreparedLaunch`` relaunches with nothing to check
         or pack but the world age (à la Warp's recorded launches)."""
         return PreparedLaunch(self, args)
+
+
+def shared_limit():
+    """(arch, the most shared memory one block can have there in bytes) of the device launches
+    go to: the current GPU's, or the simulator's (sm_90, as its device says); None unknown."""
+    from ..arch import shared_opt_in_bytes
+    if backends.simulated():
+        arch = "sm_90"
+    elif probe.available():
+        arch = probe.arch_of(probe.current_device())
+    else:
+        return None                       # (the launch says there is no GPU)
+    most = shared_opt_in_bytes(arch)
+    return None if most is None else (arch, most)
+
+
+def check_dynamic_shared(kernel, config, nbytes, static=0):
+    """Refuse, on both backends, ``nbytes`` of dynamic shared memory (with ``static`` bytes of
+    static shared arrays, when known) that a block of ``kernel`` cannot have on the device."""
+    limit = shared_limit()
+    if limit is None or nbytes + static <= limit[1]:
+        return
+    from ..compiler.intrinsics.memory import format_bytes
+    arch, most = limit
+    asked = f"{nbytes:,} bytes of dynamic shared memory" + (
+        f" with {static:,} bytes of static shared arrays" if static else "")
+    raise LaunchError(f"{kernel.__qualname__}[{', '.join(map(repr, config))}]: {asked} is more "
+                      f"than the {most:,} bytes ({format_bytes(most)}) a block can have on {arch}; "
+                      f"give the launch's fourth value (bytes of dynamic shared memory) at most "
+                      f"{max(most - static, 0)}, and keep larger data in global memory")
+
+
+def check_static_shared(kernel, cfg, entry):
+    """``check_dynamic_shared`` with the static shared arrays of the loaded specialisation
+    ``entry`` counted (asked of the driver: only for a launch over 48 KiB, which takes the
+    general path anyway)."""
+    try:
+        drv = probe.cupy_module().cuda.driver
+        static = int(drv.funcGetAttribute(
+            getattr(drv, "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES", 1), entry.fn_ptr))
+    except Exception:                      # (no driver to ask: the dynamic size was checked)
+        return
+    check_dynamic_shared(kernel, (cfg.grid, cfg.block, cfg.stream or 0, cfg.shared),
+                         cfg.shared, static)
 
 
 class WithCallbacks(Launcher):
@@ -318,6 +364,8 @@ class PreparedLaunch:
                               f"type: {exc}") from None
         params = launch.ParamBuffer(len(data), data)
         stream = cfg.stream_ptr()
+        if cfg.big_shared:
+            check_static_shared(kernel, cfg, entry)
         entry.allow_shared(cfg.shared)
         # While a graph is being captured, each call binds again so the graph records it.
         self._age = world.age if rec is None else -1

@@ -17,7 +17,7 @@ from ..runtime.binder import make_fast_launch
 from ..tracking import world
 from . import backends, graphs, guesses
 from . import launchconfig
-from .launcher import ForAll, Launcher
+from .launcher import ForAll, Launcher, check_static_shared
 
 
 class Launching:
@@ -76,13 +76,17 @@ class Launching:
         keys = []
         for i, a in enumerate(args):
             try:
-                if isinstance(a, ArgHint):
+                hint = isinstance(a, ArgHint)
+                if hint:
                     a = a.value
                 if isinstance(a, np.ndarray) and not hasattr(a, "__cuda_array_interface__"):
                     # the simulator's arrays as they are; a host array as its device copy
-                    keys.append(arguments.array_argument(a.dtype, 0, a.shape, a.strides)[0]
+                    # (read-only as the array, unless a hint gives the kernel a copy)
+                    readonly = not hint and not a.flags.writeable
+                    keys.append(arguments.array_argument(a.dtype, 0, a.shape, a.strides,
+                                                         readonly)[0]
                                 if backends.simulated() else
-                                transfers.host_array_argument(a)[0])
+                                transfers.host_array_argument(a, readonly)[0])
                 else:
                     keys.append(arguments.value_key(a)[0])
             except LaunchError as exc:
@@ -115,16 +119,24 @@ class Launching:
 
     def _launch_args(self, config, args, rec):
         simulated = backends.simulated()
+        hosts = 0
         for a in args:                                  # (never on the fast path)
-            if isinstance(a, ArgHint) or transfers.holds_host_array(a) and (
-                    not simulated or settings.host_arrays == "error"):
+            if isinstance(a, ArgHint):
                 return self._launch_with_transfers(config, args, rec)
+            if transfers.holds_host_array(a):
+                if not simulated or settings.host_arrays == "error":
+                    return self._launch_with_transfers(config, args, rec)
+                hosts += 1
         if simulated:
+            if hosts:     # refused as on the GPU, whose copies of them would lose writes
+                transfers.refuse_overlaps(self.__qualname__, args, list(self._pysig.parameters))
             if rec is not None:
                 return rec.add(self, config, args)          # run when the graph is replayed
             return backends.simulator().launch(self, config.grid, config.block, config.stream,
                                                config.shared, args)
         keys, values, entry = self._resolve(args, config=config)
+        if config.big_shared:
+            check_static_shared(self, config, entry)
         if any(k[0] == "record" for k in keys):
             if rec is not None:
                 raise LaunchError(f"{self.__qualname__}: a record argument is copied to the "
@@ -194,6 +206,16 @@ class Launching:
                     f"{self.__qualname__}: argument {i} ({name!r}) is "
                     f"{type(a).__name__}({type(a.value).__name__}); cuda.{type(a).__name__}() "
                     f"takes a NumPy array")
+            if isinstance(a, ArgHint) and a.copy_out and transfers.is_host_array(a.value) \
+                    and not a.value.flags.writeable:
+                # (its copy could not be written back: the kernel's writes would vanish)
+                name = names[i] if i < len(names) else i
+                hint = type(a).__name__
+                raise arguments.ArgumentError(
+                    f"{self.__qualname__}: argument {i} ({name!r}) is cuda.{hint}() of a "
+                    f"read-only NumPy array, into which what the kernel writes cannot be "
+                    f"copied back: pass a writable array (a.copy()), or cuda.In(a) if the "
+                    f"kernel only reads it")
         if any(transfers.holds_host_array(a) for a in args):
             mode = settings.host_arrays
             if mode == "error":
@@ -206,50 +228,29 @@ class Launching:
                 f"argument {transfers.host_array_names(args, names)} (a host NumPy array)"
             raise LaunchError(f"{self.__qualname__}: {what} is copied to or from the host around "
                               f"each launch, which a CUDA graph cannot hold; pass device arrays")
+        transfers.refuse_overlaps(self.__qualname__, args, names)
         if not simulated:
             launch.require_device(self.__qualname__, "")
-        stream = None if simulated else config.stream_ptr()
-        new_args, back = [], []
-        for i, a in enumerate(args):
+        if simulated:
+            return self._simulate_with_transfers(config, args, rec)
+        stream = config.stream_ptr()
+        staged = transfers.Staged(args, stream)
+        new_args = []
+        for a in args:
             hint = a if isinstance(a, ArgHint) else None
             host = a.value if hint is not None else a
-            if hint is None and isinstance(a, tuple) and not simulated:
-                # host arrays inside a tuple: copied like the others
-                new_args.append(transfers.stage_tuple(a, True, stream, back))
-                continue
-            if hint is None and not transfers.is_host_array(a):
-                new_args.append(a)
-                continue
-            if not isinstance(host, np.ndarray) or hasattr(host, "__cuda_array_interface__"):
-                new_args.append(host)                    # already on the device: as it is
-                continue
-            copy_in = hint is None or hint.copy_in
-            # a read-only host array is not written back (the kernel must not write it)
-            copy_out = (hint is None or hint.copy_out) and host.flags.writeable
-            if simulated:
-                if hint is None or (copy_in and copy_out):
-                    new_args.append(host)                # host memory is the device's
-                    continue
-                dev = host.copy() if copy_in else np.empty_like(host)
-                if copy_out:
-                    back.append((host, dev))
-                new_args.append(dev)
-                continue
-            copy = transfers.DeviceCopy(host, copy_in, copy_out, stream)
-            back.append(copy)
-            new_args.append(copy)
+            if hint is None and isinstance(a, tuple):
+                new_args.append(staged.stage_tuple(a))     # host arrays inside: copied too
+            elif transfers.is_host_array(host):
+                new_args.append(staged.copy_of(host, hint))
+            else:
+                new_args.append(host)      # not a host array, or one already on the device
         args = tuple(new_args)
-        if simulated:
-            if rec is not None:
-                return rec.add(self, config, args)
-            backends.simulator().launch(self, config.grid, config.block, config.stream,
-                                        config.shared, args)
-            for host, dev in back:
-                host[...] = dev
-            return
         # launched like any other, but without taking over the fast path: these argument
         # types (device copies) exist only for this launch
         keys, values, entry = self._resolve(args, config=config)
+        if config.big_shared:
+            check_static_shared(self, config, entry)
         if any(k[0] == "record" for k in keys):
             self._launch_with_records(config, values, entry)
         else:
@@ -257,7 +258,43 @@ class Launching:
                 launch.note_printf()
             config.run_callbacks(entry.spec)
             entry.launch(config.grid, config.block, stream, config.shared, values)
-        transfers.copy_back(back, stream)
+        staged.copy_back()
+
+    def _simulate_with_transfers(self, config, args, rec):
+        """The simulator's side of ``_launch_with_transfers``: host memory is the device's, so
+        a host array given as it is or in ``cuda.InOut`` runs as it is; ``cuda.In`` / ``Out``
+        get a copy (one per distinct host buffer), written back once for ``Out``."""
+        wants = {}
+        for _, host, hint in transfers.host_leaves(args, tuples=False):
+            key, copy_in, copy_out = transfers.transfer_of(host, hint)
+            want = wants.setdefault(key[:-1], [False, False, hint is None])
+            want[0] |= copy_in
+            want[1] |= copy_out
+            want[2] |= hint is None
+        devs, back, new_args = {}, [], []
+        for a in args:
+            if not isinstance(a, ArgHint) or not transfers.is_host_array(a.value):
+                new_args.append(a.value if isinstance(a, ArgHint) else a)
+                continue
+            host = a.value
+            key = transfers.buffer_key(host)
+            copy_in, copy_out, plain = wants[key]
+            if plain or copy_in and copy_out:
+                new_args.append(host)                # host memory is the device's
+                continue
+            dev = devs.get(key)
+            if dev is None:
+                dev = devs[key] = host.copy() if copy_in else np.empty_like(host)
+                if copy_out:
+                    back.append((host, dev))
+            new_args.append(dev)
+        args = tuple(new_args)
+        if rec is not None:
+            return rec.add(self, config, args)
+        backends.simulator().launch(self, config.grid, config.block, config.stream,
+                                    config.shared, args)
+        for host, dev in back:
+            host[...] = dev
 
     def _launch_with_records(self, config, values, entry):
         """A launch with structured scalars among the arguments (numba-cuda's semantics): each
@@ -303,9 +340,10 @@ class Launching:
         for i, a in enumerate(args):
             try:
                 if host_arrays_as_keys:
-                    a = a.value if isinstance(a, ArgHint) else a
-                    k, v = transfers.host_array_argument(a) if transfers.is_host_array(a) \
-                        else arguments.value_key(a)
+                    hint = isinstance(a, ArgHint)
+                    a = a.value if hint else a
+                    k, v = transfers.host_array_argument(a, not hint and not a.flags.writeable) \
+                        if transfers.is_host_array(a) else arguments.value_key(a)
                 else:
                     k, v = arguments.value_key(a)
             except LaunchError as exc:
@@ -315,7 +353,7 @@ class Launching:
             values.extend(v)
             per_arg.append(v)
         if self.declared_signatures:
-            keys, values = self._explicit_match(keys, per_arg)
+            keys, values = self._explicit_match([_as_declared(k) for k in keys], per_arg)
         dev = probe.current_device()
         if placement.multi_gpu():
             placement.check_devices(self, args, dev)
@@ -389,6 +427,8 @@ class Launching:
                             f"{', '.join(sorted(kws))}")
         if argtypes is None:
             keys = self._type_keys(args, "compile")
+            if self.declared_signatures:
+                keys = tuple(_as_declared(k) for k in keys)
             argtypes = tuple(arguments.numba_type_of_key(k) for k in keys)
             if self.declared_signatures:
                 sig = best_signature(self.declared_signatures, list(argtypes),
@@ -430,3 +470,17 @@ class Launching:
                               f"{len(names)} ({', '.join(names)}), {len(args)} given{defaults}")
         raise LaunchError(f"{self.__qualname__}() takes {len(names)} argument(s) "
                           f"({', '.join(names)}) but {len(args)} were given")
+
+
+def _as_declared(key):
+    """``key`` as a declared signature takes it: a read-only host array's copy matches a
+    declared array type as any array does (numba-cuda: a kernel given signatures compiles
+    nothing else); the kernel's writes to it are not copied back."""
+    kind = key[0]
+    if kind == "roarray":
+        return ("array",) + key[1:]
+    if kind == "tuple":
+        return ("tuple",) + tuple(_as_declared(k) for k in key[1:])
+    if kind == "namedtuple":
+        return key[:2] + tuple(_as_declared(k) for k in key[2:])
+    return key

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import sys
+import types as types_module
 
 import numpy as np
 from numba.core import types
@@ -28,10 +29,12 @@ class ArgumentError(LaunchError, TypeError):
     pass
 
 
-def array_argument(dt, ptr, shape, strides):
-    """Key and values of an array: contiguous layouts pass no strides (``compiler.abi``)."""
+def array_argument(dt, ptr, shape, strides, readonly=False):
+    """Key and values of an array: contiguous layouts pass no strides (``compiler.abi``).
+    ``readonly``: the kernel gets it as a read-only array (a read-only host array's device
+    copy): key kind "roarray", another specialisation, whose writes fail to compile."""
     layout = layout_of(shape, strides, dt.itemsize)
-    key = ("array", dt, len(shape), layout)
+    key = ("roarray" if readonly else "array", dt, len(shape), layout)
     if layout == "A":
         return key, (ptr, *shape, *strides)
     return key, (ptr, *shape)
@@ -317,11 +320,27 @@ def value_key(value):
     if handler is None:
         handler = _find_handler(cls, value)
         if handler is None:
-            raise ArgumentError(f"has type {cls.__module__}.{cls.__qualname__}, which kernels "
+            raise ArgumentError(_function_argument_refusal(value) or
+                                f"has type {cls.__module__}.{cls.__qualname__}, which kernels "
                                 f"cannot take (arrays with __cuda_array_interface__ or DLPack, "
                                 f"scalars, tuples and types can)")
         _HANDLERS[cls] = handler
     return handler(value)
+
+
+def _function_argument_refusal(value):
+    """The message for a function passed to a kernel (a device function, a kernel, a Python
+    function), which no launch can pass (numba-cuda neither), or None for another value."""
+    if not callable(value) or isinstance(value, type) or not (
+            hasattr(value, "py_func") or isinstance(value, types_module.FunctionType)):
+        return None
+    name = getattr(value, "__name__", "f")
+    what = "the device function" if getattr(value, "device", False) else \
+        "the cuda.jit function" if hasattr(value, "py_func") else "the Python function"
+    return (f"is {what} {name}: kernels cannot take functions as arguments (numba-cuda "
+            f"neither); call {name}(...) in the kernel by its name (a global), choose among "
+            f"functions by a number argument (if which == 0: ... elif which == 1: ...), or "
+            f"pass {name} from the kernel to a device function that takes a function")
 
 
 _KEY_TYPES = {}
@@ -336,12 +355,13 @@ def numba_type_of_key(key):
 
 def _key_to_type(key):
     kind = key[0]
-    if kind == "array":
+    if kind in ("array", "roarray"):
         _, dt, ndim, layout = key
         if is_bfloat16_dtype(dt):
             register_dtype()                  # (ml_dtypes is loaded: the array has its dtype)
         try:
-            return types.Array(numpy_support.from_dtype(dt), ndim, layout)
+            return types.Array(numpy_support.from_dtype(dt), ndim, layout,
+                               readonly=kind == "roarray")
         except NotImplementedError:
             raise ArgumentError(f"has dtype {dt}, which kernels cannot take") from None
     if kind == "bool":

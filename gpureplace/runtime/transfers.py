@@ -20,6 +20,7 @@ from .. import probe
 from ..compiler.abi import contiguous_strides
 from ..errors import PerformanceWarning, user_stacklevel
 from . import arguments
+from .hints import ArgHint
 
 
 class HostArrayWarning(PerformanceWarning, NumbaPerformanceWarning):
@@ -27,16 +28,19 @@ class HostArrayWarning(PerformanceWarning, NumbaPerformanceWarning):
 
 
 class DeviceCopy:
-    """Device memory holding one host array for one launch."""
+    """Device memory holding one host array for one launch.  ``readonly``: the kernel gets it as
+    a read-only array (a read-only host array given as it is: a kernel that writes it does not
+    compile, as in the simulator, and nothing is copied back)."""
 
-    __slots__ = ("host", "staging", "mem", "copy_out")
+    __slots__ = ("host", "staging", "mem", "copy_out", "readonly")
 
-    def __init__(self, host, copy_in, copy_out, stream):
+    def __init__(self, host, copy_in, copy_out, stream, readonly=False):
         # One memcpy each way needs contiguous host memory: a strided view goes through a
         # contiguous staging copy (written back into the view afterwards).
         contiguous = host.flags.c_contiguous or host.flags.f_contiguous
         staging = host if contiguous else np.ascontiguousarray(host)
-        self.host, self.staging, self.copy_out = host, staging, copy_out
+        self.host, self.staging, self.copy_out = host, staging, copy_out and not readonly
+        self.readonly = readonly
         cp = probe.cupy_module()
         self.mem = cp.cuda.alloc(staging.nbytes) if staging.nbytes else None
         if copy_in and self.mem is not None:
@@ -52,25 +56,28 @@ class DeviceCopy:
     def __cuda_array_interface__(self):
         s = self.staging
         return {"shape": s.shape, "typestr": s.dtype.str, "descr": s.dtype.descr,
-                "data": (self.ptr, False), "version": 3,
+                "data": (self.ptr, self.readonly), "version": 3,
                 "strides": None if s.flags.c_contiguous else s.strides}
 
 
 def _device_copy_argument(c):
     s = c.staging
-    return arguments.array_argument(s.dtype, c.ptr, s.shape, s.strides)
+    return arguments.array_argument(s.dtype, c.ptr, s.shape, s.strides, c.readonly)
 
 
 arguments.register_handler(DeviceCopy, _device_copy_argument)
 
 
-def host_array_argument(a):
+def host_array_argument(a, readonly=None):
     """(key, values) a host array will launch with once copied: its layout as the copy has it
-    (a strided view is copied into C order), at address 0."""
+    (a strided view is copied into C order), at address 0; read-only as the array is (unless
+    ``readonly`` says otherwise: a ``cuda.In`` copy is the kernel's to write)."""
+    if readonly is None:
+        readonly = not a.flags.writeable
     if a.flags.c_contiguous or a.flags.f_contiguous:
-        return arguments.array_argument(a.dtype, 0, a.shape, a.strides)
+        return arguments.array_argument(a.dtype, 0, a.shape, a.strides, readonly)
     return arguments.array_argument(a.dtype, 0, a.shape,
-                                    contiguous_strides(a.shape, a.dtype.itemsize))
+                                    contiguous_strides(a.shape, a.dtype.itemsize), readonly)
 
 
 def copy_back(copies, stream):
@@ -102,20 +109,110 @@ def holds_host_array(a):
     return is_host_array(a)
 
 
-def stage_tuple(tup, copy, stream, copies):
-    """``tup`` with each host array in it (at any depth) replaced by a device copy (appended to
-    ``copies``); a namedtuple keeps its class."""
-    items = []
+def buffer_key(host):
+    """Host arrays with the same key are the same memory seen the same way (address, dtype,
+    shape, strides): one launch stages them as one copy."""
+    return host.__array_interface__["data"][0], host.dtype, host.shape, host.strides
+
+
+def transfer_of(host, hint):
+    """(buffer key, copy in, copy out) of host array ``host`` given as ``hint`` (None: as it
+    is).  The key says whether the copy is read-only: a read-only host array given as it is
+    (``cuda.Out`` / ``InOut`` of one are refused before this)."""
+    readonly = hint is None and not host.flags.writeable
+    return (buffer_key(host) + (readonly,), hint is None or hint.copy_in,
+            (hint is None or hint.copy_out) and host.flags.writeable)
+
+
+def host_leaves(args, tuples=True):
+    """(argument index, host array, hint or None) for each host array among ``args``: given as
+    it is, in a cuda.In / Out / InOut, or (with ``tuples``) inside a tuple, at any depth."""
+    for i, a in enumerate(args):
+        if isinstance(a, ArgHint):
+            if is_host_array(a.value):
+                yield i, a.value, a
+        elif is_host_array(a):
+            yield i, a, None
+        elif tuples and isinstance(a, tuple):
+            for leaf in _tuple_leaves(a):
+                yield i, leaf, None
+
+
+def _tuple_leaves(tup):
     for x in tup:
         if isinstance(x, tuple):
-            items.append(stage_tuple(x, copy, stream, copies))
+            yield from _tuple_leaves(x)
         elif is_host_array(x):
-            c = DeviceCopy(x, True, copy and x.flags.writeable, stream)
-            copies.append(c)
-            items.append(c)
-        else:
-            items.append(x)
-    return type(tup)(*items) if hasattr(type(tup), "_fields") else tuple(items)
+            yield x
+
+
+def _overlap(a, b):
+    if not np.may_share_memory(a, b):
+        return False
+    try:
+        return bool(np.shares_memory(a, b, max_work=1 << 16))
+    except Exception:                       # (too hard to tell: taken as overlapping)
+        return True
+
+
+def refuse_overlaps(kernel, args, names):
+    """Refuse, naming them, two host arrays of one launch that are different views of
+    overlapping memory and are both copied back: each would get its own device copy, and the
+    second copy-back would overwrite what the kernel wrote through the first (the same array,
+    or the same view, given twice is one copy: see ``Staged``).  Both backends refuse, though
+    the simulator, whose device memory is the host's, could run it."""
+    written = {}
+    for i, host, hint in host_leaves(args):
+        if not transfer_of(host, hint)[2]:
+            continue
+        key = buffer_key(host)
+        if key in written:
+            continue
+        for key2, (j, other) in written.items():
+            if _overlap(host, other):
+                def said(k):
+                    return f"{k} ({names[k]!r})" if k < len(names) else str(k)
+                which = f"argument {said(j)} and argument {said(i)} are" if i != j else \
+                    f"argument {said(i)} holds"
+                raise arguments.ArgumentError(
+                    f"{kernel}: {which} different views of overlapping host memory, each "
+                    f"copied to the device and back on its own: one copy-back would overwrite "
+                    f"what the kernel wrote through the other. Pass the array once (or the "
+                    f"same view), or device arrays (cuda.to_device(a), cupy.asarray(a))")
+        written[key] = (i, host)
+
+
+class Staged:
+    """The device copies of one launch's host arrays: one per distinct host buffer (the same
+    array, or identical views of it, given twice -- as two arguments, in a tuple, as a hint
+    and as it is -- is one copy, copied in if any of them asks, written back once if any of
+    them asks)."""
+
+    def __init__(self, args, stream):
+        self.stream, self.copies, self.wants = stream, {}, {}
+        for _, host, hint in host_leaves(args):
+            key, copy_in, copy_out = transfer_of(host, hint)
+            want = self.wants.setdefault(key, [False, False])
+            want[0] |= copy_in
+            want[1] |= copy_out
+
+    def copy_of(self, host, hint=None):
+        key = transfer_of(host, hint)[0]
+        c = self.copies.get(key)
+        if c is None:
+            copy_in, copy_out = self.wants[key]
+            c = self.copies[key] = DeviceCopy(host, copy_in, copy_out, self.stream, key[-1])
+        return c
+
+    def stage_tuple(self, tup):
+        """``tup`` with each host array in it (at any depth) replaced by its device copy; a
+        namedtuple keeps its class."""
+        items = [self.stage_tuple(x) if isinstance(x, tuple) else
+                 self.copy_of(x) if is_host_array(x) else x for x in tup]
+        return type(tup)(*items) if hasattr(type(tup), "_fields") else tuple(items)
+
+    def copy_back(self):
+        copy_back(list(self.copies.values()), self.stream)
 
 
 def host_array_names(args, names):

@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
-from ..hostapi.arrays import (NumbaArrayMethods, RecordMethods, array_interface, is_record,
-                              record_copy, span)
+from ..hostapi.arrays import (NumbaArrayMethods, RecordMethods, array_interface, copy_source,
+                              is_record, record_copy, span)
 from .arrays import remember_allocation, view_described
 
 
@@ -122,11 +122,7 @@ class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
         return ary
 
     def copy_to_device(self, ary, stream=0):
-        host = np.asarray(ary, dtype=self.dtype)
-        if host.shape != self.shape:
-            raise ValueError(f"copy_to_device: shape {host.shape} does not match the device "
-                             f"array's {self.shape}")
-        self[...] = host
+        self[...] = copy_source(self, ary)      # (as the GPU's: no dtype conversion)
 
     def __array_wrap__(self, obj, context=None, return_scalar=False):
         # results of NumPy operations on simulated device arrays are plain arrays
