@@ -277,6 +277,26 @@ def kernel_reason(pyfunc):
     return None
 
 
+def refuse_in_cuda_cell(pyfunc):
+    """Raise, at its ``def``, the CompileError of a ``%%cuda`` cell's function that the cell
+    cannot make a kernel: an ``async def`` (never device code) or a generator (a kernel
+    returns nothing; ``@cuda.jit(device=True)`` on it, or a plain cell, keeps it a helper that
+    kernels iterate).  A ``cuda.jit`` generator is refused only when launched (it may be a
+    device function), but a cell's plain ``def`` is meant as a kernel."""
+    name = pyfunc.__qualname__
+    why = async_reason(pyfunc, "a kernel")
+    if why is None and inspect.isgeneratorfunction(pyfunc):
+        why = (f"{name} is a generator (its body has yield), which a kernel cannot be: kernels "
+               f"cannot yield; a kernel returns nothing, so write its results into an array "
+               f"argument (a generator helper that kernels iterate, for v in {name}(n), works "
+               f"decorated @cuda.jit(device=True) in the %%cuda cell, or defined in a plain "
+               f"cell)")
+    if why is not None:
+        code = pyfunc.__code__
+        raise CompileError(why, function=name, filename=code.co_filename,
+                           lineno=code.co_firstlineno, chain=(name,))
+
+
 def refuse_as_kernel(pyfunc, qualname):
     """Raise the CompileError of ``kernel_reason`` (at the def line), if there is one."""
     why = kernel_reason(pyfunc)

@@ -14,6 +14,7 @@ from numba.core import errors as nb_errors
 from ..errors import CompileError
 from . import constructs
 from .constructs import instructions_with_lines
+from .host_values import host_value_reason, int_enum_reason
 
 
 def name_of(pyfunc):
@@ -401,11 +402,11 @@ def _construct_reason(pyfunc, exc, reason, lineno):
                 "are the host's): it prints its arguments separated by spaces, one line per "
                 "call, to the terminal's standard output; drop the keywords"), lineno
     m = re.search(r"Untyped global name '(\w+)': Cannot determine Numba type of <class", text)
-    if m and (why := _host_value_reason(pyfunc, m.group(1), lineno)):
+    if m and (why := host_value_reason(pyfunc, m.group(1), lineno)):
         return why, lineno
     m = re.search(r"Cannot cast IntEnum<\w+>\((\w+)\) to (\w+)", text)
     if m:
-        return _int_enum_reason(pyfunc, lineno, *m.groups()), lineno
+        return int_enum_reason(pyfunc, lineno, *m.groups()), lineno
     m = re.search(r"Cannot determine Numba type of <class '(\w+)'>", reason)
     if m:
         host = _host_callable_at(pyfunc, lineno)
@@ -493,61 +494,6 @@ def _host_callable_at(pyfunc, lineno):
                 getattr(builtins, name, None) is value is not None:
             return name, value
     return None
-
-
-def _read_on_line(pyfunc, lineno, check):
-    """``(name, attribute read of it or None)`` of the first global read on ``lineno`` whose
-    value passes ``check``, or None."""
-    found = None
-    for ins, line in instructions_with_lines(pyfunc):
-        if found is not None:
-            return found, ins.argval if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") else None
-        if line == lineno and ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and \
-                ins.argval in pyfunc.__globals__ and check(pyfunc.__globals__[ins.argval]):
-            found = ins.argval
-    return (found, None) if found else None
-
-
-def _host_value_reason(pyfunc, name, lineno):
-    """Why the global ``name`` read on ``lineno`` cannot be used in device code where it is a
-    dict, a class or an object of one; None for other values (functions)."""
-    import inspect
-    value = pyfunc.__globals__.get(name, _host_value_reason)
-    if isinstance(value, dict):
-        return (f"{name} is a global dict, which device code cannot read (dicts are host "
-                f"objects); use a tuple or a global NumPy array indexed by the key (keys 0 to "
-                f"n-1), a module-level constant for each entry, or a device array passed as "
-                f"an argument")
-    if value is _host_value_reason or callable(value) and not isinstance(value, type):
-        return None
-    what = "a Python class" if isinstance(value, type) else \
-        f"an object of the Python class {type(value).__name__}"
-    of = f"the class {name}" if isinstance(value, type) else f"{name}, {what}"
-    attr = (_read_on_line(pyfunc, lineno, lambda v: v is value) or (name, None))[1]
-    if attr is None:
-        return (f"{name} is {what}: device code cannot make or use Python objects; pass the "
-                f"numbers, tuples or arrays the kernel needs as arguments")
-    raw = inspect.getattr_static(value, attr, None)
-    if callable(raw) or isinstance(raw, (staticmethod, classmethod)):
-        kind = {staticmethod: "staticmethod", classmethod: "classmethod"}.get(type(raw), "method")
-        return (f"{name}.{attr}(...) calls a {kind} of {of}: calling the methods of Python "
-                f"classes or reading their attributes is not supported in device code; make "
-                f"{attr} a module-level function (kernels compile the plain functions they "
-                f"call) or a cuda.jit(device=True) function, and call it as {attr}(...)")
-    return (f"{name}.{attr} reads an attribute of {of}: reading the attributes of Python "
-            f"classes or their objects is not supported in device code; bind the value to a "
-            f"module global ({attr.upper()} = {name}.{attr}) and read that, or pass it to the "
-            f"kernel as an argument")
-
-
-def _int_enum_reason(pyfunc, lineno, cls, ty):
-    """Numba's "Cannot cast IntEnum<...>(cls) to ty": what to write instead."""
-    import enum
-    read = _read_on_line(pyfunc, lineno, lambda v: isinstance(v, enum.EnumMeta) and v.__name__ == cls)
-    member = f"{read[0]}.{read[1]}" if read and read[1] else f"{cls}.MEMBER"
-    return (f"{member} (a member of the IntEnum {cls}) cannot be converted to {ty} in device "
-            f"code: Numba converts IntEnum members to integer types only; use its integer "
-            f"value, {member}.value")
 
 
 def _host_callable_reason(host):

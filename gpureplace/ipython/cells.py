@@ -9,7 +9,9 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import types
 
+from ..compiler.constructs import refuse_in_cuda_cell
 from ..compiler.overload_redefinitions import note_overload_redefinitions
 from ..jit import live_functions
 from ..tracking import bindings, deps
@@ -84,11 +86,19 @@ class CudaCellDefinitions:
 
 
 def decorate_definitions(body):
-    """Give each ``def`` among the statements ``body`` the decorator ``define_in_cell``,
-    outermost (``__import__('gpureplace.ipython.cells').ipython.cells.define_in_cell``: no
-    name added to the user's namespace)."""
+    """Give each ``def`` and ``async def`` among the statements ``body`` (and in the blocks of
+    its ``if``, ``for``, ``with``, ``try`` ... statements, which define top-level functions
+    too) the decorator ``define_in_cell``, outermost
+    (``__import__('gpureplace.ipython.cells').ipython.cells.define_in_cell``: no name added to
+    the user's namespace)."""
     for stmt in body:
-        if isinstance(stmt, ast.FunctionDef):
+        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+                for block in getattr(stmt, field, None) or ():
+                    # (an except handler or a match case holds its statements in .body)
+                    decorate_definitions([block] if isinstance(block, ast.stmt) else
+                                         getattr(block, "body", ()))
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             deco = ast.parse("__import__('gpureplace.ipython.cells').ipython.cells"
                              ".define_in_cell", mode="eval").body
             # (placed where the first decorator or the def is: the code's first line stays)
@@ -101,10 +111,17 @@ def decorate_definitions(body):
 
 def define_in_cell(fn):
     """The decorator ``decorate_definitions`` gives: ``fn`` as the running ``%%cuda`` cell makes
-    it (a plain function becomes a gpureplace function with the cell's options)."""
+    it (a plain function becomes a gpureplace function with the cell's options).  A generator
+    or an ``async def`` fails the cell at its ``def`` (``constructs.refuse_in_cuda_cell``), as
+    any error does: what the cell defined above it is converted all the same, and the name
+    keeps what it was bound to before the cell."""
     from . import extension
     ext = extension.loaded()
-    return fn if ext is None else ext.define_in_cell(fn)
+    if ext is None:
+        return fn
+    if isinstance(fn, types.FunctionType) and "." not in fn.__qualname__:
+        refuse_in_cuda_cell(fn)
+    return ext.define_in_cell(fn)
 
 
 def show_first_line_as_typed(shell):

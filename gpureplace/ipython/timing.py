@@ -7,12 +7,15 @@
 Options (before the launch): ``--flops EXPR`` and ``--bytes EXPR`` (Python expressions in the
 notebook's namespace: the FLOP count and bytes a run moves), ``--warm`` (no L2 flush between
 runs), ``--runs N`` (at least N timed runs), ``--max-runs N``, ``--min-time SECONDS``, ``-o``
-(return the ``BenchmarkResult`` instead of only showing it).
+(return the ``BenchmarkResult`` instead of only showing it).  A call that is no launch (a
+built-in, a class, a kernel without ``[blocks, threads]``, a device function) is a usage error;
+a function of the user's is timed as a whole (it may launch several kernels).
 """
 
 from __future__ import annotations
 
 import ast
+import types
 
 from IPython.core.error import UsageError
 
@@ -54,6 +57,31 @@ def parse(line):
     return options, flags, call
 
 
+def refuse_non_launch(launch, call):
+    """A ``UsageError`` where the call ``call`` (its callee evaluated: ``launch``) is no launch:
+    a built-in function or a class, or a ``cuda.jit`` function without its launch
+    configuration.  Launch objects, GPU ufuncs, ``graph.launch``, the user's own functions (which
+    may launch several kernels) and other callable objects are timed (``gpureplace.benchmark``
+    takes any callable that launches GPU work)."""
+    from ..jit import GPUFunction
+    name = ast.unparse(call.func)
+    if isinstance(launch, GPUFunction):
+        if launch.device:
+            why = (f"{name} is a device function, which only kernels call: time a kernel "
+                   f"that calls it")
+        else:
+            why = (f"{name} is a kernel without its launch configuration: write "
+                   f"{name}[blocks, threads]({', '.join(map(ast.unparse, call.args))})")
+    elif isinstance(launch, (types.BuiltinFunctionType, type)):
+        # (a Python function of the user's is timed as a whole: it may launch several kernels)
+        what = "a Python class" if isinstance(launch, type) else "a built-in function"
+        why = (f"{name} is {what}, which runs on the host: write kernel[blocks, threads](args), "
+               f"or call a function of yours that launches GPU work")
+    else:
+        return
+    raise UsageError(f"%cuda_timeit: {ast.unparse(call)!r} is not a launch: {why}\n{USAGE}")
+
+
 def cuda_timeit(shell, line):
     """Run the magic in ``shell``: the result is displayed (and returned with ``-o``)."""
     from IPython.display import display
@@ -71,6 +99,7 @@ def cuda_timeit(shell, line):
                              f"{exc}") from None
 
     launch = value(call.func, "the launch")
+    refuse_non_launch(launch, call)
     args = tuple(value(a, "argument") for a in call.args)
     kwargs = {}
     for key, source in options.items():
