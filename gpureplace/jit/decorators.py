@@ -13,6 +13,7 @@ from ..compiler.pipeline import device_ptx, device_ptx_c_abi
 from ..compiler.signature import normalize_signature
 from ..errors import CompileError
 from .function import GPUFunction
+from .reflection import argument_types
 
 
 def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinfo=False,
@@ -99,6 +100,8 @@ def compile_ptx(pyfunc, sig, device=False, fastmath=False, cc=None, opt=True, co
         lineinfo=lineinfo or bool(debug), arch=arch, launch_bounds=launch_bounds,
         debug=bool(debug))
     argtypes, restype = normalize_signature(sig)
+    if not device and not fn.device:
+        argtypes = argument_types(fn, sig)          # (a kernel's return type must be void)
     if device:
         try:
             cf = frontend.compile_device(fn.py_func, fn.context, {}, argtypes, fn.options(arch),

@@ -54,3 +54,23 @@ def test_void_and_bare_argument_types_are_taken(sig):
 
 def test_a_device_function_keeps_its_return_type():
     assert "i32" in twice.inspect_llvm("int32(int32)")
+
+
+def test_compile_ptx_of_a_kernel_refuses_a_return_type_as_numba_cuda_does():
+    """``cuda.compile_ptx(f, "int32(...)")`` for a kernel (device=False): numba-cuda raises
+    "CUDA kernel must have void return type"; a device function keeps its return type."""
+    from gpureplace import cuda
+
+    def plain(a):
+        a[0] = 1
+
+    with pytest.raises(TypeError, match="return type must be void"):
+        cuda.compile_ptx(plain, "int32(int32[:])")
+    ptx, restype = cuda.compile_ptx(plain, "void(int32[:])")
+    assert ".entry" in ptx and str(restype) == "none"
+
+    def add(x):
+        return x + 1
+
+    ptx, restype = cuda.compile_ptx(add, "int32(int32)", device=True)
+    assert ".func" in ptx and str(restype) == "int32"
