@@ -240,6 +240,8 @@ class Configurable:
             raise DeviceFunctionError(f"Cannot compile a device function as a kernel: "
                                       f"{self.__qualname__} is a device function; only "
                                       f"kernels are launched with [grid, block]")
+        if type(config) is list:            # k[[grid, block]]: numba-cuda takes the list
+            config = tuple(config)
         key = config
         if isinstance(config, tuple) and list in map(type, config):
             key = tuple(tuple(v) if type(v) is list else v for v in config)

@@ -69,6 +69,9 @@ def test_lists_are_taken_as_tuples_as_numba_cuda_takes_them(fake_gpu):  # noqa: 
     k[[np.int64(4)], (32,)](x)
     assert [c[:2] for c in fake_gpu[0].calls] == [((4, 1, 1), (32, 1, 1))] * 3
     assert k[[4, 1], [32, 1]] is k[(4, 1), (32, 1)]          # kept under its tuple
+    # the whole configuration as one list, as numba-cuda's __getitem__ takes it
+    k[[4, 32]](x)
+    assert k[[4, 32]] is k[4, 32] and fake_gpu[0].calls[-1][:2] == ((4, 1, 1), (32, 1, 1))
     with pytest.raises(LaunchError, match=r"k\[\[4, 1\.5\], 32\]: grid must be an int or a "
                                           r"tuple of 1 to 3 ints, got \[4, 1\.5\]: its y "
                                           r"dimension is 1\.5 \(a float\)"):
