@@ -17,6 +17,8 @@ from __future__ import annotations
 import ast
 import types
 
+import numpy as np
+
 from IPython.core.error import UsageError
 
 USAGE = ("usage: %cuda_timeit [--flops EXPR] [--bytes EXPR] [--warm] [--runs N] [--max-runs N] "
@@ -72,9 +74,10 @@ def refuse_non_launch(launch, call):
         else:
             why = (f"{name} is a kernel without its launch configuration: write "
                    f"{name}[blocks, threads]({', '.join(map(ast.unparse, call.args))})")
-    elif isinstance(launch, (types.BuiltinFunctionType, type)):
+    elif isinstance(launch, (types.BuiltinFunctionType, type)) or type(launch) is np.ufunc:
         # (a Python function of the user's is timed as a whole: it may launch several kernels)
-        what = "a Python class" if isinstance(launch, type) else "a built-in function"
+        what = "a Python class" if isinstance(launch, type) else \
+            "a NumPy ufunc" if type(launch) is np.ufunc else "a built-in function"
         why = (f"{name} is {what}, which runs on the host: write kernel[blocks, threads](args), "
                f"or call a function of yours that launches GPU work")
     else:
@@ -117,8 +120,18 @@ def cuda_timeit(shell, line):
     try:
         result = benchmark(launch, *args, name=ast.unparse(call.func), **kwargs)
     except (TypeError, ValueError) as exc:
-        if getattr(exc, "_render_traceback_", None) is not None:
-            raise                                       # gpureplace's own: rendered as it is
+        if getattr(exc, "_render_traceback_", None) is not None or not _raised_by_benchmark(exc):
+            raise           # gpureplace's own (rendered as it is), or the user's code's own error
         raise UsageError(f"%cuda_timeit: {exc}") from None
     display(result)
     return result if "-o" in flags else None
+
+
+def _raised_by_benchmark(exc):
+    """Whether ``exc`` was raised by ``benchmark``'s own checks of its options, not by the code it
+    times (a function of the user's failing is its error, with its traceback, as in %timeit)."""
+    from .. import benchmarking
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code.co_filename == benchmarking.__file__

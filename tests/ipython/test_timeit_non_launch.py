@@ -31,6 +31,7 @@ def ip(shell, monkeypatch):
 @pytest.mark.parametrize("line, words", [
     ("len(x)", "len is a built-in function, which runs on the host"),
     ("--flops 2 abs(1)", "abs is a built-in function"),
+    ("np.add(x, y)", "np.add is a NumPy ufunc"),
     ("int(1)", "int is a Python class"),
     ("saxpy(2.0, x, y, out)", "saxpy is a kernel without its launch configuration: write "
                               "saxpy[blocks, threads](2.0, x, y, out)"),
@@ -58,3 +59,17 @@ def test_launches_of_every_kind_are_timed(ip, line):
         r = ip.run_line_magic("cuda_timeit", "-o --runs 2 --max-runs 3 " + line)
     assert isinstance(r, BenchmarkResult) and r.simulated
     assert ip.user_ns["out"][0] == 3.0
+
+
+def test_an_error_of_the_users_function_keeps_its_type_and_traceback(ip):
+    """A function of the user's that fails raises its own error (as %timeit), not a UsageError
+    that blames the magic's use; the magic's own checks stay usage errors."""
+    ip.run_cell("def broken(n):\n    return np.arange(n).reshape(3, 3)\n")
+    ip.user_ns["np"] = np
+    with pytest.raises(ValueError, match="cannot reshape") as info:
+        ip.run_line_magic("cuda_timeit", "--runs 2 broken(10)")
+    assert not isinstance(info.value, UsageError)
+    assert any(entry.name == "broken" for entry in info.traceback)
+    with pytest.raises(UsageError, match="--runs takes an int"):
+        ip.run_line_magic("cuda_timeit", "--runs 2.5 saxpy[1, 64](2.0, x, y, out)")
+
