@@ -35,6 +35,8 @@ _MISSING = object()
 _lock = threading.RLock()
 _ids = itertools.count()
 _named = weakref.WeakValueDictionary()     # name -> Context (for %%cuda --context NAME)
+# (module, name, depth) -> the Context that module's top-level code created (see _redefined)
+_defined_at = weakref.WeakValueDictionary()
 
 
 def host_key(obj):
@@ -46,24 +48,35 @@ def host_key(obj):
     return obj
 
 
+def _depth(name, parent):
+    """How many contexts called ``name`` the new context is stacked on (``parent``'s stack)."""
+    if not isinstance(parent, Context):
+        return 0
+    return sum(1 for layer in parent.stack() if layer.name == name)
+
+
 def _redefined(cls, name, parent, module, top_level):
     """The live context that ``Context(name, parent, ...)``, called from code of ``module``
     (its top-level code: ``top_level``), defines again, or None for a new one.  Only a context
-    of the same class that the same module's top-level code created is defined again (a
-    notebook's cells share ``__main__``; a reloaded module runs in its old namespace); contexts
-    a function makes, each time it runs, are new ones.  A library's context of that name and the
-    built-in ones stay, as does the one the new context is stacked on (``Context(name,
-    parent=Context.named(name))``).  A new context taking the name of another module's says so:
-    kernels holding that one keep it, and ``Context.named`` now finds the new one."""
+    of the same class that the same module's top-level code created, at the same depth (stacked
+    on as many contexts of its name), is defined again (a notebook's cells share ``__main__``; a
+    reloaded module runs in its old namespace): contexts a function makes, each time it runs,
+    are new ones, and neither they nor a layer stacked on a context of the same name
+    (``Context(name, parent=Context.named(name))``) are taken for it when its cell runs again.
+    A library's context of that name and the built-in ones stay.  A new context taking the name
+    of another module's says so: kernels holding that one keep it, and ``Context.named`` now
+    finds the new one."""
+    stacked_on = parent.stack() if isinstance(parent, Context) else ()
     with _lock:
         old = _named.get(name)
+        mine = _defined_at.get((module, name, _depth(name, parent))) \
+            if top_level and module is not None else None
+    if mine is not None and type(mine) is cls and mine not in stacked_on and \
+            getattr(mine, "_frozen_args", None) is None:
+        return mine
     if old is None or type(old) is not cls or getattr(old, "_frozen_args", None) is not None:
         return None
-    stacked = parent is not _MISSING and isinstance(parent, Context) and old in parent.stack()
-    same_module = module is not None and getattr(old, "_defined_in", None) == module
-    if same_module and top_level and getattr(old, "_top_level", False) and not stacked:
-        return old
-    if not stacked and not same_module:
+    if old not in stacked_on and getattr(old, "_defined_in", None) != module:
         warnings.warn(f"Context({name!r}) is a new context: the context of that name that "
                       f"{getattr(old, '_defined_in', None) or 'other code'} created stays as it "
                       f"is, for the kernels that hold it; Context.named({name!r}) and "
@@ -118,7 +131,10 @@ class Context:
         if again is not None:
             return again                   # __init__ then gives it its new definition
         self = super().__new__(cls)
-        self._defined_in, self._top_level = module, top_level
+        self._defined_in = module
+        if _register and top_level and module is not None:
+            with _lock:
+                _defined_at[(module, str(name), _depth(str(name), parent))] = self
         return self
 
     def __init__(self, name, parent=_MISSING, fastmath=False, _register=True, **options):

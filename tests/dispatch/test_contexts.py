@@ -417,3 +417,29 @@ def test_contexts_a_function_makes_are_new_each_time():
     assert first is not second
     assert first.lookup(math.exp) is not None and second.lookup(math.exp) is not None
     assert Context.named("made_per_call") is second
+
+
+def test_a_cell_run_again_redefines_its_own_context_not_a_layer_or_a_functions():
+    """A layer stacked later on a context of the same name, or a context of that name a function
+    made in between, is not taken for the cell's own context when the cell runs again: the
+    kernels holding the cell's context follow the new definition, the layer keeps its own."""
+    cell = "ctx = Context('cell_own')\nctx.override(math.exp, lambda x: x * {factor})\n"
+    ns = {"__name__": "gr_cell_own", "Context": Context, "math": math}
+    exec(cell.format(factor="29.0"), ns)
+    own = ns["ctx"]
+    exec("layer = Context('cell_own', parent=ctx)\nlayer.override(math.log, lambda x: x)\n"
+         "def make():\n    return Context('cell_own')\nmade = make()\n", ns)
+    layer, made = ns["layer"], ns["made"]
+    assert layer is not own and made is not own and made is not layer
+
+    @cuda.jit(context=own)
+    def k(out, x):
+        out[0] = math.exp(x[0])
+    assert "0d403D000000000000" in k.compile(SIG64).ptx                     # 29.0
+    exec(cell.format(factor="31.0"), ns)
+    assert ns["ctx"] is own
+    assert "0d403F000000000000" in k.compile(SIG64).ptx                     # 31.0
+    assert layer.parent is own and layer.lookup(math.log) is not None
+    # the layer's own cell run again redefines the layer, stacked on the same context
+    exec("layer = Context('cell_own', parent=ctx)\n", ns)
+    assert ns["layer"] is layer and layer.parent is own and layer.overrides() == []
