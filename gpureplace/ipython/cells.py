@@ -231,3 +231,32 @@ class AutoreloadWatch:
             self.shell.events.register("pre_run_cell", self.hook)
         self._seen = {id(r): (r, dict(getattr(r, "modules_mtimes", None) or {}))
                       for r in before + after}
+
+
+def teach_autoreload():
+    """Let IPython's autoreload update ``cuda.jit`` functions as it updates functions.  After
+    reloading a module it updates each old object in place from the new one, so that names
+    imported by name (``from mod import f``) see the new code; a ``cuda.jit`` function is an
+    instance it knows nothing of, and a notebook's ``from mod import dev`` kept the old device
+    function.  The rule added here updates the old one's Python function in place from the new
+    one's (its ``__code__``, defaults...), which the redefinition tracking sees as it sees a
+    plain function's (tracking/functions.py): its dependents recompile.  Added once; nothing
+    where autoreload is not importable or has changed shape."""
+    try:
+        from IPython.extensions import autoreload
+    except ImportError:
+        return
+    rules = getattr(autoreload, "UPDATE_RULES", None)
+    update_function = getattr(autoreload, "update_function", None)
+    if not isinstance(rules, list) or update_function is None or \
+            any(getattr(rule[0], "_gpureplace", False) for rule in rules):
+        return
+
+    def both_cuda_jit(old, new):
+        from ..jit import GPUFunction
+        return isinstance(old, GPUFunction) and isinstance(new, GPUFunction)
+    both_cuda_jit._gpureplace = True
+
+    def update(old, new):
+        update_function(old.py_func, new.py_func)
+    rules.append((both_cuda_jit, update))

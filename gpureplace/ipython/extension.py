@@ -19,7 +19,7 @@ import warnings
 
 from .. import config, errors
 from ..runtime import launch
-from .cells import AutoreloadWatch, CudaCellDefinitions, CudaCellTransformer
+from .cells import AutoreloadWatch, CudaCellDefinitions, CudaCellTransformer, teach_autoreload
 from .magics import GPUReplace
 
 _LINE_MAGICS = ("cuda_ptx", "cuda_sass", "cuda_llvm", "cuda_types", "cuda_deps", "cuda_cache",
@@ -56,6 +56,7 @@ def load_ipython_extension(ip):
     ext.definitions = CudaCellDefinitions(ext.transformer.names)
     ip.ast_transformers.append(ext.definitions)
     ext.reloads = AutoreloadWatch(ip, ext.pre_run_cell)
+    teach_autoreload()
     ip.events.register("post_execute", ext.post_execute)
     ip.events.register("post_run_cell", ext.post_run_cell)
     ip.events.register("pre_run_cell", ext.pre_run_cell)
