@@ -6,11 +6,13 @@ Also host arrays (cuda.In/Out/InOut and plain NumPy arrays), record arguments, `
 from __future__ import annotations
 
 import numpy as np
+from numba.core import types
 
 from .. import probe
-from ..errors import LaunchError, SignatureError
+from ..errors import CompileError, LaunchError, SignatureError, type_text
 from ..config import settings
 from ..runtime import arguments, conversion, launch, placement, transfers
+from ..compiler import frontend
 from ..compiler.ranking import best_signature
 from ..runtime.hints import ArgHint
 from ..runtime.binder import make_fast_launch
@@ -130,6 +132,7 @@ class Launching:
         if simulated:
             if hosts:     # refused as on the GPU, whose copies of them would lose writes
                 transfers.refuse_overlaps(self.__qualname__, args, list(self._pysig.parameters))
+                self._refuse_lost_writes(args)
             if rec is not None:
                 return rec.add(self, config, args)          # run when the graph is replayed
             return backends.simulator().launch(self, config.grid, config.block, config.stream,
@@ -231,6 +234,7 @@ class Launching:
         transfers.refuse_overlaps(self.__qualname__, args, names)
         if not simulated:
             launch.require_device(self.__qualname__, "")
+        self._refuse_lost_writes(args)
         if simulated:
             return self._simulate_with_transfers(config, args, rec)
         stream = config.stream_ptr()
@@ -295,6 +299,63 @@ class Launching:
                                     config.shared, args)
         for host, dev in back:
             host[...] = dev
+
+    def _refuse_lost_writes(self, args):
+        """Refuse, on both backends and before anything is copied or run, a read-only host
+        array given as it is to a kernel whose declared signature types that parameter as a
+        writable array (numba-cuda matches it, so a kernel that only reads it runs), when the
+        kernel writes it: nothing can be copied back into a read-only array.  Whether it writes
+        is found once per (signature, parameter): the kernel's front end with that parameter
+        read-only fails where the declared one compiles."""
+        if not self.declared_signatures or not any(
+                hint is None and not host.flags.writeable
+                for _, host, hint in transfers.host_leaves(args)):
+            return
+        try:
+            keys = [_launch_key(a) for a in args]
+            sig = best_signature(self.declared_signatures,
+                                 [arguments.numba_type_of_key(_as_declared(k)) for k in keys],
+                                 self.__qualname__)
+        except LaunchError:
+            return                            # (said as it is by the launch)
+        if sig is None:
+            return
+        names = list(self._pysig.parameters)
+        for i, (key, declared) in enumerate(zip(keys, sig)):
+            readonly = _read_only_as(key, declared)
+            if readonly is None:
+                continue
+            why = self._writes_parameter(tuple(sig), i, readonly)
+            if why is not None:
+                held = "is" if key[0] == "roarray" else "holds"
+                raise arguments.ArgumentError(
+                    f"{self.__qualname__}: argument {i} ({names[i]!r}) {held} a read-only NumPy "
+                    f"array, which the kernel writes (its signature declares "
+                    f"{type_text(declared)}), and nothing can be copied back into it: pass a "
+                    f"writable array (a.copy()), or cuda.In(a) to give the kernel a copy it may "
+                    f"write (not copied back).  Typed read-only, the kernel fails: {why}")
+
+    def _writes_parameter(self, sig, i, readonly):
+        """Why the kernel's body does not compile with parameter ``i`` of declared signature
+        ``sig`` typed ``readonly`` (the first line of the error), or None where it does (or
+        fails as the declared types do too: the launch says so); cached by world age."""
+        cache, context = self.__dict__.setdefault("_param_writes", {}), self.context
+        key = (sig, i, context.uid)
+        hit = cache.get(key)
+        if hit is not None and hit[0] == world.age:
+            return hit[1]
+        age, options, why = world.age, self.options().for_device(), None
+        try:
+            frontend.compile_ahead(self.py_func, context, sig[:i] + (readonly,) + sig[i + 1:],
+                                   options)
+        except CompileError as exc:
+            why = str(exc).strip().splitlines()[0]
+            try:                       # (its own failure: not the read-only parameter's)
+                frontend.compile_ahead(self.py_func, context, sig, options)
+            except CompileError:
+                why = None
+        cache[key] = (age, why)
+        return why
 
     def _launch_with_records(self, config, values, entry):
         """A launch with structured scalars among the arguments (numba-cuda's semantics): each
@@ -484,3 +545,35 @@ def _as_declared(key):
     if kind == "namedtuple":
         return key[:2] + tuple(_as_declared(k) for k in key[2:])
     return key
+
+
+def _read_only_as(key, declared):
+    """Declared type ``declared`` with the arrays that key ``key`` has read-only (a read-only
+    host array's copy) made read-only, or None when it has none where ``declared`` is a
+    writable array."""
+    if key[0] == "roarray":
+        return declared.copy(readonly=True) if isinstance(declared, types.Array) and \
+            declared.mutable else None
+    if key[0] == "tuple" and isinstance(declared, types.BaseTuple) and \
+            not isinstance(declared, types.BaseNamedTuple) and len(declared) == len(key) - 1:
+        inner = [_read_only_as(k, d) for k, d in zip(key[1:], declared.types)]
+        if any(t is not None for t in inner):
+            return types.BaseTuple.from_types(
+                [d if t is None else t for t, d in zip(inner, declared.types)])
+    return None
+
+
+def _launch_key(a):
+    """The type key argument ``a`` launches with on the current backend, tuples holding host
+    arrays included: a host array's is its device copy's, read-only as the array is (unless a
+    hint gives the kernel a copy)."""
+    if type(a) is tuple:
+        return ("tuple",) + tuple(_launch_key(x) for x in a)
+    hint = isinstance(a, ArgHint)
+    host = a.value if hint else a
+    if not transfers.is_host_array(host):
+        return arguments.value_key(host)[0]
+    readonly = not hint and not host.flags.writeable
+    if backends.simulated():
+        return arguments.array_argument(host.dtype, 0, host.shape, host.strides, readonly)[0]
+    return transfers.host_array_argument(host, readonly)[0]

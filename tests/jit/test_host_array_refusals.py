@@ -256,6 +256,11 @@ def test_host_array_refusals_and_aliasing_on_the_device(monkeypatch):
     out = np.zeros(1)
     total[1, 1](ro, out)
     assert out[0] == 3.0
+    with pytest.raises(LaunchError, match="is a read-only NumPy array, which the kernel writes"):
+        declared_fill[1, 1](ro)
+    out[0] = 0
+    declared_total[1, 1](ro, out)
+    assert out[0] == 3.0 and ro.tolist() == [1.0, 2.0]
 
 
 @pytest.mark.parametrize("backend", ["sim", "gpu"], ids=["sim", "fake-gpu"])
@@ -278,3 +283,83 @@ def test_a_declared_signature_takes_a_read_only_array_as_its_array_type(backend,
 
 def fake_copies_log(request):
     return request.getfixturevalue("fake_copies").log
+
+
+# -- 4. a declared signature's writable array given a read-only one ---------------------------
+# (numba-cuda matches it, so a kernel that only reads it runs; one that writes it is refused:
+# nothing could be copied back, its writes would be lost)
+
+@cuda.jit("void(float64[:])")
+def declared_fill(a):
+    a[0] = 7
+
+
+@cuda.jit("void(float64[:])")
+def declared_atomic(a):
+    cuda.atomic.add(a, 0, 1.0)
+
+
+@cuda.jit("void(UniTuple(float64[:], 1))")
+def declared_fill_first(t):
+    t[0][0] = 7
+
+
+@cuda.jit("void(float64[:], float64[:])")
+def declared_total(a, out):
+    out[0] = a[0] + a[1]
+
+
+def _read_only_f64(n=2):
+    r = np.zeros(n)
+    r.flags.writeable = False
+    return r
+
+
+@pytest.mark.parametrize("backend", ["sim", "gpu"], ids=["sim", "fake-gpu"])
+def test_a_declared_kernel_that_writes_a_read_only_array_is_refused(backend, request):
+    request.getfixturevalue("sim" if backend == "sim" else "fake_copies")
+    r = _read_only_f64()
+    with pytest.raises(LaunchError, match=r"declared_fill: argument 0 \('a'\) is a read-only "
+                                          r"NumPy array, which the kernel writes \(its "
+                                          r"signature declares float64\[:\]\).*a\.copy\(\).*"
+                                          r"cuda\.In\(a\).*Cannot modify readonly array"):
+        declared_fill[1, 1](r)
+    with pytest.raises(LaunchError, match=r"declared_atomic: argument 0 \('a'\) is a read-only"):
+        declared_atomic[1, 1](r)
+    with pytest.raises(LaunchError, match=r"declared_fill_first: argument 0 \('t'\) holds a "
+                                          r"read-only NumPy array, which the kernel writes"):
+        declared_fill_first[1, 1]((r,))
+    assert not r.any()
+    if backend == "gpu":                       # refused before anything is copied or launched
+        assert not fake_copies_log(request)
+        assert not any(inst.calls for inst in FakeLoaded.instances)
+    declared_fill[1, 1](cuda.In(r))            # a copy the kernel may write: runs
+    declared_fill[1, 1](r.copy())
+    assert not r.any()
+
+
+@pytest.mark.parametrize("backend", ["sim", "gpu"], ids=["sim", "fake-gpu"])
+def test_whether_a_declared_kernel_writes_is_found_once(backend, request, monkeypatch):
+    from gpureplace.compiler import frontend
+    request.getfixturevalue("sim" if backend == "sim" else "fake_copies")
+    checks = []
+    original = frontend.compile_ahead
+    monkeypatch.setattr(frontend, "compile_ahead",
+                        lambda *a: checks.append(a[2]) or original(*a))
+
+    @cuda.jit("void(float64[:], float64[:])")
+    def reads(a, out):
+        out[0] = a[0] + a[1]
+
+    r = np.array([1.0, 2.0])
+    r.flags.writeable = False
+    out = np.zeros(1)
+    for _ in range(3):
+        reads[1, 1](r, out)
+    reads[1, 1](r.copy(), out)                    # a writable array: nothing to find out
+    assert len(checks) == 1 and not checks[0][0].mutable and checks[0][1].mutable
+    if backend == "sim":
+        assert out[0] == 3.0
+    else:
+        # the read-only array: copied in, never back
+        assert fake_copies_log(request)[:9] == [("in", 16), ("in", 8), ("out", 8)] * 3
