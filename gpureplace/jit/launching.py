@@ -82,13 +82,7 @@ class Launching:
                 if hint:
                     a = a.value
                 if isinstance(a, np.ndarray) and not hasattr(a, "__cuda_array_interface__"):
-                    # the simulator's arrays as they are; a host array as its device copy
-                    # (read-only as the array, unless a hint gives the kernel a copy)
-                    readonly = not hint and not a.flags.writeable
-                    keys.append(arguments.array_argument(a.dtype, 0, a.shape, a.strides,
-                                                         readonly)[0]
-                                if backends.simulated() else
-                                transfers.host_array_argument(a, readonly)[0])
+                    keys.append(_host_array_key(a, hint))    # (the simulator's arrays too)
                 else:
                     keys.append(arguments.value_key(a)[0])
             except LaunchError as exc:
@@ -271,7 +265,7 @@ class Launching:
         wants = {}
         for _, host, hint in transfers.host_leaves(args, tuples=False):
             key, copy_in, copy_out = transfers.transfer_of(host, hint)
-            want = wants.setdefault(key[:-1], [False, False, hint is None])
+            want = wants.setdefault(key[:-1], [False, False, False])
             want[0] |= copy_in
             want[1] |= copy_out
             want[2] |= hint is None
@@ -573,6 +567,13 @@ def _launch_key(a):
     host = a.value if hint else a
     if not transfers.is_host_array(host):
         return arguments.value_key(host)[0]
+    return _host_array_key(host, hint)
+
+
+def _host_array_key(host, hint):
+    """The type key of host array ``host`` (given in a cuda.In / Out / InOut: ``hint``) on the
+    current backend: the array as it is in the simulator, its device copy on the GPU; read-only
+    as the array is, unless a hint gives the kernel a copy."""
     readonly = not hint and not host.flags.writeable
     if backends.simulated():
         return arguments.array_argument(host.dtype, 0, host.shape, host.strides, readonly)[0]
