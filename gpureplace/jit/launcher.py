@@ -184,9 +184,7 @@ def check_static_shared(kernel, cfg, entry):
     ``entry`` counted (asked of the driver: only for a launch over 48 KiB, which takes the
     general path anyway)."""
     try:
-        drv = probe.cupy_module().cuda.driver
-        static = int(drv.funcGetAttribute(
-            getattr(drv, "CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES", 1), entry.fn_ptr))
+        static = int(entry.attribute("shared_size_bytes"))
     except Exception:                      # (no driver to ask: the dynamic size was checked)
         return
     check_dynamic_shared(kernel, (cfg.grid, cfg.block, cfg.stream or 0, cfg.shared),

@@ -46,6 +46,12 @@ class FakeLoaded:
     def allow_shared(self, shared):
         pass
 
+    def attribute(self, name):
+        # as LoadedKernel.attribute: the driver's CU_FUNC_ATTRIBUTE_<NAME> of the function
+        driver = probe.cupy_module().cuda.driver
+        return driver.funcGetAttribute(getattr(driver, f"CU_FUNC_ATTRIBUTE_{name.upper()}"),
+                                       self.fn_ptr)
+
     def launch(self, grid, block, stream, shared, values):
         self.packed_by = None                     # as LoadedKernel.launch: the buffer is rewritten
         self.packer.pack_into(self.buffer, 0, *values)
