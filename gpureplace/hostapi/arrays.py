@@ -114,14 +114,20 @@ def copy_source(target, ary):
     refused as numba-cuda refuses it: another dtype is ``TypeError('incompatible dtype')`` (the
     copy is of bytes: it never converts), another shape ``ValueError``."""
     host = host_array(ary)
-    if host.size and host.dtype != target.dtype:
-        raise TypeError(f"incompatible dtype: {target.dtype} vs. {host.dtype} (copy_to_device "
-                        f"copies elements as they are: convert first, e.g. "
-                        f"ary.astype(np.{target.dtype}))")
+    refuse_other_dtype(target, host)
     if host.shape != target.shape:
         raise ValueError(f"copy_to_device: shape {host.shape} does not match the device "
                          f"array's {target.shape}")
     return host
+
+
+def refuse_other_dtype(target, src):
+    """``copy_to_device`` from ``src`` (a host or device array) into ``target`` copies bytes:
+    another dtype (but for an empty copy) is numba-cuda's ``TypeError('incompatible dtype')``."""
+    if src.size and src.dtype != target.dtype:
+        raise TypeError(f"incompatible dtype: {target.dtype} vs. {src.dtype} (copy_to_device "
+                        f"copies elements as they are: convert first, e.g. "
+                        f"ary.astype(np.{target.dtype}))")
 
 
 def refuse_objects(obj, what="to_device"):
@@ -229,8 +235,7 @@ def device_array_class():
                 s = cupy_stream(stream)
                 if hasattr(ary, "__cuda_array_interface__") or isinstance(ary, cp.ndarray):
                     src = cp.asarray(ary)
-                    if src.size and src.dtype != self.dtype:       # (numba-cuda's words)
-                        raise TypeError(f"incompatible dtype: {self.dtype} vs. {src.dtype}")
+                    refuse_other_dtype(self, src)
                     with (s if s is not None else contextlib.nullcontext()):
                         cp.copyto(base, src)
                     return
