@@ -275,22 +275,19 @@ if __name__ == "__main__":
 DEVMOD = "gr_autoreload_dev_mod"
 
 
-def test_autoreload_updates_a_device_function_imported_by_name(shell, tmp_path, monkeypatch):
+def test_autoreload_updates_a_device_function_imported_by_name(autoreload):
     """``from mod import dev`` of a ``cuda.jit(device=True)`` function: autoreload knows nothing
     of gpureplace's objects and left the notebook's ``dev`` the old one (its kernels ran the old
     code in every later cell); gpureplace teaches it to update one in place, and the kernels
     calling it run the new code in the very next cell."""
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    path = tmp_path / f"{DEVMOD}.py"
+    shell, module_path = autoreload
+    path = module_path.parent / f"{DEVMOD}.py"
 
     def write(factor):
         path.write_text("from gpureplace import cuda\n@cuda.jit(device=True)\n"
                         f"def dev(v):\n    return v * {factor}\n")
     write("2.0")
-    run(shell, "%load_ext autoreload")
     try:
-        run(shell, "%autoreload 2")
         run(shell, f"""
 import numpy as np
 from {DEVMOD} import dev
@@ -308,11 +305,4 @@ a = np.array([1.0]); k_dev[1, 1](a)
         assert shell.user_ns["a"][0] == 3.0
         assert holds(shell.user_ns["k_dev"].compile(SIG).ptx, 3.0)
     finally:
-        shell.run_line_magic("autoreload", "0")
-        for event in ("pre_run_cell", "post_execute"):
-            for cb in list(shell.events.callbacks[event]):
-                if type(getattr(cb, "__self__", None)).__name__ == "AutoreloadMagics":
-                    shell.events.unregister(event, cb)
-        shell.extension_manager.loaded.discard("autoreload")
-        shell.extension_manager.loaded.discard("IPython.extensions.autoreload")
         sys.modules.pop(DEVMOD, None)
