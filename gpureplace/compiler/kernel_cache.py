@@ -262,46 +262,95 @@ def store(key, spec):
         except OSError:
             return False            # full disk, read-only: the kernel is compiled all the same
         diskcache.account(d, len(ptx) + len(sealed))
+        _trim(folder, variant)
         return True
     return False
 
 
 def load(key, py_func, argtypes, options, context, make=KernelSpecialization):
     """A KernelSpecialization from disk, or None (missing, stale for this process, or damaged:
-    then removed).  Reads only the folder of ``key``."""
+    then removed).  Reads only the folder of ``key``; the most recently used variant first."""
     if not diskcache.enabled or key is None:
         return None
     d = diskcache.ensure_dir()
     if d is None:
         return None
     folder = os.path.join(d, diskcache.KERNELS, key)
-    try:
-        names = sorted(os.listdir(folder))
-    except OSError:
-        return None
-    for name in names:
-        m = diskcache.ENTRY_FILE.match(name)
-        if m and m.group(2) == "json":
-            spec = _load_entry(folder, m.group(1), py_func, argtypes, options, context, make)
-            if spec is not None:
-                return spec
+    for variant, _ in _variants(folder):
+        spec = _load_entry(folder, variant, py_func, argtypes, options, context, make)
+        if spec is not None:
+            return spec
     return None
 
 
-def _load_entry(folder, variant, py_func, argtypes, options, context, make):
-    meta_path = os.path.join(folder, variant + ".json")
+#: Variants kept per key: a kernel whose helpers a notebook redefined many times would otherwise
+#: gather one entry per definition, and a recompile reads every one of them before it compiles.
+MAX_VARIANTS = 8
+
+
+def _variants(folder):
+    """``[(variant, stat of its JSON)]`` in ``folder``, the most recently used first."""
+    found = []
     try:
-        with open(meta_path, "rb") as fh:
-            raw = fh.read()
+        with os.scandir(folder) as it:
+            for entry in it:
+                m = diskcache.ENTRY_FILE.match(entry.name)
+                if m and m.group(2) == "json":
+                    try:
+                        found.append((m.group(1), entry.stat(follow_symlinks=False)))
+                    except OSError:
+                        continue
+    except OSError:
+        return []
+    found.sort(key=lambda item: (-item[1].st_mtime_ns, item[0]))
+    return found
+
+
+def _trim(folder, keep):
+    """Remove the least recently used variants of ``folder`` beyond ``MAX_VARIANTS`` (never
+    ``keep``, the one just written)."""
+    others = [variant for variant, _ in _variants(folder) if variant != keep]
+    for variant in others[MAX_VARIANTS - 1:]:
+        _remove_entry(folder, variant)
+
+
+#: Entries read in this process: (JSON path) -> (identity of both files, metadata, PTX text).
+#: A variant is read, unsealed and checked once; later loads (a recompile after each
+#: redefinition looks at every variant of its key) only check its dependencies.  The files are
+#: replaced, never rewritten in place, so their inode, size and change time identify them.
+_read = {}
+
+
+def _identity(path):
+    st = os.stat(path)
+    return (st.st_ino, st.st_dev, st.st_size, st.st_ctime_ns)
+
+
+def _read_entry(folder, variant):
+    """(metadata, PTX text) of a sound entry, or None (missing, or damaged: then removed)."""
+    meta_path = os.path.join(folder, variant + ".json")
+    ptx_path = os.path.join(folder, variant + ".ptx")
+    try:
+        ident = (_identity(meta_path), _identity(ptx_path))
     except FileNotFoundError:
-        return None                 # evicted since the listing
+        if os.path.exists(meta_path):       # half an entry (its PTX is written first)
+            _remove_entry(folder, variant)
+        _read.pop(meta_path, None)
+        return None
     except OSError:
         _remove_entry(folder, variant)
         return None
+    known = _read.get(meta_path)
+    if known is not None and known[0] == ident:
+        return known[1], known[2]
     try:
-        with open(os.path.join(folder, variant + ".ptx"), "rb") as fh:
+        with open(meta_path, "rb") as fh:
+            raw = fh.read()
+        with open(ptx_path, "rb") as fh:
             ptx = fh.read()
-    except OSError:                 # half an entry (its PTX is written first, removed last)
+    except FileNotFoundError:
+        return None                 # evicted since the listing
+    except OSError:
         _remove_entry(folder, variant)
         return None
     meta = _unseal(raw)
@@ -309,8 +358,24 @@ def _load_entry(folder, variant, py_func, argtypes, options, context, make):
         _remove_entry(folder, variant)      # damaged, or half of another write: compile again
         return None
     try:
-        root = _validate(meta["nodes"], context, py_func)
         text = ptx.decode()
+    except UnicodeDecodeError:
+        _remove_entry(folder, variant)
+        return None
+    if len(_read) > 4096:
+        _read.clear()
+    _read[meta_path] = (ident, meta, text)
+    return meta, text
+
+
+def _load_entry(folder, variant, py_func, argtypes, options, context, make):
+    found = _read_entry(folder, variant)
+    if found is None:
+        return None
+    meta, text = found
+    meta_path = os.path.join(folder, variant + ".json")
+    try:
+        root = _validate(meta["nodes"], context, py_func)
     except Exception:
         # Unreachable for a sealed, well-formed entry; a field added to the metadata without a
         # check in _nodes_well_formed would land here, and must cost a compile, not the user.
@@ -319,8 +384,9 @@ def _load_entry(folder, variant, py_func, argtypes, options, context, make):
     if root is None:
         return None           # a dependency differs in this process: compile afresh
     try:
-        os.utime(meta_path)   # LRU bookkeeping
-    except OSError:
+        os.utime(meta_path)   # LRU bookkeeping (and the order variants are tried in)
+        _read[meta_path] = ((_identity(meta_path), _read[meta_path][0][1]), meta, text)
+    except (OSError, KeyError):
         pass
     spec = make(root, meta["name"], argtypes, text, meta.get("llvm_ir", ""),
                                 options, 0.0)
@@ -329,5 +395,6 @@ def _load_entry(folder, variant, py_func, argtypes, options, context, make):
 
 
 def _remove_entry(folder, variant):
+    _read.pop(os.path.join(folder, variant + ".json"), None)
     for suffix in (".json", ".ptx"):        # the JSON first: without it nothing reads the PTX
         diskcache.unlink(os.path.join(folder, variant + suffix))

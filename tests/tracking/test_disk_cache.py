@@ -364,3 +364,78 @@ def test_stats_cache_path_is_none_with_the_disk_cache_off(monkeypatch):
     kern.compile("void(float64[::1])")
     assert kern.stats.cache_path is None
     assert not kern.stats.cache_hits and not kern.stats.cache_misses
+
+
+def test_a_notebooks_many_redefinitions_keep_a_bounded_number_of_variants(own_disk_cache,
+                                                                          tmp_path, monkeypatch):
+    """A helper redefined again and again: each definition's compile is one variant of the
+    kernel's key; only the MAX_VARIANTS most recently used stay, each variant is read from disk
+    once per process (a recompile looks at every variant of its key before it compiles), and a
+    definition gone back to is served from disk while it is among them."""
+    import importlib
+
+    import gpureplace
+
+    (tmp_path / "variantmod.py").write_text(textwrap.dedent("""
+        from gpureplace import cuda
+        def helper(v):
+            return v * 1.0
+        @cuda.jit
+        def kern(out):
+            out[0] = helper(out[0])
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "variantmod", raising=False)
+    mod = importlib.import_module("variantmod")
+    sig = "void(float64[:])"
+
+    def define(factor):
+        ns = {}
+        exec(f"def helper(v):\n    return v * {factor}.0\n", ns)
+        ns["helper"].__module__, ns["helper"].__qualname__ = "variantmod", "helper"
+        mod.helper = ns["helper"]
+        gpureplace.refresh()
+
+    reads = []
+    real_unseal = kernel_cache._unseal
+    monkeypatch.setattr(kernel_cache, "_unseal", lambda raw: reads.append(1) or real_unseal(raw))
+    mod.kern.compile(sig)
+    for factor in range(2, 14):
+        define(factor)
+        reads.clear()
+        spec = mod.kern.compile(sig)
+        assert not spec.from_disk
+        assert len(reads) <= 1          # only the variant stored since the last look is new
+    folder, = glob.glob(str(own_disk_cache / "kernels" / "*"))
+    variants = sorted(f for f in os.listdir(folder) if f.endswith(".json"))
+    assert len(variants) == kernel_cache.MAX_VARIANTS
+    assert len([f for f in os.listdir(folder) if f.endswith(".ptx")]) == len(variants)
+    define(9)                           # among the 8 most recent: from disk
+    spec = mod.kern.compile(sig)
+    assert spec.from_disk and "0d4022000000000000" in spec.ptx.lower()      # 9.0
+    define(3)                           # trimmed long ago: compiled again
+    spec = mod.kern.compile(sig)
+    assert not spec.from_disk and "0d4008000000000000" in spec.ptx.lower()  # 3.0
+
+
+def test_an_entry_damaged_after_this_process_read_it_is_a_miss(own_disk_cache):
+    """Entries read once are remembered by their files' identity: one replaced or rewritten
+    since (damaged here) is read again, found damaged, removed and recompiled."""
+    from gpureplace import cuda
+
+    @cuda.jit
+    def kern(out):
+        out[0] = out[0] * 3.0
+
+    sig = "void(float64[:])"
+    kern.compile(sig)
+    key_folder, = glob.glob(str(own_disk_cache / "kernels" / "*"))
+    meta_path, = glob.glob(os.path.join(key_folder, "*.json"))
+    variant = os.path.basename(meta_path)[:-5]
+    assert kernel_cache._read_entry(key_folder, variant) is not None       # read, remembered
+    with open(meta_path, "r+b") as fh:                                     # same inode and size
+        raw = fh.read()
+        fh.seek(0)
+        fh.write(raw.replace(b'"format"', b'"formax"'))
+    assert kernel_cache._read_entry(key_folder, variant) is None
+    assert not os.path.exists(meta_path)
