@@ -8,7 +8,7 @@ the call graph with the fingerprints of all the globals it read; an entry is use
 them still has that fingerprint in this process.  So a callee redefined in a new process -- same
 kernel source, different helper -- misses the cache instead of receiving the old binary.  A key
 has one *variant* per call graph seen (a hash of that list), so a kernel whose callee alternates
-between two definitions keeps both.
+between two definitions keeps both; the ``MAX_VARIANTS`` most recently used are kept.
 
 An entry is two files, ``kernels/<key>/<variant>.ptx`` and ``.json``; the JSON is sealed with a
 digest over its canonical content (which includes the PTX's digest and length), so a damaged or

@@ -14,8 +14,10 @@ from __future__ import annotations
 import ctypes
 import enum
 import os
+import re
 import sys
 import threading
+import weakref
 
 import numpy as np
 from numba.core import types as nbtypes
@@ -25,6 +27,7 @@ from ..compiler.constructs import refuse_as_kernel
 from ..compiler.ranking import best_signature, conversion_rank
 from ..errors import DeviceFunctionError, LaunchError, SignatureError, render_as_one_block
 from ..jit import GPUFunction
+from ..jit.launcher import check_dynamic_shared
 from ..runtime import arguments
 from ..runtime.launch import normalize_dims
 from .arrays import SimArray, allocation_around, current_place, wrap_int
@@ -231,6 +234,11 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
     spec = None
     if compile_kernels if compile is None else compile:
         spec = gpufunction.compile(tuple(conv.types))
+    if shared_bytes > 48 * 1024:
+        # refused before anything runs, as the GPU path refuses it (jit/launcher.py's
+        # check_static_shared): the dynamic bytes with the kernel's static shared arrays
+        check_dynamic_shared(gpufunction, (grid, block, stream or 0, shared_bytes), shared_bytes,
+                             0 if spec is None else static_shared_bytes(spec))
 
     resolver = Resolver(gpufunction.context, sim, *compiled_reads(spec))
     kernel = resolver.function(gpufunction.py_func, {})
@@ -280,6 +288,43 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
             with torch.no_grad():
                 original.copy_(torch.from_numpy(host))
     return None
+
+
+_static_shared = weakref.WeakKeyDictionary()     # specialisation -> its static shared bytes
+
+#: a ``.shared`` variable of PTX: (extern?, alignment, element bits, element count)
+_SHARED = re.compile(r"^\s*(\.extern\s+)?\.shared\s+(?:\.align\s+(\d+)\s+)?"
+                     r"\.[busf](\d+)\s+\w+(?:\[(\d*)\])?", re.M)
+
+
+def static_shared_bytes(spec):
+    """The bytes of static shared arrays a block of the compiled kernel ``spec`` has, the
+    driver's ``shared_size_bytes`` on a GPU: ptxas's figure for its PTX (what
+    ``get_shared_mem_per_block()`` says without a GPU), else the PTX's ``.shared`` variables laid
+    out as ptxas lays them.  Worked out once per specialisation."""
+    nbytes = _static_shared.get(spec)
+    if nbytes is None:
+        from ..compiler import toolchain
+        found = toolchain.resources(spec.ptx, spec.name)
+        nbytes = _static_shared[spec] = found["shared_size_bytes"] if found is not None \
+            else ptx_static_shared(spec.ptx)
+    return nbytes
+
+
+def ptx_static_shared(ptx):
+    """The static shared bytes of ``ptx`` (a module of one kernel): its ``.shared`` variables
+    one after the other in the order declared, each at its alignment, and the whole rounded up
+    to 16 bytes (or the dynamic array's alignment) when there is dynamic shared memory after
+    it, as ptxas reports them."""
+    offset, after = 0, 0
+    for extern, align, bits, count in _SHARED.findall(ptx):
+        size = int(bits) // 8
+        align = int(align) if align else size
+        if extern:
+            after = max(after, 16, align)
+            continue
+        offset = -(-offset // align) * align + size * int(count or 1)
+    return -(-offset // after) * after if after else offset
 
 
 def _blocks(grid):

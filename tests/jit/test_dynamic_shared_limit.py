@@ -1,15 +1,18 @@
 """Dynamic shared memory over what a block can have on the device is refused by the launch,
 naming the kernel, the bytes asked and the limit, on both backends (before: the simulator ran
 it, the GPU answered a bare CUDA_ERROR_INVALID_VALUE); with the static shared arrays of the
-specialisation counted where the driver says their size."""
+specialisation counted where the driver says their size -- and in the simulator, where ptxas
+(or the PTX's declarations) says it (before: the simulator left them out and ran the launch)."""
 
 import types
 
 import numpy as np
 import pytest
 
-from gpureplace import LaunchError, cuda, probe
+from gpureplace import CompileError, LaunchError, cuda, probe, simulator
+from gpureplace.compiler import toolchain
 from gpureplace.config import settings
+from gpureplace.simulator import runner
 
 from test_launch_path import FakeLoaded, fake_gpu  # noqa: F401 - the fixture
 
@@ -66,6 +69,125 @@ def test_static_shared_arrays_count_where_the_driver_says_their_size(fake_gpu, m
                                           r"232,448 bytes"):
         dsm[1, 1, 0, 200_000](o)
     assert len(fake_gpu[0].calls) == 1
+
+
+def _static_kernel():
+    @cuda.jit
+    def sdsm(o):
+        s = cuda.shared.array(8192, np.float32)        # 32 KiB of static shared memory
+        d = cuda.shared.array(0, np.float32)
+        i = cuda.threadIdx.x
+        s[i] = i
+        d[i] = 2 * i
+        cuda.syncthreads()
+        o[i] = s[i] + d[i]
+    return sdsm
+
+
+def _refusal(k, shared, static=32_768):
+    return (f"{k.__qualname__}[(1, 1, 1), (32, 1, 1), 0, {shared}]: {shared:,} bytes of dynamic "
+            f"shared memory with {static:,} bytes of static shared arrays is more than the "
+            f"232,448 bytes (227 KiB) a block can have on sm_90; give the launch's fourth value "
+            f"(bytes of dynamic shared memory) at most {232_448 - static}, and keep larger data "
+            f"in global memory")
+
+
+def test_the_simulator_counts_the_static_shared_arrays_as_the_gpu_does(monkeypatch):
+    monkeypatch.setattr(settings, "backend", "simulator")
+    o, sdsm = np.full(32, -1, np.float32), _static_kernel()
+    with pytest.raises(LaunchError) as refused:
+        sdsm[1, 32, 0, 200 * 1024](o)                 # 200 KiB + 32 KiB > 227 KiB
+    assert str(refused.value) == _refusal(sdsm, 200 * 1024)
+    assert (o == -1).all()                            # refused before anything ran
+    with pytest.raises(LaunchError) as refused:       # the simulator's own entry too
+        simulator.run(sdsm, 1, 32, o, shared=199_681)
+    assert str(refused.value) == _refusal(sdsm, 199_681)
+    assert (o == -1).all()
+    sdsm[1, 32, 0, 199_680](o)                        # the limit itself: runs
+    np.testing.assert_array_equal(o, 3 * np.arange(32, dtype=np.float32))
+
+
+def test_the_simulator_refuses_with_the_gpu_paths_message(fake_gpu, monkeypatch):  # noqa: F811
+    if toolchain.find_tool("ptxas") is None:
+        pytest.skip("needs ptxas: the driver's shared_size_bytes is its figure")
+    driver = types.SimpleNamespace(
+        CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES=1,
+        funcGetAttribute=lambda attr, fn: toolchain.resources(
+            fake_gpu[-1].spec.ptx, fake_gpu[-1].spec.name)["shared_size_bytes"])
+    monkeypatch.setattr(probe, "cupy_module",
+                        lambda: types.SimpleNamespace(cuda=types.SimpleNamespace(driver=driver)))
+    from test_binder import ndarray
+    with pytest.raises(LaunchError) as on_gpu:
+        _static_kernel()[1, 32, 0, 200 * 1024](ndarray((32,), np.float32, ptr=0x5000))
+    monkeypatch.setattr(settings, "backend", "simulator")
+    with pytest.raises(LaunchError) as simulated:
+        _static_kernel()[1, 32, 0, 200 * 1024](np.zeros(32, np.float32))
+    assert str(simulated.value) == str(on_gpu.value) == _refusal(_static_kernel(), 200 * 1024)
+
+
+def test_the_static_size_is_worked_out_once_a_specialisation_without_ptxas_too(monkeypatch):
+    monkeypatch.setattr(settings, "backend", "simulator")
+    asked = []
+    monkeypatch.setattr(toolchain, "resources", lambda ptx, entry=None: asked.append(entry))
+    o, sdsm = np.zeros(32, np.float32), _static_kernel()
+    sdsm[1, 32, 0, 128](o)                            # no big dynamic size: nothing asked
+    assert asked == []
+    for _ in range(2):                                # (no ptxas: the PTX's declarations)
+        with pytest.raises(LaunchError) as refused:
+            sdsm[1, 32, 0, 200 * 1024](o)
+        assert str(refused.value) == _refusal(sdsm, 200 * 1024)
+    sdsm[1, 32, 0, 199_680](o)
+    np.testing.assert_array_equal(o, 3 * np.arange(32, dtype=np.float32))
+    assert len(asked) == 1
+
+
+def test_the_ptx_declarations_give_ptxas_figure():
+    if toolchain.find_tool("ptxas") is None:
+        pytest.skip("needs ptxas")
+
+    @cuda.jit(device=True)
+    def row(i):
+        t = cuda.shared.array((4, 100), np.float64)     # 8-byte aligned, after a 3-byte array
+        t[0, i] = i
+        cuda.syncthreads()
+        return t[0, i]
+
+    @cuda.jit
+    def mixed(o):
+        s = cuda.shared.array(1000, np.float32)
+        c = cuda.shared.array(3, np.int8)
+        d = cuda.shared.array(0, np.float32)
+        i = cuda.threadIdx.x
+        s[i] = i
+        c[i % 3] = 1
+        d[i] = i
+        cuda.syncthreads()
+        o[i] = s[i] + row(i) + c[i % 3] + d[i]
+    spec = mixed.compile("void(float32[::1])")
+    found = toolchain.resources(spec.ptx, spec.name)["shared_size_bytes"]
+    assert found == runner.ptx_static_shared(spec.ptx) == runner.static_shared_bytes(spec)
+    assert found > 4000 + 3 + 3200                    # (the padding counted)
+
+    @cuda.jit
+    def plain(o):
+        o[0] = 1
+    assert runner.ptx_static_shared(plain.compile("void(float32[::1])").ptx) == 0
+
+
+def test_static_shared_arrays_over_the_limit_are_refused_as_on_the_gpu(monkeypatch):
+    monkeypatch.setattr(settings, "backend", "simulator")
+    o = np.full(32, -1, np.float32)
+
+    @cuda.jit
+    def big(o):
+        s = cuda.shared.array(60000, np.float32)        # 240 KB of static shared memory
+        i = cuda.threadIdx.x
+        s[i] = i
+        o[i] = s[i]
+    with pytest.raises(CompileError, match=r"cuda.shared.array of 60,000 float32, 234.4 KiB, is "
+                                           r"more than the 48 KiB of static shared memory"):
+        big[1, 32](o)
+    assert (o == -1).all()
 
 
 @pytest.mark.gpu
