@@ -31,7 +31,7 @@ class Launcher:
     """``kernel[grid, block, stream, shared]``: a validated launch configuration."""
 
     __slots__ = ("kernel", "grid", "block", "stream", "shared", "_stream_ptr", "dims",
-                 "big_shared", "callbacks")
+                 "callbacks")
 
     def __init__(self, kernel, config):
         if not isinstance(config, tuple) or not 2 <= len(config) <= 4:
@@ -77,8 +77,7 @@ class Launcher:
                     f"multiprocessors idle (low occupancy); launch more, smaller blocks "
                     f"(settings.low_occupancy_warnings = False silences this)"), stacklevel=4)
         self.dims = self.grid + self.block + (self.shared,)    # cuLaunchKernel's order
-        self.big_shared = self.shared > 48 * 1024         # needs an attribute set: general path
-        if self.big_shared:                               # (every GPU's block has 48 KiB)
+        if self.shared > 48 * 1024:               # (every GPU's block has 48 KiB: no use asking)
             check_dynamic_shared(kernel, config, self.shared)
 
     # numba-cuda's names for the configuration
@@ -181,8 +180,8 @@ def check_dynamic_shared(kernel, config, nbytes, static=0):
 
 def check_static_shared(kernel, cfg, entry):
     """``check_dynamic_shared`` with the static shared arrays of the loaded specialisation
-    ``entry`` counted (asked of the driver: only for a launch over 48 KiB, which takes the
-    general path anyway)."""
+    ``entry`` counted (asked of the driver: only for a launch past the 48 KiB a block has
+    without asking, which takes the general path anyway)."""
     try:
         static = int(entry.attribute("shared_size_bytes"))
     except Exception:                      # (no driver to ask: the dynamic size was checked)
@@ -364,7 +363,7 @@ class PreparedLaunch:
                               f"type: {exc}") from None
         params = launch.ParamBuffer(len(data), data)
         stream = cfg.stream_ptr()
-        if cfg.big_shared:
+        if cfg.shared > entry.free_shared:
             check_static_shared(kernel, cfg, entry)
         entry.allow_shared(cfg.shared)
         # While a graph is being captured, each call binds again so the graph records it.

@@ -132,7 +132,7 @@ class Launching:
             return backends.simulator().launch(self, config.grid, config.block, config.stream,
                                                config.shared, args)
         keys, values, entry = self._resolve(args, config=config)
-        if config.big_shared:
+        if config.shared > entry.free_shared:
             check_static_shared(self, config, entry)
         if any(k[0] == "record" for k in keys):
             if rec is not None:
@@ -247,7 +247,7 @@ class Launching:
         # launched like any other, but without taking over the fast path: these argument
         # types (device copies) exist only for this launch
         keys, values, entry = self._resolve(args, config=config)
-        if config.big_shared:
+        if config.shared > entry.free_shared:
             check_static_shared(self, config, entry)
         if any(k[0] == "record" for k in keys):
             self._launch_with_records(config, values, entry)

@@ -250,13 +250,16 @@ def make_fast_launch(args, keys, loaded, age, general, retry=(), label=None):
                # cudaGetDevice per launch.  (Were another device current, the launch fails and the
                # general path takes over; see retry above.)
                DEV=getattr(loaded, "device_id", -1),
+               # dynamic shared bytes a launch may have without the function's limit raised (the
+               # 48 KiB a block has, less its static arrays): more takes the general path
+               FREE=getattr(loaded, "free_shared", 48 * 1024),
                _pack_into=loaded.packer.pack_into, _buf=loaded.buffer,
                _launch=loaded.launch_kernel, FN=loaded.fn_ptr, EXTRA=loaded.extra_ptr, AGE=age,
                # The loaded module, its parameter buffer and the ``extra`` array FN and EXTRA point
                # into live as long as this function: a launch running in another thread while a
                # redefinition replaces the specialisation never sees them freed.
                _loaded=loaded, _ME=token)
-    head = [f"if len(args) != {n} or _world.age != AGE or cfg.big_shared: "
+    head = [f"if len(args) != {n} or _world.age != AGE or cfg.shared > FREE: "
             f"return _general(cfg, args)"]
     if placed:
         # another device current: the general path loads the kernel there

@@ -184,7 +184,14 @@ class LoadedKernel:
         # The fast launch (binder.make_fast_launch) whose arguments the buffer holds, if any.
         self.packed_by = None
         self.launch_kernel = cp.cuda.driver.launchKernel
-        self._dynamic_smem_limit = 48 * 1024
+        # A block has 48 KiB of shared memory without asking, its static arrays' and its dynamic
+        # bytes together; a launch wanting more dynamic bytes than are left (``free_shared``)
+        # raises the function's dynamic limit first (allow_shared), up to the device's opt-in.
+        try:
+            static = int(self.attribute("shared_size_bytes"))
+        except Exception:                    # (a driver that cannot say: the dynamic bytes alone)
+            static = 0
+        self.free_shared = self._dynamic_smem_limit = max(48 * 1024 - static, 0)
         self._cooperative_limits = {}
         self._offsets = None                 # parameter offsets (cooperative launches)
         self.cooperative = _GRID_BARRIER in spec.ptx
@@ -209,8 +216,8 @@ class LoadedKernel:
                 pass
 
     def allow_shared(self, shared):
-        """Raise the function's dynamic shared-memory limit to ``shared`` bytes when needed (over
-        48 KiB the driver wants it set before the launch)."""
+        """Raise the function's dynamic shared-memory limit to ``shared`` bytes when needed (past
+        48 KiB with the static arrays, the driver wants it set before the launch)."""
         if shared > self._dynamic_smem_limit:
             driver = probe.cupy_module().cuda.driver
             driver.funcSetAttribute(self.fn_ptr,

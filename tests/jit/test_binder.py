@@ -91,7 +91,6 @@ class _Cfg:
     def __init__(self, grid=(4, 1, 1), block=(32, 1, 1), shared=0, stream=99):
         self.grid, self.block, self.shared, self._stream_ptr = grid, block, shared, stream
         self.dims = grid + block + (shared,)
-        self.big_shared = shared > 48 * 1024
 
 
 def test_fused_launch_packs_parameters_and_launches_once():

@@ -197,3 +197,31 @@ def test_too_much_dynamic_shared_memory_on_the_device():
         dsm[1, 1, 0, 10**9](o)
     dsm[1, 1, 0, 64 * 1024](o)
     assert o.copy_to_host()[0] == 1
+
+
+@pytest.mark.gpu
+def test_static_and_dynamic_past_48_kib_run_on_the_device():
+    """40 KiB of static arrays and 16 KiB of dynamic shared memory: 56 KiB, past the 48 KiB a
+    block has without asking, though the dynamic bytes alone are under it.  The launch raises
+    the function's limit first (the driver refused it before: CUDA_ERROR_INVALID_VALUE), on the
+    general path and again through the fast one; over the device's limit it is refused by name."""
+    @cuda.jit
+    def both(out):
+        s = cuda.shared.array(10240, np.float32)           # 40 KiB
+        d = cuda.shared.array(0, np.float32)
+        i = cuda.threadIdx.x
+        s[i * 40] = i
+        d[i * 16] = 2 * i
+        cuda.syncthreads()
+        out[i] = s[i * 40] + d[i * 16]
+
+    want = 3 * np.arange(256, dtype=np.float32)
+    for _ in range(3):                                     # the first launch, then cached ones
+        out = cuda.to_device(np.zeros(256, np.float32))
+        both[1, 256, 0, 16 * 1024](out)
+        np.testing.assert_array_equal(out.copy_to_host(), want)
+    out = cuda.to_device(np.zeros(256, np.float32))
+    both[1, 64, 0, 4 * 1024](out)                          # under 48 KiB together: as before
+    np.testing.assert_array_equal(out.copy_to_host()[:64], want[:64])
+    with pytest.raises(LaunchError, match=r"with 40,960 bytes of static shared arrays"):
+        both[1, 256, 0, 200 * 1024](out)

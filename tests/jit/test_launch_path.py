@@ -37,6 +37,7 @@ class FakeLoaded:
         self.packed_by = None
         self.calls = []
         self.launch_kernel = self._record
+        self.free_shared = 48 * 1024
         FakeLoaded.instances.append(self)
 
     def _record(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
