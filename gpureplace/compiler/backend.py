@@ -159,9 +159,11 @@ LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
 #: loops bounded by a small constant unrolled fully, UPPER_BOUND_UNROLL; 16: the double-precision
 #: trigonometric reduction compiled once for kernels without loops, trig_slowpath.py; 17: opt=0
 #: contracts no float operation into an FMA, TargetContext.post_lowering; 18: a C-contiguous
-#: array's reshape computes its strides without the no-copy helper, reshape_helper.lower_reshape),
+#: array's reshape computes its strides without the no-copy helper, reshape_helper.lower_reshape;
+#: 19: a read-only array passed where a device function's signature declares a writable one that
+#: it writes is refused, resolve.DeviceFunctionType: such kernels compiled before must not load),
 #: so that no process is served code that an older gpureplace compiled.
-CODEGEN_REVISION = 18
+CODEGEN_REVISION = 19
 
 
 @functools.lru_cache(maxsize=None)

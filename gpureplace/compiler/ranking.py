@@ -23,6 +23,10 @@ def conversion_rank(src, dst, float_to_int=False):
     if isinstance(dst, types.Array):
         if not isinstance(src, types.Array) or src.dtype != dst.dtype or src.ndim != dst.ndim:
             return None
+        if src.layout == dst.layout:
+            # read-only or not: a read-only array where a writable one is declared is refused
+            # only where the function writes it (``read_only_as`` gives the type that finds out)
+            return EXACT
         return PROMOTE if dst.layout == "A" else None
     if isinstance(dst, types.CPointer):
         # an integer address where a pointer is declared (only signatures given to cuda.jit
@@ -81,3 +85,41 @@ def best_signature(signatures, argtypes, what, float_to_int=False, first_of_ties
             f"({', '.join(map(str, scored[0][1]))}) and ({', '.join(map(str, scored[1][1]))}) "
             f"fit equally well; pass arguments of the exact types")
     return scored[0][1]
+
+
+def read_only_as(given, declared):
+    """``declared`` (a declared parameter type) with each array that ``given`` (the argument's
+    type) has read-only, where ``declared`` has a writable one, made read-only; None when there
+    is none.  A function declared with a writable array takes a read-only one only if it does not
+    write it (a read-only NumPy array's device copy is not copied back: its writes would be
+    lost); compiled with this type, a function that writes it fails to."""
+    if isinstance(declared, types.Array):
+        if isinstance(given, types.Array) and not given.mutable and declared.mutable:
+            return declared.copy(readonly=True)
+        return None
+    if isinstance(declared, types.BaseTuple) and isinstance(given, types.BaseTuple) and \
+            len(given.types) == len(declared.types):
+        inner = [read_only_as(g, d) for g, d in zip(given.types, declared.types)]
+        if any(t is not None for t in inner):
+            cls = declared.instance_class if isinstance(declared, types.BaseNamedTuple) \
+                else None
+            return types.BaseTuple.from_types(
+                [d if t is None else t for t, d in zip(inner, declared.types)], cls)
+    return None
+
+
+def read_only_places(given, declared, name):
+    """How messages name the arrays that ``read_only_as`` makes read-only, for a parameter
+    ``name``: ``a``; ``p.x`` (a namedtuple's field); ``t[0]`` (a tuple's item)."""
+    if isinstance(declared, types.Array):
+        return [name] if read_only_as(given, declared) is not None else []
+    if not isinstance(declared, types.BaseTuple) or not isinstance(given, types.BaseTuple) or \
+            len(given.types) != len(declared.types):
+        return []
+    fields = getattr(declared, "fields", None) if isinstance(declared, types.BaseNamedTuple) \
+        else None
+    places = []
+    for i, (g, d) in enumerate(zip(given.types, declared.types)):
+        inner = f"{name}.{fields[i]}" if fields else f"{name}[{i}]"
+        places.extend(read_only_places(g, d, inner))
+    return places

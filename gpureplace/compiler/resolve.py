@@ -23,6 +23,7 @@ from numba.core.typing.templates import fold_arguments
 from ..errors import CompileError
 from ..tracking.names import qualified_name
 from .callables import DeviceCallable
+from .ranking import read_only_as, read_only_places
 
 _tls = threading.local()
 
@@ -334,6 +335,7 @@ class DeviceFunctionType(types.Callable, types.Opaque):
             folded = tuple(self.fold(args, kws))
         except nb_errors.TypingError as exc:
             raise self._argument_error(args, kws, exc) from None
+        given = folded
         if self.declared:
             folded = self._declared_types(folded)
         frame = current_frame()
@@ -352,6 +354,8 @@ class DeviceFunctionType(types.Callable, types.Opaque):
             restype = self._self_call_type(context, cf, folded, args, kws)
             self._impls[folded] = _self_call_key(context, cf, folded, restype)
             return signature(restype, *folded).replace(pysig=self.pysig)
+        if given != folded:
+            self._refuse_lost_writes(given, folded, frame)
         if frame is not None and cf not in frame.callees:
             frame.callees.append(cf)
         self._impls[folded] = cf
@@ -405,6 +409,61 @@ class DeviceFunctionType(types.Callable, types.Opaque):
                 f"({', '.join(map(str, argtypes))}): {self.pyfunc.__qualname__} was compiled for "
                 f"the signature(s) {sigs} given to cuda.jit, and takes no others")
         return tuple(sig)
+
+    def _refuse_lost_writes(self, given, declared, frame):
+        """Refuse a call that gives a read-only array (a read-only NumPy array's device copy,
+        which is not copied back) where the signature given to cuda.jit declares a writable one,
+        when the function writes it: the call converts to the declared type, and what the
+        function wrote would be lost.  Whether it writes is found once per (signature, parameter,
+        read-only type): the function compiled with that parameter read-only (as the launch
+        finds it out for a kernel, jit/launching.py) fails where it writes, or passes the array
+        on to a function that does; the front end's cache keeps that compile (not counted as
+        the user's: nothing calls it), and a failure fails the caller's compile."""
+        from . import frontend
+        restype = self.declared_returns.get(declared)
+        names = list(self.pysig.parameters)
+        for i, (g, d) in enumerate(zip(given, declared)):
+            readonly = read_only_as(g, d)
+            if readonly is None:
+                continue
+            try:
+                with frontend.uncounted():
+                    frontend.compile_device(self.pyfunc, self.dispatch_context, self.mask,
+                                            declared[:i] + (readonly,) + declared[i + 1:],
+                                            self.options, restype)
+            except CompileError as exc:
+                name = names[i] if i < len(names) else str(i)
+                raise self._lost_writes_error(exc, g, d, name, frame) from None
+
+    def _lost_writes_error(self, exc, given, declared, name, frame):
+        """The error for a call whose parameter ``name``, declared ``declared``, is given the
+        read-only arrays of ``given``, which the function writes (``exc``: how it fails with
+        them typed read-only); said where it writes, with the chain from the caller down."""
+        from ..errors import type_text
+        callee = self.pyfunc.__qualname__
+        caller = "its caller" if frame is None or frame.pyfunc in (None, _typing_question) \
+            else frame.pyfunc.__qualname__
+        places = read_only_places(given, declared, name)
+        what = "a read-only array" if places == [name] else \
+            f"read-only arrays in {', '.join(places)}" if len(places) > 1 else \
+            f"a read-only array in {places[0]}"
+        # (a device function declared the same way further down, which writes it: said once,
+        # where it writes; the chain shows the calls between)
+        cause = getattr(exc, "lost_write_cause", exc.reason)
+        through = "" if exc.function in ("", callee) else f" (through {exc.function})"
+        reason = (f"{callee} writes its parameter {name!r}{through}, declared "
+                  f"{type_text(declared)} by its signature, to which {caller} passes {what} "
+                  f"({type_text(given)}): the writes would be lost (a read-only NumPy array's "
+                  f"device copy is not copied back). Pass a writable array (a.copy(), or "
+                  f"cuda.In(a) for a copy the kernel may write). Typed read-only, {callee} "
+                  f"fails: {cause}")
+        err = CompileError(reason, function=exc.function, filename=exc.filename,
+                           lineno=exc.lineno, chain=exc.chain, detail=exc.detail)
+        err.lost_write_cause = cause
+        err.typing = getattr(exc, "typing", False)
+        err.lowering = getattr(exc, "lowering", False)
+        err.complete = getattr(exc, "complete", False)
+        return err
 
     def _argument_error(self, args, kws, exc):
         from .intrinsics.stubs import IntrinsicArgumentError

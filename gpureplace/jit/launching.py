@@ -6,14 +6,13 @@ Also host arrays (cuda.In/Out/InOut and plain NumPy arrays), record arguments, `
 from __future__ import annotations
 
 import numpy as np
-from numba.core import types
 
 from .. import probe
 from ..errors import CompileError, LaunchError, SignatureError, type_text
 from ..config import settings
 from ..runtime import arguments, conversion, launch, placement, transfers
 from ..compiler import frontend
-from ..compiler.ranking import best_signature
+from ..compiler.ranking import best_signature, read_only_as, read_only_places
 from ..runtime.hints import ArgHint
 from ..runtime.binder import make_fast_launch
 from ..tracking import world
@@ -129,8 +128,14 @@ class Launching:
                 self._refuse_lost_writes(args)
             if rec is not None:
                 return rec.add(self, config, args)          # run when the graph is replayed
-            return backends.simulator().launch(self, config.grid, config.block, config.stream,
-                                               config.shared, args)
+            try:
+                return backends.simulator().launch(self, config.grid, config.block,
+                                                   config.stream, config.shared, args)
+            except CompileError as exc:
+                noted = self._read_only_note(exc, args) if hosts else None
+                if noted is None:
+                    raise
+                raise noted from None
         keys, values, entry = self._resolve(args, config=config)
         if config.shared > entry.free_shared:
             check_static_shared(self, config, entry)
@@ -229,8 +234,19 @@ class Launching:
         if not simulated:
             launch.require_device(self.__qualname__, "")
         self._refuse_lost_writes(args)
-        if simulated:
-            return self._simulate_with_transfers(config, args, rec)
+        try:
+            if simulated:
+                return self._simulate_with_transfers(config, args, rec)
+            return self._launch_transfers(config, args)
+        except CompileError as exc:
+            noted = self._read_only_note(exc, args)
+            if noted is None:
+                raise
+            raise noted from None
+
+    def _launch_transfers(self, config, args):
+        """The GPU's side of ``_launch_with_transfers``: the host arrays copied to the device,
+        the launch on the copies, the copies that go back written back."""
         stream = config.stream_ptr()
         staged = transfers.Staged(args, stream)
         new_args = []
@@ -316,18 +332,54 @@ class Launching:
             return
         names = list(self._pysig.parameters)
         for i, (key, declared) in enumerate(zip(keys, sig)):
-            readonly = _read_only_as(key, declared)
+            given = arguments.numba_type_of_key(key)
+            readonly = read_only_as(given, declared)
             if readonly is None:
                 continue
             why = self._writes_parameter(tuple(sig), i, readonly)
             if why is not None:
-                held = "is" if key[0] == "roarray" else "holds"
+                if key[0] == "roarray":
+                    held, where = "is", ""
+                else:             # (a tuple's item, a namedtuple's field: t[0], p.x)
+                    held = "holds"
+                    where = ", ".join(read_only_places(given, declared, names[i])) + "; "
                 raise arguments.ArgumentError(
                     f"{self.__qualname__}: argument {i} ({names[i]!r}) {held} a read-only NumPy "
-                    f"array, which the kernel writes (its signature declares "
+                    f"array, which the kernel writes ({where}its signature declares "
                     f"{type_text(declared)}), and nothing can be copied back into it: pass a "
                     f"writable array (a.copy()), or cuda.In(a) to give the kernel a copy it may "
                     f"write (not copied back).  Typed read-only, the kernel fails: {why}")
+
+    def _read_only_note(self, exc, args):
+        """``exc`` (a compile error of a launch), where it is a write into a read-only array
+        and read-only host arrays are among ``args`` as they are, said with the arguments that
+        hold them (the kernel was typed with them read-only: a read-only NumPy array's device
+        copy is not copied back); None otherwise."""
+        reason = getattr(exc, "reason", "")
+        if "Cannot modify readonly array" not in reason and \
+                "the array is read-only" not in reason:
+            return None
+        names = list(self._pysig.parameters)
+        said = []
+        for i, a in enumerate(args):
+            name = names[i] if i < len(names) else str(i)
+            places = [] if isinstance(a, ArgHint) else _read_only_places(a, name)
+            if places == [name]:
+                said.append(f"argument {i} ({name!r}) is a read-only NumPy array")
+            elif places:
+                said.append(f"argument {i} ({name!r}) holds a read-only NumPy array in "
+                            f"{', '.join(places)}")
+        if not said:
+            return None
+        advice = "" if "a.copy()" in reason else (       # (already advised: compiler/resolve.py)
+            ": what the kernel writes could not be copied back into it; pass a writable array "
+            "(a.copy()), or cuda.In(a) for a copy the kernel may write")
+        noted = type(exc)(f"{reason} ({self.__qualname__}: {'; '.join(said)}, typed "
+                          f"read-only{advice})", function=exc.function, filename=exc.filename,
+                          lineno=exc.lineno, chain=exc.chain, detail=exc.detail)
+        noted.__dict__.update({k: v for k, v in exc.__dict__.items()     # (typing, lowering)
+                               if k not in noted.__dict__})
+        return noted
 
     def _writes_parameter(self, sig, i, readonly):
         """Why the kernel's body does not compile with parameter ``i`` of declared signature
@@ -541,28 +593,27 @@ def _as_declared(key):
     return key
 
 
-def _read_only_as(key, declared):
-    """Declared type ``declared`` with the arrays that key ``key`` has read-only (a read-only
-    host array's copy) made read-only, or None when it has none where ``declared`` is a
-    writable array."""
-    if key[0] == "roarray":
-        return declared.copy(readonly=True) if isinstance(declared, types.Array) and \
-            declared.mutable else None
-    if key[0] == "tuple" and isinstance(declared, types.BaseTuple) and \
-            not isinstance(declared, types.BaseNamedTuple) and len(declared) == len(key) - 1:
-        inner = [_read_only_as(k, d) for k, d in zip(key[1:], declared.types)]
-        if any(t is not None for t in inner):
-            return types.BaseTuple.from_types(
-                [d if t is None else t for t, d in zip(inner, declared.types)])
-    return None
+def _read_only_places(a, name):
+    """Where argument ``a``, called ``name``, holds read-only host arrays (given as they are):
+    ``a``; ``p.x`` (a namedtuple's field); ``t[0]`` (a tuple's item)."""
+    if isinstance(a, tuple):
+        fields = getattr(type(a), "_fields", None)
+        places = []
+        for i, x in enumerate(a):
+            places.extend(_read_only_places(x, f"{name}.{fields[i]}" if fields else
+                                            f"{name}[{i}]"))
+        return places
+    return [name] if transfers.is_host_array(a) and not a.flags.writeable else []
 
 
 def _launch_key(a):
     """The type key argument ``a`` launches with on the current backend, tuples holding host
     arrays included: a host array's is its device copy's, read-only as the array is (unless a
     hint gives the kernel a copy)."""
-    if type(a) is tuple:
-        return ("tuple",) + tuple(_launch_key(x) for x in a)
+    if isinstance(a, tuple):
+        keys = tuple(_launch_key(x) for x in a)
+        return ("namedtuple", type(a)) + keys if hasattr(type(a), "_fields") else \
+            ("tuple",) + keys
     hint = isinstance(a, ArgHint)
     host = a.value if hint else a
     if not transfers.is_host_array(host):

@@ -66,10 +66,12 @@ def _convert_arg(key, values, declared):
             values = (_wrap(int(values[0]), dt),)
         return ("scalar", dt), values
     if isinstance(declared, types.BaseTuple):
-        if kind != "tuple" or len(key) - 1 != len(declared.types):
+        # a tuple or a namedtuple (its items after its class), passed as the declared one is
+        subs = key[1:] if kind == "tuple" else key[2:] if kind == "namedtuple" else None
+        if subs is None or len(subs) != len(declared.types):
             return None
         keys, out, pos = [], [], 0
-        for sub, ty in zip(key[1:], declared.types):
+        for sub, ty in zip(subs, declared.types):
             n = len(abi.leaves(numba_type_of_key(sub)))     # its flat parameters
             conv = _convert_arg(sub, values[pos:pos + n], ty)
             if conv is None:
@@ -77,7 +79,9 @@ def _convert_arg(key, values, declared):
             keys.append(conv[0])
             out.extend(conv[1])
             pos += n
-        return ("tuple", *keys), tuple(out)
+        head = ("namedtuple", declared.instance_class) if isinstance(
+            declared, types.BaseNamedTuple) else ("tuple",)
+        return (*head, *keys), tuple(out)
     return (key, values) if numba_type_of_key(key) == declared else None
 
 

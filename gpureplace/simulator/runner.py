@@ -537,7 +537,10 @@ def convert_to(value, ty, declared, conv=None):
         if not isinstance(ty, nbtypes.BaseTuple) or len(ty.types) != len(declared.types):
             return None
         out = [convert_to(v, t, d, conv) for v, t, d in zip(value, ty.types, declared.types)]
-        return None if any(o is None for o in out) else tuple(out)
+        if any(o is None for o in out):
+            return None
+        # (a namedtuple stays one: the kernel reads its fields by name)
+        return type(value)(*out) if isinstance(declared, nbtypes.BaseNamedTuple) else tuple(out)
     return value if ty == declared else None
 
 
