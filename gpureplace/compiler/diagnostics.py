@@ -120,7 +120,35 @@ def _short_reason(msg):
         keep.append(s)
         if len(keep) >= 3:
             break
-    return " ".join(keep) or msg.strip().splitlines()[0]
+    return " ".join(keep) or next(iter(msg.strip().splitlines()), "")
+
+
+def _unexplained(pyfunc, exc):
+    """(reason, line of ``pyfunc`` or None) for ``exc``, an exception that says nothing: the
+    place in Numba that raised it, and the statement of the user's function that Numba was
+    compiling then (a ``loc``, ``inst`` or ``expr`` of its frames, the innermost one in the
+    function's file)."""
+    from numba.core import ir as nb_ir
+    raised_in, line = None, None
+    path = file_of(pyfunc)
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        code = frame.f_code
+        if "numba" in code.co_filename.replace("\\", "/").split("/"):
+            tail = code.co_filename.replace("\\", "/").rsplit("/numba/", 1)[-1]
+            raised_in = f"numba/{tail}:{tb.tb_lineno}, in {code.co_name}"
+        for name in ("loc", "inst", "expr"):
+            value = frame.f_locals.get(name)
+            at = value if isinstance(value, nb_ir.Loc) else getattr(value, "loc", None)
+            if isinstance(at, nb_ir.Loc) and at.filename == path and at.line:
+                line = at.line
+                break
+        tb = tb.tb_next
+    where = f" ({raised_in})" if raised_in else ""
+    return (f"Numba's compiler failed with a bare {type(exc).__name__}{where} while compiling "
+            f"this line: what it does is not supported in device code (write it another way, "
+            f"or with plainer types)"), line
 
 
 def convert_error(pyfunc, exc):
@@ -128,6 +156,12 @@ def convert_error(pyfunc, exc):
     filename = getattr(loc, "filename", None) or file_of(pyfunc)
     lineno = getattr(loc, "line", None) or first_line_of(pyfunc)
     reason = _short_reason(getattr(exc, "msg", None) or str(exc))
+    if not reason:
+        # an exception without a message (a bare ``assert`` failing in one of Numba's typing
+        # templates): what failed, where, and the user's line Numba was at
+        reason, at = _unexplained(pyfunc, exc)
+        if at is not None and getattr(loc, "line", None) is None:
+            lineno = at
     ufunc = re.search(r"Untyped global name '(\w+)'.*?Cannot determine Numba type of <class "
                       r"'gpureplace\.cuda_vectorize\.\w+\.(CUDAG?UFunc)'>",
                       str(exc), re.S)

@@ -24,6 +24,7 @@ from numba.core.target_extension import target_override
 from numba.core.compiler_machinery import FunctionPass, LoweringPass, register_pass
 from numba.core.typed_passes import (AnnotateTypes, IRLegalization,
                                      NoPythonSupportedFeatureValidation)
+from numba.core.untyped_passes import InlineClosureLikes
 
 from ..errors import CompileError
 from ..tracking import bindings, deps, stats
@@ -185,11 +186,33 @@ class BindOwnName(FunctionPass):
         return changed
 
 
+#: Names whose use may give Numba's closure inliner something to do without a nested function:
+#: ``functools.reduce``, stencils, and a list built in a loop and made an array.
+_INLINER_NAMES = frozenset({"reduce", "stencil", "array", "asarray", "append"})
+
+
+@register_pass(mutates_CFG=True, analysis_only=False)
+class InlineClosureLikesWhereAny(InlineClosureLikes):
+    """Numba's ``inline_closure_likes``, run only where the function's code could have what it
+    inlines: a nested function (a closure, lambda, comprehension or generator expression: a code
+    object among its constants) or a call it rewrites (``_INLINER_NAMES``).  Elsewhere it
+    changes nothing, at half a millisecond of a small kernel's compile."""
+    _name = "gpureplace_inline_closure_likes"
+
+    def run_pass(self, state):
+        code = state.func_id.code
+        if not any(isinstance(c, pytypes.CodeType) for c in code.co_consts) and \
+                _INLINER_NAMES.isdisjoint(code.co_names):
+            return False
+        return InlineClosureLikes.run_pass(self, state)
+
+
 class GPUPipeline(CompilerBase):
     def define_pipelines(self):
         dpb = DefaultPassBuilder
         pm = LeanPassManager("gpureplace")
-        pm.passes.extend(dpb.define_untyped_pipeline(self.state).passes)
+        pm.passes.extend((InlineClosureLikesWhereAny if cls is InlineClosureLikes else cls, what)
+                         for cls, what in dpb.define_untyped_pipeline(self.state).passes)
         pm.add_pass(BindOwnName, "bind the function's own name")
         pm.add_pass(FoldArrayShapes, "fold constant array shapes")
         pm.passes.extend(typed_passes(self.state))

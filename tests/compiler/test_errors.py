@@ -270,3 +270,27 @@ def test_a_missing_module_attribute_is_reported_at_the_line_that_reads_it():
         cuda.jit(_reads_a_missing_module_attribute).compile("void(float32[::1])")
     first = _reads_a_missing_module_attribute.__code__.co_firstlineno
     assert info.value.lineno == first + 3
+
+
+def _add(x, y):
+    return x + y
+
+
+def test_a_bare_assertion_inside_numba_names_the_line_and_where_it_failed():
+    """An exception with no message from one of Numba's typing templates (functools.reduce over
+    a tuple reaches an ``assert`` in Numba's parfors) gives a message with the user's line and
+    the place in Numba, not an IndexError from gpureplace's message handling."""
+    import functools
+
+    @cuda.jit
+    def reduces(out, a):
+        out[0] = 1.0
+        out[1] = functools.reduce(_add, (a, a, a), np.float32(0.0))
+
+    with pytest.raises(CompileError) as info:
+        reduces.compile("void(float32[::1], float32)")
+    err = info.value
+    assert err.function.endswith("reduces") and err.filename == __file__
+    assert err.lineno == reduces.py_func.__code__.co_firstlineno + 2
+    assert "Numba's compiler failed with a bare AssertionError (numba/" in err.reason
+    assert "not supported in device code" in err.reason

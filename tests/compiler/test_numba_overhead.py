@@ -276,3 +276,46 @@ def test_block_entry_vars_are_numbas_when_read():
     assert lazy.variable_lifetime.livemap == eager.variable_lifetime.livemap
     copied = lazy.copy()                    # (a copy keeps each block's entry)
     assert all(block in copied.block_entry_vars for block in copied.blocks.values())
+
+
+def test_the_closure_inliner_runs_only_where_there_may_be_something_to_inline(monkeypatch):
+    """Numba's closure inliner is skipped for code with no nested function and none of the calls
+    it rewrites; where there is one, it still inlines (the results show it) and runs."""
+    import functools
+
+    from numba.core.inline_closurecall import InlineClosureCallPass
+
+    ran = []
+    real = InlineClosureCallPass.run
+    monkeypatch.setattr(InlineClosureCallPass, "run",
+                        lambda self: ran.append(self.func_ir.func_id.func_name) or real(self))
+
+    @cuda.jit
+    def plain(out, a):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = out[i] * a
+
+    def inner_add(x, y):
+        return x + y
+
+    @cuda.jit
+    def with_closure(out, a):
+        def scaled(v):
+            return v * a
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = scaled(out[i]) + 3.0
+
+    @cuda.jit
+    def with_reduce(out, a):
+        out[0] = functools.reduce(inner_add, out, a)
+
+    for kernel in (plain, with_closure):
+        kernel.compile(SIG)
+    with pytest.raises(CompileError, match="reduce"):    # (device code has no reduce)
+        with_reduce.compile(SIG)
+    assert "plain" not in ran and {"with_closure", "with_reduce"} <= set(ran)
+    x = np.ones(4, np.float32)
+    with_closure[1, 4](x, np.float32(2.0))
+    assert x.tolist() == [5.0] * 4
