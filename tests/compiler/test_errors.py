@@ -291,6 +291,6 @@ def test_a_bare_assertion_inside_numba_names_the_line_and_where_it_failed():
         reduces.compile("void(float32[::1], float32)")
     err = info.value
     assert err.function.endswith("reduces") and err.filename == __file__
-    assert err.lineno == reduces.py_func.__code__.co_firstlineno + 2
+    assert err.lineno == reduces.py_func.__code__.co_firstlineno + 3      # (@cuda.jit first)
     assert "Numba's compiler failed with a bare AssertionError (numba/" in err.reason
     assert "not supported in device code" in err.reason
