@@ -382,7 +382,8 @@ class GPUFunction(Configurable, Reflection, Launching, DeviceCallable):
     def _memo_key(self):
         """When its pickle may be reused: nothing it reads and none of its options changed."""
         reads = pickling.reads_key(self.py_func)
-        return None if reads is None else (reads, repr(self._definition()))
+        return None if reads is None else (reads, repr(self._definition()),
+                                           tuple(map(id, self._extensions)))
 
     def _definition(self):
         """(options, the rest of what defines it but the function and its context)."""
@@ -409,6 +410,10 @@ class GPUFunction(Configurable, Reflection, Launching, DeviceCallable):
         with pickling.pickling_function_of(pickling.identifier(self)), \
                 pickling.explained_pickling(self.py_func):
             data = pickling.pickled_digest(self.py_func)
+            # argument extensions by what defines them, as the function (their repr would hold
+            # their address: another digest in every process)
+            extra = dict(extra, extensions=[pickling.pickled_digest(ext)
+                                            for ext in extra["extensions"]])
         return pickling.digest(data, state, extra)
 
     def __dask_tokenize__(self):

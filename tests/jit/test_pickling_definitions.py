@@ -101,6 +101,32 @@ def test_the_same_script_in_two_processes_and_its_rebuilt_kernel_get_the_same_to
     assert other[2] == tokens[0][2]                            # (the context is the same)
 
 
+
+EXTENDED = """
+from dask.base import tokenize
+from gpureplace import cuda
+
+class Scale:
+    def __init__(self, k):
+        self.k = k
+    def prepare_args(self, ty, val, stream=0, retr=[]):
+        return ty, val
+
+@cuda.jit(extensions=[Scale(FACTOR)])
+def k(x):
+    x[0] = 1
+
+print(tokenize(k))
+"""
+
+
+def test_a_kernel_with_argument_extensions_gets_the_same_token_in_every_process():
+    """Argument extensions were digested by their repr (their address: another token in each
+    process); now by what defines them, so an extension with other values still changes it."""
+    tokens = [_run(EXTENDED.replace("FACTOR", factor)).decode().split()
+              for factor in ("2", "2", "3")]
+    assert tokens[0] == tokens[1] and tokens[2] != tokens[0]
+
 NOTEBOOK = '''
 import sys
 from IPython.testing.globalipapp import start_ipython
