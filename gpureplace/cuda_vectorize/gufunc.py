@@ -11,6 +11,7 @@ from numba.core import types
 from ..compiler.signature import normalize_signature
 from ..jit import jit, pickling
 from ..jit.backends import simulated
+from .ufunc import identifier
 from .operands import (TPB, Operand, array_module, as_result, blocks_for,
                        check_options, choose, device_view, dtype_of, element_function,
                        is_device, on_stream, shape_of, to_host, write_back)
@@ -188,14 +189,15 @@ class CUDAGUFunc:
     def _kernel(self):
         if self._gukernel is None:
             params = [f"a{k}" for k in range(self.nargs)]
-            src = (f"def gufunc_{self.__name__}({', '.join(params)}):\n"
+            name = identifier(self.__name__)
+            src = (f"def gufunc_{name}({', '.join(params)}):\n"
                    f"    i = grid(1)\n    step = gridsize(1)\n    n = {params[-1]}.shape[0]\n"
                    f"    while i < n:\n        f({', '.join(p + '[i]' for p in params)})\n"
                    f"        i += step\n")
             from ..compiler.intrinsics.indexing import grid, gridsize
             env = {"grid": grid, "gridsize": gridsize, "f": self._element}
             exec(compile(src, f"<cuda.guvectorize({self.__name__})>", "exec"), env)
-            self._gukernel = jit(env[f"gufunc_{self.__name__}"])
+            self._gukernel = jit(env[f"gufunc_{name}"])
         return self._gukernel
 
 

@@ -234,9 +234,17 @@ def {name}({params}, out):
 '''
 
 
+def identifier(name):
+    """``name`` made a Python identifier, for the generated kernel (a lambda's is ``<lambda>``)."""
+    import re
+    name = re.sub(r"\W", "_", str(name)).strip("_") or "function"
+    return name if name.isidentifier() else "f_" + name
+
+
 def _elementwise_kernel(element, scalars, ndim, name):
     """A grid-stride kernel calling ``element`` on each element: 1-D (flattened contiguous
     operands) or N-D (broadcast views of any strides)."""
+    name = identifier(name)
     from ..compiler.intrinsics.indexing import grid, gridsize
     params = [f"x{k}" for k in range(len(scalars))]
     if ndim == 1:

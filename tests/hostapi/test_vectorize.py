@@ -309,3 +309,26 @@ def test_an_old_style_scalar_with_a_device_output_on_the_gpu():
     res = cp.zeros(4, cp.int32)
     add_first(cp.arange(1, 5, dtype=cp.int32), cp.array([2], cp.int32), out=res)
     assert cp.asnumpy(res).tolist() == [3, 4, 5, 6]
+
+
+def test_a_lambda_vectorizes_as_any_function():
+    """A lambda's name (``<lambda>``) is not an identifier: the generated kernels are named
+    from it made one (a SyntaxError from the generated source before)."""
+    x = np.arange(8, dtype=np.float32)
+    double = cuda.vectorize(["float32(float32)"])(lambda a: a * 2)
+    np.testing.assert_array_equal(double(x), x * 2)
+
+    def body(a, out):
+        for i in range(a.shape[0]):
+            out[i] = a[i] + 1
+    body.__name__ = "plus one"                    # (any name a function may have)
+    plus = cuda.guvectorize(["void(float32[:], float32[:])"], "(n)->(n)")(body)
+    np.testing.assert_array_equal(plus(x), x + 1)
+    squared = cuda.guvectorize(["void(float32[:], float32[:])"], "(n)->(n)")(
+        lambda a, out: _square_into(a, out))
+    np.testing.assert_array_equal(squared(x), x * x)
+
+
+def _square_into(a, out):
+    for i in range(a.shape[0]):
+        out[i] = a[i] * a[i]
