@@ -124,6 +124,7 @@ class Launching:
                 hosts += 1
         if simulated:
             if hosts:     # refused as on the GPU, whose copies of them would lose writes
+                transfers.refuse_untyped(self.__qualname__, args, list(self._pysig.parameters))
                 transfers.refuse_overlaps(self.__qualname__, args, list(self._pysig.parameters))
                 self._refuse_lost_writes(args)
             if rec is not None:
@@ -230,6 +231,7 @@ class Launching:
                 f"argument {transfers.host_array_names(args, names)} (a host NumPy array)"
             raise LaunchError(f"{self.__qualname__}: {what} is copied to or from the host around "
                               f"each launch, which a CUDA graph cannot hold; pass device arrays")
+        transfers.refuse_untyped(self.__qualname__, args, names)
         transfers.refuse_overlaps(self.__qualname__, args, names)
         if not simulated:
             launch.require_device(self.__qualname__, "")

@@ -363,3 +363,57 @@ def test_whether_a_declared_kernel_writes_is_found_once(backend, request, monkey
     else:
         # the read-only array: copied in, never back
         assert fake_copies_log(request)[:9] == [("in", 16), ("in", 8), ("out", 8)] * 3
+
+
+@cuda.jit
+def copies_in(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = x[i]
+
+
+_NO_DEVICE_FORM = [
+    (lambda: np.zeros(8, ">f4"),
+     r"argument 1 \('out'\) has dtype >f4 \(big-endian, not this machine's byte order\); "
+     r"pass out.astype\('<f4'\)"),
+    (lambda: np.ma.zeros(8, np.float32),
+     r"argument 1 \('out'\) is a NumPy masked array.*np.ma.getdata\(out\)"),
+    (lambda: np.zeros(8, np.longdouble),
+     r"argument 1 \('out'\) has dtype float128 \(long double\), which GPUs do not have; "
+     r"pass out.astype\(np.float64\)"),
+    (lambda: np.zeros(8, object),
+     r"argument 1 \('out'\) has dtype object, whose Python objects have no device form"),
+    (lambda: np.zeros(8, "V4"), r"argument 1 \('out'\) has dtype \|V4, which kernels cannot take"),
+    (lambda: np.zeros(8, [("a", ">i4"), ("b", "<f4")]),
+     r"argument 1 \('out'\) has a structured dtype with fields in another byte order than this "
+     r"machine's \(a: >i4\); pass out.astype\(out.dtype.newbyteorder\('='\)\)"),
+]
+
+
+@pytest.mark.parametrize("backend", ["sim", "gpu"], ids=["sim", "fake-gpu"])
+@pytest.mark.parametrize("make,said", _NO_DEVICE_FORM,
+                         ids=["big-endian", "masked", "long-double", "object", "raw-bytes",
+                              "swapped-field"])
+def test_a_host_array_without_a_device_form_is_refused_by_name(backend, request, make, said):
+    """Numba's typeof failed deep inside the launch (NumbaValueError: Unsupported array dtype),
+    naming neither the argument nor its dtype; now the launch refuses it, saying what to pass,
+    before anything is copied or run, on both backends."""
+    fake = request.getfixturevalue("sim" if backend == "sim" else "fake_copies")
+    x, out = np.arange(8, dtype=np.float32), make()
+    before = out.copy()
+    with pytest.raises(arguments.ArgumentError, match="copies_in: " + said):
+        copies_in[1, 8](x, out)
+    assert out.tobytes() == before.tobytes()
+    if backend == "gpu":
+        assert not fake.log and not any(inst.calls for inst in FakeLoaded.instances)
+
+
+def test_an_array_without_a_device_form_inside_a_tuple_is_refused(sim):
+    @cuda.jit
+    def first(t, out):
+        out[0] = t[0][0]
+
+    with pytest.raises(arguments.ArgumentError,
+                       match=r"first: argument 0 \('t'\) holds an array that has dtype >f8 "
+                             r"\(big-endian.*pass a.astype\('<f8'\)"):
+        first[1, 1]((np.zeros(3, ">f8"), 1.0), np.zeros(1))
