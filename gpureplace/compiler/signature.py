@@ -28,7 +28,14 @@ from numba.core import types, typing
 from ..errors import GPUReplaceError
 from .bfloat16 import bfloat16
 
-__all__ = ["SignatureParseError", "normalize_signature", "parse_signature", "SCALARS"]
+__all__ = ["SignatureParseError", "SignatureTypeError", "normalize_signature", "parse_signature",
+           "SCALARS"]
+
+
+class SignatureTypeError(GPUReplaceError, TypeError):
+    """A signature of the wrong kind (not a string, a tuple of Numba types or a Signature), or
+    holding something that is not a Numba type: a ``TypeError``, shown in IPython as one block
+    at the user's line, as a signature string that does not parse is."""
 
 
 class SignatureParseError(GPUReplaceError, TypeError):
@@ -503,15 +510,15 @@ def normalize_signature(sig, what=None):
     elif isinstance(sig, (tuple, list)):
         args, ret = tuple(sig), None
     else:
-        raise TypeError(f"{head}a signature is a string such as 'void(float32[:], int32)', a "
-                        f"tuple of Numba types or a Signature, not {type(sig).__name__} "
-                        f"({sig!r})")
+        raise SignatureTypeError(f"{head}a signature is a string such as 'void(float32[:], "
+                                 f"int32)', a tuple of Numba types or a Signature, not "
+                                 f"{type(sig).__name__} ({sig!r})")
     for i, ty in enumerate(args):
         if not isinstance(ty, types.Type):
-            raise TypeError(f"{head}argument type {i} of the signature {sig!r} is "
-                            f"{type(ty).__name__} {ty!r}, not a Numba type (such as "
-                            f"numba.types.float32[:])")
+            raise SignatureTypeError(f"{head}argument type {i} of the signature {sig!r} is "
+                                     f"{type(ty).__name__} {ty!r}, not a Numba type (such as "
+                                     f"numba.types.float32[:])")
     if ret is not None and not isinstance(ret, types.Type):
-        raise TypeError(f"{head}the return type of the signature {sig!r} is {ret!r}, not a "
-                        f"Numba type")
+        raise SignatureTypeError(f"{head}the return type of the signature {sig!r} is {ret!r}, "
+                                 f"not a Numba type")
     return args, ret

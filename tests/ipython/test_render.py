@@ -489,3 +489,15 @@ def test_reflection_magics_refuse_a_kernel_signature_with_a_return_type(ip):
         assert "Traceback" not in shown
     _, outputs = ok(ip, f'%cuda_ptx saxpy "{SIG32}"')            # void: as before
     assert len(outputs) == 1
+
+
+def test_a_signature_of_the_wrong_kind_is_one_block_at_the_cell_line(ip):
+    """``dispatch_report(123)``, ``inspect_ptx([1])``: the same one block as a signature string
+    that does not parse, not a traceback through the reflection and signature code."""
+    ok(ip, SAXPY)
+    for call, said in (("saxpy.dispatch_report(123)", "not int (123)"),
+                       ("saxpy.inspect_ptx([1])", "argument type 0 of the signature [1] is int")):
+        res, shown, _ = run(ip, call)
+        assert isinstance(res.error_in_exec, TypeError), shown
+        assert shown.startswith("SignatureTypeError: ") and said in shown.splitlines()[0], shown
+        assert "at Cell In[" in shown and call in shown and "Traceback" not in shown, shown
