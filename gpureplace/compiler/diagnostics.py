@@ -14,7 +14,7 @@ from numba.core import errors as nb_errors
 from ..errors import CompileError
 from . import constructs
 from .constructs import instructions_with_lines
-from .host_values import host_value_reason, int_enum_reason
+from .host_values import functions_tuple_reason, host_value_reason, int_enum_reason
 
 
 def name_of(pyfunc):
@@ -438,6 +438,18 @@ def _construct_reason(pyfunc, exc, reason, lineno):
     m = re.search(r"Untyped global name '(\w+)': Cannot determine Numba type of <class", text)
     if m and (why := host_value_reason(pyfunc, m.group(1), lineno)):
         return why, lineno
+    if "Cannot type list element type" in reason:
+        # a global list holding what Numba cannot type (functions: say so, as for a tuple)
+        for name in _globals_read_on(pyfunc, lineno):
+            why = functions_tuple_reason(name, pyfunc.__globals__[name])
+            if why is not None:
+                return why, lineno
+        return _container_reason("lists"), lineno
+    if re.search(r"operator % is not defined for (?:Literal\[str\]|unicode_type)", reason):
+        return ("formatting a string with % is not supported in device code (a string would "
+                "need the heap); a raise takes a constant message (raise ValueError(\"index out "
+                "of range\")), and print takes the values as arguments (print(\"bad\", i))"), \
+            lineno
     m = re.search(r"Cannot cast IntEnum<\w+>\((\w+)\) to (\w+)", text)
     if m:
         return int_enum_reason(pyfunc, lineno, *m.groups()), lineno
@@ -456,6 +468,13 @@ def _construct_reason(pyfunc, exc, reason, lineno):
         return ("a call with **keyword arguments is not supported in device code; pass the "
                 "arguments by name, one by one"), lineno
     return reason, lineno
+
+
+def _globals_read_on(pyfunc, lineno):
+    """Names of the globals of ``pyfunc`` read on ``lineno``, in order."""
+    return [ins.argval for ins, line in instructions_with_lines(pyfunc)
+            if line == lineno and ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")
+            and ins.argval in pyfunc.__globals__]
 
 
 def _container_reason(kind):

@@ -5,6 +5,8 @@ when Numba cannot type a global."""
 
 from __future__ import annotations
 
+import functools
+
 from .constructs import instructions_with_lines
 
 
@@ -39,21 +41,24 @@ def _constant_index_on_line(pyfunc, name, lineno):
 
 
 def functions_tuple_reason(name, value, index=None):
-    """Why the global tuple ``name`` holding functions cannot be called through (``FUNCS[1](x)``,
-    ``index`` the constant index if known), and what works instead; None when ``value`` holds
-    no function."""
-    if not isinstance(value, tuple) or not any(_is_function(v) for v in value):
+    """Why the global tuple (or list) ``name`` holding functions cannot be called through
+    (``FUNCS[1](x)``, ``index`` the constant index if known), and what works instead; None when
+    ``value`` holds no function."""
+    if not isinstance(value, (tuple, list)) or not any(_is_function(v) for v in value):
         return None
+    container = "tuple" if isinstance(value, tuple) else "list"
     names = [getattr(v, "__name__", None) if _is_function(v) else None for v in value]
     known = [n for n in names if n]
     shown = "functions" if not known else \
         f"functions ({', '.join(known[:4])}{', ...' if len(known) > 4 else ''})"
-    which = "a tuple of" if all(_is_function(v) for v in value) else "a tuple holding"
+    which = f"a {container} of" if all(_is_function(v) for v in value) else \
+        f"a {container} holding"
     first = next(i for i, v in enumerate(value) if _is_function(v))
     if index is not None and -len(value) <= index < len(value) and _is_function(value[index]):
         first = index
     callee = names[first] or "f"
-    return (f"{name} is {which} {shown}: device code cannot take a function out of a tuple "
+    return (f"{name} is {which} {shown}: device code cannot take a function out of a "
+            f"{container} "
             f"({name}[{first}](...)); call the function by its name ({callee}(...)), bind "
             f"it to a global of its own ({callee.upper()} = {name}[{first}]) and call that, "
             f"or choose by a number: if which == 0: ... elif which == 1: ..., each branch "
@@ -74,6 +79,12 @@ def host_value_reason(pyfunc, name, lineno):
     why = functions_tuple_reason(name, value, _constant_index_on_line(pyfunc, name, lineno))
     if why is not None:
         return why
+    if isinstance(value, functools.partial):
+        inner = getattr(value.func, "__name__", "the function")
+        return (f"{name} is functools.partial({inner}, ...), which device code cannot call (a "
+                f"partial is a host object); call {inner} with the bound arguments written "
+                f"out, or define a function that does (def {name.lower()}(x): return "
+                f"{inner}(..., x)) and call that")
     if value is host_value_reason or callable(value) and not isinstance(value, type):
         return None
     what = "a Python class" if isinstance(value, type) else \

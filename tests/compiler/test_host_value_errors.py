@@ -4,6 +4,7 @@ wanted (Numba converts IntEnum members to integers only, on the CPU as well).  E
 the kernel's line and what to write instead."""
 
 import enum
+import functools
 
 import numpy as np
 import pytest
@@ -91,6 +92,33 @@ def multiplies_int_enum_by_float(x):
     x[i] = x[i] * Color.RED
 
 
+def _plus_one(v):
+    return v + 1.0
+
+
+FUNC_LIST = [_plus_one, _plus_one]
+PARTIAL = functools.partial(_plus_one)
+
+
+@cuda.jit
+def calls_through_a_list(x):
+    i = cuda.grid(1)
+    x[i] = FUNC_LIST[0](x[i])
+
+
+@cuda.jit
+def calls_a_partial(x):
+    i = cuda.grid(1)
+    x[i] = PARTIAL(x[i])
+
+
+@cuda.jit
+def raises_a_formatted_message(x):
+    i = cuda.grid(1)
+    if i > 8:
+        raise ValueError("bad %d" % i)
+
+
 @cuda.jit
 def stores_int_enum_value(x):
     i = cuda.grid(1)
@@ -141,6 +169,12 @@ def _error(kernel, launch=False):
     (multiplies_int_enum_by_float,
      "Color.RED (a member of the IntEnum Color) cannot be converted to float64 in device "
      "code"),
+    (calls_through_a_list,
+     "FUNC_LIST is a list of functions (_plus_one, _plus_one): device code cannot take a "
+     "function out of a list (FUNC_LIST[0](...)); call the function by its name"),
+    (calls_a_partial,
+     "PARTIAL is functools.partial(_plus_one, ...), which device code cannot call (a partial "
+     "is a host object); call _plus_one with the bound arguments written out"),
 ])
 def test_a_global_device_code_cannot_read_is_said_for_what_it_is(kernel, expected, launch):
     assert _error(kernel, launch).startswith(expected)
@@ -162,3 +196,15 @@ def test_numba_on_the_cpu_refuses_an_int_enum_member_as_a_float_too():
 
     with pytest.raises(Exception, match="Cannot cast IntEnum"):
         store(np.zeros(1, np.float32))
+
+
+@pytest.mark.parametrize("launch", [False, True])
+def test_a_formatted_raise_message_is_said_as_such(launch):
+    with pytest.raises(CompileError) as info:
+        if launch:
+            raises_a_formatted_message[1, 4](np.zeros(4, np.float32))
+        else:
+            raises_a_formatted_message.compile(SIG)
+    err = info.value
+    assert err.lineno == raises_a_formatted_message.py_func.__code__.co_firstlineno + 4
+    assert err.reason.startswith("formatting a string with % is not supported in device code")
