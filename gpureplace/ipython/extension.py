@@ -15,6 +15,7 @@ launches the module's new code (cells.AutoreloadWatch).  Unloading removes all o
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 from .. import config, errors
@@ -113,3 +114,23 @@ def unload_ipython_extension(ip):
     launch.set_printf_listener(None)
     ext.capture.stop()
     _loaded = None
+    # What the cells up to this one redefined is seen now; from here on, as outside IPython,
+    # nothing looks after a cell: said, unless IPython is reloading the extension (%reload_ext
+    # unloads it and loads it again at once).
+    from ..tracking import bindings
+    bindings.check()
+    if not _reloading():
+        print("gpureplace: extension unloaded: kernels no longer recompile by themselves when a "
+              "cell redefines what they use; call gpureplace.refresh() after a redefinition, "
+              "or %load_ext gpureplace again")
+
+
+def _reloading():
+    """Whether IPython's ``reload_extension`` is what unloads the extension now."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name == "reload_extension" and \
+                "IPython" in frame.f_code.co_filename:
+            return True
+        frame = frame.f_back
+    return False

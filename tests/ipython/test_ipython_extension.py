@@ -45,7 +45,9 @@ def test_load_and_unload_leave_nothing_behind():
     from gpureplace.ipython.cells import CudaCellTransformer
     assert len([t for t in shell.input_transformers_cleanup
                 if isinstance(t, CudaCellTransformer)]) == 1
-    shell.run_line_magic("unload_ext", "gpureplace")
+    with capture_output() as cap:
+        shell.run_line_magic("unload_ext", "gpureplace")
+    assert "extension unloaded: kernels no longer recompile by themselves" in cap.stdout
     assert shell.events.callbacks["post_run_cell"] == hooks_before
     assert ext.post_execute not in shell.events.callbacks["post_execute"]
     assert extension.loaded() is None
@@ -516,3 +518,21 @@ def test_a_cuda_cell_launches_what_it_defines_in_the_same_cell(ip, monkeypatch):
                                "broken[1, 1](None)\n")
     assert res.error_in_exec is not None and "broken[1, 1](None)" in shown
     assert isinstance(ip.user_ns["broken"], GPUFunction)
+
+
+
+def test_unloading_says_kernels_no_longer_follow_redefinitions_and_reloading_does_not():
+    from IPython.core.interactiveshell import InteractiveShell
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "gpureplace")
+    with capture_output() as cap:
+        shell.run_cell("%reload_ext gpureplace")
+        shell.run_cell("pass")
+    assert "extension unloaded" not in cap.stdout
+    with capture_output() as cap:
+        shell.run_cell("%unload_ext gpureplace")
+    assert cap.stdout.count("extension unloaded: kernels no longer recompile by themselves "
+                            "when a cell redefines what they use; call gpureplace.refresh()") == 1
+    with capture_output() as cap:
+        shell.run_cell("pass")
+    assert "extension unloaded" not in cap.stdout            # said once
