@@ -13,24 +13,30 @@ of twice its size, outside the events) so that a small working set is not timed 
 
 The bytes a run moves are the sizes of its array arguments, each counted once (read or written;
 ``bytes=`` gives the true count, e.g. ``2 * x.nbytes`` for a read-modify-write), the floating-point
-operations only when given (``flops=``).  Both become rates and shares of the device's peak: its
+operations only when given (``flops=``); a prepared launch (``kernel[g, b].prepare(*args)``) counts
+the arrays bound in it.  Both become rates and shares of the device's peak: its
 memory bandwidth (bus width x memory clock, both from the driver) and its float32 FMA rate
 (multiprocessors x float32 lanes per multiprocessor x 2 x clock).  In a notebook the result
 shows a table, the runs, and where the kernel sits under the device's roofline.
 
 In the simulator the same call runs the kernel on the CPU and times it with the host clock: the
-result says so, and gives no rates against a GPU's peak (there is none to compare with).
+result says so, and gives no rates (``bandwidth``, ``flop_rate`` and their shares are None: the
+host clock says nothing of a GPU's).  Runs repeat as on the GPU, at least ``min_repeat``; without
+one, at least 3 (the simulator is slow), then until ``min_time``.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import time
 
 import numpy as np
 
+from . import errors
 from .arch import arch_number
 from .jit import backends
+from .jit.launcher import PreparedLaunch
 
 #: float32 lanes per multiprocessor, by compute capability (major, minor); later ones as sm_90
 _FP32_LANES = {(6, 0): 64, (6, 1): 128, (7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64,
@@ -105,7 +111,9 @@ def argument_bytes(args):
 class BenchmarkResult:
     """Times of the runs (``times``, seconds) and what they give: ``median``, ``mean``, ``min``,
     ``std``; ``bandwidth`` and ``flop_rate`` (per second, at the median); their shares of the
-    device's peaks (``bandwidth_fraction``, ``flop_fraction``); ``simulated``."""
+    device's peaks (``bandwidth_fraction``, ``flop_fraction``); ``intensity`` (FLOP per byte, from
+    the counts alone); ``simulated``.  A simulated result has no rates: ``bandwidth``,
+    ``flop_rate`` and their fractions are None."""
 
     def __init__(self, name, times, nbytes, flops, peaks, simulated, warm, note=""):
         self.name = name
@@ -124,11 +132,17 @@ class BenchmarkResult:
 
     @property
     def bandwidth(self):
-        return self.bytes / self.median if self.bytes and self.median > 0 else None
+        """Bytes a second at the median; None in the simulator (host-clock times)."""
+        if self.simulated or not self.bytes or self.median <= 0:
+            return None
+        return self.bytes / self.median
 
     @property
     def flop_rate(self):
-        return self.flops / self.median if self.flops and self.median > 0 else None
+        """FLOP a second at the median; None in the simulator (host-clock times)."""
+        if self.simulated or not self.flops or self.median <= 0:
+            return None
+        return self.flops / self.median
 
     @property
     def intensity(self):
@@ -253,41 +267,114 @@ def _size(n):
     return f"{n} bytes"
 
 
-def benchmark(launch, *args, warmup=1, min_repeat=10, max_repeat=1000, min_time=0.1,
+#: The least number of timed runs when ``min_repeat`` is not given: on the GPU, in the simulator
+DEFAULT_MIN_REPEAT, SIMULATED_MIN_REPEAT = 10, 3
+#: The most timed runs when ``max_repeat`` is not given (or ``min_repeat``, if that is more)
+DEFAULT_MAX_REPEAT = 1000
+
+
+def benchmark(launch, *args, warmup=1, min_repeat=None, max_repeat=None, min_time=0.1,
               flops=None, bytes=None, flush_l2=True, name=None):  # noqa: A002 (numba's names)
-    """Time ``launch(*args)`` (a configured kernel, ``kernel[blocks, threads]``, or any callable
-    that launches GPU work on the current stream); see the module's docstring.  Returns a
-    ``BenchmarkResult``."""
-    _check_counts(warmup=warmup, min_repeat=min_repeat, max_repeat=max_repeat)
+    """Time ``launch(*args)`` (a configured kernel, ``kernel[blocks, threads]``, a prepared launch,
+    or any callable that launches GPU work on the current stream); see the module's docstring.
+
+    ``min_repeat``: at least this many timed runs (default 10 on the GPU, 3 in the simulator,
+    never more than ``max_repeat``); ``max_repeat``: at most this many (default 1000, or
+    ``min_repeat`` if that is more); in between, runs repeat until ``min_time`` seconds of them.
+    ``flops`` / ``bytes``: what a run computes and moves (any non-negative finite real number,
+    NumPy's included).  Returns a ``BenchmarkResult``."""
+    warmup = checked_option("warmup", warmup)
+    min_time = checked_option("min_time", min_time)
+    flops = checked_option("flops", flops)
+    bytes = checked_option("bytes", bytes)  # noqa: A001
+    min_repeat = checked_option("min_repeat", min_repeat)
+    max_repeat = checked_option("max_repeat", max_repeat)
     if not callable(launch):
         raise TypeError(f"benchmark(launch, *args): launch must be a configured kernel "
                         f"(kernel[blocks, threads]) or a callable, got {launch!r}")
-    if min_repeat > max_repeat:
+    if min_repeat is not None and max_repeat is not None and min_repeat > max_repeat:
         raise ValueError(f"benchmark: min_repeat ({min_repeat}) is more than max_repeat "
                          f"({max_repeat})")
-    for what, value in (("flops", flops), ("bytes", bytes)):
-        if value is not None and (not isinstance(value, (int, float)) or
-                                  isinstance(value, bool) or value < 0):
-            raise TypeError(f"benchmark({what}=...) takes a non-negative number, got {value!r}")
+    # A default gives way to the other bound, given explicitly
+    if min_repeat is None:
+        least = SIMULATED_MIN_REPEAT if backends.simulated() else DEFAULT_MIN_REPEAT
+        min_repeat = least if max_repeat is None else min(least, max_repeat)
+    if max_repeat is None:
+        max_repeat = max(DEFAULT_MAX_REPEAT, min_repeat)
+    # A prepared launch holds its configuration and arguments
+    config, bound = (launch.config, launch.args) if isinstance(launch, PreparedLaunch) else \
+        (launch, ())
     if name is None:
-        kernel = getattr(launch, "kernel", None)
+        kernel = getattr(config, "kernel", None)
         name = getattr(kernel, "__qualname__", None) or getattr(launch, "__qualname__", None) \
             or repr(launch)
         if kernel is not None:
-            name += f"[{_dims(launch.grid)}, {_dims(launch.block)}]"
-    nbytes = argument_bytes(args) if bytes is None else bytes
+            name += f"[{_dims(config.grid)}, {_dims(config.block)}]"
+    nbytes = argument_bytes(bound + args) if bytes is None else bytes
     note = ""
     if any(type(getattr(a, "value", a)) is np.ndarray for a in args) and \
             not backends.simulated():
         note = ("note: host NumPy arrays among the arguments are copied to the device and back "
                 "around each launch, and those copies are timed too; pass device arrays "
                 "(cuda.to_device) to time the kernel alone")
-    if backends.simulated():
-        times = _host_timed(launch, args, warmup, min_repeat, max_repeat, min_time)
-        return BenchmarkResult(name, times, nbytes, flops, None, True, True, note)
-    times, peaks = _event_timed(launch, args, warmup, min_repeat, max_repeat, min_time,
-                                flush_l2)
+    try:
+        if backends.simulated():
+            times = _host_timed(launch, args, warmup, min_repeat, max_repeat, min_time)
+            return BenchmarkResult(name, times, nbytes, flops, None, True, True, note)
+        times, peaks = _event_timed(launch, args, warmup, min_repeat, max_repeat, min_time,
+                                    flush_l2, getattr(config, "stream_ptr", None))
+    except Exception as exc:
+        _blame_the_timed_code(exc)
+        raise
     return BenchmarkResult(name, times, nbytes, flops, peaks, False, not flush_l2, note)
+
+
+def checked_option(option, value, label=None):
+    """``value`` for ``benchmark``'s option ``option`` (``flops``, ``bytes``, ``min_time``,
+    ``warmup``, ``min_repeat``, ``max_repeat``), NumPy numbers made Python's; None stays None.
+    A wrong one is a ``TypeError`` naming it as ``label``, the caller's name for it (default
+    ``benchmark(option=...)``; ``%cuda_timeit`` says ``--flops``)."""
+    if value is None and option not in ("warmup", "min_time"):
+        return None
+    label = label or f"benchmark({option}=...)"
+    if option in ("warmup", "min_repeat", "max_repeat"):
+        least = 0 if option == "warmup" else 1
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < least:
+            raise TypeError(f"{label} takes a {'non-negative' if least == 0 else 'positive'} "
+                            f"int, got {value!r}")
+        return int(value)
+    what = "number of seconds" if option == "min_time" else "number"
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise TypeError(f"{label} takes a non-negative {what}, got {value!r}")
+    if value < 0 or not (isinstance(value, numbers.Integral) or math.isfinite(value)):
+        raise TypeError(f"{label} takes a non-negative finite {what}, got {value!r}")
+    return int(value) if isinstance(value, numbers.Integral) else float(value)
+
+
+def _blame_the_timed_code(exc):
+    """Where the code timed is the user's (a function that launches kernels) and it raised an
+    error that gpureplace renders in IPython as one block naming the user's line (a bad launch),
+    name the line inside that code, as a direct call would, not the line that called benchmark
+    (or ``%cuda_timeit``): the rendering reads the traceback from the timed call inward."""
+    render = getattr(exc, "_render_traceback_", None)
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next                        # (benchmark's own frames)
+    if render is None or tb is None or errors.call_site(tb) is None:
+        return                                 # (timed code of gpureplace's: a launch)
+    inner = tb
+
+    def rendered():
+        outer = exc.__traceback__
+        exc.__traceback__ = inner
+        try:
+            return render()
+        finally:
+            exc.__traceback__ = outer
+    try:
+        exc._render_traceback_ = rendered
+    except (AttributeError, TypeError):        # a class without an instance dictionary
+        pass
 
 
 def _dims(d):
@@ -297,22 +384,15 @@ def _dims(d):
     return str(d[0]) if len(d) == 1 else str(d)
 
 
-def _check_counts(**counts):
-    for what, value in counts.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < (0 if what == "warmup"
-                                                                             else 1):
-            raise TypeError(f"benchmark({what}=...) takes a "
-                            f"{'non-negative' if what == 'warmup' else 'positive'} int, got "
-                            f"{value!r}")
-
-
 def _host_timed(launch, args, warmup, min_repeat, max_repeat, min_time):
-    """The simulator: host-clock times of whole runs (the simulator runs a launch to its end)."""
+    """The simulator: host-clock times of whole runs (the simulator runs a launch to its end):
+    at least ``min_repeat`` (benchmark's default is small here: the simulator is slow), then
+    until ``min_time`` seconds have passed, at most ``max_repeat``."""
     for _ in range(warmup):
         launch(*args)
     times, start = [], time.perf_counter()
     # (the simulator is slow: min_time bounds the runs past the first few)
-    while len(times) < max_repeat and (len(times) < min(min_repeat, 3) or
+    while len(times) < max_repeat and (len(times) < min_repeat or
                                        time.perf_counter() - start < min_time):
         t0 = time.perf_counter()
         launch(*args)
@@ -320,10 +400,12 @@ def _host_timed(launch, args, warmup, min_repeat, max_repeat, min_time):
     return times
 
 
-def _event_timed(launch, args, warmup, min_repeat, max_repeat, min_time, flush_l2):
+def _event_timed(launch, args, warmup, min_repeat, max_repeat, min_time, flush_l2,
+                 stream_of=None):
+    """``stream_of``: the launch's stream's pointer (a launch configuration's ``stream_ptr``);
+    None for the current stream."""
     from . import probe
     cp = probe.cupy_module()
-    stream_of = getattr(launch, "stream_ptr", None)
     ptr = stream_of() if callable(stream_of) else cp.cuda.get_current_stream().ptr
     stream = cp.cuda.ExternalStream(ptr)
     peaks = device_peaks()

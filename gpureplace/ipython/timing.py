@@ -1,20 +1,25 @@
 """``%cuda_timeit kernel[blocks, threads](args)``: ``gpureplace.benchmark`` from a notebook line.
 
     %cuda_timeit saxpy[blocks, 256](2.0, x, y, out)
-    %cuda_timeit --flops 2*n --bytes 3*x.nbytes saxpy[blocks, 256](2.0, x, y, out)
+    %cuda_timeit --flops 2 * n --bytes 3 * x.nbytes saxpy[blocks, 256](2.0, x, y, out)
     r = %cuda_timeit -o saxpy[blocks, 256](2.0, x, y, out)
 
 Options (before the launch): ``--flops EXPR`` and ``--bytes EXPR`` (Python expressions in the
 notebook's namespace: the FLOP count and bytes a run moves), ``--warm`` (no L2 flush between
 runs), ``--runs N`` (at least N timed runs), ``--max-runs N``, ``--min-time SECONDS``, ``-o``
-(return the ``BenchmarkResult`` instead of only showing it).  A call that is no launch (a
-built-in, a class, a kernel without ``[blocks, threads]``, a device function) is a usage error;
-a function of the user's is timed as a whole (it may launch several kernels).
+(return the ``BenchmarkResult`` instead of only showing it).  Every value is a Python expression,
+spaces allowed: it is the shortest one after which the rest of the line still reads as options
+and a launch (``--flops 2 * n k[g, b](x)``; ``--flops 2 -o k[g, b](x)`` is 2 and ``-o``), and it
+never runs over a following ``--option``; a value in quotes is the expression inside them
+(``--bytes "sum(a.nbytes for a in (x, out))"``).  A call that is no launch (a built-in, a class,
+a kernel without ``[blocks, threads]``, a device function) is a usage error; a function of the
+user's is timed as a whole (it may launch several kernels).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import types
 
 import numpy as np
@@ -22,41 +27,112 @@ import numpy as np
 from IPython.core.error import UsageError
 
 USAGE = ("usage: %cuda_timeit [--flops EXPR] [--bytes EXPR] [--warm] [--runs N] [--max-runs N] "
-         "[--min-time SECONDS] [-o] kernel[blocks, threads](args)")
+         "[--min-time SECONDS] [-o] kernel[blocks, threads](args)\n"
+         "(EXPR, N, SECONDS: Python expressions, spaces allowed, or quoted: "
+         "--flops 2 * x.size, --bytes \"sum(a.nbytes for a in (x, out))\")")
 
 _VALUED = {"--flops": "flops", "--bytes": "bytes", "--runs": "min_repeat",
            "--max-runs": "max_repeat", "--min-time": "min_time"}
+_OPTION_OF = {key: word for word, key in _VALUED.items()}
+_FLAGS = ("--warm", "-o")
+#: Where a value may end: before a run of spaces; and where it must, before a long option
+_GAP = re.compile(r"\s+")
+_LONG_OPTION = re.compile(r"--[A-Za-z]")
 
 
 def parse(line):
-    """(options as source text, flags, the launch statement) of a ``%cuda_timeit`` line."""
-    rest = line.strip()
-    options, flags = {}, set()
-    while rest.startswith("-"):
-        word, _, tail = rest.partition(" ")
-        if word in ("--warm", "-o"):
-            flags.add(word)
-            rest = tail.lstrip()
-            continue
-        if word not in _VALUED:
-            raise UsageError(f"%cuda_timeit: unknown option {word!r}\n{USAGE}")
-        value, _, rest = tail.lstrip().partition(" ")
-        if not value:
-            raise UsageError(f"%cuda_timeit: {word} needs a value\n{USAGE}")
-        options[_VALUED[word]] = value
-        rest = rest.lstrip()
-    if not rest:
+    """(options as source text, flags, the launch call) of a ``%cuda_timeit`` line; a
+    ``UsageError`` saying what is wrong otherwise.  An option's value is the shortest Python
+    expression after which the rest of the line parses (see the module's docstring)."""
+    options, flags, call = _parse(line.strip(), {})
+    return dict(options), set(flags), call
+
+
+def _parse(text, memo):
+    """``parse`` of the (stripped) rest of a line; ``memo`` remembers each rest tried, as the
+    values' search may read one rest several times."""
+    if text not in memo:
+        try:
+            memo[text] = _parse_uncached(text, memo)
+        except UsageError as exc:
+            memo[text] = exc
+    result = memo[text]
+    if isinstance(result, UsageError):
+        raise result
+    return result
+
+
+def _parse_uncached(text, memo):
+    if not text:
         raise UsageError(f"%cuda_timeit: no launch to time\n{USAGE}")
+    if not text.startswith("-"):
+        return {}, frozenset(), _launch_call(text)
+    word, tail = (_GAP.split(text, maxsplit=1) + [""])[:2]
+    if word in _FLAGS:
+        options, flags, call = _parse(tail, memo)
+        return options, flags | {word}, call
+    if word not in _VALUED:
+        raise UsageError(f"%cuda_timeit: unknown option {word!r}\n{USAGE}")
+    if not tail:
+        raise UsageError(f"%cuda_timeit: {word} needs a value\n{USAGE}")
+    values, span = _values(word, tail)
+    failed = None
+    for source, rest in values:
+        try:
+            options, flags, call = _parse(rest, memo)
+        except UsageError as exc:
+            failed = exc                    # (the longest value's: the likeliest reading)
+            continue
+        return {_VALUED[word]: source, **options}, flags, call
+    if span is not None and (not values or values[-1][1] != span[1]):
+        # the text before the next option is the value, and it is no expression
+        raise UsageError(f"%cuda_timeit: {word} {span[0]!r} is not a Python expression\n"
+                         f"{USAGE}")
+    if failed is None:
+        first = _GAP.split(tail, maxsplit=1)[0]
+        raise UsageError(f"%cuda_timeit: {word} {first!r} is not a Python expression\n{USAGE}")
+    raise failed
+
+
+def _values(word, tail):
+    """The ways the option ``word``'s value can end in ``tail``, shortest first: a list of
+    (value's source, rest of the line), one for each prefix that is a Python expression, up to
+    the next long option; a prefix that is a string in quotes gives the expression inside.  And
+    (text, rest) before that next option, or None where there is none."""
+    values = []
+    for gap in [*_GAP.finditer(tail), None]:
+        end = gap.start() if gap else len(tail)
+        source, rest = tail[:end], tail[end:].lstrip()
+        try:
+            node = ast.parse(source, mode="eval").body
+        except SyntaxError:
+            node = None
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            inside = node.value.strip()
+            try:
+                ast.parse(inside, mode="eval")
+            except SyntaxError as exc:
+                raise UsageError(f"%cuda_timeit: {word} {source}: {inside!r} is not a Python "
+                                 f"expression ({exc.msg})\n{USAGE}") from None
+            values.append((inside, rest))
+        elif node is not None:
+            values.append((source, rest))
+        if _LONG_OPTION.match(rest):
+            return values, (source, rest)   # (a value never runs over the next option)
+    return values, None
+
+
+def _launch_call(text):
     try:
-        tree = ast.parse(rest, mode="eval")
+        tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
-        raise UsageError(f"%cuda_timeit: {rest!r} is not a Python expression ({exc.msg})\n"
+        raise UsageError(f"%cuda_timeit: {text!r} is not a Python expression ({exc.msg})\n"
                          f"{USAGE}") from None
     call = tree.body
     if not isinstance(call, ast.Call) or call.keywords:
-        raise UsageError(f"%cuda_timeit: {rest!r} is not a launch: write "
+        raise UsageError(f"%cuda_timeit: {text!r} is not a launch: write "
                          f"kernel[blocks, threads](args) (positional arguments)\n{USAGE}")
-    return options, flags, call
+    return call
 
 
 def refuse_non_launch(launch, call):
@@ -89,7 +165,7 @@ def cuda_timeit(shell, line):
     """Run the magic in ``shell``: the result is displayed (and returned with ``-o``)."""
     from IPython.display import display
 
-    from ..benchmarking import benchmark
+    from ..benchmarking import benchmark, checked_option
     options, flags, call = parse(line)
     ns = shell.user_ns
 
@@ -106,15 +182,19 @@ def cuda_timeit(shell, line):
     args = tuple(value(a, "argument") for a in call.args)
     kwargs = {}
     for key, source in options.items():
+        option = _OPTION_OF[key]
         try:
             node = ast.parse(source, mode="eval").body
         except SyntaxError:
-            raise UsageError(f"%cuda_timeit: {source!r} is not a Python expression") from None
-        kwargs[key] = value(node, f"--{key.replace('_', '-')}")
-    for key in ("min_repeat", "max_repeat"):
-        if key in kwargs and not isinstance(kwargs[key], int):
-            raise UsageError(f"%cuda_timeit: --{'runs' if key == 'min_repeat' else 'max-runs'} "
-                             f"takes an int, got {kwargs[key]!r}")
+            raise UsageError(f"%cuda_timeit: {option} {source!r} is not a Python "
+                             f"expression") from None
+        try:
+            kwargs[key] = checked_option(key, value(node, option), label=option)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"%cuda_timeit: {exc}") from None
+    runs, most = kwargs.get("min_repeat"), kwargs.get("max_repeat")
+    if runs is not None and most is not None and runs > most:
+        raise UsageError(f"%cuda_timeit: --runs {runs} is more than --max-runs {most}\n{USAGE}")
     if "--warm" in flags:
         kwargs["flush_l2"] = False
     try:

@@ -70,6 +70,24 @@ def test_an_error_of_the_users_function_keeps_its_type_and_traceback(ip):
         ip.run_line_magic("cuda_timeit", "--runs 2 broken(10)")
     assert not isinstance(info.value, UsageError)
     assert any(entry.name == "broken" for entry in info.traceback)
-    with pytest.raises(UsageError, match="--runs takes an int"):
+    with pytest.raises(UsageError, match="--runs takes a positive int"):
         ip.run_line_magic("cuda_timeit", "--runs 2.5 saxpy[1, 64](2.0, x, y, out)")
 
+
+
+def test_a_bad_launch_inside_the_users_function_names_its_line_as_a_direct_call_does(ip):
+    """The error of a launch inside a function the magic times names the launch's line in that
+    function (as calling it directly does), not the magic's line."""
+    import re
+    ip.run_cell("%%cuda\ndef fill(out):\n    out[cuda.grid(1)] = 1.0\n", store_history=True)
+    n = ip.execution_count
+    ip.run_cell("def two():\n    fill[1, 64](out)\n    fill[1, 65](out)\n", store_history=True)
+    shown = {}
+    for source in ("two()", "%cuda_timeit --runs 1 two()"):
+        with capture_output() as cap:
+            res = ip.run_cell(source, store_history=True)
+        assert type(res.error_in_exec) is IndexError
+        shown[source] = re.sub(r"\x1b\[[0-9;]*m", "", cap.stdout + cap.stderr)
+    assert f"  at Cell In[{n}], line 3: fill[1, 65](out)" in shown["two()"]
+    assert shown["%cuda_timeit --runs 1 two()"] == shown["two()"]
+    assert "cuda_timeit" not in shown["%cuda_timeit --runs 1 two()"]

@@ -145,3 +145,121 @@ def test_saxpy_on_the_gpu_moves_a_plausible_share_of_the_peak_bandwidth():
     assert r.peaks.bandwidth and r.peaks.fp32_flops
     assert 0.2 < r.bandwidth_fraction < 1.05, repr(r)
     assert "roofline" in r._repr_html_()
+
+
+def _doubler():
+    ns = {"cuda": cuda}
+    exec("@cuda.jit\ndef double(x, out):\n    i = cuda.grid(1)\n    out[i] = 2 * x[i]\n", ns)
+    return ns["double"]
+
+
+@pytest.fixture
+def simulated(monkeypatch):
+    monkeypatch.setattr(settings, "backend", "simulator")
+
+
+def test_in_the_simulator_min_repeat_is_honoured_and_the_default_is_small(simulated):
+    saxpy = _saxpy()
+    x, y, out = (np.ones(64, np.float32) for _ in range(3))
+    assert len(gpureplace.benchmark(saxpy[1, 64], 2.0, x, y, out, min_repeat=12,
+                                    min_time=0).times) == 12
+    # without min_repeat, 3 runs at least (the simulator is slow), then until min_time
+    assert len(gpureplace.benchmark(saxpy[1, 64], 2.0, x, y, out, min_time=0).times) == 3
+
+
+def test_a_maximum_alone_bounds_the_runs_and_only_both_bounds_can_conflict(simulated):
+    saxpy = _saxpy()
+    x, y, out = (np.ones(64, np.float32) for _ in range(3))
+    r = gpureplace.benchmark(saxpy[1, 64], 2.0, x, y, out, max_repeat=2, min_time=10)
+    assert len(r.times) == 2
+    r = gpureplace.benchmark(saxpy[1, 64], 2.0, x, y, out, max_repeat=1)
+    assert len(r.times) == 1
+    with pytest.raises(ValueError, match=r"^benchmark: min_repeat \(3\) is more than "
+                                         r"max_repeat \(2\)$"):
+        gpureplace.benchmark(saxpy[1, 64], 2.0, x, y, out, min_repeat=3, max_repeat=2)
+
+
+def test_on_the_gpu_path_a_maximum_alone_lowers_the_default_minimum(monkeypatch):
+    fake = _FakeCupy(run_seconds=1e-3)
+    peaks = benchmarking.DevicePeaks("Test GPU", 1e9, 1e13, 1 << 20)
+    monkeypatch.setattr(benchmarking.backends, "simulated", lambda: False)
+    monkeypatch.setattr(probe, "cupy_module", lambda: fake)
+    monkeypatch.setattr(benchmarking, "device_peaks", lambda device_id=None: peaks)
+
+    def launch():
+        _FakeEvent.clock[0] += fake.run_seconds
+    assert len(benchmarking.benchmark(launch, max_repeat=4, min_time=10).times) == 4
+    # a minimum above the default maximum raises that maximum
+    assert len(benchmarking.benchmark(launch, min_repeat=1200, min_time=0).times) == 1200
+    assert len(benchmarking.benchmark(launch, min_time=0).times) == 10
+
+
+def test_counts_take_any_real_number_and_refuse_what_is_no_count(simulated):
+    saxpy = _saxpy()
+    x, y, out = (np.ones(64, np.float32) for _ in range(3))
+    r = gpureplace.benchmark(saxpy[1, 64], 2.0, x, y, out, flops=np.prod(x.shape),
+                             bytes=np.int64(3) * x.nbytes, min_repeat=1, max_repeat=1)
+    assert r.flops == 64 and type(r.flops) is int and r.bytes == 768 and type(r.bytes) is int
+    assert "768 bytes and 64 FLOP a run" in repr(r)
+    r = gpureplace.benchmark(saxpy[1, 64], 2.0, x, y, out, flops=np.float32(1.5e3),
+                             min_repeat=1, max_repeat=1)
+    assert r.flops == 1500.0 and type(r.flops) is float
+    r = gpureplace.benchmark(saxpy[1, 64], 2.0, x, y, out, min_repeat=np.int64(2),
+                             max_repeat=np.uint8(2), min_time=np.float32(0.0))
+    assert len(r.times) == 2
+    for what, value, shown in [("flops", float("nan"), "nan"), ("flops", float("inf"), "inf"),
+                               ("bytes", -1, "-1"), ("bytes", np.float64(-2.0), "-2.0"),
+                               ("flops", True, "True"), ("bytes", np.bool_(True), "True"),
+                               ("flops", "many", "'many'")]:
+        with pytest.raises(TypeError, match=rf"benchmark\({what}=...\) takes a non-negative "
+                                            rf".*number, got .*{shown}"):
+            gpureplace.benchmark(saxpy[1, 64], 2.0, x, y, out, **{what: value})
+    for value in ("0.1s", -1, float("nan"), True):
+        with pytest.raises(TypeError, match=r"benchmark\(min_time=...\) takes a non-negative "
+                                            r".*number of seconds"):
+            gpureplace.benchmark(saxpy[1, 64], 2.0, x, y, out, min_time=value)
+
+
+def test_simulated_results_have_no_rates_but_keep_their_counts(simulated):
+    saxpy = _saxpy()
+    x, y, out = (np.ones(256, np.float32) for _ in range(3))
+    r = gpureplace.benchmark(saxpy[2, 128], 2.0, x, y, out, flops=512, min_repeat=1,
+                             max_repeat=2)
+    assert r.simulated and r.bytes == 3 * 1024 and r.flops == 512
+    assert r.bandwidth is None and r.flop_rate is None
+    assert r.bandwidth_fraction is None and r.flop_fraction is None
+    assert r.intensity == pytest.approx(512 / 3072)          # (counts only: no clock in it)
+
+
+def test_a_prepared_launch_is_named_by_its_kernel_and_counts_its_bound_arrays(simulated):
+    saxpy = _saxpy()
+    x, y, out = (np.ones(256, np.float32) for _ in range(3))
+    prepared = saxpy[2, 128].prepare(2.0, x, y, out)
+    r = gpureplace.benchmark(prepared, min_repeat=1, max_repeat=2)
+    assert r.name == "saxpy[2, 128]" and r.bytes == 3 * 1024
+    assert repr(r).startswith("saxpy[2, 128] on simulator") and "3.1 kB a run" in repr(r)
+    assert out[0] == 3.0
+    assert gpureplace.benchmark(prepared, min_repeat=1, max_repeat=1, name="mine").name == "mine"
+
+
+def _two_launches(kernel, x, out):
+    """(The second launch has one thread too many: out of bounds.)"""
+    kernel[1, 7](x, out)
+    kernel[1, 8](x, out)
+
+
+def test_an_error_in_a_function_timed_names_the_launch_inside_it(simulated):
+    """A gpureplace error (rendered as one block in IPython) from a launch inside the user's
+    function names that launch's line, as calling the function directly does, not the line
+    that called benchmark."""
+    import inspect
+    double = _doubler()
+    x, out = np.arange(7, dtype=np.float32), np.zeros(7, np.float32)
+    with pytest.raises(IndexError) as direct:
+        _two_launches(double, x, out)
+    with pytest.raises(IndexError) as timed:
+        gpureplace.benchmark(_two_launches, double, x, out)
+    line = inspect.getsourcelines(_two_launches)[1] + 3
+    at = [text for text in timed.value._render_traceback_() if text.startswith("  at ")]
+    assert at == [f"  at {__file__}, line {line}: kernel[1, 8](x, out)"]
+    assert timed.value._render_traceback_() == direct.value._render_traceback_()
