@@ -113,6 +113,19 @@ class Launcher:
         for callback in getattr(self, "callbacks", None) or ():
             callback(spec, self)
 
+    def __dask_tokenize__(self):
+        """Dask's token: the kernel's (its definition's) with the configuration, the same in
+        every process for the same definition and configuration (pickle's bytes hold the
+        kernel's identity in this process).  A stream or callbacks, which are this process's,
+        are given by identity."""
+        local = None
+        if self.stream is not None and not (isinstance(self.stream, int) and self.stream == 0):
+            local = ("stream", id(self.stream))
+        if getattr(self, "callbacks", None):
+            local = (local, "callbacks", tuple(map(id, self.callbacks)))
+        return ("gpureplace.Launcher", self.kernel.__dask_tokenize__(), self.grid, self.block,
+                self.shared, local)
+
     def __reduce__(self):
         if getattr(self, "callbacks", None):
             import pickle

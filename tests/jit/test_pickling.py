@@ -392,3 +392,25 @@ def test_a_receiving_process_keeps_each_pickles_definition_whatever_arrives_late
     got = _in_a_new_process(payload, script)
     assert got == ["1.0", "1.0", "2.0", "2.0", "1.0", "1.0", "undefined", "2.0", "3.0",
                    "undefined", "1.0"]
+
+
+CONFIGURED = """
+from dask.base import tokenize
+from gpureplace import cuda
+
+@cuda.jit
+def k(x):
+    x[0] = 1
+
+print(tokenize(k[1, 8]), tokenize(k[2, 8]), tokenize(k[1, 8, 0, 16]))
+"""
+
+
+def test_a_configured_launch_gets_the_same_token_in_every_process():
+    """``k[1, 8]`` (as ``dask.delayed(k[1, 8])`` holds it) was tokenized by its pickle, which
+    holds the kernel's identity in the process: another key in every process."""
+    env = dict(os.environ, GPUREPLACE_BACKEND="simulator")
+    first, second = (subprocess.run([sys.executable, "-c", CONFIGURED], capture_output=True,
+                                    text=True, timeout=300, env=env).stdout.split()
+                     for _ in range(2))
+    assert first == second and len(set(first)) == 3
