@@ -423,9 +423,6 @@ class GPUFunction(Configurable, Reflection, Launching, DeviceCallable):
                 self.context.definition_digest())
 
 
-_MISSING = object()
-
-
 def _variant_of(parent, context):
     """A pickled ``with_context()`` variant: the rebuilt parent's variant for ``context`` (a
     handle on it where the parent is a handle: see ``pickling.Pinned``)."""
@@ -476,10 +473,11 @@ def rebuild_function(uid, func_bytes, state, extra, definition=None):
                                 dict(extra, context=AsPickled(sent_as)), definition))
 
     def adopt(gf):
-        # The same function with other globals (a helper redefined where it was pickled): the
-        # new values are bound in the globals of the one rebuilt here, as a notebook cell
-        # rebinds them, and the cell hook's check moves the world, so that the next launch
-        # compiles again only what changed (the helper) and relinks the rest.
+        # The same function with other globals (a helper redefined where it was pickled, a
+        # global of a helper changed): the new values are bound in the globals of the one
+        # rebuilt here and of the helpers it reaches, as a notebook cell rebinds them
+        # (pickling.adopt_globals), and the cell hook's check moves the world, so that the
+        # next launch compiles again only what changed (the helper) and relinks the rest.
         py_func = pickling.loads_function(func_bytes)
         old = gf.py_func
         if py_func.__code__ != old.__code__ or py_func.__defaults__ != old.__defaults__ or \
@@ -490,16 +488,7 @@ def rebuild_function(uid, func_bytes, state, extra, definition=None):
                 extra["context"] is not gf._context:
             return False
         pickling.resolve_self_references(py_func, gf)
-        namespace = old.__globals__
-        for name, value in py_func.__globals__.items():
-            if namespace.get(name, _MISSING) is not value:
-                namespace[name] = value
-        for name in pickling.global_names(py_func.__code__):
-            # read by the function, not pickled with it: deleted where it was defined (a
-            # launch there says so), so here too -- never the value an earlier task brought
-            if name not in py_func.__globals__ and name in namespace and \
-                    not name.startswith("__"):
-                del namespace[name]
+        pickling.adopt_globals(py_func, old)
         from ..tracking import bindings
         bindings.check()
         return True

@@ -355,7 +355,7 @@ def _module_as_read(name, values, origin):
     changed since (an older task's function, see ``jit/pickling.py``)."""
     module = importlib.import_module(name)
     changed = {k: v for k, v in values.items()
-               if not _same(getattr(module, k, _MISSING), v)}
+               if not same_value(getattr(module, k, _MISSING), v)}
     if not changed:
         return module
     if origin == PROCESS or getattr(_state, "viewing", 0):
@@ -414,7 +414,10 @@ def _view(module, values):
     return view
 
 
-def _same(a, b):
+def same_value(a, b):
+    """Whether ``a`` (this process's value) is what the pickled ``b`` stands for: a ``_Source``
+    its function, a gpureplace function of the same token, data of the same type and value
+    (arrays by dtype, shape and contents), a function, module or dispatcher by identity."""
     import numpy as np
     if isinstance(b, _Source):
         return b.matches(a)
@@ -430,7 +433,7 @@ def _same(a, b):
     if isinstance(a, np.ndarray):
         return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
     if isinstance(a, tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
     if isinstance(a, (types.FunctionType, types.ModuleType)) or hasattr(a, "py_func"):
         return a is b
     try:

@@ -174,3 +174,49 @@ def test_map_blocks_names_arguments_by_their_position():
                                          r"\(\(4, 4, 2\),\), argument 2 \(the first\)"):
         gpureplace.dask.map_blocks(ns["axpy"], 2.0, x, da.from_array(np.arange(10.0),
                                                                       chunks=4))
+
+
+def _compiles():
+    stats = gpureplace.stats()
+    return stats["kernel_compiles"], stats["device_compiles"]
+
+
+def test_a_global_that_a_redefined_helper_reads_reaches_the_workers_when_it_changes(client):
+    """The notebook redefines a helper into one that reads globals (``C``, an array ``G``),
+    then a later cell changes them: a graph built again computed with the old values on the
+    workers forever (the new helper read a namespace of its own pickle there, which no later
+    task updated), while the token changed and the notebook's own launch was right.  Now the
+    workers run what the notebook runs, compiling again only the helper."""
+    ns = notebook('''
+from gpureplace import cuda
+
+def h(v):
+    return v + 1.0
+
+@cuda.jit
+def k(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = h(x[i])
+''')
+    x_np = np.arange(16.0)
+    x = da.from_array(x_np, chunks=8)
+
+    def run():                       # (the graph built again, as re-running its cell does)
+        return gpureplace.dask.map_blocks(ns["k"], x).compute()
+
+    np.testing.assert_array_equal(run(), x_np + 1.0)
+    exec("import numpy as np\nC = 3.0\nG = np.array([1.0, 2.0])\n"
+         "def h(v):\n    return v * C + G[1]\n", ns)       # the helper redefined
+    np.testing.assert_array_equal(run(), x_np * 3.0 + 2.0)
+    before = client.run(_compiles)
+    exec("C = 4.0\n", ns)                                    # a later cell
+    np.testing.assert_array_equal(run(), x_np * 4.0 + 2.0)
+    after = client.run(_compiles)
+    assert {w: (after[w][0] - b[0], after[w][1] - b[1]) for w, b in before.items()} == \
+        {w: (1, 1) for w in before}                        # the helper, the kernel relinked
+    ns["G"][1] = 9.0                                         # changed in place
+    np.testing.assert_array_equal(run(), x_np * 4.0 + 9.0)
+    out = np.zeros(16)
+    ns["k"][1, 16](x_np, out)
+    np.testing.assert_array_equal(out, x_np * 4.0 + 9.0)     # (as here)

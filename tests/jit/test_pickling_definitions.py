@@ -364,3 +364,143 @@ def test_a_compile_left_out_of_the_counts_is_never_counted_even_for_a_moment():
     frontend.compile_device(make(), current_default(), {}, (types.float64,),
                             Options(arch="sm_80"))
     assert gpureplace.stats()["device_compiles"] == before + 1
+
+
+# -- a process that adopted a redefinition: every helper reads the notebook's globals -----------
+
+ADOPT = '''
+import json, pickle, sys
+import numpy as np
+import gpureplace
+x = np.arange(6.0)
+for steps in pickle.loads(sys.stdin.buffer.read()):
+    for data in steps:
+        before = gpureplace.stats()
+        k = pickle.loads(data)            # (as a Dask worker: each brought to it in place)
+        out = np.zeros(6)
+        k[1, 6](x, out)
+        after = gpureplace.stats()
+        print(json.dumps([out.tolist(), after["kernel_compiles"] - before["kernel_compiles"],
+                          after["device_compiles"] - before["device_compiles"]]))
+    print("--")
+'''
+
+KERNEL = '''
+@cuda.jit
+def k(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = h(x[i])
+'''
+
+
+def _adopted(scenarios, path=None):
+    """``scenarios``: lists of cells, run in a namespace of their own each (a notebook's
+    ``__main__``: its functions pickle by value) after the first; the kernel ``k`` of each is
+    pickled after every cell, and another process unpickles them in turn (as a Dask worker
+    given a task of each) and launches each: [[(out, kernel compiles, device compiles), ...],
+    ...], one list a scenario."""
+    pickles = []
+    for n, cells in enumerate(scenarios):
+        ns = {"__name__": f"a_cell_adopted_{n}_{uuid.uuid4().hex[:8]}"}
+        exec("import numpy as np\nfrom gpureplace import cuda\n", ns)
+        steps = []
+        for cell in cells:
+            exec(textwrap.dedent(cell), ns)
+            gpureplace.refresh()
+            steps.append(pickle.dumps(ns["k"]))
+        pickles.append(steps)
+    out = _run(ADOPT, stdin=pickle.dumps(pickles), path=path).decode()
+    import json
+    return [[tuple(json.loads(line)) for line in block.strip().splitlines()]
+            for block in out.split("--\n") if block.strip()]
+
+
+def test_a_helper_redefined_to_read_a_global_follows_that_global_where_it_was_adopted():
+    """A process that received a kernel (a Dask worker) adopts a redefinition in place.  Once a
+    helper was redefined into one that reads a global (``C``, an array ``G``), it read a
+    namespace of its own pickle there, which no later pickle updated: ``C = 4`` (or
+    ``G[1] = 9``) in the notebook changed the kernel's token, yet the process ran ``C = 3``
+    forever.  Now the new helper reads the namespace the old one read: a later change reaches
+    it -- a global of a helper's helper, of a device function's helper and of a closure too --,
+    and only what read the change compiles again."""
+    x = np.arange(6.0)
+    got = _adopted([
+        ["def h(v):\n    return v + 1.0\n" + KERNEL,
+         "C = 3.0\ndef h(v):\n    return v * C\n",       # redefined: now reads C
+         "C = 4.0\n",
+         "UNRELATED = 1\n",
+         "C = 5.0\n"],
+        ["def h(v):\n    return v + 1.0\n" + KERNEL,
+         "G = np.array([1.0, 3.0])\ndef h(v):\n    return v * G[1]\n",
+         "G[1] = 9.0\n"],                                    # an array changed in place
+        ["def g(v):\n    return v + 1.0\ndef h(v):\n    return g(v) + 1.0\n" + KERNEL,
+         "C = 3.0\ndef g(v):\n    return v * C\n",       # two levels down
+         "C = 4.0\n",
+         "def h(v):\n    return g(v) + 2.0\n",            # the helper above it redefined
+         "C = 5.0\n"],
+        ["def g(v):\n    return v + 1.0\n@cuda.jit(device=True)\ndef h(v):\n    return g(v)\n"
+         + KERNEL,
+         "C = 3.0\ndef g(v):\n    return v * C\n",       # a device function's helper
+         "C = 4.0\n"],
+        ["@cuda.jit(device=True)\ndef h(v):\n    return v + 1.0\n" + KERNEL,
+         "C = 3.0\n@cuda.jit(device=True)\ndef h(v):\n    return v * C\n",
+         "C = 4.0\n"],                                       # a device function itself
+        ["def scaled(c):\n    def inner(v):\n        return v * c + B\n    return inner\n"
+         "B = 0.0\nh = scaled(2.0)\n" + KERNEL,
+         "B = 1.0\nh = scaled(3.0)\n",                     # a closure, made again
+         "B = 2.0\n"],
+    ])
+    # the values each step computes, as the notebook does: (expected, compiles there)
+    expected = [
+        [(x + 1, None), (x * 3, 1), (x * 4, 1), (x * 4, 0), (x * 5, 1)],
+        [(x + 1, None), (x * 3, 1), (x * 9, 1)],
+        [(x + 2, None), (x * 3 + 1, 1), (x * 4 + 1, 1), (x * 4 + 2, 1), (x * 5 + 2, 1)],
+        [(x + 1, None), (x * 3, 1), (x * 4, 1)],
+        [(x + 1, None), (x * 3, 1), (x * 4, 1)],
+        [(x * 2, None), (x * 3 + 1, 1), (x * 3 + 2, 1)],
+    ]
+    for n, (steps, wanted) in enumerate(zip(got, expected)):
+        assert len(steps) == len(wanted), (n, steps)
+        for i, ((out, kernels, devices), (values, compiles)) in enumerate(zip(steps, wanted)):
+            np.testing.assert_array_equal(out, values, err_msg=f"scenario {n}, step {i}")
+            if compiles is not None:
+                # only the function that read the change goes through the front end again (the
+                # helper above an unchanged one is kept, the kernel relinked); nothing if
+                # nothing it reads changed
+                assert (kernels, devices) == (compiles, compiles), (n, i, steps)
+
+
+MODHELP = '''
+C = 3.0
+
+def h(v):
+    return v * C
+
+def two(v):
+    return h(v) + 1.0
+'''
+
+
+def test_a_notebook_helper_redefined_to_call_a_modules_follows_both_globals(tmp_path,
+                                                                            monkeypatch):
+    """The same for a notebook's helper redefined into one that calls a function of the user's
+    module (pickled by name, the module's attributes the notebook set travelling with it): a
+    later change of the notebook's global, and of the module's attribute, both reach the
+    process that adopted it."""
+    name = f"gpr_modhelp_{uuid.uuid4().hex[:12]}"
+    for where in ("here", "there"):
+        (tmp_path / where).mkdir()
+        (tmp_path / where / f"{name}.py").write_text(MODHELP)
+    monkeypatch.syspath_prepend(str(tmp_path / "here"))
+    x = np.arange(6.0)
+    [got] = _adopted([[
+        f"import {name} as mylib\ndef h(v):\n    return v + 1.0\n" + KERNEL,
+        "S = 2.0\ndef h(v):\n    return mylib.two(v) * S\n",
+        "S = 3.0\n",
+        "mylib.C = 10.0\n",
+    ]], path=tmp_path / "there")
+    wanted = [x + 1, (x * 3 + 1) * 2, (x * 3 + 1) * 3, (x * 10 + 1) * 3]
+    for step, values in zip(got, wanted):
+        np.testing.assert_array_equal(step[0], values)
+    assert len(got) == len(wanted)
