@@ -143,6 +143,11 @@ def refuse_objects(obj, what="to_device"):
         raise TypeError(f"{what}: cannot copy a {type(obj).__name__} of dtype {dt} to the "
                         f"device: Python objects have no device form; give numbers, booleans "
                         f"or records")
+    if isinstance(dt, np.dtype) and not hasattr(obj, "__cuda_array_interface__"):
+        from ..runtime.transfers import dtype_problem
+        why = dtype_problem(dt)
+        if why is not None:         # (a device copy no kernel could take)
+            raise TypeError(f"{what}: the array {why}")
 
 
 _DeviceNDArray = None

@@ -155,6 +155,25 @@ def _overlap(a, b):
         return True
 
 
+def dtype_problem(dt, a="a"):
+    """Why an array of dtype ``dt`` (called ``a``) has no form a kernel can use, with what to
+    pass instead: a byte order other than the machine's (fields included), long double; None
+    when it has none of these."""
+    swapped = [f"{field}: {f[0].str}" for field, f in (dt.fields or {}).items()
+               if not f[0].isnative]
+    if swapped:
+        return (f"has a structured dtype with fields in another byte order than this machine's "
+                f"({', '.join(swapped)}); pass {a}.astype({a}.dtype.newbyteorder('='))")
+    if not dt.isnative:
+        order = "big" if dt.byteorder == ">" else "little"
+        return (f"has dtype {dt.str} ({order}-endian, not this machine's byte order); pass "
+                f"{a}.astype({dt.newbyteorder('=').str!r})")
+    if dt.kind in "fc" and dt.itemsize > (8 if dt.kind == "f" else 16):
+        return (f"has dtype {dt} (long double), which GPUs do not have; pass "
+                f"{a}.astype(np.{'float64' if dt.kind == 'f' else 'complex128'})")
+    return None
+
+
 def refuse_untyped(kernel, args, names):
     """Refuse, naming it, a host array that has no device form: a masked array, Python objects,
     a byte order other than the machine's, long double, raw bytes (Numba would fail deep inside
@@ -166,25 +185,14 @@ def refuse_untyped(kernel, args, names):
         name = f"{i} ({names[i]!r})" if i < len(names) else str(i)
         what = f"argument {name} " + ("" if direct else "holds an array that ")
         a = names[i] if direct else "a"
-        swapped = [f"{field}: {f[0].str}" for field, f in (dt.fields or {}).items()
-                   if not f[0].isnative]
         if isinstance(host, np.ma.MaskedArray):
             why = (f"is a NumPy masked array, which kernels cannot take as one: pass its data "
                    f"and its mask as two arrays (np.ma.getdata({a}), np.ma.getmaskarray({a})), "
                    f"or {a}.filled(value)")
         elif dt.hasobject:
             why = f"has dtype {dt}, whose Python objects have no device form; pass numbers"
-        elif swapped:
-            why = (f"has a structured dtype with fields in another byte order than this "
-                   f"machine's ({', '.join(swapped)}); pass "
-                   f"{a}.astype({a}.dtype.newbyteorder('='))")
-        elif not dt.isnative:
-            order = "big" if dt.byteorder == ">" else "little"
-            why = (f"has dtype {dt.str} ({order}-endian, not this machine's byte order); pass "
-                   f"{a}.astype({dt.newbyteorder('=').str!r})")
-        elif dt.kind in "fc" and dt.itemsize > (8 if dt.kind == "f" else 16):
-            why = (f"has dtype {dt} (long double), which GPUs do not have; pass "
-                   f"{a}.astype(np.{'float64' if dt.kind == 'f' else 'complex128'})")
+        elif (why := dtype_problem(dt, a)) is not None:
+            pass
         else:
             try:
                 typeof(host)
