@@ -220,6 +220,8 @@ class Launching:
                     f"copied back: pass a writable array (a.copy()), or cuda.In(a) if the "
                     f"kernel only reads it")
         if any(transfers.holds_host_array(a) for a in args):
+            # (refused before the warning that it would be copied)
+            transfers.refuse_untyped(self.__qualname__, args, names)
             mode = settings.host_arrays
             if mode == "error":
                 transfers.refuse_host_arrays(self.__qualname__, args, names, simulated)
@@ -231,7 +233,6 @@ class Launching:
                 f"argument {transfers.host_array_names(args, names)} (a host NumPy array)"
             raise LaunchError(f"{self.__qualname__}: {what} is copied to or from the host around "
                               f"each launch, which a CUDA graph cannot hold; pass device arrays")
-        transfers.refuse_untyped(self.__qualname__, args, names)
         transfers.refuse_overlaps(self.__qualname__, args, names)
         if not simulated:
             launch.require_device(self.__qualname__, "")

@@ -437,3 +437,14 @@ def test_to_device_refuses_what_no_kernel_could_take(sim, dtype, said):
         cuda.to_device(np.zeros(4, dtype))
     d = cuda.to_device(np.zeros(4, [("a", "<i4"), ("b", "<f4")]))      # native records: as before
     assert d.copy_to_host().dtype.names == ("a", "b")
+
+
+def test_a_refused_dtype_comes_without_the_copy_warning(fake_copies, monkeypatch):
+    """With host arrays on "warn" (the default on a GPU), the refusal of an array no kernel
+    can take comes alone, not after a warning that it would be copied."""
+    import warnings
+    monkeypatch.setattr(settings, "_host_arrays", "warn")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(arguments.ArgumentError, match=r"has dtype >f4 \(big-endian"):
+            copies_in[1, 8](np.arange(8, dtype=np.float32), np.zeros(8, ">f4"))
