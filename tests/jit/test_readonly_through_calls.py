@@ -22,30 +22,14 @@ from numba.core.typing import signature
 from gpureplace import LaunchError, cuda
 from gpureplace.compiler import frontend
 from gpureplace.compiler import ranking
-from gpureplace.config import settings
 from gpureplace.errors import CompileError
 
-from test_host_array_refusals import FakeCopies
+from test_host_array_refusals import fake_copies, sim  # noqa: F401 - the fixtures
 from test_launch_path import FakeLoaded, fake_gpu  # noqa: F401 - the fixture
 
 RO = types.Array(types.float32, 1, "A", readonly=True)
 RO_C = types.Array(types.float32, 1, "C", readonly=True)
 RW = types.float32[:]
-
-
-@pytest.fixture
-def sim(monkeypatch):
-    monkeypatch.setattr(settings, "backend", "simulator")
-    monkeypatch.setattr(settings, "_host_arrays", "copy")
-
-
-@pytest.fixture
-def fake_copies(fake_gpu, monkeypatch):  # noqa: F811
-    from gpureplace import probe
-    fake = FakeCopies()
-    monkeypatch.setattr(probe, "cupy_module", lambda: fake)
-    monkeypatch.setattr(settings, "_host_arrays", "copy")
-    return fake
 
 
 def _read_only(values=(0.0, 0.0, 0.0, 0.0)):
@@ -122,7 +106,8 @@ def test_a_declared_device_function_that_only_reads_takes_a_read_only_array():
     assert ".entry" in ptx
 
 
-def test_a_declared_device_function_writing_a_read_only_array_is_refused_in_the_simulator(sim):
+def test_a_declared_device_function_writing_a_read_only_array_is_refused_in_the_simulator(
+        sim):  # noqa: F811
     a = _read_only()
     with pytest.raises(CompileError, match=r"writes writes its parameter 'a'.*\(calls_writes: "
                                            r"argument 0 \('a'\) is a read-only NumPy array, "
@@ -140,7 +125,7 @@ def test_a_declared_device_function_writing_a_read_only_array_is_refused_in_the_
 
 
 def test_a_declared_device_function_writing_a_read_only_array_is_refused_on_the_gpu(
-        fake_copies):
+        fake_copies):  # noqa: F811
     a = _read_only()
     with pytest.raises(CompileError, match=r"writes writes its parameter 'a'"):
         calls_writes[1, 1](a)
@@ -232,7 +217,8 @@ def test_a_write_further_down_the_calls_is_found(kernel, chain, writer, outer):
     assert "Cannot modify readonly array" in str(exc)
 
 
-def test_a_declared_device_function_passing_a_read_only_array_to_a_reader_compiles(sim):
+def test_a_declared_device_function_passing_a_read_only_array_to_a_reader_compiles(
+        sim):  # noqa: F811
     k_declared_reader.compile((RO, RW))
     k_contiguous_reader.compile((RO_C, RW))
     out = np.zeros(1, np.float32)
@@ -271,7 +257,7 @@ def test_the_parameter_written_is_named():
         k_copies_first.compile((RW, RO))
 
 
-def test_a_read_only_array_in_a_tuple_is_refused_only_where_it_is_written(sim):
+def test_a_read_only_array_in_a_tuple_is_refused_only_where_it_is_written(sim):  # noqa: F811
     k_writes_second_item.compile((types.Tuple([RO, RW]),))      # t[0] read-only: not written
     with pytest.raises(CompileError, match=r"writes_second_item writes its parameter 't', "
                                            r"declared UniTuple\(array\(float32, 1d, A\) x 2\) by "
@@ -360,7 +346,8 @@ def test_a_declared_kernel_writing_a_read_only_namedtuple_field_is_refused(backe
         assert not fake.log and not any(inst.calls for inst in FakeLoaded.instances)
 
 
-def test_a_declared_kernel_reading_a_read_only_namedtuple_field_runs_on_the_gpu(fake_copies):
+def test_a_declared_kernel_reading_a_read_only_namedtuple_field_runs_on_the_gpu(
+        fake_copies):  # noqa: F811
     x, y = _read_only((1, 2, 3, 4)), np.zeros(4, np.float32)
     declared_copies_field[1, 1](Pair(x, y))
     # x copied in only (read-only), y in and back
@@ -369,7 +356,8 @@ def test_a_declared_kernel_reading_a_read_only_namedtuple_field_runs_on_the_gpu(
     assert inst.spec.argtypes == (PAIR,) and len(inst.calls) == 1
 
 
-def test_a_declared_kernel_reading_a_read_only_namedtuple_field_runs_in_the_simulator(sim):
+def test_a_declared_kernel_reading_a_read_only_namedtuple_field_runs_in_the_simulator(
+        sim):  # noqa: F811
     """The simulator passes a declared namedtuple as one (the kernel reads its fields by name;
     it was made a plain tuple: 'tuple' object has no attribute 'x')."""
     x, y = _read_only((1, 2, 3, 4)), np.zeros(4, np.float32)
