@@ -14,7 +14,7 @@ from numba.core import errors as nb_errors
 from ..errors import CompileError
 from . import constructs
 from .constructs import instructions_with_lines
-from .host_values import functions_tuple_reason, host_value_reason, int_enum_reason
+from .host_values import functions_container_reason, host_value_reason, int_enum_reason
 
 
 def name_of(pyfunc):
@@ -440,11 +440,7 @@ def _construct_reason(pyfunc, exc, reason, lineno):
         return why, lineno
     if "Cannot type list element type" in reason:
         # a global list holding what Numba cannot type (functions: say so, as for a tuple)
-        for name in _globals_read_on(pyfunc, lineno):
-            why = functions_tuple_reason(name, pyfunc.__globals__[name])
-            if why is not None:
-                return why, lineno
-        return _container_reason("lists"), lineno
+        return functions_container_reason(pyfunc, lineno) or _container_reason("lists"), lineno
     if re.search(r"operator % is not defined for (?:Literal\[str\]|unicode_type)", reason):
         return ("formatting a string with % is not supported in device code (a string would "
                 "need the heap); a raise takes a constant message (raise ValueError(\"index out "
@@ -468,13 +464,6 @@ def _construct_reason(pyfunc, exc, reason, lineno):
         return ("a call with **keyword arguments is not supported in device code; pass the "
                 "arguments by name, one by one"), lineno
     return reason, lineno
-
-
-def _globals_read_on(pyfunc, lineno):
-    """Names of the globals of ``pyfunc`` read on ``lineno``, in order."""
-    return [ins.argval for ins, line in instructions_with_lines(pyfunc)
-            if line == lineno and ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")
-            and ins.argval in pyfunc.__globals__]
 
 
 def _container_reason(kind):

@@ -65,6 +65,17 @@ def functions_tuple_reason(name, value, index=None):
             f"calling one function by name")
 
 
+def functions_container_reason(pyfunc, lineno):
+    """``functions_tuple_reason`` for the first global read on ``lineno`` that is a tuple or
+    list holding functions, or None."""
+    found = _read_on_line(pyfunc, lineno, lambda v: functions_tuple_reason("", v) is not None)
+    if found is None:
+        return None
+    name = found[0]
+    return functions_tuple_reason(name, pyfunc.__globals__[name],
+                                  _constant_index_on_line(pyfunc, name, lineno))
+
+
 def host_value_reason(pyfunc, name, lineno):
     """Why the global ``name`` read on ``lineno`` cannot be used in device code where it is a
     dict, a tuple of functions, a class or an object of one; None for other values
