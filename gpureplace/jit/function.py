@@ -27,7 +27,7 @@ from ..errors import CompileError, DeviceFunctionError, LaunchError
 from ..runtime import arguments, launch, prewarm
 from ..tracking import deps, world
 from ..tracking.stats import counters
-from . import launchconfig, pickling
+from . import adopting, launchconfig, pickling
 from .launcher import Configurable, Launcher
 from .launching import Launching
 from .options import check_carveout, check_launch_bounds, check_max_registers
@@ -476,7 +476,7 @@ def rebuild_function(uid, func_bytes, state, extra, definition=None):
         # The same function with other globals (a helper redefined where it was pickled, a
         # global of a helper changed): the new values are bound in the globals of the one
         # rebuilt here and of the helpers it reaches, as a notebook cell rebinds them
-        # (pickling.adopt_globals), and the cell hook's check moves the world, so that the
+        # (adopting.adopt_globals), and the cell hook's check moves the world, so that the
         # next launch compiles again only what changed (the helper) and relinks the rest.
         py_func = pickling.loads_function(func_bytes)
         old = gf.py_func
@@ -488,7 +488,7 @@ def rebuild_function(uid, func_bytes, state, extra, definition=None):
                 extra["context"] is not gf._context:
             return False
         pickling.resolve_self_references(py_func, gf)
-        pickling.adopt_globals(py_func, old)
+        adopting.adopt_globals(py_func, old)
         from ..tracking import bindings
         bindings.check()
         return True

@@ -17,7 +17,7 @@ an object rebuilt here earlier whose function only reads other globals now takes
 (bound where its function reads them, then checked as the cell hook checks a notebook, so only
 what changed compiles and the rest relinks); so do the plain functions it reaches, at any depth
 -- a helper redefined there is bound here reading the namespace the old one read, the values a
-helper reads are bound there (``adopt_globals``); otherwise the new definition is built.  What did
+helper reads are bound there (``adopting.adopt_globals``); otherwise the new definition is built.  What did
 not change -- device functions and other kernels, each with its own identifier and digest --
 stays as it was, compiled.  In the process that defined an object (where Dask's scheduler
 runs: it unpickles the tasks it is given and pickles them again for the workers), a pickle of
@@ -33,14 +33,13 @@ definition (``returned``).  The digest is also what Dask's ``tokenize`` sees
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 import types
 import uuid
 import weakref
 
 from ..tracking.pickled import Defined, digest, digesting, dumps, module_reads  # noqa: F401
-from ..tracking.pickled import pickled_digest, same_value, viewing  # noqa: F401
+from ..tracking.pickled import pickled_digest, viewing  # noqa: F401
 
 _objects = weakref.WeakValueDictionary()      # identifier -> object pickled or rebuilt here
 #: identifier -> object rebuilt here, kept alive: a Dask worker's task holds its kernel only
@@ -99,149 +98,6 @@ def resolve_self_references(func, obj):
         if _filled(cell) and isinstance(cell.cell_contents, SelfReference) and \
                 cell.cell_contents.uid == uid:
             cell.cell_contents = obj
-
-
-def adopt_globals(new, old):
-    """Bring ``old`` -- a function rebuilt here from an earlier pickle -- in place to what
-    ``new``, of the same code, unpickled from a later one, reads: its globals, and those of
-    every plain function it reaches (at any depth: through globals and closures), as the
-    notebook has them now.
-
-    A pickle's functions read a namespace of their own (one per namespace they had where they
-    were pickled: cloudpickle rebuilds ``__main__``'s as a new dict with each pickle), so the
-    new functions are made to read the namespaces the old ones read, which stand for the same:
-    a function whose code, defaults and attributes are those of the old one under its name is
-    the old one, kept (nothing to compile again for it), and a new one is bound as a copy that
-    reads the old namespace, as a notebook cell rebinds a name.  Then every value read where
-    compiled code read it -- a helper's global included -- is the notebook's, and the cell
-    hook's check (``bindings.check``) finds what changed.  A new function left reading the
-    pickle's namespace would read a dict that no later pickle updates; a new function of the
-    same code as the old one has the same fingerprint, so the tracking would take it for the
-    old one and keep the code compiled from what the old one read (a helper's ``C = 3`` on a
-    worker after the notebook set ``C = 4``)."""
-    if _by_value(new) and _by_value(old):
-        _Adoption(new, old).run()
-
-
-def _by_value(f):
-    """Whether ``f`` is a function reading a namespace made by unpickling it (cloudpickle
-    pickled it by value), not its module's."""
-    if not isinstance(f, types.FunctionType):
-        return False
-    module = sys.modules.get(f.__module__) if isinstance(f.__module__, str) else None
-    return module is None or getattr(module, "__dict__", None) is not f.__globals__
-
-
-class _Adoption:
-    """One ``adopt_globals``: which of the new pickle's namespaces stands for which one here
-    (``homes``), found by pairing the functions under the same names from the roots; then each
-    new namespace merged into its home (``run``)."""
-
-    def __init__(self, new, old):
-        self.root = new
-        self.homes = {}          # id(namespace of the pickle) -> (it, the namespace here)
-        self.made = {}           # id(function of the pickle) -> the function that stands for it
-        self.kept = set()        # ids of the functions here kept for one of the pickle's
-        self.reads = {}          # id(namespace of the pickle) -> names its functions read
-        self._pair(new, old)
-
-    def _pair(self, new, old):
-        taken, seen, stack = set(), set(), [(new, old)]
-        while stack:
-            fn, fo = stack.pop()
-            if id(fn) in seen:
-                continue
-            seen.add(id(fn))
-            gn, go = fn.__globals__, fo.__globals__
-            if id(gn) not in self.homes and id(go) not in taken:
-                self.homes[id(gn)] = (gn, go)
-                taken.add(id(go))
-                stack += [(vn, go[name]) for name, vn in gn.items()
-                          if _by_value(vn) and _by_value(go.get(name))]
-            if self.homes.get(id(gn), (None, None))[1] is not go or \
-                    fn.__code__.co_freevars != fo.__code__.co_freevars:
-                continue
-            for cn, co in zip(fn.__closure__ or (), fo.__closure__ or ()):
-                vn, vo = _contents(cn), _contents(co)
-                if _by_value(vn) and _by_value(vo):
-                    stack.append((vn, vo))
-
-    def run(self):
-        self._reads_of(self.root)
-        for gn, go in list(self.homes.values()):
-            for name, vn in list(gn.items()):
-                value = self._convert(vn, go.get(name, _MISSING))
-                if go.get(name, _MISSING) is not value:
-                    go[name] = value
-        for key, (gn, go) in self.homes.items():
-            for name in self.reads.get(key, ()):
-                # read by a function, not pickled with it: deleted where it was defined (a
-                # launch there says so), so here too -- never the value an earlier task brought
-                if name not in gn and name in go and not name.startswith("__"):
-                    del go[name]
-
-    def _reads_of(self, f):
-        self.reads.setdefault(id(f.__globals__), set()).update(global_names(f.__code__))
-
-    def _convert(self, vn, vo):
-        """What stands here for the pickle's value ``vn``, where ``vo`` was (see
-        ``adopt_globals``)."""
-        if not _by_value(vn):
-            return vn
-        made = self.made.get(id(vn))
-        if made is not None:
-            return made
-        self._reads_of(vn)
-        home = self.homes.get(id(vn.__globals__))
-        if home is None:
-            self.made[id(vn)] = vn           # (a namespace new here: as it came)
-            return vn
-        if _by_value(vo) and vo.__globals__ is home[1] and id(vo) not in self.kept and \
-                _same_function(vo, vn):
-            self.made[id(vn)] = vo
-            self.kept.add(id(vo))
-            for co, cn in zip(vo.__closure__ or (), vn.__closure__ or ()):
-                # a closure variable, bound anew as a global is (tracked as one)
-                now = _contents(co)
-                value = self._convert(_contents(cn), now)
-                if value is not now:
-                    if value is _MISSING:
-                        del co.cell_contents
-                    else:
-                        co.cell_contents = value
-            return vo
-        cells = tuple(types.CellType() for _ in vn.__closure__ or ()) or None
-        copy = types.FunctionType(vn.__code__, home[1], vn.__name__, vn.__defaults__, cells)
-        copy.__kwdefaults__ = vn.__kwdefaults__
-        copy.__qualname__, copy.__module__ = vn.__qualname__, vn.__module__
-        copy.__dict__.update(vn.__dict__)
-        self.made[id(vn)] = copy
-        for cell, cn in zip(cells or (), vn.__closure__ or ()):
-            value = self._convert(_contents(cn), _MISSING)
-            if value is not _MISSING:
-                cell.cell_contents = value
-        return copy
-
-
-def _contents(cell):
-    try:
-        return cell.cell_contents
-    except ValueError:
-        return _MISSING
-
-
-def _same_function(old, new):
-    """Whether ``old`` is ``new``'s definition but for the values it reads (its code,
-    defaults and attributes the same)."""
-    return old.__code__ == new.__code__ and old.__qualname__ == new.__qualname__ and \
-        len(old.__closure__ or ()) == len(new.__closure__ or ()) and \
-        same_value(old.__defaults__, new.__defaults__) and \
-        same_value(_items(old.__kwdefaults__), _items(new.__kwdefaults__)) and \
-        same_value(_items(old.__dict__), _items(new.__dict__))
-
-
-def _items(mapping):
-    return tuple(sorted(mapping.items())) if mapping else ()
 
 
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), type(Ellipsis), range,
