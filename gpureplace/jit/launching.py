@@ -133,7 +133,8 @@ class Launching:
                 return backends.simulator().launch(self, config.grid, config.block,
                                                    config.stream, config.shared, args)
             except CompileError as exc:
-                noted = self._read_only_note(exc, args) if hosts else None
+                noted = transfers.read_only_note(self.__qualname__, self._pysig, exc, args) \
+                    if hosts else None
                 if noted is None:
                     raise
                 raise noted from None
@@ -242,7 +243,7 @@ class Launching:
                 return self._simulate_with_transfers(config, args, rec)
             return self._launch_transfers(config, args)
         except CompileError as exc:
-            noted = self._read_only_note(exc, args)
+            noted = transfers.read_only_note(self.__qualname__, self._pysig, exc, args)
             if noted is None:
                 raise
             raise noted from None
@@ -352,37 +353,6 @@ class Launching:
                     f"{type_text(declared)}), and nothing can be copied back into it: pass a "
                     f"writable array (a.copy()), or cuda.In(a) to give the kernel a copy it may "
                     f"write (not copied back).  Typed read-only, the kernel fails: {why}")
-
-    def _read_only_note(self, exc, args):
-        """``exc`` (a compile error of a launch), where it is a write into a read-only array
-        and read-only host arrays are among ``args`` as they are, said with the arguments that
-        hold them (the kernel was typed with them read-only: a read-only NumPy array's device
-        copy is not copied back); None otherwise."""
-        reason = getattr(exc, "reason", "")
-        if "Cannot modify readonly array" not in reason and \
-                "the array is read-only" not in reason:
-            return None
-        names = list(self._pysig.parameters)
-        said = []
-        for i, a in enumerate(args):
-            name = names[i] if i < len(names) else str(i)
-            places = [] if isinstance(a, ArgHint) else _read_only_places(a, name)
-            if places == [name]:
-                said.append(f"argument {i} ({name!r}) is a read-only NumPy array")
-            elif places:
-                said.append(f"argument {i} ({name!r}) holds a read-only NumPy array in "
-                            f"{', '.join(places)}")
-        if not said:
-            return None
-        advice = "" if "a.copy()" in reason else (       # (already advised: compiler/resolve.py)
-            ": what the kernel writes could not be copied back into it; pass a writable array "
-            "(a.copy()), or cuda.In(a) for a copy the kernel may write")
-        noted = type(exc)(f"{reason} ({self.__qualname__}: {'; '.join(said)}, typed "
-                          f"read-only{advice})", function=exc.function, filename=exc.filename,
-                          lineno=exc.lineno, chain=exc.chain, detail=exc.detail)
-        noted.__dict__.update({k: v for k, v in exc.__dict__.items()     # (typing, lowering)
-                               if k not in noted.__dict__})
-        return noted
 
     def _writes_parameter(self, sig, i, readonly):
         """Why the kernel's body does not compile with parameter ``i`` of declared signature
@@ -594,19 +564,6 @@ def _as_declared(key):
     if kind == "namedtuple":
         return key[:2] + tuple(_as_declared(k) for k in key[2:])
     return key
-
-
-def _read_only_places(a, name):
-    """Where argument ``a``, called ``name``, holds read-only host arrays (given as they are):
-    ``a``; ``p.x`` (a namedtuple's field); ``t[0]`` (a tuple's item)."""
-    if isinstance(a, tuple):
-        fields = getattr(type(a), "_fields", None)
-        places = []
-        for i, x in enumerate(a):
-            places.extend(_read_only_places(x, f"{name}.{fields[i]}" if fields else
-                                            f"{name}[{i}]"))
-        return places
-    return [name] if transfers.is_host_array(a) and not a.flags.writeable else []
 
 
 def _launch_key(a):

@@ -202,6 +202,51 @@ def refuse_untyped(kernel, args, names):
         raise arguments.ArgumentError(f"{kernel}: {what}{why}")
 
 
+def read_only_note(kernel, pysig, exc, args):
+    """``exc`` (a compile error of a launch of ``kernel``, whose signature is ``pysig``), where
+    it is a write into a read-only array and read-only host arrays are among ``args`` as they
+    are, said with the arguments that hold them (the kernel was typed with them read-only: a
+    read-only NumPy array's device copy is not copied back); None otherwise."""
+    reason = getattr(exc, "reason", "")
+    if "Cannot modify readonly array" not in reason and \
+            "the array is read-only" not in reason:
+        return None
+    names = list(pysig.parameters)
+    said = []
+    for i, a in enumerate(args):
+        name = names[i] if i < len(names) else str(i)
+        places = [] if isinstance(a, ArgHint) else _read_only_places(a, name)
+        if places == [name]:
+            said.append(f"argument {i} ({name!r}) is a read-only NumPy array")
+        elif places:
+            said.append(f"argument {i} ({name!r}) holds a read-only NumPy array in "
+                        f"{', '.join(places)}")
+    if not said:
+        return None
+    advice = "" if "a.copy()" in reason else (       # (already advised: compiler/resolve.py)
+        ": what the kernel writes could not be copied back into it; pass a writable array "
+        "(a.copy()), or cuda.In(a) for a copy the kernel may write")
+    noted = type(exc)(f"{reason} ({kernel}: {'; '.join(said)}, typed read-only{advice})",
+                      function=exc.function, filename=exc.filename, lineno=exc.lineno,
+                      chain=exc.chain, detail=exc.detail)
+    noted.__dict__.update({k: v for k, v in exc.__dict__.items()     # (typing, lowering)
+                           if k not in noted.__dict__})
+    return noted
+
+
+def _read_only_places(a, name):
+    """Where argument ``a``, called ``name``, holds read-only host arrays (given as they are):
+    ``a``; ``p.x`` (a namedtuple's field); ``t[0]`` (a tuple's item)."""
+    if isinstance(a, tuple):
+        fields = getattr(type(a), "_fields", None)
+        places = []
+        for i, x in enumerate(a):
+            places.extend(_read_only_places(x, f"{name}.{fields[i]}" if fields else
+                                            f"{name}[{i}]"))
+        return places
+    return [name] if is_host_array(a) and not a.flags.writeable else []
+
+
 def refuse_overlaps(kernel, args, names):
     """Refuse, naming them, two host arrays of one launch that are different views of
     overlapping memory and are both copied back: each would get its own device copy, and the
