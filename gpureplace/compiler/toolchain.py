@@ -85,6 +85,27 @@ _CONST = re.compile(r"^\s*\.const\s+(?:\.align\s+(\d+)\s+)?\.(?:b|u|s|f)(\d+)\s+
                     re.M)
 
 
+#: a ``.shared`` variable of PTX: (extern?, alignment, element bits, element count)
+_SHARED = re.compile(r"^\s*(\.extern\s+)?\.shared\s+(?:\.align\s+(\d+)\s+)?"
+                     r"\.[busf](\d+)\s+\w+(?:\[(\d*)\])?", re.M)
+
+
+def ptx_static_shared(ptx):
+    """The static shared bytes of ``ptx`` (a module of one kernel): its ``.shared`` variables
+    one after the other in the order declared, each at its alignment, and the whole rounded up
+    to 16 bytes (or the dynamic array's alignment) when there is dynamic shared memory after
+    it, as ptxas reports them."""
+    offset, after = 0, 0
+    for extern, align, bits, count in _SHARED.findall(ptx):
+        size = int(bits) // 8
+        align = int(align) if align else size
+        if extern:
+            after = max(after, 16, align)
+            continue
+        offset = -(-offset // align) * align + size * int(count or 1)
+    return -(-offset // after) * after if after else offset
+
+
 def resources(ptx, entry=None):
     """What the driver would report of kernel ``entry`` of ``ptx`` (the first one by default),
     from ``ptxas -v`` for the PTX's target: ``num_regs``, ``shared_size_bytes`` (static),

@@ -14,7 +14,6 @@ from __future__ import annotations
 import ctypes
 import enum
 import os
-import re
 import sys
 import threading
 import weakref
@@ -292,11 +291,6 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
 
 _static_shared = weakref.WeakKeyDictionary()     # specialisation -> its static shared bytes
 
-#: a ``.shared`` variable of PTX: (extern?, alignment, element bits, element count)
-_SHARED = re.compile(r"^\s*(\.extern\s+)?\.shared\s+(?:\.align\s+(\d+)\s+)?"
-                     r"\.[busf](\d+)\s+\w+(?:\[(\d*)\])?", re.M)
-
-
 def static_shared_bytes(spec):
     """The bytes of static shared arrays a block of the compiled kernel ``spec`` has, the
     driver's ``shared_size_bytes`` on a GPU: ptxas's figure for its PTX (what
@@ -307,24 +301,8 @@ def static_shared_bytes(spec):
         from ..compiler import toolchain
         found = toolchain.resources(spec.ptx, spec.name)
         nbytes = _static_shared[spec] = found["shared_size_bytes"] if found is not None \
-            else ptx_static_shared(spec.ptx)
+            else toolchain.ptx_static_shared(spec.ptx)
     return nbytes
-
-
-def ptx_static_shared(ptx):
-    """The static shared bytes of ``ptx`` (a module of one kernel): its ``.shared`` variables
-    one after the other in the order declared, each at its alignment, and the whole rounded up
-    to 16 bytes (or the dynamic array's alignment) when there is dynamic shared memory after
-    it, as ptxas reports them."""
-    offset, after = 0, 0
-    for extern, align, bits, count in _SHARED.findall(ptx):
-        size = int(bits) // 8
-        align = int(align) if align else size
-        if extern:
-            after = max(after, 16, align)
-            continue
-        offset = -(-offset // align) * align + size * int(count or 1)
-    return -(-offset // after) * after if after else offset
 
 
 def _blocks(grid):

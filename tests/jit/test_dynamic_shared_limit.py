@@ -165,13 +165,13 @@ def test_the_ptx_declarations_give_ptxas_figure():
         o[i] = s[i] + row(i) + c[i % 3] + d[i]
     spec = mixed.compile("void(float32[::1])")
     found = toolchain.resources(spec.ptx, spec.name)["shared_size_bytes"]
-    assert found == runner.ptx_static_shared(spec.ptx) == runner.static_shared_bytes(spec)
+    assert found == toolchain.ptx_static_shared(spec.ptx) == runner.static_shared_bytes(spec)
     assert found > 4000 + 3 + 3200                    # (the padding counted)
 
     @cuda.jit
     def plain(o):
         o[0] = 1
-    assert runner.ptx_static_shared(plain.compile("void(float32[::1])").ptx) == 0
+    assert toolchain.ptx_static_shared(plain.compile("void(float32[::1])").ptx) == 0
 
 
 def test_static_shared_arrays_over_the_limit_are_refused_as_on_the_gpu(monkeypatch):
