@@ -569,12 +569,9 @@ class GPUReplace(Magics):
     @line_magic
     def cuda_timeit(self, line):
         """``%cuda_timeit [--flops EXPR] [--bytes EXPR] [--warm] [--runs N] [--max-runs N]
-        [--min-time SECONDS] [-o] kernel[blocks, threads](args)``: CUDA-event timing of the
-        launch (``gpureplace.benchmark``), with its bandwidth and FLOP/s against the device's
-        peaks; in the simulator, labelled as such, with no rates.  Each value is a Python
-        expression in the notebook's namespace, spaces allowed (``--flops 2 * x.size``) or in
-        quotes (``--bytes "sum(a.nbytes for a in (x, out))"``); a function of the user's is
-        timed as a whole."""
+        [--min-time SECONDS] [-o] kernel[blocks, threads](args)``: CUDA-event timing, as
+        ``gpureplace.benchmark``, with bandwidth and FLOP/s against the device's peaks (no rates
+        in the simulator); values are expressions, spaces allowed or quoted (``--flops 2 * n``)."""
         from .timing import cuda_timeit
         return cuda_timeit(self.shell, line)
 
