@@ -22,7 +22,8 @@ def simulated():
 
 def set_simulator(loader):
     """``loader()`` returns the simulator backend: a module with ``launch(kernel, grid, block,
-    stream, shared, args)`` and the host API's twins in ``host``."""
+    stream, shared, args)``, ``check`` (the same arguments: what ``launch`` refuses before it
+    runs, for prepared launches and graph captures) and the host API's twins in ``host``."""
     global _loader, _simulator
     _loader, _simulator = loader, None
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import struct
 import warnings
 
+from numba.core import types as nbtypes
 from numba.core.errors import NumbaPerformanceWarning
 
 from .. import probe
@@ -350,6 +351,11 @@ class PreparedLaunch:
                     f"{type(a).__name__}(...), a copy to or from the host around a single "
                     f"launch: prepared launches take device arrays")
         if backends.simulated():
+            # refused now what the simulated launch would refuse, as the GPU path binds it
+            argtypes = backends.simulator().check(kernel, cfg.grid, cfg.block, cfg.stream,
+                                                  cfg.shared, self.args)
+            if any(isinstance(t, nbtypes.Record) for t in argtypes):
+                _refuse_record(kernel)
             self._age = None
             type(self).__call__ = type(self).launch = PreparedLaunch._simulate
             return
@@ -363,9 +369,7 @@ class PreparedLaunch:
                 return self._bind()
         keys, values, entry = kernel._resolve(self.args)
         if any(k[0] == "record" for k in keys):
-            raise LaunchError(f"{kernel.__qualname__}: prepare() cannot bind a record argument "
-                              f"(it is copied to the device and back around each launch); pass "
-                              f"a 1-element record array instead")
+            _refuse_record(kernel)
         rec = graphs.recorder()
         if rec is not None:
             rec.add(kernel, cfg, self.args, keys, entry.device_id, entry)
@@ -435,6 +439,12 @@ class PreparedLaunch:
         raise AssertionError("unbound prepared launch")
 
     launch = __call__
+
+
+def _refuse_record(kernel):
+    raise LaunchError(f"{kernel.__qualname__}: prepare() cannot bind a record argument (it is "
+                      f"copied to the device and back around each launch); pass a 1-element "
+                      f"record array instead")
 
 
 def _one_launch_graph(entry, dims, params):

@@ -127,8 +127,10 @@ class Launching:
                 transfers.refuse_untyped(self.__qualname__, args, list(self._pysig.parameters))
                 transfers.refuse_overlaps(self.__qualname__, args, list(self._pysig.parameters))
                 self._refuse_lost_writes(args)
-            if rec is not None:
-                return rec.add(self, config, args)          # run when the graph is replayed
+            if rec is not None:          # run when the graph is replayed; refused now
+                backends.simulator().check(self, config.grid, config.block, config.stream,
+                                           config.shared, args)
+                return rec.add(self, config, args)
             try:
                 return backends.simulator().launch(self, config.grid, config.block,
                                                    config.stream, config.shared, args)

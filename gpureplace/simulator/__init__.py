@@ -25,7 +25,7 @@ from . import host  # noqa: F401  (the host API's twins: hostapi calls them)
 from . import runner as _runner
 from .arrays import SimArray  # noqa: F401
 from .blocks import KernelDeadlock  # noqa: F401
-from .runner import launch
+from .runner import check, launch  # noqa: F401  (check: prepared launches, graph captures)
 
 _wrapped = {}
 

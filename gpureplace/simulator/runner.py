@@ -201,6 +201,19 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
     place), CuPy arrays or torch tensors (copied in and back), scalars, tuples.  ``compile``: type
     check and compile to PTX first (default: ``compile_kernels``).  Returns None.
     """
+    sim, conv, spec = _checked(gpufunction, grid, block, stream, shared_bytes, args, compile)
+    _run(gpufunction, sim, conv, spec)
+
+
+def check(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, compile=None):
+    """What ``launch`` refuses before it runs anything, refused now (a prepared launch or a graph
+    capture binds its launch here, as the GPU path does when it binds one): the configuration,
+    the arguments, the declared signatures, the compile and the shared memory.  Returns the
+    argument types."""
+    return tuple(_checked(gpufunction, grid, block, stream, shared_bytes, args, compile)[1].types)
+
+
+def _checked(gpufunction, grid, block, stream, shared_bytes, args, compile):
     if not isinstance(gpufunction, GPUFunction):
         raise TypeError(f"simulator.launch() needs a kernel made by cuda.jit, got "
                         f"{gpufunction!r}")
@@ -238,7 +251,10 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
         # check_static_shared): the dynamic bytes with the kernel's static shared arrays
         check_dynamic_shared(gpufunction, (grid, block, stream or 0, shared_bytes), shared_bytes,
                              0 if spec is None else static_shared_bytes(spec))
+    return sim, conv, spec
 
+
+def _run(gpufunction, sim, conv, spec):
     resolver = Resolver(gpufunction.context, sim, *compiled_reads(spec))
     kernel = resolver.function(gpufunction.py_func, {})
     threaded = resolver.needs_threads(kernel)

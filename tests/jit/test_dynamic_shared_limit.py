@@ -225,3 +225,55 @@ def test_static_and_dynamic_past_48_kib_run_on_the_device():
     np.testing.assert_array_equal(out.copy_to_host()[:64], want[:64])
     with pytest.raises(LaunchError, match=r"with 40,960 bytes of static shared arrays"):
         both[1, 256, 0, 200 * 1024](out)
+
+
+def test_the_simulator_refuses_at_prepare_and_capture_as_the_gpu_does(monkeypatch):
+    """A prepared launch and a graph capture bind their launch when they are made: the GPU path
+    refuses an over-limit launch there, and so does the simulator (it refused it only when the
+    prepared launch was called or the graph replayed)."""
+    import gpureplace
+    monkeypatch.setattr(settings, "backend", "simulator")
+    o, sdsm = np.full(32, -1, np.float32), _static_kernel()
+    with pytest.raises(LaunchError) as refused:
+        sdsm[1, 32, 0, 200 * 1024].prepare(o)
+    assert str(refused.value) == _refusal(sdsm, 200 * 1024)
+    with pytest.raises(LaunchError) as refused:
+        with gpureplace.capture():
+            sdsm[1, 32, 0, 200 * 1024](o)
+    assert str(refused.value) == _refusal(sdsm, 200 * 1024)
+    with pytest.raises(LaunchError) as refused:
+        gpureplace.graph(lambda a: sdsm[1, 32, 0, 200 * 1024](a), o)
+    assert str(refused.value) == _refusal(sdsm, 200 * 1024)
+    assert (o == -1).all()                            # nothing ran
+    prepared = sdsm[1, 32, 0, 199_680].prepare(o)     # the limit itself: binds, runs when called
+    assert (o == -1).all()
+    prepared()
+    np.testing.assert_array_equal(o, 3 * np.arange(32, dtype=np.float32))
+
+
+def test_the_simulator_binds_a_prepared_launchs_arguments_when_it_is_made(monkeypatch):
+    """A bad argument, a declared signature that does not match and a record are refused by
+    ``prepare()`` in the simulator, as on the GPU, not at the first call."""
+    from gpureplace.runtime.arguments import ArgumentError
+    monkeypatch.setattr(settings, "backend", "simulator")
+    o = np.zeros(4, np.float32)
+    with pytest.raises(ArgumentError, match=r"dsm: argument 0 \('o'\) has type builtins.str"):
+        _kernel()[1, 1].prepare("four")
+
+    @cuda.jit("void(float64[:])")
+    def declared(a):
+        a[0] = 1
+
+    with pytest.raises(Exception, match=r"declared|signature") as refused:
+        declared[1, 1].prepare(o)
+    assert "declared" in str(refused.value)
+    assert o[0] == 0
+    rec = np.zeros(1, np.dtype([("a", np.float32), ("b", np.int32)]))
+
+    @cuda.jit
+    def of_record(r, out):
+        out[0] = r.a
+
+    with pytest.raises(LaunchError, match=r"of_record: prepare\(\) cannot bind a record "
+                                          r"argument"):
+        of_record[1, 1].prepare(rec[0], o)
