@@ -71,8 +71,9 @@ class _Adoption:
             if self.homes.get(id(gn), (None, None))[1] is not go or \
                     fn.__code__.co_freevars != fo.__code__.co_freevars:
                 continue
-            for cn, co in zip(fn.__closure__ or (), fo.__closure__ or ()):
-                vn, vo = _contents(cn), _contents(co)
+            for vn, vo in [*((_contents(cn), _contents(co))
+                             for cn, co in zip(fn.__closure__ or (), fo.__closure__ or ())),
+                           *_default_pairs(fn, fo)]:
                 if _by_value(vn) and _by_value(vo):
                     stack.append((vn, vo))
 
@@ -119,6 +120,7 @@ class _Adoption:
                         del co.cell_contents
                     else:
                         co.cell_contents = value
+            self._adopt_defaults(vo, vn, vo)
             return vo
         cells = tuple(types.CellType() for _ in vn.__closure__ or ()) or None
         copy = types.FunctionType(vn.__code__, home[1], vn.__name__, vn.__defaults__, cells)
@@ -130,7 +132,27 @@ class _Adoption:
             value = self._convert(_contents(cn), _MISSING)
             if value is not _MISSING:
                 cell.cell_contents = value
+        self._adopt_defaults(copy, vn, vo if _by_value(vo) else None)
         return copy
+
+    def _adopt_defaults(self, f, vn, vo):
+        """``f`` (standing here for the pickle's ``vn``) given ``vn``'s default arguments as
+        they stand here: a helper bound as a default (``def g(v, f=h)``) is converted as a
+        global is, against ``vo``'s default in its place where there was one."""
+        defaults = list(vn.__defaults__ or ())
+        old_defaults = list(vo.__defaults__ or ()) if vo is not None else []
+        if len(old_defaults) != len(defaults):
+            old_defaults = [_MISSING] * len(defaults)
+        converted = tuple(self._convert(d, o) for d, o in zip(defaults, old_defaults))
+        if vn.__defaults__ is not None and any(
+                a is not b for a, b in zip(converted, f.__defaults__ or ())):
+            f.__defaults__ = converted
+        if vn.__kwdefaults__:
+            old_kw = (vo.__kwdefaults__ or {}) if vo is not None else {}
+            kw = {name: self._convert(d, old_kw.get(name, _MISSING))
+                  for name, d in vn.__kwdefaults__.items()}
+            if any(kw[name] is not (f.__kwdefaults__ or {}).get(name, _MISSING) for name in kw):
+                f.__kwdefaults__ = kw
 
 
 def _contents(cell):
@@ -140,14 +162,40 @@ def _contents(cell):
         return _MISSING
 
 
-def _same_function(old, new):
+def _default_pairs(fn, fo):
+    """[(a default argument of ``fn``, ``fo``'s in its place)], positional and keyword."""
+    pairs = list(zip(fn.__defaults__ or (), fo.__defaults__ or ())) \
+        if len(fn.__defaults__ or ()) == len(fo.__defaults__ or ()) else []
+    kw_old = fo.__kwdefaults__ or {}
+    return pairs + [(v, kw_old[k]) for k, v in (fn.__kwdefaults__ or {}).items() if k in kw_old]
+
+
+def _same_function(old, new, depth=0):
     """Whether ``old`` is ``new``'s definition but for the values it reads (its code,
-    defaults and attributes the same)."""
+    defaults and attributes the same; a function bound as a default is the same where it is
+    the same definition, since it is converted as a global is)."""
     return old.__code__ == new.__code__ and old.__qualname__ == new.__qualname__ and \
         len(old.__closure__ or ()) == len(new.__closure__ or ()) and \
-        same_value(old.__defaults__, new.__defaults__) and \
-        same_value(_items(old.__kwdefaults__), _items(new.__kwdefaults__)) and \
+        _same_defaults(old.__defaults__ or (), new.__defaults__ or (), depth) and \
+        sorted(old.__kwdefaults__ or ()) == sorted(new.__kwdefaults__ or ()) and \
+        _same_defaults(_values(old.__kwdefaults__), _values(new.__kwdefaults__), depth) and \
         same_value(_items(old.__dict__), _items(new.__dict__))
+
+
+def _same_defaults(old, new, depth):
+    if len(old) != len(new):
+        return False
+    for a, b in zip(old, new):
+        if _by_value(a) and _by_value(b):
+            if depth > 8 or not _same_function(a, b, depth + 1):
+                return False
+        elif not same_value(a, b):
+            return False
+    return True
+
+
+def _values(mapping):
+    return tuple(v for _, v in _items(mapping))
 
 
 def _items(mapping):

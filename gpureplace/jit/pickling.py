@@ -108,7 +108,7 @@ _MISSING = object()
 def reads_key(func):
     """What cloudpickle would pickle of ``func`` may have changed unless this is the same: the
     objects its code, defaults and closure hold and every global it (and each plain function
-    or gpureplace function it reaches) reads, compared by identity (kept alive by the key, so
+    or gpureplace function it reaches, a default's included) reads, compared by identity (kept alive by the key, so
     that an identity is never reused); None where identity cannot tell (a global array, list
     or instance can change in place), and then nothing is remembered."""
     import numpy as np
@@ -120,6 +120,8 @@ def reads_key(func):
         seen.add(id(f))
         held += [f, f.__code__, f.__defaults__, f.__kwdefaults__]
         values = [cell.cell_contents for cell in f.__closure__ or () if _filled(cell)]
+        # (a default may hold a helper -- ``def g(v, f=h)`` -- whose globals are read too)
+        values += [*(f.__defaults__ or ()), *(f.__kwdefaults__ or {}).values()]
         g = f.__globals__
         values += [g.get(name, _MISSING) for name in global_names(f.__code__)]
         # (the attributes of a user's module that travel with it: tracking/pickled.py)

@@ -220,3 +220,48 @@ def k(x, out):
     out = np.zeros(16)
     ns["k"][1, 16](x_np, out)
     np.testing.assert_array_equal(out, x_np * 4.0 + 9.0)     # (as here)
+
+
+def test_a_helper_bound_as_a_default_argument_follows_the_notebooks_globals_on_workers(client):
+    """A device function takes its helper as a default argument (``def g(v, f=h)``), the one
+    way besides a name that device code reaches a function value: when a later cell changes
+    the global the helper reads, the workers compute with the new value, as the notebook
+    does."""
+    ns = notebook('''
+from gpureplace import cuda
+C = 3.0
+
+def h(v):
+    return v * C
+
+def g(v, f=h):
+    return f(v) + 1.0
+
+@cuda.jit
+def k(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = g(x[i])
+''')
+    x_np = np.arange(16.0)
+    x = da.from_array(x_np, chunks=8)
+
+    def run():
+        return gpureplace.dask.map_blocks(ns["k"], x).compute()
+
+    np.testing.assert_array_equal(run(), x_np * 3.0 + 1.0)
+    exec("C = 4.0\n", ns)                                    # a later cell
+    out = np.zeros(16)
+    ns["k"][1, 16](x_np, out)
+    np.testing.assert_array_equal(out, x_np * 4.0 + 1.0)     # (here)
+    np.testing.assert_array_equal(run(), x_np * 4.0 + 1.0)   # and on the workers
+    exec("def h(v):\n    return v * C * 2.0\n", ns)         # h redefined: g keeps the old one,
+    np.testing.assert_array_equal(run(), x_np * 4.0 + 1.0)   # as Python binds defaults
+    exec("def g(v, f=h):\n    return f(v) + 1.0\n", ns)     # g again: the new h
+    np.testing.assert_array_equal(run(), x_np * 8.0 + 1.0)
+    before = client.run(_compiles)
+    exec("C = 5.0\n", ns)
+    np.testing.assert_array_equal(run(), x_np * 10.0 + 1.0)
+    after = client.run(_compiles)
+    assert {w: (after[w][0] - b[0], after[w][1] - b[1]) for w, b in before.items()} == \
+        {w: (1, 1) for w in before}                        # h, and the kernel relinked
