@@ -435,6 +435,10 @@ def _construct_reason(pyfunc, exc, reason, lineno):
         return ("print() in device code takes no keyword arguments (sep=, end=, file= and flush= "
                 "are the host's): it prints its arguments separated by spaces, one line per "
                 "call, to the terminal's standard output; drop the keywords"), lineno
+    m = re.search(r"Untyped global name '(\w+)': (a \S+ object, which device code cannot "
+                  r"read: [^\n]*)", text)
+    if m:                          # (typing_context.resolve_value_type: it raised, looked at)
+        return f"{m.group(1)} is {m.group(2)}", lineno
     m = re.search(r"Untyped global name '(\w+)': Cannot determine Numba type of <class", text)
     if m and (why := host_value_reason(pyfunc, m.group(1), lineno)):
         return why, lineno

@@ -94,9 +94,12 @@ def device_pyfunc(value):
         return value
     if isinstance(value, DeviceCallable):
         return value.py_func
-    py = getattr(value, "py_func", None)
-    if inspect.isfunction(py) and hasattr(value, "targetoptions"):
-        return py
+    try:
+        py = getattr(value, "py_func", None)
+        if inspect.isfunction(py) and hasattr(value, "targetoptions"):
+            return py
+    except Exception:              # (a user's object whose __getattr__ raises KeyError...)
+        pass
     return None
 
 

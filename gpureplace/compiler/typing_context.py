@@ -11,10 +11,12 @@ import functools
 import sys
 import types as pytypes
 
+from numba.core import errors as nb_errors
 from numba.core import types, typing
 from numba.core.target_extension import current_target, target_override
 from numba.core.typing.typeof import typeof_impl
 
+from ..errors import GPUReplaceError
 from .bfloat16 import register_dtype
 from .call_types import CallTypes
 from .global_arrays import device_array_type
@@ -89,6 +91,20 @@ class GPUTypingContext(typing.BaseContext):
             self.install_registry(reg)
 
     def resolve_value_type(self, val):
+        try:
+            return self._resolve_value_type(val)
+        except (nb_errors.NumbaError, GPUReplaceError, ValueError):
+            raise                 # (ValueError: Numba's "cannot type this value")
+        except Exception as exc:
+            # a user's object that fails being looked at (a ``__getattr__`` that raises
+            # KeyError): said of the value, at the global's line (Numba's "Untyped global
+            # name"), not as the bare KeyError from deep in the typing
+            raise ValueError(
+                f"a {type(val).__module__}.{type(val).__qualname__} object, which device code "
+                f"cannot read: looking at it raised {type(exc).__name__}: {exc} (give the "
+                f"kernel the values it needs as numbers, arrays or tuples)") from None
+
+    def _resolve_value_type(self, val):
         from . import resolve
         ty = resolve.resolve_value(self, val)
         if ty is not None:

@@ -101,6 +101,7 @@ class Launching:
                               f" by specialize(); got ({show(keys)})")
 
     def _launch(self, config, args):
+        arguments.refuse_uninspectable(self.__qualname__, self._pysig, args)
         if self._only_keys is not None:
             self._check_specialized(args)
         if self._config_key is not None and self._config_key != launchconfig.key_of(config):

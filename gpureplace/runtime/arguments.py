@@ -405,3 +405,25 @@ def _key_to_type(key):
 # ---------------------------------------------------------------------------------------------
 # Explicit signatures (``cuda.jit("void(float32[:], int32)")``): as in numba-cuda, such a kernel
 # takes only those signatures, converting scalars to the declared types.
+
+
+#: what the launch asks of each argument (an array by either protocol)
+_PROTOCOLS = ("__cuda_array_interface__", "__dlpack__")
+
+
+def refuse_uninspectable(kernel, pysig, args):
+    """Refuse by name an argument that fails being asked whether it is an array (a ``dict``
+    subclass whose ``__getattr__`` is ``dict.__getitem__`` raises KeyError where ``hasattr``
+    expects AttributeError), before the launch asks it deep inside (a bare KeyError there)."""
+    for i, a in enumerate(args):
+        try:
+            for name in _PROTOCOLS:
+                hasattr(a, name)
+        except Exception as exc:
+            names = list(pysig.parameters)
+            shown = names[i] if i < len(names) else i
+            raise ArgumentError(
+                f"{kernel}: argument {i} ({shown!r}) is a {type(a).__module__}."
+                f"{type(a).__qualname__} object, which kernels cannot take: asking it for "
+                f"{name} raised {type(exc).__name__}: {exc} (arrays with "
+                f"__cuda_array_interface__ or DLPack, scalars, tuples and types can)") from None

@@ -121,12 +121,17 @@ def _compare(entry, cur):
     if cur is _MISSING:
         entry[1], entry[2] = None, None
         return "deleted"
-    new_fp = fingerprint(cur)
-    same = new_fp is not None and new_fp == fp and (snap is None or snap.same_as(cur))
-    if not same:
-        entry[1], entry[2] = new_fp, take_snapshot(cur)
+    try:
+        new_fp = fingerprint(cur)
+        same = new_fp is not None and new_fp == fp and (snap is None or snap.same_as(cur))
+        if not same:
+            entry[1], entry[2] = new_fp, take_snapshot(cur)
+    except Exception:
+        # (a user's object that fails being looked at: taken as redefined, and compared by
+        # identity from now on; the other bindings are still checked)
+        entry[1], entry[2] = None, None
         return "redefined"
-    return None
+    return None if same else "redefined"
 
 
 def check():

@@ -38,6 +38,10 @@ def fingerprint(value):
         _feed(h, value, 0)
     except _Unstable:
         return None
+    except Exception:
+        # a user's object that fails being looked at (a ``__getattr__`` that raises KeyError,
+        # an ``__eq__`` or ``__len__`` that raises): no stable content, compared by identity
+        return None
     return h.hexdigest()
 
 
