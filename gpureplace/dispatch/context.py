@@ -148,6 +148,9 @@ class Context:
             self.parent = parent
             self.fastmath = bool(fastmath)
             self.options = dict(options)
+            # (defined again: the overrides it had, which the new definition may define again
+            # the same way -- then kept, so that nothing compiled from them goes stale)
+            self._before = (self._table, self._typed) if again else ({}, {})
             self._table = {}            # host key -> untyped Override
             self._typed = {}            # host key -> {argument types: Override}
             if again:
@@ -385,10 +388,21 @@ class Context:
         return now == then
 
     def _insert(self, ovr):
+        hkey = host_key(ovr.host)
         if ovr.types is None:
-            self._table[host_key(ovr.host)] = ovr
+            table, key, before = self._table, hkey, self._before[0]
         else:
-            self._typed.setdefault(host_key(ovr.host), {})[ovr.types] = ovr
+            table, key = self._typed.setdefault(hkey, {}), ovr.types
+            before = self._before[1].get(hkey, {})
+        old = table.get(key) or before.pop(key, None)
+        if old is not None and _same_meaning(old.impl, ovr.impl):
+            # the same override defined again (its cell run again, or its context's): the
+            # entry takes the new objects and means what it meant, so nothing compiled from it
+            # goes stale (as a helper defined again the same way invalidates nothing)
+            old.host, old.impl, old.digest = ovr.host, ovr.impl, None
+            table[key] = old
+            return
+        table[key] = ovr
         self._bump()
 
     def _remove(self, ovr):
@@ -406,6 +420,17 @@ class Context:
     def __repr__(self):
         parent = self.parent.name if self.parent else None
         return f"<Context {self.name!r} parent={parent!r} overrides={len(self._table)}>"
+
+
+def _same_meaning(old, new):
+    """Whether implementation ``new`` means what ``old`` did: functions of one fingerprint."""
+    if old is new:
+        return True
+    if not (inspect.isfunction(old) and inspect.isfunction(new)) or \
+            old.__globals__ is not new.__globals__:
+        return False
+    fp = fingerprint(new)
+    return fp is not None and fp == fingerprint(old)
 
 
 def _normalize_types(host, types):
