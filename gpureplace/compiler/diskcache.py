@@ -29,7 +29,11 @@ What the user can count on:
   it is a file, it holds another program's CACHEDIR.TAG, or it is refused as insecure (others can
   write to it, or another user owns it: code planted there would run on the GPU) -- costs one
   ``UserWarning`` naming it, the reason and what to do; the process then runs without the disk
-  cache.  An insecure directory is never read or written.
+  cache.  An insecure directory is never read or written.  Found by gpureplace's own background
+  work (the warm-up, a recompile-ahead round: threads named ``gpureplace-...``), where a warning
+  reaches no cell, the warning is held and raised by the next use of the cache in the user's own
+  code (their first kernel compile: the cell it shows in without the warm-up).  ``info()`` (and
+  ``%cuda_cache stats``) gives the reason as soon as it is known.
 - ``clear()`` deletes only what gpureplace provably wrote: nothing at all in a directory without
   gpureplace's CACHEDIR.TAG, and there only files whose names are exactly the ones above, or the
   flat names of FORMAT <= 4 (``<40 hex>[-<12 hex>].json|.ptx``,
@@ -96,6 +100,12 @@ _explicit_dir = None
 write_lock = threading.Lock()
 _usable = set()       # directories checked (and marked) by this process
 _problems = {}        # directory -> why it cannot be used (warned once)
+_held = {}            # directory -> why, found in the background and not warned about yet
+_warn_lock = threading.Lock()
+#: Threads whose name starts so are gpureplace's own background work (the warm-up, recompile-ahead
+#: rounds): a warning raised there is printed outside any cell, so it is held for the user's code.
+BACKGROUND_THREADS = "gpureplace-"
+_NOT_ABSOLUTE = "it is not an absolute path (no home directory: HOME is unset)"
 
 
 def set_directory(path):
@@ -122,23 +132,37 @@ def directory():
 
 def ensure_dir():
     """The cache directory, created, checked and marked; None when it cannot be used (the
-    first time, with a warning that says why and what to do)."""
+    first time, with a warning that says why and what to do: in gpureplace's background threads
+    held for the next use outside them)."""
     path = directory()
     if path in _usable:
         return path
     reason = _prepare(path)
-    if reason is not None:
-        if path not in _problems:
-            warnings.warn(
-                f"gpureplace is not using the disk cache directory {path}: {reason}. Kernels "
-                f"still compile, but are not kept for the next process. Set GPUREPLACE_CACHE_DIR "
-                f"to a private directory you can write to, or GPUREPLACE_CACHE=0 to turn the disk "
-                f"cache off.", UserWarning, stacklevel=user_stacklevel())
-        _problems[path] = reason
-        return None
-    _problems.pop(path, None)
-    _usable.add(path)
-    return path
+    if reason is None:
+        with _warn_lock:
+            _problems.pop(path, None)
+            _held.pop(path, None)
+        _usable.add(path)
+        return path
+    background = threading.current_thread().name.startswith(BACKGROUND_THREADS)
+    with _warn_lock:
+        if path in _problems:
+            first = False
+            _problems[path] = reason
+        elif background:
+            first = False
+            _held[path] = reason
+        else:
+            first = True
+            _held.pop(path, None)
+            _problems[path] = reason
+    if first:
+        warnings.warn(
+            f"gpureplace is not using the disk cache directory {path}: {reason}. Kernels "
+            f"still compile, but are not kept for the next process. Set GPUREPLACE_CACHE_DIR "
+            f"to a private directory you can write to, or GPUREPLACE_CACHE=0 to turn the disk "
+            f"cache off.", UserWarning, stacklevel=user_stacklevel())
+    return None
 
 
 def forget(path):
@@ -149,7 +173,7 @@ def forget(path):
 def _prepare(path):
     """Create ``path`` (0700) and check it; why it cannot be used, or None."""
     if not os.path.isabs(path):
-        return "it is not an absolute path (no home directory: HOME is unset)"
+        return _NOT_ABSOLUTE
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
     except FileExistsError:
@@ -203,16 +227,37 @@ def _adopt(path):
         mark = _marker(path)
         return None if mark is True else (mark or f"its {MARKER} went away")
     if found:
-        shown = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
-        return (f"it already holds files that are not gpureplace's ({shown}), and gpureplace "
-                f"keeps its cache only in a directory it made or found empty, so that nothing of "
-                f"yours is ever overwritten or deleted there; a new folder inside it will do "
-                f"({os.path.join(path, 'gpureplace-cache')})")
+        return _not_empty(path, found)
     try:
         atomic_write(os.path.join(path, MARKER), _MARKER_TEXT.encode())
     except OSError as exc:
         return f"it cannot be written ({exc.strerror or exc})"
     return None
+
+
+def _not_empty(path, found):
+    shown = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+    return (f"it already holds files that are not gpureplace's ({shown}), and gpureplace "
+            f"keeps its cache only in a directory it made or found empty, so that nothing of "
+            f"yours is ever overwritten or deleted there; a new folder inside it will do "
+            f"({os.path.join(path, 'gpureplace-cache')})")
+
+
+def _problem(path):
+    """Why ``path`` cannot be used, as ``_prepare`` would find it, without creating or marking
+    anything; None when it can (or will be made and marked at its first use)."""
+    if not os.path.isabs(path):
+        return _NOT_ABSOLUTE
+    if not os.path.lexists(path):     # made at the first use, unless that failed already
+        return _problems.get(path) or _held.get(path)
+    reason = _insecure(path)
+    if reason is not None:
+        return reason
+    mark = _marker(path)
+    if mark is not False:
+        return None if mark is True else mark
+    found = sorted(e.name for e in _listing(path) if not _TEMP.match(e.name))
+    return _not_empty(path, found) if found else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -496,10 +541,7 @@ def info():
     bytes of what gpureplace wrote there; ``problem``: why the directory is not used, or None."""
     d = directory()
     entries = size = 0
-    problem = _problems.get(d)
-    if os.path.lexists(d):
-        mark = _insecure(d) or _marker(d)
-        problem = mark if isinstance(mark, str) else None
+    problem = _problem(d)
     if problem is None:
         for kind, _, nbytes, _ in _walk(d):
             entries += kind == "entry"

@@ -30,6 +30,10 @@ Hazards, and how they are met:
   "forkserver" start method, or turn the warm-up off.
 * A fork *while* the thread runs could copy a lock it holds into the child; ``wait()`` returns
   once it is done (``gpureplace.prewarm.wait()`` before forking, if you fork early).
+* A warning raised in the thread would be printed outside any cell (and, as Python warns once,
+  never again).  The one it can meet, a disk cache directory gpureplace will not use, is held
+  (its threads are named ``gpureplace-...``, compiler/diskcache.py) and raised by the user's
+  first kernel compile, as without the warm-up; ``%cuda_cache stats`` says why meanwhile.
 """
 
 from __future__ import annotations
