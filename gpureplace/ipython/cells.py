@@ -2,18 +2,21 @@
 the cell's code after one opening call, the traceback line put back as typed, and what an open
 cell converts when it ends.  And what the cell hooks check around every cell: the bindings
 compiled kernels depend on (``check_bindings``), after each cell and, where IPython's autoreload
-has just reloaded a module, before it (``AutoreloadWatch``)."""
+has just reloaded a module, before it (``AutoreloadWatch``).  And what a cell's functions become:
+gpureplace functions with the cell's options, showing their code with ``--show``."""
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 import types
 
+from ..arch import normalize_arch
 from ..compiler.constructs import refuse_in_cuda_cell
 from ..compiler.overload_redefinitions import note_overload_redefinitions
-from ..jit import live_functions
+from ..jit import GPUFunction, live_functions
 from ..tracking import bindings, deps
 from . import render
 
@@ -159,6 +162,96 @@ class OpenCell:
         self.context = context
         self.before = before           # the namespace when the body began (name -> object)
         self.result = result           # the running cell's ExecutionResult (None: unknown)
+
+
+# -- what the cell's functions become ----------------------------------------------------------
+def made_in_cell(fn, opened):
+    """A plain function of the ``%%cuda`` cell ``opened`` as a gpureplace function with the
+    cell's options; with ``--show`` it shows its code whenever it compiles a specialisation
+    (at its first launch with new argument types, or ``kernel.compile(sig)``)."""
+    args = opened.args
+    made = GPUFunction(fn, context=opened.context, fastmath=args.fastmath, arch=args.arch)
+    if args.show:
+        made.on_compile = show_hook(fn.__name__, args.show, made)
+    return made
+
+
+def cell_option_changes(fn, context, args):
+    """What the ``%%cuda`` cell's options change of ``fn``, a ``@cuda.jit`` function the cell
+    defined, where its decorator left them unset: ``(changes, kept)``, ``changes`` for
+    ``fn.rebuilt`` (``--context`` and ``--arch`` unless the decorator gave another,
+    ``--fastmath`` added), ``kept`` the options its decorator's value stands against."""
+    changes, kept = {}, []
+    if context is not None:
+        if fn._context is None:
+            changes["context"] = context
+        elif fn._context is not context:
+            kept.append(f"--context {args.context} (its decorator gives context="
+                        f"{fn._context.name!r})")
+    if args.arch:
+        arch = normalize_arch(args.arch, "arch")
+        if fn._arch is None:
+            changes["arch"] = arch
+        elif fn._arch != arch:
+            kept.append(f"--arch {args.arch} (its decorator gives arch={fn._arch!r})")
+    if args.fastmath and not fn._fastmath:
+        changes["fastmath"] = True
+    return changes, kept
+
+
+def with_cell_options(name, fn, context, args):
+    """``fn`` (a ``@cuda.jit`` function the ``%%cuda`` cell defined) with the cell's options
+    (``cell_option_changes``; a line says which its decorator's values override)."""
+    changes, kept = cell_option_changes(fn, context, args)
+    for what in kept:
+        print(f"gpureplace: %%cuda {what} does not apply to {name}")
+    return fn.rebuilt(**changes) if changes else fn
+
+
+def show_compiled(name, what, fn, spec):
+    """``%%cuda --show``: the code of ``spec``, a specialisation ``fn`` just compiled (labelled
+    with its options where ``fn`` holds others of the same argument types, or where they are
+    not the options a launch uses now), as ``%cuda_ptx`` and the others show it.  The typed IR
+    of a specialisation loaded from the disk cache (which keeps none) comes from compiling its
+    front end, which shows it through the hook."""
+    variants = [v for v in fn._compiled_variants() if v.argtypes == spec.argtypes]
+    found = next((v for v in variants if v.value is spec), None)
+    read, from_disk_too = fn._reader(what)
+    if not from_disk_too and getattr(spec, "from_disk", False) and found is not None:
+        fn._specialize(spec.argtypes, found.options, disk=False)
+        return
+    titles = render.variant_titles(name, variants)
+    title = next((t for t, v in zip(titles, variants) if v is found), None)
+    render.show([render.Listing(title or render.signature_text(name, spec.argtypes), what,
+                                read(spec), spec.ptx if what == "ptx" else None)])
+
+
+def show_hook(name, what, fn):
+    """The ``on_compile`` of ``fn`` in a ``%%cuda --show`` cell."""
+    return functools.partial(show_compiled, name, what, fn)
+
+
+def shows(fn):
+    """Whether ``fn`` shows its code as it compiles (``show_hook``)."""
+    hook = fn.on_compile
+    return isinstance(hook, functools.partial) and hook.func is show_compiled
+
+
+def show_from_now(name, what, fn):
+    """``fn``, a ``@cuda.jit`` kernel of a ``%%cuda --show`` cell, shows its code from now on,
+    and now what it compiled before (given signatures compile when the decorator runs, before
+    any hook): the specialisations it holds, else -- a kernel the cell's options rebuilt -- the
+    signatures its decorator gave, compiled here.  A function that already shows, or a
+    device function (which shows nothing), is left as it is."""
+    if fn.device or shows(fn):
+        return
+    fn.on_compile = show_hook(name, what, fn)
+    compiled = [v.value for v in fn._compiled_variants()]
+    for spec in compiled:
+        show_compiled(name, what, fn, spec)
+    if not compiled:
+        for argtypes in fn.declared_signatures:
+            fn.compile(argtypes)          # (shown by the hook)
 
 
 # -- the redefinition check around cells -------------------------------------------------------

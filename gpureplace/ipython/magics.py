@@ -11,7 +11,6 @@ anything set before the extension loaded) stay in force when it loads or reloads
 
 from __future__ import annotations
 
-import functools
 import linecache
 import math
 import os
@@ -39,14 +38,9 @@ from ..runtime import launch
 from ..tracking import world
 from ..tracking.stats import snapshot as stats_snapshot
 from . import render
-from .cells import OpenCell, check_bindings, show_first_line_as_typed
+from .cells import OpenCell, cell_option_changes, check_bindings, made_in_cell
+from .cells import show_first_line_as_typed, show_from_now, with_cell_options
 from .output import FdCapture
-
-
-def _show_compiled(name, what, spec):
-    """``%%cuda --show``: the code of a specialisation the function just compiled."""
-    render.show([render.listing(name, spec.argtypes, what, _REFLECTORS[what](spec),
-                                spec.ptx if what == "ptx" else None)])
 
 
 def _a(word):
@@ -56,41 +50,6 @@ def _a(word):
 def _warn_hook_failure(what, exc):
     warnings.warn(f"gpureplace: {what} failed after this cell: {type(exc).__name__}: {exc}",
                   RuntimeWarning, stacklevel=2)
-
-
-def _made_in_cell(fn, opened):
-    """A plain function of the ``%%cuda`` cell ``opened`` as a gpureplace function with the
-    cell's options; with ``--show`` it shows its code whenever it compiles a specialisation
-    (at its first launch with new argument types, or ``kernel.compile(sig)``)."""
-    args = opened.args
-    made = GPUFunction(fn, context=opened.context, fastmath=args.fastmath, arch=args.arch)
-    if args.show:
-        made.on_compile = functools.partial(_show_compiled, fn.__name__, args.show)
-    return made
-
-
-def _with_cell_options(name, fn, context, args):
-    """``fn`` (a ``@cuda.jit`` function the ``%%cuda`` cell defined) with the cell's options
-    where its decorator left them unset: ``--context`` and ``--arch`` unless the decorator gave
-    another (then the decorator's stands, and a line says so), ``--fastmath`` added."""
-    changes, kept = {}, []
-    if context is not None:
-        if fn._context is None:
-            changes["context"] = context
-        elif fn._context is not context:
-            kept.append(f"--context {args.context} (its decorator gives context="
-                        f"{fn._context.name!r})")
-    if args.arch:
-        arch = normalize_arch(args.arch, "arch")
-        if fn._arch is None:
-            changes["arch"] = arch
-        elif fn._arch != arch:
-            kept.append(f"--arch {args.arch} (its decorator gives arch={fn._arch!r})")
-    if args.fastmath and not fn._fastmath:
-        changes["fastmath"] = True
-    for what in kept:
-        print(f"gpureplace: %%cuda {what} does not apply to {name}")
-    return fn.rebuilt(**changes) if changes else fn
 
 
 @magics_class
@@ -443,38 +402,55 @@ class GPUReplace(Magics):
         """A top-level function of the running ``%%cuda`` cell as it is defined: a plain one
         becomes a gpureplace function with the cell's options (``_convert`` passes it when the
         cell ends), anything else stays as it is."""
-        if not self._open_cells or not isinstance(fn, pytypes.FunctionType) or \
-                fn.__globals__ is not self.shell.user_global_ns or "." in fn.__qualname__:
+        if not self._open_cells:
             return fn
-        return _made_in_cell(fn, self._open_cells[-1])
+        opened = self._open_cells[-1]
+        if isinstance(fn, GPUFunction):
+            # (a @cuda.jit one the cell's options leave as it is: with --show, what its given
+            # signatures compiled and what it compiles from now on; _convert does the others)
+            if opened.args.show and self._cell_defines(fn.py_func, fn.__name__) and \
+                    fn._parent is None and not cell_option_changes(fn, opened.context,
+                                                                   opened.args)[0]:
+                show_from_now(fn.__name__, opened.args.show, fn)
+            return fn
+        if not isinstance(fn, pytypes.FunctionType) or \
+                not self._cell_defines(fn, fn.__name__):
+            return fn
+        return made_in_cell(fn, opened)
+
+    def _cell_defines(self, fn, name):
+        """Whether the Python function ``fn`` is a top-level one of the notebook named ``name``
+        (what a ``%%cuda`` cell converts: not nested, aliased nor imported)."""
+        return fn.__qualname__ == name and fn.__globals__ is self.shell.user_global_ns
 
     def _convert(self, opened):
         """Every top-level function the cell (re)defined becomes a GPUFunction."""
         args = opened.args
         ns = self.shell.user_ns
-        own_globals = self.shell.user_global_ns
         defined = []
         for name, value in list(ns.items()):
             if opened.before.get(name) is value:
                 continue
             if isinstance(value, GPUFunction):      # @cuda.jit in the cell: the cell's options
-                if value.py_func.__qualname__ == name and value._parent is None and \
-                        value.py_func.__globals__ is own_globals:
-                    ns[name] = _with_cell_options(name, value, opened.context, args)
+                if self._cell_defines(value.py_func, name) and value._parent is None:
+                    ns[name] = with_cell_options(name, value, opened.context, args)
                     defined.append(name)
                 continue
-            if not isinstance(value, pytypes.FunctionType):
-                continue
-            if value.__qualname__ != name or value.__globals__ is not own_globals:
+            if not isinstance(value, pytypes.FunctionType) or \
+                    not self._cell_defines(value, name):
                 continue      # nested, aliased or imported: only functions the cell defines
-            ns[name] = _made_in_cell(value, opened)
+            ns[name] = made_in_cell(value, opened)
             defined.append(name)
         if args.verbose and defined:
             print(f"gpureplace: defined {', '.join(defined)}")
         if args.show:
-            # (the cell's @cuda.jit functions too: each shows its code whenever it compiles)
+            # (the cell's @cuda.jit functions too: each shows what it compiled before it could
+            # show it -- its given signatures -- and its code whenever it compiles)
             for name in defined:
-                ns[name].on_compile = functools.partial(_show_compiled, name, args.show)
+                try:
+                    show_from_now(name, args.show, ns[name])
+                except GPUReplaceError as exc:
+                    print(f"gpureplace: %%cuda --show: {name}: {exc}")
 
     # -- reflection -----------------------------------------------------------------------------
     def _kernel_and_sig(self, line, magic, method):
@@ -504,35 +480,38 @@ class GPUReplace(Magics):
         return obj, " ".join(parts[1:]) or None
 
     def _by_signature(self, kernel, magic, method, sig):
-        """``{argument types: answer}`` of ``kernel.<method>(sig)``.  A malformed signature, a
-        device function where a kernel is needed and a missing tool (ptxas, nvdisasm) are a
-        ``UsageError`` with their message."""
+        """``{argument types: answer}`` of ``kernel.<method>(sig)`` (``_asking``)."""
+        out = self._asking(magic, lambda: getattr(kernel, method)(sig))
+        return out if sig is None else {normalize_signature(sig)[0]: out}
+
+    @staticmethod
+    def _asking(magic, call):
+        """``call()``, a question to a kernel: a malformed signature, a device function where a
+        kernel is needed and a missing tool (ptxas, nvdisasm) are a ``UsageError`` with their
+        message."""
         try:
-            out = getattr(kernel, method)(sig)
+            return call()
         except (SignatureParseError, DeviceFunctionError) as exc:
             raise UsageError(f"%{magic}: {exc}") from None
         except RuntimeError as exc:
             if isinstance(exc, GPUReplaceError):
                 raise
             raise UsageError(f"%{magic}: {exc}") from None
-        return out if sig is None else {normalize_signature(sig)[0]: out}
 
     def _reflect(self, line, what):
         magic = f"cuda_{what}"
         kernel, sig = self._kernel_and_sig(line, magic, f"inspect_{what}")
-        texts = self._by_signature(kernel, magic, f"inspect_{what}", sig)
-        if not texts:
+        # every specialisation, those of the same argument types under other options too
+        # (labelled with their options; the one a launch runs first)
+        variants = self._asking(magic, lambda: kernel.inspect_all(what, sig))
+        if not variants:
             print(f"{kernel.__qualname__} has not been compiled yet: launch it, or give a "
                   f"signature such as %{magic} {line.split()[0]} \"void(float32[:])\"")
             return
-        ptx = {}                        # PTX and SASS listings give ptxas's resource report
-        if what == "ptx":
-            ptx = texts
-        elif what == "sass":
-            ptx = self._by_signature(kernel, magic, "inspect_ptx", sig)
-        render.show([render.listing(kernel.__qualname__, argtypes, what, text,
-                                    ptx.get(argtypes))
-                     for argtypes, text in texts.items()])
+        # (SASS listings give ptxas's resource report of the PTX behind them)
+        ptx = self._asking(magic, lambda: kernel.inspect_all("ptx", sig)) \
+            if what == "sass" else None
+        render.show(render.variant_listings(kernel.__qualname__, what, variants, ptx))
 
     @line_magic
     def cuda_ptx(self, line):
@@ -586,7 +565,7 @@ class GPUReplace(Magics):
             info = diskcache.info()
             stats = stats_snapshot()
             print(", ".join(f"{k} {v}" for k, v in stats.items()))
-            if info["problem"]:
+            if info["enabled"] and info["problem"]:
                 print(f"disk cache: not used: {info['directory']}: {info['problem']}")
             else:
                 print(f"disk cache: {info['entries']} kernel(s), {info['bytes']} bytes in "
@@ -594,7 +573,3 @@ class GPUReplace(Magics):
         else:
             raise UsageError(f"%cuda_cache: unknown action {action!r}; usage: %cuda_cache "
                              f"[stats|clear]")
-
-
-_REFLECTORS = {"ptx": lambda s: s.ptx, "llvm": lambda s: s.llvm_ir,
-               "types": lambda s: str(s.compiled.type_annotation)}

@@ -1,5 +1,6 @@
 """How the notebook shows what the magics print: each code listing (PTX, SASS, LLVM IR, typed
-IR) labelled with its specialisation, highlighted, and folded when long; the tables of
+IR) labelled with its specialisation (and its options, where the kernel holds several
+specialisations of the same argument types), highlighted, and folded when long; the tables of
 ``%cuda_deps``; the short lines of the verbose messages.
 
 A ``Listing`` is an object with two representations: in a notebook (``_repr_html_``) a
@@ -10,6 +11,7 @@ registers and shared memory that ptxas reports (collapsed past ``FOLD_LINES`` li
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import html
 import textwrap
@@ -170,9 +172,51 @@ class Listing:
                 f'<div style="max-height: 60em; overflow: auto">{body}</div></details>')
 
 
-def listing(name, argtypes, what, text, ptx=None):
-    """A ``Listing`` titled with the specialisation ``name(argtypes)``."""
-    return Listing(signature_text(name, argtypes), what, text, ptx)
+def option_words(options, others=()):
+    """``options`` (a specialisation's ``Options``) in a few words: ``fastmath`` or ``no
+    fastmath``, the architecture, and each other option in which one of ``others`` differs
+    (``opt=0``, ``lineinfo``, ...)."""
+    words = ["fastmath" if options.fastmath else "no fastmath", options.arch]
+    for field in dataclasses.fields(options):
+        name, value = field.name, getattr(options, field.name)
+        if name in ("fastmath", "arch") or all(getattr(o, name) == value for o in others):
+            continue
+        words.append((name if value else f"no {name}") if isinstance(value, bool) else
+                     f"{name}={value!r}")
+    return ", ".join(words)
+
+
+def variant_titles(name, variants):
+    """The title of each of ``variants`` (``Variant(argtypes, options, current, ...)``, as
+    ``kernel.inspect_all`` lists them): ``name(argtypes)``, followed by its options in brackets
+    where the kernel holds several specialisations of these argument types, or one compiled
+    under other options than a launch uses now: ``saxpy(float32[::1]) [fastmath, sm_90]``,
+    ``[no fastmath, sm_90; current options]`` for the one a launch runs, ``...; not the
+    current options]`` where none of them is."""
+    groups = {}
+    for v in variants:
+        groups.setdefault(v.argtypes, []).append(v)
+    titles = []
+    for v in variants:
+        group, title = groups[v.argtypes], signature_text(name, v.argtypes)
+        if len(group) > 1 or not v.current:
+            words = option_words(v.options, [o.options for o in group if o is not v])
+            if v.current:
+                words += "; current options"
+            elif not any(o.current for o in group):
+                words += "; not the current options"
+            title += f" [{words}]"
+        titles.append(title)
+    return titles
+
+
+def variant_listings(name, what, variants, ptx=None):
+    """A ``Listing`` of each of ``variants`` (``kernel.inspect_all(what)``), titled by
+    ``variant_titles``; ``ptx``: the PTX behind each (``inspect_all("ptx")``, for SASS)."""
+    ptx = {(v.argtypes, v.options): v.value for v in ptx or ()}
+    return [Listing(title, what, v.value,
+                    v.value if what == "ptx" else ptx.get((v.argtypes, v.options)))
+            for title, v in zip(variant_titles(name, variants), variants)]
 
 
 def show(items):

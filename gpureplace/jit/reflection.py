@@ -1,37 +1,53 @@
 """What a ``cuda.jit`` function says about its compiled code: PTX, LLVM IR, types, SASS, the
 dispatch report, dependencies, and the driver's attributes of a loaded kernel (numba-cuda's
-``inspect_*`` and ``get_*`` methods).  A mixin of ``GPUFunction``."""
+``inspect_*`` and ``get_*`` methods).  A mixin of ``GPUFunction``.
+
+A function may hold several specialisations of the same argument types, compiled under other
+options (``%config GPUReplace.fastmath``, ``arch``, ``kernel.compile(sig, arch=...)``).  The
+``{argtypes: ...}`` answers give, for each argument types, the specialisation of the options a
+launch uses now where there is one (``_launch_options``), the most recently compiled otherwise;
+``inspect_all`` lists every one with its options."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from numba.core import types
 
 from .. import probe
 from ..compiler import toolchain
+from ..compiler.compiled import Options
 from ..compiler.dispatch_report import dispatch_report
 from ..compiler.pipeline import device_ptx
 from ..compiler.signature import SignatureParseError, normalize_signature
+from ..config import settings
 from ..errors import DeviceFunctionError
 from ..runtime import launch
 from ..tracking.deps import describe
 
 
+class Variant(NamedTuple):
+    """One compiled specialisation as ``inspect_all`` lists it."""
+    argtypes: tuple
+    options: Options
+    #: compiled with the options a launch uses now: what a launch of these types runs
+    current: bool
+    #: the specialisation (``_compiled_variants``), or its code (``inspect_all``)
+    value: object
+
+
 class Reflection:
     """``inspect_ptx``, ``inspect_llvm``, ``inspect_types``, ``inspect_sass``, ``overloads``,
-    ``get_regs_per_thread`` and the rest, over the specialisations ``_select`` gives."""
+    ``get_regs_per_thread`` and the rest, over the specialisations ``_compiled_variants`` gives."""
 
     def inspect_ptx(self, sig=None):
         """PTX of the specialisation for ``sig``, or ``{argtypes: ptx}`` of all compiled so far
         (for a device function: its PTX on its own, as ``compile_ptx(..., device=True)``)."""
-        if self.device:
-            return self._reflect(sig, device_ptx)
-        return self._reflect(sig, lambda s: s.ptx)
+        return self._reflect(sig, *self._reader("ptx"))
 
     def inspect_llvm(self, sig=None, *, signature=None):
         sig = signature if signature is not None else sig      # (numba-cuda's keyword)
-        if self.device:
-            return self._reflect(sig, lambda cf: "\n".join(cf.ir_texts()))
-        return self._reflect(sig, lambda s: s.llvm_ir)
+        return self._reflect(sig, *self._reader("llvm"))
 
     def inspect_types(self, sig=None, file=None, *, signature=None, pretty=False,
                       style="default"):
@@ -43,16 +59,37 @@ class Reflection:
             sig, file = None, sig
         if signature is not None:
             sig = signature
-
-        def annotate(s):
-            cf = s if self.device else s.compiled
-            return "\n".join(f"{each.qualname}{each.argtypes} -> {each.restype}\n"
-                             f"{each.type_annotation}" for each in cf.closure())
-        out = self._reflect(sig, annotate, disk=False)
+        out = self._reflect(sig, *self._reader("types"))
         if file is not None:
             print(out if isinstance(out, str) else "\n".join(out.values()), file=file)
             return None
         return out
+
+    def inspect_all(self, what="ptx", sig=None):
+        """Every specialisation compiled so far (with ``sig``: those of its argument types, the
+        one of the current options compiled if need be) as ``Variant(argtypes, options,
+        current, text)``, ``what`` being ``"ptx"``, ``"llvm"``, ``"types"`` or ``"sass"``.
+        Unlike the ``{argtypes: ...}`` of ``inspect_ptx()``, it keeps the specialisations of
+        the same argument types compiled under other options (``fastmath``, ``arch``):
+        ``current`` marks the one of the options a launch uses now, listed first among its
+        argument types."""
+        fn, disk = self._reader(what)
+        return [v._replace(value=fn(self._front_ended(v, disk).value))
+                for v in self._compiled_variants(sig, disk)]
+
+    def _reader(self, what):
+        """(the code ``what`` of one specialisation, whether a disk-loaded one has it)."""
+        if what == "ptx":
+            return (device_ptx if self.device else _ptx), True
+        if what == "llvm":
+            return (_device_llvm if self.device else _llvm), True
+        if what == "types":
+            return (_annotated if self.device else _annotated_kernel), False
+        if what == "sass":
+            self._require_kernel("inspect_sass")
+            return _sass, True
+        raise ValueError(f"inspect_all(what={what!r}): what is 'ptx', 'llvm', 'types' or "
+                         f"'sass'")
 
     def dispatch_report(self, sig=None):
         """Each callable the call graph uses: function, line, context layer, implementation."""
@@ -71,8 +108,7 @@ class Reflection:
         sass}`` of all compiled so far: the PTX assembled by ptxas for the specialisation's
         architecture and listed by nvdisasm (from the ``nvidia-cuda-nvcc`` and
         ``nvidia-cuda-nvdisasm`` wheels; no GPU needed)."""
-        self._require_kernel("inspect_sass")
-        return self._reflect(signature, lambda s: s.inspect_sass())
+        return self._reflect(signature, *self._reader("sass"))
 
     @property
     def signatures(self):
@@ -82,8 +118,9 @@ class Reflection:
     @property
     def overloads(self):
         """``{argument types: specialisation}`` of everything compiled so far (numba-cuda's
-        ``kernel.overloads``)."""
-        return {argtypes: spec for (argtypes, _), spec in self._specs.items()}
+        ``kernel.overloads``): for argument types compiled under several options, the
+        specialisation of the current ones (``_reflect``)."""
+        return self._by_argtypes(self._compiled_variants(), lambda v: v.value)
 
     # The driver's view of a specialisation loaded on the current device (numba-cuda's
     # ``get_regs_per_thread`` and friends): ``signature`` or all compiled ones as a dict.
@@ -120,13 +157,66 @@ class Reflection:
         return self._reflect(signature, read, single=True)
 
     def _reflect(self, sig, fn, disk=True, single=False):
-        specs = self._select(sig, disk)
-        if sig is not None or (single and self.specialized and len(specs) == 1):
-            # (``single``: a kernel of one signature -- given to cuda.jit, or made by
-            # specialize -- answers the driver's questions for it, not with a dict, as
-            # numba-cuda's get_regs_per_thread() ...; its inspect_*() give dicts)
-            return fn(specs[0])
-        return {s.argtypes: fn(s) for s in specs}
+        if sig is not None:
+            return fn(self._compiled_variants(sig, disk)[0].value)
+        out = self._by_argtypes(self._compiled_variants(None, disk),
+                                lambda v: fn(self._front_ended(v, disk).value))
+        if single and self.specialized and len(out) == 1:
+            # (a kernel of one signature -- given to cuda.jit, or made by specialize -- answers
+            # the driver's questions for it, not with a dict, as numba-cuda's
+            # get_regs_per_thread() ...; its inspect_*() give dicts)
+            return next(iter(out.values()))
+        return out
+
+    @staticmethod
+    def _by_argtypes(variants, fn):
+        """``{argtypes: fn(variant)}``, of the variant of the current options where the
+        argument types have one, else of the most recently compiled (the last listed)."""
+        chosen = {}
+        for v in variants:
+            if v.argtypes not in chosen or not chosen[v.argtypes].current:
+                chosen[v.argtypes] = v
+        return {argtypes: fn(v) for argtypes, v in chosen.items()}
+
+    def _front_ended(self, variant, disk):
+        """``variant``, its specialisation compiled again where it was loaded from the disk
+        cache and ``disk`` is False: what needs the front end's results (typed IR)."""
+        if disk or not getattr(variant.value, "from_disk", False):
+            return variant
+        return variant._replace(value=self._specialize(variant.argtypes, variant.options,
+                                                       disk=False))
+
+    def _launch_options(self):
+        """The options a launch compiles with now: ``options()``, for the GPU's architecture
+        where launches go to a GPU (jit/launching.py's ``_prepare``)."""
+        arch = None
+        if settings.backend != "simulator" and probe.available():
+            arch = probe.arch_of(probe.current_device())
+        return self.options(arch)
+
+    def _compiled_variants(self, sig=None, disk=True):
+        """``Variant(argtypes, options, current, specialisation)`` of each specialisation
+        compiled so far, by argument types in the order first compiled, the current options'
+        first and the others in the order compiled.  With ``sig``: those of its argument types,
+        the current options' compiled (or revalidated) first, ``disk=False`` compiling it again
+        if it was loaded from the disk cache (``_front_ended`` does the others)."""
+        now = self._launch_options()
+        if sig is not None:
+            argtypes = argument_types(self, sig)
+            first = self._specialize(argtypes, now, disk=disk)
+            found = [((argtypes, now), first)] + [
+                (key, spec) for key, spec in list(self._specs.items())
+                if key[0] == argtypes and key[1] != now]
+        else:
+            found = list(self._specs.items())
+        groups = {}
+        for (argtypes, options), spec in found:
+            groups.setdefault(argtypes, []).append((options, spec))
+        out = []
+        for argtypes, group in groups.items():
+            group.sort(key=lambda item: item[0] != now)       # (stable: then as compiled)
+            out += [Variant(argtypes, options, options == now, spec) for options, spec in group]
+        return out
 
     def _require_kernel(self, what):
         if self.device:
@@ -134,6 +224,32 @@ class Reflection:
                 f"Cannot ask {what}() of a device function"
             raise DeviceFunctionError(f"{what_of}: {what}() is for kernels; {self.__qualname__} "
                                       f"is a device function (use inspect_llvm)")
+
+
+def _ptx(spec):
+    return spec.ptx
+
+
+def _llvm(spec):
+    return spec.llvm_ir
+
+
+def _device_llvm(cf):
+    return "\n".join(cf.ir_texts())
+
+
+def _sass(spec):
+    return spec.inspect_sass()
+
+
+def _annotated(cf):
+    """The typed IR of ``cf`` and of each function it calls (``inspect_types``)."""
+    return "\n".join(f"{each.qualname}{each.argtypes} -> {each.restype}\n"
+                     f"{each.type_annotation}" for each in cf.closure())
+
+
+def _annotated_kernel(spec):
+    return _annotated(spec.compiled)
 
 
 def _assembled(spec, name):
