@@ -24,11 +24,26 @@ _BACKENDS = ("auto", "gpu", "simulator")
 HOST_ARRAYS = ("warn", "copy", "error")
 
 
+#: Called with no arguments when a setting that compiled code depends on changes (``fastmath``,
+#: ``default_context``): the tracking layer moves the world there, so that cached launches look
+#: again and compile for the new setting (config sits below tracking and cannot call it).
+code_setting_listeners = []
+
+
+def _code_setting_changed():
+    for listener in list(code_setting_listeners):
+        listener()
+
+
 class Settings:
     def __init__(self):
-        self.fastmath = False
+        again = "_fastmath" in self.__dict__          # (reset: tests, %reload_ext)
+        moved = again and (bool(self._fastmath) or self._default_context is not None)
+        self._fastmath = False
+        self._default_context = None
+        if moved:
+            _code_setting_changed()
         self._arch = None               # None: the current GPU's, or sm_90 without one
-        self.default_context = None     # None: gpureplace.default_context
         self.verbose = False
         #: Where launches run: "gpu", "simulator", or "auto" (the GPU when there is one, else the
         #: simulator, said once).  ``GPUREPLACE_BACKEND`` sets the default.
@@ -65,6 +80,29 @@ class Settings:
     @property
     def arch(self):
         return self._arch
+
+    @property
+    def fastmath(self):
+        return self._fastmath
+
+    @fastmath.setter
+    def fastmath(self, value):
+        changed = bool(value) != bool(self._fastmath)
+        self._fastmath = value
+        if changed:
+            _code_setting_changed()
+
+    @property
+    def default_context(self):
+        """The context of kernels without one of their own; None: gpureplace.default_context."""
+        return self._default_context
+
+    @default_context.setter
+    def default_context(self, value):
+        changed = value is not self._default_context
+        self._default_context = value
+        if changed:
+            _code_setting_changed()
 
     @property
     def nvrtc_search_paths(self):

@@ -295,7 +295,12 @@ class GPUFunction(Configurable, Reflection, Launching, DeviceCallable):
         return spec
 
     def _still_valid(self, spec):
-        stale = deps.revalidate(spec, spec if self.device else spec.compiled, self.__qualname__)
+        cf = spec if self.device else spec.compiled
+        if getattr(cf, "context", self.context) is not self.context:
+            # compiled in another context: settings.default_context changed since
+            self._stale_reason = f"its context is now {self.context.name!r}"
+            return False
+        stale = deps.revalidate(spec, cf, self.__qualname__)
         if stale is None:
             return True
         # compile_device recompiles what is stale in the closure (or only relinks a function

@@ -6,6 +6,8 @@ moved does it re-validate its dependency records.
 
 import itertools
 
+from ..config import code_setting_listeners
+
 _counter = itertools.count(1)
 #: Current world age; read it as ``world.age``.
 age = 0
@@ -15,3 +17,6 @@ def bump():
     global age
     age = next(_counter)
     return age
+
+
+code_setting_listeners.append(bump)    # (settings.fastmath, settings.default_context)
