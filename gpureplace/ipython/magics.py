@@ -43,6 +43,15 @@ from .cells import show_first_line_as_typed, show_from_now, with_cell_options
 from .output import FdCapture
 
 
+def _not_compiled(kernel):
+    """What to say of a kernel with no compiled code whose last compile failed (its code went
+    stale and compiling it again raised), or None."""
+    error = getattr(kernel, "last_compile_error", None)
+    return None if error is None else (
+        f"{kernel.__qualname__} has no current compiled code: its last compile failed "
+        f"({error})")
+
+
 def _a(word):
     return f"an {word}" if word[:1].lower() in "aeiou" else f"a {word}"
 
@@ -505,7 +514,8 @@ class GPUReplace(Magics):
         # (labelled with their options; the one a launch runs first)
         variants = self._asking(magic, lambda: kernel.inspect_all(what, sig))
         if not variants:
-            print(f"{kernel.__qualname__} has not been compiled yet: launch it, or give a "
+            print(_not_compiled(kernel) or
+                  f"{kernel.__qualname__} has not been compiled yet: launch it, or give a "
                   f"signature such as %{magic} {line.split()[0]} \"void(float32[:])\"")
             return
         # (SASS listings give ptxas's resource report of the PTX behind them)
@@ -541,7 +551,7 @@ class GPUReplace(Magics):
         kernel, sig = self._kernel_and_sig(line, "cuda_deps", "dependencies")
         tables = self._by_signature(kernel, "cuda_deps", "dependencies", sig)
         if not tables:
-            print(f"{kernel.__qualname__} has not been compiled yet")
+            print(_not_compiled(kernel) or f"{kernel.__qualname__} has not been compiled yet")
             return
         print(render.deps_report(kernel.__qualname__, tables))
 

@@ -45,6 +45,9 @@ CompileStats = collections.namedtuple("CompileStats", "cache_path cache_hits cac
 class GPUFunction(Configurable, Reflection, Launching, DeviceCallable):
     """What ``cuda.jit`` returns: a kernel (``device=False``) or a device function."""
 
+    #: the first line of the error of its last compile, when that failed (the magics say it)
+    last_compile_error = None
+
     def __init__(self, py_func, *, device=False, context=None, fastmath=False, opt=3,
                  lineinfo=False, arch=None, max_registers=None, launch_bounds=None, link=None,
                  shared_memory_carveout=None, debug=False, _parent=None, _detached=False):
@@ -277,7 +280,10 @@ class GPUFunction(Configurable, Reflection, Launching, DeviceCallable):
             except CompileError as exc:
                 if current_frame() is not None:         # a compile inside a compile: as it is
                     raise
+                self.last_compile_error = str(exc).strip().splitlines()[0] if str(exc) else \
+                    type(exc).__name__
                 raise diagnostics.for_user(exc) from None
+            self.last_compile_error = None
             spec.world = age
             reason, self._stale_reason = self._stale_reason, None
             if settings.verbose and reason:

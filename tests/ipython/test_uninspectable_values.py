@@ -106,3 +106,22 @@ def test_the_fingerprint_of_such_a_value_is_none_not_an_error():
 
     assert fingerprint(AttrDict(a=1)) is None
     assert fingerprint((1.0, AttrDict(a=1))) is None
+
+
+def test_the_reflection_magics_say_the_last_compile_failed(shell):
+    """After a redefinition made the kernel's code stale and compiling it again failed,
+    ``%cuda_deps`` and ``%cuda_ptx`` said "has not been compiled yet"; they say it failed."""
+    from IPython.utils.capture import capture_output
+    assert _cell(shell, CELL).error_in_exec is None
+    assert _cell(shell, "K = AttrDict(scale=5.0)").error_in_exec is None
+    assert isinstance(_cell(shell, "reads_k[1, 4](out)").error_in_exec, CompileError)
+    for magic in ("%cuda_deps reads_k", "%cuda_ptx reads_k"):
+        with capture_output() as shown:
+            assert shell.run_cell(magic).error_in_exec is None
+        assert "reads_k has no current compiled code: its last compile failed (in reads_k " \
+            in shown.stdout, shown.stdout
+        assert "K is a __main__.AttrDict object" in shown.stdout
+    assert _cell(shell, "K = 2.0\nreads_k[1, 4](out)").error_in_exec is None
+    with capture_output() as shown:
+        shell.run_cell("%cuda_deps reads_k")
+    assert "last compile failed" not in shown.stdout and "K" in shown.stdout
