@@ -12,6 +12,7 @@ from __future__ import annotations
 import types as pytypes
 
 import numpy as np
+from numba.core import types as nbtypes
 
 from ..compiler.diagnostics import in_standard_library
 from .arrays import wrap_int
@@ -58,3 +59,77 @@ def device_code(code):
             co_consts=tuple(device_const(c) for c in code.co_consts))
     return hit
 
+
+
+# ---------------------------------------------------------------------------------------------
+# What Numba's typing of a function says its variables are
+
+_SCALARS = (nbtypes.Boolean, nbtypes.Integer, nbtypes.Float, nbtypes.Complex)
+
+
+def _reads_of(annotation, restype, local_names):
+    """``(reads, multi, returns)`` of one typed function (its Numba type annotation): the
+    Numba type of the reads of each local ``(name, line)`` where they agree (None where
+    not), the locals whose versions (Numba's SSA names ``t``, ``t.1``...) have different types,
+    and whether some return converts its value to the return type."""
+    from numba.core import ir
+    typemap = annotation.typemap
+    versions = {}
+    for var, ty in typemap.items():
+        base = var.split(".", 1)[0]
+        if base in local_names:
+            versions.setdefault(base, set()).add(nbtypes.unliteral(ty))
+    multi = {n for n, tys in versions.items() if len(tys) > 1}
+    reads, returns = {}, False
+    for block in annotation.blocks.values():
+        for stmt in block.body:
+            target = None
+            if isinstance(stmt, ir.Assign):
+                target = stmt.target.name
+                value = stmt.value
+                if isinstance(value, ir.Var) and \
+                        value.name.split(".", 1)[0] == target.split(".", 1)[0]:
+                    continue                 # SSA's copy where paths meet: no read of the code
+                if isinstance(value, ir.Expr) and value.op == "cast" and \
+                        nbtypes.unliteral(typemap[value.value.name]) != restype:
+                    returns = True
+            line = stmt.loc.line
+            for var in stmt.list_vars():
+                base = var.name.split(".", 1)[0]
+                if var.name == target or base not in local_names or var.name not in typemap:
+                    continue
+                ty = nbtypes.unliteral(typemap[var.name])
+                key = (base, line)
+                if reads.setdefault(key, ty) != ty:
+                    reads[key] = None
+    return reads, multi, returns
+
+
+def typing_plan(pyfunc, typed):
+    """What the simulated code of ``pyfunc`` converts, so that its values have the types the
+    compiled code gives them, from its compiled specialisations ``typed`` (``[(type annotation,
+    return type)]``): ``{(name, line): type}`` for the reads of a local variable that Numba types
+    otherwise than some value stored in it (``t = x32`` and, on one path, ``t = 0.5``: the
+    float64 that t is where the paths meet), and ``{("<return>", 0): type}`` where a return
+    converts its value.  Only what every specialisation agrees on (a helper called with other
+    argument types may type it otherwise)."""
+    code = pyfunc.__code__
+    local_names = set(code.co_varnames) | set(code.co_cellvars)
+    each = []
+    for annotation, restype in typed:
+        if annotation is None:
+            return {}
+        each.append(_reads_of(annotation, nbtypes.unliteral(restype), local_names))
+    plan = {}
+    needed = {key for reads, multi, _ in each for key in reads if key[0] in multi}
+    for key in needed:
+        tys = {reads.get(key) for reads, _, _ in each}
+        ty = tys.pop() if len(tys) == 1 else None
+        if isinstance(ty, _SCALARS):
+            plan[key] = ty
+    restypes = {nbtypes.unliteral(r) for _, r in typed}
+    if any(returns for _, _, returns in each) and len(restypes) == 1:
+        ty = restypes.pop()
+        if isinstance(ty, _SCALARS):
+            plan[("<return>", 0)] = ty
+    return plan

@@ -26,13 +26,18 @@ from __future__ import annotations
 
 import ast
 import operator
+import sys
 import textwrap
+import threading
 import types as pytypes
+import weakref
 
 import numpy as np
+from numba.core import types as nbtypes
 
 from ..compiler.constructs import source_lines
 from .arrays import DEVICE_VALUE_TYPES, wrap_int
+from .valuetypes import class_numba_type, converter, resolved_signature, value_class
 
 #: the global name the rewritten code reads this module under
 NAME = "__gpureplace_ops__"
@@ -186,6 +191,200 @@ def invert(x):
 
 
 # ---------------------------------------------------------------------------------------------
+# Numba's typing of each operation (per typing context, per operand classes)
+
+def _neg_core(x):
+    return -int(x) if type(x) is bool else -x
+
+
+def _pos_core(x):
+    return int(x) if type(x) is bool else +x
+
+
+def _invert_core(x):
+    return (not x) if type(x) is bool else ~x
+
+
+def _checked(op):
+    """``op`` raising ZeroDivisionError for a zero divisor under Python's error model."""
+    def apply(a, b):
+        if python_error_model and b == 0:
+            raise ZeroDivisionError("division by zero")
+        return op(a, b)
+    apply.__name__ = op.__name__
+    return apply
+
+
+def _divmod_core(a, b):
+    if python_error_model and b == 0:
+        raise ZeroDivisionError("division by zero")
+    return (a // b, a % b)
+
+
+def _legacy_divmod(a, b):
+    return divmod(_operand(a, b), _operand(b, a))
+
+
+#: name -> (Numba's function, the device computation on operands of the signature's types,
+#: the rule for operands Numba's typing does not cover, whether the core is a plain operator)
+_BINARY = {
+    "add": (operator.add, operator.add, add, True),
+    "sub": (operator.sub, operator.sub, sub, True),
+    "mul": (operator.mul, operator.mul, mul, True),
+    "truediv": (operator.truediv, _checked(operator.truediv), truediv, False),
+    "floordiv": (operator.floordiv, _checked(operator.floordiv), floordiv, False),
+    "mod": (operator.mod, _checked(operator.mod), mod, False),
+    "lshift": (operator.lshift, operator.lshift, lshift, True),
+    "rshift": (operator.rshift, operator.rshift, rshift, True),
+    "and_": (operator.and_, operator.and_, and_, True),
+    "or_": (operator.or_, operator.or_, or_, True),
+    "xor": (operator.xor, operator.xor, xor, True),
+    "pow": (operator.pow, pow, pow, False),
+    "pow_static": (operator.pow, pow_static, pow_static, False),
+    "divmod": (divmod, _divmod_core, _legacy_divmod, False),
+}
+_UNARY_OPS = {
+    "neg": (operator.neg, _neg_core, neg),
+    "pos": (operator.pos, _pos_core, pos),
+    "invert": (operator.invert, _invert_core, invert),
+}
+
+
+def _result(sig):
+    """(class, converter) of the signature's result: each element's for a tuple."""
+    ret = sig.return_type
+    if isinstance(ret, nbtypes.BaseTuple):
+        convs = tuple(converter(t) for t in ret.types)
+        return tuple, (lambda r: tuple(c(x) for c, x in zip(convs, r)))
+    return value_class(ret), converter(ret)
+
+
+def _binary_plan(typingctx, fn, core, legacy, plain, a, b):
+    """The computation of ``fn(a, b)`` for operands of these classes: both converted to the
+    argument types of Numba's signature for their types, computed, the result made its type."""
+    ta, tb = class_numba_type(type(a)), class_numba_type(type(b))
+    sig = None if ta is None or tb is None else resolved_signature(typingctx, fn, (ta, tb))
+    if sig is None:
+        return legacy
+    ca = None if type(a) is value_class(sig.args[0]) else converter(sig.args[0])
+    cb = None if type(b) is value_class(sig.args[1]) else converter(sig.args[1])
+    rcls, rconv = _result(sig)
+    if plain and ca is None and cb is None:
+        try:
+            if type(core(a, b)) is rcls:
+                return core                   # the operands' own operator computes it
+        except Exception:                     # noqa: BLE001 (decided at the call)
+            pass
+
+    def typed(x, y):
+        if ca is not None:
+            x = ca(x)
+        if cb is not None:
+            y = cb(y)
+        r = core(x, y)
+        return r if type(r) is rcls else rconv(r)
+    return typed
+
+
+def _unary_plan(typingctx, fn, core, legacy, x):
+    t = class_numba_type(type(x))
+    sig = None if t is None else resolved_signature(typingctx, fn, (t,))
+    if sig is None:
+        return legacy
+    c = None if type(x) is value_class(sig.args[0]) else converter(sig.args[0])
+    rcls, rconv = _result(sig)
+
+    def typed(v):
+        if c is not None:
+            v = c(v)
+        r = core(v)
+        return r if type(r) is rcls else rconv(r)
+    return typed
+
+
+def _typed_binary(typingctx, name):
+    fn, core, legacy, plain = _BINARY[name]
+    plans = {}
+
+    def apply(a, b):
+        impl = plans.get((type(a), type(b)))
+        if impl is None:
+            impl = plans[(type(a), type(b))] = _binary_plan(typingctx, fn, core, legacy, plain,
+                                                            a, b)
+        return impl(a, b)
+    apply.__name__ = name
+    return apply
+
+
+def _typed_unary(typingctx, name):
+    fn, core, legacy = _UNARY_OPS[name]
+    plans = {}
+
+    def apply(x):
+        impl = plans.get(type(x))
+        if impl is None:
+            impl = plans[type(x)] = _unary_plan(typingctx, fn, core, legacy, x)
+        return impl(x)
+    apply.__name__ = name
+    return apply
+
+
+def _cast(ty):
+    conv = converter(ty)
+
+    def cast(x):
+        return conv(x) if class_numba_type(type(x)) is not None else x
+    cast.__name__ = cast_name(ty)
+    return cast
+
+
+def cast_name(ty):
+    """The name, on an ``Ops``, of the conversion to scalar Numba type ``ty``."""
+    return f"as_{ty}"
+
+
+class Ops:
+    """The operators of simulated device code compiled in one typing context (the object the
+    rewritten code reads as ``__gpureplace_ops__``): each takes its result type from Numba's
+    typing of the operation for its operands' types, decided once per operand classes."""
+
+    def __init__(self, typingctx):
+        for name in _BINARY:
+            setattr(self, name, _typed_binary(typingctx, name))
+        for name in _UNARY_OPS:
+            setattr(self, name, _typed_unary(typingctx, name))
+        self.matmul = operator.matmul
+
+    def __getattr__(self, name):            # as_float64...: a variable read as Numba types it
+        if name.startswith("as_"):
+            ty = _SCALAR_TYPES.get(name[3:])
+            if ty is not None:
+                fn = _cast(ty)
+                setattr(self, name, fn)
+                return fn
+        raise AttributeError(name)
+
+
+_SCALAR_TYPES = {str(t): t for t in (nbtypes.boolean, nbtypes.float16, *nbtypes.number_domain)}
+_ops = weakref.WeakKeyDictionary()
+_ops_lock = threading.Lock()
+
+
+def ops_for(typingctx):
+    """The ``Ops`` of ``typingctx`` (made once; None: Python's own rules, as before)."""
+    if typingctx is None:
+        return sys.modules[__name__]
+    with _ops_lock:
+        ops = _ops.get(typingctx)
+        if ops is None:
+            from ..compiler import frontend
+            with frontend._lock:
+                typingctx.refresh()
+            ops = _ops[typingctx] = Ops(typingctx)
+    return ops
+
+
+# ---------------------------------------------------------------------------------------------
 # The rewrite
 
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
@@ -202,13 +401,49 @@ def _int_literal(node):
 
 
 def _call(name, args, like):
-    func = ast.Attribute(value=ast.Name(id=NAME, ctx=ast.Load()), attr=name, ctx=ast.Load())
+    owner = ast.copy_location(ast.Name(id=NAME, ctx=ast.Load()), like)
+    func = ast.copy_location(ast.Attribute(value=owner, attr=name, ctx=ast.Load()), like)
     return ast.copy_location(ast.Call(func=func, args=args, keywords=[]), like)
 
 
 class _Rewriter(ast.NodeTransformer):
     """Operators to calls; an operation on constants only is left alone: CPython folds it when
-    it compiles the function (``~True`` is -2 there, a constant Numba types as an int)."""
+    it compiles the function (``~True`` is -2 there, a constant Numba types as an int).
+
+    ``plan`` (``devicecode.typing_plan``): ``{(name, line): Numba type}``, the reads of a local
+    variable that Numba types otherwise than the value last stored in it may be (``t = x32``,
+    then ``t = 0.5`` on one path: t is a float64 where the paths meet), converted to that type;
+    ``("<return>", 0)``: the type every return converts its value to."""
+
+    def __init__(self, plan=None):
+        self.plan = plan or {}
+        self.depth = 0                 # > 0 inside a nested function, lambda or comprehension
+
+    def _read(self, node):
+        ty = self.plan.get((node.id, node.lineno)) if self.depth == 0 else None
+        if ty is None:
+            return node
+        return _call(cast_name(ty), [node], node)
+
+    def visit_Name(self, node):
+        return self._read(node) if isinstance(node.ctx, ast.Load) else node
+
+    def _nested(self, node):
+        self.depth += 1
+        try:
+            return self.generic_visit(node)
+        finally:
+            self.depth -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ListComp = _nested
+    visit_SetComp = visit_DictComp = visit_GeneratorExp = _nested
+
+    def visit_Return(self, node):
+        self.generic_visit(node)
+        ty = self.plan.get(("<return>", 0))
+        if ty is not None and node.value is not None and self.depth == 0:
+            node.value = _call(cast_name(ty), [node.value], node.value)
+        return node
 
     def visit_BinOp(self, node):
         self.generic_visit(node)
@@ -231,30 +466,34 @@ class _Rewriter(ast.NodeTransformer):
         if not isinstance(node.target, ast.Name):
             return node                           # a[i] += v: the element is a device value
         name = _BINOPS[type(node.op)]
-        value = _call(name, [ast.Name(id=node.target.id, ctx=ast.Load()), node.value], node)
+        target = self._read(ast.copy_location(ast.Name(id=node.target.id, ctx=ast.Load()),
+                                              node.target))
+        value = _call(name, [target, node.value], node)
         return ast.copy_location(ast.Assign(targets=[node.target], value=value), node)
 
 
 _rewritten = {}
 
 
-def rewrite(pyfunc):
-    """The code of ``pyfunc`` with its operators calling this module (cached per code object),
-    or its own code when its source is not available or no longer matches it."""
+def rewrite(pyfunc, plan=None):
+    """The code of ``pyfunc`` with its operators calling this module (cached per code object
+    and plan, see ``_Rewriter``), or its own code when its source is not available or no longer
+    matches it."""
     code = pyfunc.__code__
-    hit = _rewritten.get(code)
+    key = (code, tuple(sorted(plan.items(), key=str)) if plan else ())
+    hit = _rewritten.get(key)
     if hit is None:
         try:
-            hit = _rewrite(pyfunc, code)
+            hit = _rewrite(pyfunc, code, plan)
         except Exception:                        # noqa: BLE001 (any failure: run it as it is)
             hit = None
-        hit = _rewritten[code] = hit or code
+        hit = _rewritten[key] = hit or code
     return hit
 
 
-def _rewrite(pyfunc, code):
+def _rewrite(pyfunc, code, plan):
     if code.co_name == "<lambda>":
-        return None
+        return _rewrite_lambda(code, plan)
     lines, first = source_lines(code)
     tree = ast.parse(textwrap.dedent("".join(lines)))
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) or \
@@ -262,12 +501,39 @@ def _rewrite(pyfunc, code):
         return None
     ast.increment_lineno(tree, first - 1)
     original = _compile_nested(tree.body[0], code, first)
-    if original is None or original.co_code != code.co_code or \
-            original.co_names != code.co_names or original.co_varnames != code.co_varnames:
+    if not _same_code(original, code):
         return None                              # the source changed since it was compiled
-    fdef = _Rewriter().visit(ast.parse(textwrap.dedent("".join(lines))).body[0])
+    fdef = ast.parse(textwrap.dedent("".join(lines))).body[0]
     ast.increment_lineno(fdef, first - 1)
-    return _compile_nested(fdef, code, first)
+    rewriter = _Rewriter(plan)
+    rewriter.depth = -1                          # (the function itself is no nested scope)
+    return _compile_nested(rewriter.visit(fdef), code, first)
+
+
+def _same_code(compiled, code):
+    return compiled is not None and compiled.co_code == code.co_code and \
+        compiled.co_names == code.co_names and compiled.co_varnames == code.co_varnames
+
+
+def _rewrite_lambda(code, plan):
+    """A lambda's code rewritten: the lambda on its first line of its file whose code this is."""
+    import linecache
+    lines = linecache.getlines(code.co_filename)
+    if not lines:
+        return None
+    tree = ast.parse("".join(lines))
+    first = code.co_firstlineno
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Lambda) and n.lineno == first]
+    for i, node in enumerate(found):
+        if not _same_code(_compile_nested(node, code, first), code):
+            continue
+        again = [n for n in ast.walk(ast.parse("".join(lines)))
+                 if isinstance(n, ast.Lambda) and n.lineno == first][i]
+        rewriter = _Rewriter(plan)
+        rewriter.depth = -1                      # (the lambda itself is no nested scope)
+        again = rewriter.visit(again)
+        return _compile_nested(again, code, first)
+    return None
 
 
 def _imported_names(filename):
@@ -291,7 +557,10 @@ def _compile_nested(fdef, code, first):
     """``fdef`` compiled as ``code`` was: inside a function whose locals are its free variables
     (so that they stay free variables, in the same order), without its decorators, in a module
     that imports the names its own file imports."""
-    fdef.decorator_list = []
+    if isinstance(fdef, ast.Lambda):
+        fdef = ast.Expr(value=fdef)
+    else:
+        fdef.decorator_list = []
     prologue = [ast.Assign(targets=[ast.Name(id=v, ctx=ast.Store())],
                            value=ast.Constant(value=None)) for v in code.co_freevars]
     extra = {"type_params": []} if "type_params" in ast.FunctionDef._fields else {}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import types as pytypes
+import weakref
 
 import numpy as np
 from numba.core import types as nbtypes
@@ -32,7 +33,7 @@ from ..dispatch.context import host_key
 from ..jit import GPUFunction
 from . import hostmath, lang, operators
 from .arrays import DeviceCaster, SimArray
-from .devicecode import device_code, device_const, is_library
+from .devicecode import device_code, device_const, is_library, typing_plan
 from .pybuiltins import device_builtin
 from .valuetypes import declared_call, numba_type_of
 
@@ -51,9 +52,10 @@ def compiled_reads(spec):
     (``(None, id(module), attribute)``) it read: what the simulator reads in their place, so
     that it runs what the GPU runs even where a name was bound again since and nothing told
     gpureplace yet (a script that did not call ``gpureplace.refresh()``; a notebook's cell
-    hook does)."""
+    hook does).  Its ``plans``: ``{python function: typing plan}`` (``devicecode.typing_plan``),
+    the conversions that give the simulated values the types Numba gave the compiled code."""
     from ..tracking import contents
-    frozen, recorded = {}, {}
+    frozen, recorded = {}, _Recorded()
     compiled = getattr(spec, "compiled", None)
     if compiled is None:
         return frozen, recorded
@@ -70,7 +72,63 @@ def compiled_reads(spec):
                 copy = snap.copy_at(path)
                 if copy is not None and copy.array is not None:
                     frozen.setdefault(id(live), (live, copy.array))
+    recorded.plans = _typing_plans(spec, compiled)
     return frozen, recorded
+
+
+class _Recorded(dict):
+    """``compiled_reads``'s records, with the typing plans of the functions (``plans``)."""
+
+    plans = {}
+
+
+_plans = weakref.WeakKeyDictionary()       # kernel specialisation -> {function: typing plan}
+
+
+def _typing_plans(spec, compiled):
+    try:
+        plans = _plans.get(spec)
+    except TypeError:                          # (not weakly referable)
+        return {}
+    if plans is None:
+        try:
+            typed = {}
+            for cf in _typed_closure(spec, compiled):
+                typed.setdefault(cf.pyfunc, []).append((cf.type_annotation, cf.restype))
+            plans = {f: typing_plan(f, each) for f, each in typed.items()}
+        except Exception:                      # noqa: BLE001 (no plan: the values' own types)
+            plans = {}
+        _plans[spec] = plans
+    return plans
+
+
+def _typed_closure(spec, compiled):
+    """The compiled functions of the kernel's call graph, with Numba's type annotations: the
+    compile's own, or for a kernel loaded from the disk cache (which keeps none) its front end
+    run again (not counted as a compile), where a function of it could need one: one that
+    stores to a variable twice or has several returns."""
+    if getattr(compiled, "type_annotation", None) is not None:
+        return compiled.closure()
+    if not any(_may_unify(cf.pyfunc.__code__) for cf in compiled.closure()):
+        return []
+    from ..compiler import frontend
+    with frontend.uncounted():
+        cf = frontend.compile_device(compiled.pyfunc, compiled.context, {}, spec.argtypes,
+                                     spec.options.for_device())
+    return cf.closure()
+
+
+def _may_unify(code):
+    import dis
+    stores, returns = set(), 0
+    for ins in dis.get_instructions(code):
+        if ins.opname in ("STORE_FAST", "STORE_DEREF"):
+            if ins.argval in stores or ins.argval in code.co_varnames[:code.co_argcount]:
+                return True
+            stores.add(ins.argval)
+        elif ins.opname.startswith("RETURN_"):
+            returns += 1
+    return returns > 1
 
 
 class SimGlobals(dict):
@@ -88,7 +146,7 @@ class SimGlobals(dict):
                   "__builtins__"):
             if k in real:
                 dict.__setitem__(self, k, real[k])
-        dict.__setitem__(self, operators.NAME, operators)
+        dict.__setitem__(self, operators.NAME, resolver.ops)
 
     def __missing__(self, name):
         raw = self._resolver.recorded.get((self._pyfunc, "global", name), _MISSING)
@@ -203,6 +261,8 @@ class Resolver:
         self.launch = launch
         self.frozen = frozen or {}    # id(live global ndarray) -> (it, the copy compiled code read)
         self.recorded = recorded or {}    # what the compiled code read (compiled_reads)
+        self.plans = getattr(recorded, "plans", {})     # {function: typing plan}
+        self.ops = operators.ops_for(_typing_context(context))
         self.lang = lang.language(launch)
         self.functions = {}           # (python function, mask key) -> simulated function
         self.modules = {}             # (id(module), mask key) -> ModuleProxy
@@ -277,6 +337,8 @@ class Resolver:
             return device_const(raw)          # a global constant, typed as Numba freezes it
         if raw is print:
             return self.launch.device_print
+        if raw is divmod:
+            return getattr(self.ops, "divmod", raw)     # (the result types Numba gives)
         if type(raw).__module__.startswith("cffi") and hasattr(raw, "from_buffer"):
             return SimFFI(raw)
         builtin = device_builtin(raw)
@@ -335,7 +397,8 @@ class Resolver:
         closure = None
         if pyfunc.__closure__:
             closure = tuple(pytypes.CellType() for _ in pyfunc.__closure__)
-        fn = pytypes.FunctionType(device_code(operators.rewrite(pyfunc)),
+        fn = pytypes.FunctionType(device_code(operators.rewrite(pyfunc,
+                                                               self.plans.get(pyfunc))),
                                   SimGlobals(pyfunc.__globals__, self, mask or {}, pyfunc),
                                   pyfunc.__name__, pyfunc.__defaults__, closure)
         fn.__kwdefaults__ = pyfunc.__kwdefaults__
@@ -417,6 +480,15 @@ class Resolver:
         if isinstance(v, pytypes.SimpleNamespace):
             return any(id(x) in impls for x in vars(v).values())
         return False
+
+
+def _typing_context(context):
+    """The Numba typing context that compiles in ``context`` (None where there is none)."""
+    try:
+        from ..compiler.target import compilers
+        return compilers(context)[0]
+    except Exception:                          # noqa: BLE001 (a context the compiler refuses)
+        return None
 
 
 def _code_names(code, out):

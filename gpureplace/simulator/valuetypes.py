@@ -84,3 +84,87 @@ def _cast_result(value, declared):
         return scalar_as(value, declared)
     return value
 
+
+
+# ---------------------------------------------------------------------------------------------
+# Numba's typing of scalar operations, for the classes of simulated values
+
+_CLASS_TYPES = {bool: nbtypes.boolean, np.bool_: nbtypes.boolean, int: nbtypes.int64,
+                float: nbtypes.float64, complex: nbtypes.complex128,
+                np.float16: nbtypes.float16, np.float32: nbtypes.float32,
+                np.float64: nbtypes.float64, np.complex64: nbtypes.complex64,
+                np.complex128: nbtypes.complex128}
+
+
+def class_numba_type(cls):
+    """The Numba scalar type that simulated values of class ``cls`` stand for (a device integer
+    its width, a Python int an int64...), or None where it is no plain number (a vector, a
+    bfloat16, an 8-bit float, a timedelta...)."""
+    ty = _CLASS_TYPES.get(cls)
+    if ty is None and isinstance(cls, type) and issubclass(cls, np.integer):
+        dt = np.dtype(cls)
+        if dt.kind in "iu":
+            ty = _CLASS_TYPES[cls] = numpy_support.from_dtype(dt)
+    return ty
+
+
+def value_class(ty):
+    """The class of the simulated values of scalar Numba type ``ty`` (Python's bool for a
+    boolean, a device integer, a NumPy float or complex), or None for any other type."""
+    if isinstance(ty, nbtypes.Boolean):
+        return bool
+    if isinstance(ty, nbtypes.Integer):
+        from .arrays import _device_int_type
+        return _device_int_type(np.dtype(str(ty)))
+    if isinstance(ty, (nbtypes.Float, nbtypes.Complex)):
+        return np.dtype(str(ty)).type
+    return None
+
+
+_converters = {}
+
+
+def converter(ty):
+    """A function giving any simulated number as the Numba scalar type ``ty`` converts it (an
+    integer wraps, a float truncates toward zero), or None for a type that is no scalar."""
+    conv = _converters.get(ty)
+    if conv is None and ty not in _converters:
+        cls = value_class(ty)
+        if cls is bool:
+            conv = bool
+        elif cls is not None and issubclass(cls, np.integer):
+            from .arrays import to_dtype_value
+            dt = np.dtype(str(ty))
+
+            def conv(x, cls=cls, dt=dt):
+                return x if type(x) is cls else to_dtype_value(x, dt)
+        elif cls is not None:
+            def conv(x, cls=cls):
+                return x if type(x) is cls else cls(x)
+        _converters[ty] = conv
+    return conv
+
+
+def resolved_signature(typingctx, op, argtypes):
+    """The signature Numba's typing (``typingctx``, the compiler's) gives ``op`` applied to
+    ``argtypes`` (``operator.add`` to ``(uint16, float32)``: ``(float64, float64) -> float64``),
+    or None where it types none or gives a result that is no scalar number."""
+    from ..compiler import frontend
+    try:
+        with frontend._lock:              # (one typing question at a time, as compiles ask)
+            fnty = typingctx.resolve_value_type(op)
+            sig = typingctx.resolve_function_type(fnty, tuple(argtypes), {})
+    except Exception:                          # noqa: BLE001 (untyped: the caller's own rule)
+        return None
+    if sig is None or len(sig.args) != len(argtypes):
+        return None
+    ret = sig.return_type
+    scalar = (nbtypes.Boolean, nbtypes.Integer, nbtypes.Float, nbtypes.Complex)
+    if isinstance(ret, nbtypes.BaseTuple):
+        if not all(isinstance(t, scalar) for t in ret.types):
+            return None
+    elif not isinstance(ret, scalar):
+        return None
+    if not all(isinstance(t, scalar) for t in sig.args):
+        return None
+    return sig
