@@ -161,9 +161,10 @@ LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
 #: contracts no float operation into an FMA, TargetContext.post_lowering; 18: a C-contiguous
 #: array's reshape computes its strides without the no-copy helper, reshape_helper.lower_reshape;
 #: 19: a read-only array passed where a device function's signature declares a writable one that
-#: it writes is refused, resolve.DeviceFunctionType: such kernels compiled before must not load),
+#: it writes is refused, resolve.DeviceFunctionType: such kernels compiled before must not load;
+#: 20: float16 with an int8 or a bool stays in half precision, devicemath._half_template),
 #: so that no process is served code that an older gpureplace compiled.
-CODEGEN_REVISION = 19
+CODEGEN_REVISION = 20
 
 
 @functools.lru_cache(maxsize=None)

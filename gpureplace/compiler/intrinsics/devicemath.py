@@ -369,17 +369,27 @@ def builtin_table():
 
 
 # ---------------------------------------------------------------------------------------------
-# float16 arithmetic stays in half precision (numba-cuda's rule): float16 op float16 -> float16.
-# Numba's generic typing would widen both to float32; the lowering (fadd, fcmp... on ``half``) is
-# Numba's own, generic over float types.
+# float16 arithmetic stays in half precision (numba-cuda's rule): float16 op float16 -> float16,
+# and so does float16 op a value that converts to float16 safely (an int8 or a bool, as Numba's
+# conversion rules have it; numba-cuda's _fp16_binary_operator asks the same): the operand is
+# converted.  Numba's generic typing would widen both to float32; the lowering (fadd, fcmp... on
+# ``half``) is Numba's own, generic over float types.
 
-def _half_template(op, result):
+_SAFE_TO_HALF = (types.float16, types.int8, types.boolean)
+
+
+def _half_template(op, result, mixed=False):
     class _Half(AbstractTemplate):
         key = op
 
         def generic(self, args, kws):
-            if not kws and args and all(a == types.float16 for a in args):
+            if kws or not args:
+                return None
+            if all(a == types.float16 for a in args):
                 return signature(result or types.float16, *args)
+            if mixed and len(args) == 2 and types.float16 in args and \
+                    all(a in _SAFE_TO_HALF for a in args):
+                return signature(result or types.float16, types.float16, types.float16)
             return None
 
     _Half.__name__ = f"Half_{getattr(op, '__name__', op)}"
@@ -392,9 +402,9 @@ def _register_half():
               operator.iadd, operator.isub, operator.imul, operator.itruediv)
     compare = (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge)
     for op in binary:
-        typing.register_global(op, types.Function(_half_template(op, None)))
+        typing.register_global(op, types.Function(_half_template(op, None, mixed=True)))
     for op in compare:
-        typing.register_global(op, types.Function(_half_template(op, types.boolean)))
+        typing.register_global(op, types.Function(_half_template(op, types.boolean, True)))
     for op in (operator.neg, operator.pos):
         typing.register_global(op, types.Function(_half_template(op, None)))
 
