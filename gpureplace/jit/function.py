@@ -548,6 +548,25 @@ def superseded(fn):
     return ref is not None and ref() is not fn
 
 
+def current_definition(fn):
+    """The kernel that stands under ``fn``'s name now: ``fn``, or the later ``cuda.jit`` of the
+    same name that replaced it (a re-run cell), which graphs and prepared launches made from
+    ``fn`` follow.  A replacement of another number of parameters cannot be followed: an error
+    says so.  (Variants -- ``with_context``, ``specialize`` -- stay as they are.)"""
+    if fn._parent is not None or fn.device:
+        return fn
+    py_func = fn.py_func
+    ref = _definitions.get((py_func.__module__, py_func.__qualname__))
+    now = ref() if ref is not None else None
+    if now is None or now is fn or now.device:
+        return fn
+    if now._nparams != fn._nparams:
+        raise LaunchError(f"{fn.__qualname__} was redefined with {now._nparams} parameter(s) "
+                          f"(it had {fn._nparams}) since this launch was prepared or captured: "
+                          f"prepare or capture it again with the new arguments")
+    return now
+
+
 def _note_definition(fn):
     """A ``cuda.jit`` of a name defined before (a re-run cell, a reloaded module) moves the world:
     code compiled against the old definition is revalidated at its next launch.  A kernel that

@@ -202,6 +202,8 @@ class Graph:
             raise GraphCaptureError(f"{self.name}: the graph was never captured (its capture "
                                     f"raised, or the with block has not ended)")
         if self._graph is None:                       # simulator: run the recorded launches
+            if self._age != world.age:
+                self._revalidate()
             for rl in self._launches:
                 rl.kernel._launch(rl.config, rl.args)
             return
@@ -219,9 +221,12 @@ class Graph:
     __call__ = launch
 
     def _revalidate(self):
-        """After the world moved: capture again if a launched specialisation changed."""
+        """After the world moved: capture again if a launched specialisation changed, or a
+        kernel it launched was redefined under its name (a re-run cell)."""
+        from .function import current_definition
         for rl in self._launches:
-            if rl.current_entry() is not rl.entry:
+            if current_definition(rl.kernel) is not rl.kernel or (
+                    self._graph is not None and rl.current_entry() is not rl.entry):
                 break
         else:
             self._age = world.age
@@ -239,9 +244,10 @@ class Graph:
             old = self._launches
 
             def body():                   # issue the recorded launches again
-                for each in old:
+                for each in old:          # (each kernel as its name stands now)
                     cfg = each.config
-                    each.kernel[cfg.grid, cfg.block, None, cfg.shared](*each.args)
+                    current_definition(each.kernel)[cfg.grid, cfg.block, None,
+                                                    cfg.shared](*each.args)
         self._capture(body)
         self.recaptures += 1
 

@@ -341,8 +341,19 @@ class PreparedLaunch:
         self.args = tuple(args)
         self._bind()
 
+    def _follow(self):
+        """The configuration on the kernel that stands under the prepared kernel's name now
+        (a re-run cell redefined it: the prepared launch runs the new definition)."""
+        from .function import current_definition
+        cfg = self.config
+        now = current_definition(cfg.kernel)
+        if now is not cfg.kernel:
+            self.config = now[cfg.grid, cfg.block, cfg.stream, cfg.shared]
+        return self.config
+
     def _bind(self):
-        cfg, kernel = self.config, self.config.kernel
+        cfg = self._follow()
+        kernel = cfg.kernel
         for i, a in enumerate(self.args):
             if isinstance(a, ArgHint):
                 name = list(kernel._pysig.parameters)[i] if i < kernel._nparams else i
@@ -433,7 +444,8 @@ class PreparedLaunch:
         return bool(keep) and keep[2] is not None
 
     def _simulate(self):
-        self.config.kernel._launch(self.config, self.args)
+        cfg = self._follow()
+        cfg.kernel._launch(cfg, self.args)
 
     def __call__(self):           # replaced per instance by _bind
         raise AssertionError("unbound prepared launch")
