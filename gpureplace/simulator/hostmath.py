@@ -59,21 +59,42 @@ def host_pow(x, y):
     return np.power(np.array([x]), np.array([y]))[0]
 
 
-def _round_half_away(x):
-    return np.copysign(np.floor(np.abs(x) + x.dtype.type(0.5)), x)
-
-
 def _exact_fma(a, b, c):
-    """a * b + c rounded once (float64), through exact rationals where all are finite."""
-    if all(math.isfinite(v) for v in (a, b, c)):
-        exact = Fraction(a) * Fraction(b) + Fraction(c)
-        if exact == 0:
-            return a * b + c                  # keeps the sign of zero
-        try:
-            return float(exact)
-        except OverflowError:
-            return math.copysign(math.inf, exact)
+    """a * b + c rounded once (float64), through exact rationals where all are finite.  An
+    infinite ``c`` with a finite product is that infinity (the product never overflows in an
+    fma), and an exact result beyond the largest double rounds to an infinity of its sign."""
+    if math.isfinite(a) and math.isfinite(b):
+        if math.isinf(c):
+            return c
+        if math.isfinite(c):
+            exact = Fraction(a) * Fraction(b) + Fraction(c)
+            if exact == 0:
+                return a * b + c              # keeps the sign of zero
+            try:
+                return float(exact)
+            except OverflowError:
+                return math.inf if exact > 0 else -math.inf
     return a * b + c
+
+
+def cvt_rzi(value, dtype):
+    """The float ``value`` as an integer of ``dtype`` (a device integer) the way the compiled
+    conversion (PTX ``cvt.rzi``; ``cvt.rzi.s16`` / ``u16`` and a truncation for 8-bit types)
+    converts it on the GPU: truncated toward zero and saturated to the type's range, the
+    infinities too.  A NaN gives what the hardware gives (measured on an H200): the sign bit
+    alone (INT64_MIN, 2**63 unsigned) for a 64-bit result, and for a 32- or 16-bit one from a
+    float64; 0 for a 32- or 16-bit one from a narrower float, and for 8-bit results."""
+    f = float(value)
+    bits = dtype.itemsize * 8
+    width = 16 if bits == 8 else bits            # (8-bit results: converted to 16 bits first)
+    if f != f:
+        narrow = isinstance(value, (np.float32, np.float16)) or hostbf16.is_bfloat16(value)
+        return wrap_int(1 << (width - 1) if width == 64 or not narrow else 0, dtype)
+    lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if dtype.kind == "i" else \
+        (0, (1 << width) - 1)
+    if math.isinf(f):
+        return wrap_int(hi if f > 0 else lo, dtype)
+    return wrap_int(min(max(int(f), lo), hi), dtype)
 
 
 def _via_f64(fn):
@@ -85,12 +106,101 @@ def _via_f64(fn):
 
 
 def _safe(fn):
+    """A math-module function whose domain errors (Python's ValueError) are NaN, as in C."""
     def impl(*args):
         try:
             return fn(*args)
-        except (ValueError, OverflowError):
-            return float("nan")
+        except ValueError:
+            return math.nan
     return impl
+
+
+def _tgamma(x):
+    """C's tgamma (libdevice's): +-inf at +-0 and where the result overflows, NaN at the negative
+    integers and -inf; Python's math.gamma raises in each of these cases."""
+    try:
+        return math.gamma(x)
+    except ValueError:                        # a pole: +-0 gives an infinity, the rest NaN
+        return math.copysign(math.inf, x) if x == 0 else math.nan
+    except OverflowError:                     # too large: the sign of Gamma(x)
+        if x > 0:
+            return math.inf
+        return -math.inf if math.floor(x) % 2 else math.inf
+
+
+def _lgamma(x):
+    """C's lgamma (libdevice's): +inf at the poles (0 and the negative integers) and where the
+    result overflows, where Python's math.lgamma raises."""
+    try:
+        return math.lgamma(x)
+    except (ValueError, OverflowError):
+        return math.inf
+
+
+def _ldexp(x, e):
+    """ldexp in float64: an overflow is an infinity of x's sign, as in C (Python raises)."""
+    try:
+        return math.ldexp(float(x), int(e))
+    except OverflowError:
+        return math.copysign(math.inf, float(x))
+
+
+def _round_away(x):
+    """C's round: half away from zero, exact for every float (adding 0.5 first would round
+    0.49999999999999994 up, and large odd values to the next even)."""
+    t = np.trunc(x)
+    if np.abs(x - t) >= x.dtype.type(0.5):         # x - t is exact
+        t = t + np.copysign(x.dtype.type(1), x)
+    return t
+
+
+def _fdim(x, y):
+    """C's fdim: x - y where x > y, else +0 (fdim(inf, inf) is +0, not inf - inf); NaN in,
+    NaN out."""
+    if np.isnan(x) or np.isnan(y):
+        return x + y
+    return x - y if x > y else x.dtype.type(0)
+
+
+def _pi_parts(x):
+    """x (finite) as 2 * k + n / 2 + f with |f| <= 1/4: (n mod 4, f), exactly."""
+    r = np.fmod(x, x.dtype.type(2))                # exact
+    n = np.rint(r * x.dtype.type(2))               # exact: r * 2 fits
+    f = r - n * x.dtype.type(0.5)                  # exact
+    return int(n) % 4, float(f)
+
+
+def _sinpi(x):
+    """sin(pi x) with the argument reduced exactly: 0 at the integers (sin(x * pi) is not, as
+    x * pi is rounded), NaN at the infinities."""
+    if not np.isfinite(x):
+        return x.dtype.type(np.nan)
+    n, f = _pi_parts(x)
+    v = (math.sin(math.pi * f), math.cos(math.pi * f), -math.sin(math.pi * f),
+         -math.cos(math.pi * f))[n]
+    if v == 0:
+        v = math.copysign(0.0, float(x))           # sinpi(+-n) = +-0 (+-0 keeps its sign)
+    return x.dtype.type(v)
+
+
+def _cospi(x):
+    """cos(pi x) with the argument reduced exactly: +0 at the halves, NaN at the infinities."""
+    if not np.isfinite(x):
+        return x.dtype.type(np.nan)
+    n, f = _pi_parts(x)
+    v = (math.cos(math.pi * f), -math.sin(math.pi * f), -math.cos(math.pi * f),
+         math.sin(math.pi * f))[n]
+    return x.dtype.type(0.0 if v == 0 else v)
+
+
+def _ilogb(x):
+    """libdevice's ilogb: INT_MIN for 0 and NaN, INT_MAX for the infinities."""
+    x = float(x)
+    if x == 0 or x != x:
+        return -(1 << 31)
+    if math.isinf(x):
+        return (1 << 31) - 1
+    return math.frexp(x)[1] - 1
 
 
 #: base name -> implementation over NumPy float scalars of one type (result in that type)
@@ -104,16 +214,15 @@ BASE = {
     "powi": lambda x, n: host_pow(x, x.dtype.type(n)),
     "hypot": np.hypot, "fmod": np.fmod, "copysign": np.copysign, "fabs": np.fabs,
     "abs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint,
-    "nearbyint": np.rint, "round": _round_half_away, "fmin": np.fmin, "fmax": np.fmax,
-    "fdim": lambda x, y: np.maximum(x - y, x.dtype.type(0)),
+    "nearbyint": np.rint, "round": _round_away, "fmin": np.fmin, "fmax": np.fmax,
+    "fdim": _fdim,
     "remainder": _via_f64(_safe(math.remainder)), "erf": _via_f64(math.erf),
-    "erfc": _via_f64(math.erfc), "lgamma": _via_f64(_safe(math.lgamma)),
-    "tgamma": _via_f64(_safe(math.gamma)), "gamma": _via_f64(_safe(math.gamma)),
-    "sinpi": lambda x: np.sin(x * x.dtype.type(math.pi)),
-    "cospi": lambda x: np.cos(x * x.dtype.type(math.pi)),
+    "erfc": _via_f64(math.erfc), "lgamma": _via_f64(_lgamma),
+    "tgamma": _via_f64(_tgamma), "gamma": _via_f64(_tgamma),
+    "sinpi": _sinpi, "cospi": _cospi,
     "floor_float": np.floor, "ceil_float": np.ceil, "trunc_float": np.trunc,
     "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
-    "ldexp": lambda x, e: x.dtype.type(math.ldexp(float(x), int(e))),
+    "ldexp": lambda x, e: x.dtype.type(_ldexp(x, e)),
     "nextafter": np.nextafter,
     "degrees": lambda x: x * x.dtype.type(180.0 / math.pi),
     "radians": lambda x: x * x.dtype.type(math.pi / 180.0),
@@ -166,8 +275,8 @@ class HostMath:
             fty = ctype
         if stub.result == "bool":
             return bool(r)
-        if stub.result == "int":
-            return wrap_int(r if math.isfinite(r) else 0, np.dtype(np.int64))
+        if stub.result == "int":            # math.floor(x): cvt.rzi.s64, saturated
+            return cvt_rzi(r, np.dtype(np.int64))
         return fty(r)
 
     def __repr__(self):
@@ -258,9 +367,8 @@ _SPECIAL = {
     "sincospif": lambda x: (np.sin(x * _F32(math.pi)), np.cos(x * _F32(math.pi))),
     "sincospi": lambda x: (np.sin(x * math.pi), np.cos(x * math.pi)),
     "frexpf": _frexp, "frexp": _frexp, "modff": _modf, "modf": _modf,
-    "ldexpf": lambda x, e: _F32(math.ldexp(float(x), int(e))),
-    "ldexp": lambda x, e: _F64(math.ldexp(float(x), int(e))),
-    "ilogbf": lambda x: math.frexp(float(x))[1] - 1, "ilogb": lambda x: math.frexp(float(x))[1] - 1,
+    "ldexpf": lambda x, e: _F32(_ldexp(x, e)), "ldexp": lambda x, e: _F64(_ldexp(x, e)),
+    "ilogbf": _ilogb, "ilogb": _ilogb,
 }
 
 

@@ -10,9 +10,12 @@ from numba.core import types as nbtypes
 
 from . import hostbf16
 from .arrays import wrap_int
+from .hostmath import cvt_rzi
+from .raises import device_error
 from .valuetypes import numba_type_of, unified
 
 _MISSING = object()
+_I64 = np.dtype(np.int64)
 
 
 def device_builtin(raw):
@@ -61,12 +64,21 @@ def _FLOAT(value=0.0):
 
 
 def _INT(value=0, base=_MISSING):
-    """``int(x)`` in device code: an int64."""
+    """``int(x)`` in device code, as Numba types and lowers it: an integer keeps its type (a
+    uint64 stays one), a boolean is an int64, and a float becomes an int64 through PTX's
+    ``cvt.rzi.s64``: truncated toward zero and saturated (+inf and the floats beyond the range
+    give INT64_MAX, -inf INT64_MIN), NaN INT64_MIN as the GPU gives it (``hostmath.cvt_rzi``)."""
     if base is not _MISSING:
-        return wrap_int(int(value, base), np.dtype(np.int64))
+        return wrap_int(int(value, base), _I64)
+    if isinstance(value, (bool, np.bool_)):
+        return wrap_int(int(value), _I64)
+    if isinstance(value, np.integer):
+        return wrap_int(value, value.dtype)
+    if isinstance(value, int):
+        return wrap_int(value, _I64 if value < (1 << 63) else np.dtype(np.uint64))
     if isinstance(value, (float, np.floating)) or hostbf16.is_bfloat16(value):
-        value = int(value)
-    return wrap_int(value, np.dtype(np.int64))
+        return cvt_rzi(value, _I64)
+    return wrap_int(value, _I64)
 
 
 class _DeviceRange:
@@ -76,6 +88,9 @@ class _DeviceRange:
     __slots__ = ("_r", "_cls")
 
     def __init__(self, *args):
+        if len(args) == 3 and args[2] == 0:
+            # Numba's range raises this (a ValueError of the device, which stops the thread)
+            raise device_error(ValueError("range() arg 3 must not be zero"))
         self._r = range(*(int(a) for a in args))
         i32 = all(isinstance(a, np.int32) for a in args)
         self._cls = type(wrap_int(0, np.dtype(np.int32 if i32 else np.int64)))
@@ -140,8 +155,9 @@ def _device_round(x, ndigits=None):
     inf or nan)."""
     import math
     if ndigits is None and isinstance(x, (float, np.floating)):
-        # an int64 (half to even); NaN and infinities, undefined on the device, give 0
-        return wrap_int(builtins.round(x) if math.isfinite(x) else 0, np.dtype(np.int64))
+        # an int64: rounded half to even (cvt.rni in x's type), then cvt.rzi.s64, which
+        # saturates (the infinities and values beyond the range too); NaN gives INT64_MIN
+        return cvt_rzi(np.rint(x), _I64)
     if ndigits is None or not isinstance(x, (float, np.floating)):
         return builtins.round(x) if ndigits is None else builtins.round(x, ndigits)
     if isinstance(x, np.float32):

@@ -1,10 +1,13 @@
-"""Raise statements executed by threads of a simulated kernel.
+"""Exceptions raised in the device code of a simulated kernel.
 
 A thread that executes a ``raise`` (or fails an ``assert``) of the kernel's code stops there, as
-on the GPU.  After the launch the first of them (in block, then thread order: threaded runs
-finish in any order) is either reported in one ``KernelRaisedWarning`` or, for a
-``debug=True`` kernel, raised with the position a debug kernel on the GPU gives it
-(compiler/exceptions.py).  Any other error ends the launch as an error of the simulator.
+on the GPU; so does one that meets an error Numba's compiled code raises itself: a ``range``
+with a step of 0 (ValueError), a tuple indexed out of its range (IndexError), a division or
+modulo by zero under Python's error model (``debug=True``: ZeroDivisionError).  After the launch
+the first of them (in block, then thread order: threaded runs finish in any order) is either
+reported in one ``KernelRaisedWarning`` or, for a ``debug=True`` kernel, raised with the
+position a debug kernel on the GPU gives it (compiler/exceptions.py).  Any other error ends the
+launch as an error of the simulator.
 """
 
 from __future__ import annotations
@@ -24,26 +27,50 @@ class KernelRaisedWarning(RuntimeWarning):
 _RAISE_OPS = frozenset(dis.opmap[name] for name in ("RAISE_VARARGS", "RERAISE")
                        if name in dis.opmap)
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_OPERATORS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "operators.py")
+_DEVICE_MARK = "_gpureplace_device_error"
 
 
-def raise_statement(exc):
-    """(file, line) of the raise or assert statement in the kernel's code (not the
-    simulator's) that raised ``exc``, or None for any other error."""
+def device_error(exc):
+    """``exc``, marked as an exception the compiled device code raises itself (Numba's own
+    checks, such as ``range()`` with a step of 0): raised from the simulator's code on behalf of
+    the kernel's line, it stops the thread as a raise statement there would."""
+    setattr(exc, _DEVICE_MARK, True)
+    return exc
+
+
+def device_raise(exc):
+    """(function, file, line) of the kernel's code (not the simulator's) where the device would
+    raise ``exc`` -- a raise or assert statement, or an error Numba's compiled code raises
+    itself -- or None for any other error (an error of the simulator, or of its user)."""
     tb = exc.__traceback__
-    if tb is None:
-        return None
-    while tb.tb_next is not None:
+    user = last = None
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+            user = tb                        # the innermost frame of the kernel's code
+        last = tb
         tb = tb.tb_next
-    code = tb.tb_frame.f_code
-    if code.co_filename.startswith(_PACKAGE_DIR) or not 0 <= tb.tb_lasti < len(code.co_code):
+    if user is None:
         return None
-    if code.co_code[tb.tb_lasti] not in _RAISE_OPS:
+    code = user.tb_frame.f_code
+    at = (code.co_name, code.co_filename, user.tb_lineno)
+    if getattr(exc, _DEVICE_MARK, False):
+        return at
+    if last is user:                         # raised by the kernel's own line
+        if 0 <= user.tb_lasti < len(code.co_code) and code.co_code[user.tb_lasti] in _RAISE_OPS:
+            return at
+        if type(exc) is IndexError and exc.args == ("tuple index out of range",):
+            return at                        # t[i] out of range: Numba raises the same
         return None
-    return code.co_filename, tb.tb_lineno
+    if isinstance(exc, ZeroDivisionError) and \
+            os.path.abspath(last.tb_frame.f_code.co_filename) == _OPERATORS:
+        return at                            # a division by zero under Python's error model
+    return None
 
 
 class Raises:
-    """The raises of one launch: (thread order, exception, where, (tid, ctaid), file, line)."""
+    """The raises of one launch: (thread order, exception, where, (tid, ctaid), function, file,
+    line)."""
 
     def __init__(self, name):
         self.name = name
@@ -51,9 +78,9 @@ class Raises:
         self._records = []
 
     def note(self, exc, thread, where):
-        """Whether ``exc`` comes from a raise statement of the kernel's code (then it is noted
-        for ``thread``, a ThreadState or None, and the thread simply stops)."""
-        at = raise_statement(exc)
+        """Whether ``exc`` is raised by the kernel's device code (``device_raise``; then it is
+        noted for ``thread``, a ThreadState or None, and the thread simply stops)."""
+        at = device_raise(exc)
         if at is None:
             return False
         order = (tuple(reversed(thread.bid)), thread.linear) if thread is not None else ()
@@ -70,7 +97,7 @@ class Raises:
         first = self._first()
         if first is None:
             return
-        _, exc, where, _, filename, line = first
+        _, exc, where, _, _, filename, line = first
         n = len(self._records)
         what = f"{type(exc).__name__}({', '.join(map(repr, exc.args))})"
         warnings.warn_explicit(
@@ -87,10 +114,11 @@ class Raises:
         first = self._first()
         if first is None:
             return
-        _, exc, _, position, filename, line = first
+        _, exc, _, position, function, filename, line = first
         pos = f"tid={position[0]} ctaid={position[1]}" if position else ""
         args = exc.args
         where = describe_location(filename, line, f"file {filename}, line {line}")
-        prefix = f"In function {self.name!r}, {where}, {pos}"
+        # (the function whose line raised, a device function's too, as numba-cuda names it)
+        prefix = f"In function {function!r}, {where}, {pos}"
         exc.args = (f"{prefix}: {args[0]}",) + tuple(args[1:]) if args else (prefix,)
         raise render_as_one_block(exc)

@@ -279,6 +279,10 @@ def _run(gpufunction, sim, conv, spec):
                 for a, saved in snapshot:
                     np.copyto(a, saved)
                 _run_threaded(sim, kernel, values)
+        if debug:
+            # a thread's exception, raised as the GPU's debug launch raises it: before anything
+            # is copied back, so host arrays keep what they held (below)
+            sim.raises.raise_first()
     except BaseException as exc:        # an interrupt (KeyboardInterrupt) too
         for a, saved in snapshot:
             if type(a) is np.ndarray:
@@ -288,8 +292,6 @@ def _run(gpufunction, sim, conv, spec):
         raise
     finally:
         operators.python_error_model = False
-    if debug:
-        sim.raises.raise_first()
     sim.raises.warn(gpufunction.py_func)
     for original, host, how in conv.copy_back:
         if how == "record":
