@@ -10,6 +10,11 @@ kernel source, different helper -- misses the cache instead of receiving the old
 has one *variant* per call graph seen (a hash of that list), so a kernel whose callee alternates
 between two definitions keeps both; the ``MAX_VARIANTS`` most recently used are kept.
 
+A callee is found again by what reached it, not only by its name (``_Finder``): a lambda or a
+closure that a validated read holds, an override's implementation, and an ``@overload``'s
+implementation by asking the overload's generators again with the recorded argument types
+(``overloads.answers``) -- always checked against its recorded fingerprint.
+
 An entry is two files, ``kernels/<key>/<variant>.ptx`` and ``.json``; the JSON is sealed with a
 digest over its canonical content (which includes the PTX's digest and length), so a damaged or
 mismatched pair is a miss and is removed.
@@ -27,11 +32,11 @@ from ..tracking import bindings
 from ..tracking.deps import UNSEEN, current_value, read_changed
 from ..tracking.fingerprint import argtypes_fingerprint, fingerprint
 from ..version import __version__
-from . import backend, diskcache
+from . import backend, diskcache, overloads
 from .pipeline import KernelSpecialization
 from .records import GlobalRead
 
-FORMAT = 5          # bumped whenever the layout changes (generated code: CODEGEN_REVISION)
+FORMAT = 6          # bumped whenever the layout changes (generated code: CODEGEN_REVISION)
 
 
 def _versions():
@@ -58,21 +63,83 @@ def kernel_key(py_func, argtypes, options, context, ptx_isa):
 
 
 def _function_ref(pyfunc):
-    """(module, qualname) that finds ``pyfunc`` again in another process, or None."""
-    if (not pyfunc.__module__ or "<locals>" in pyfunc.__qualname__
-            or "<lambda>" in pyfunc.__qualname__):
+    """(module, qualname) of ``pyfunc``: where another process looks for it (``_Finder``), or
+    None for a function of no module."""
+    module = pyfunc.__module__
+    if not isinstance(module, str) or not module:
         return None
-    return [pyfunc.__module__, pyfunc.__qualname__]
+    return [module, pyfunc.__qualname__]
+
+
+class _Finder:
+    """Finds the functions of a stored call graph again in this process.  A callee is looked for
+    first among the functions that the validated reads of the functions before it hold (the
+    function a compiled call meant, whatever its name: a lambda bound to a global, a closure a
+    factory made; the only way to the functions of a notebook's cell pickled by value to a Dask
+    worker), then among the implementations of the context's overrides, then by importing its
+    name.  Any function found must have the fingerprint recorded -- its code, defaults and
+    closure contents -- so two lambdas of one module, or two closures of one factory, are never
+    taken one for the other.  An overload's implementation is found by asking its generators
+    again (``_from_overloads``)."""
+
+    def __init__(self, context):
+        self.context = context
+        self.reached = {}
+        self.overridden = None
+
+    def note(self, value):
+        """Remember ``value`` (a read's value) if it is a function, or a gpureplace function's
+        Python function."""
+        _add_function(self.reached, value)
+
+    def find(self, ref, code):
+        key = tuple(ref)
+        found = _with_code(code, *self.reached.get(key, ()))
+        if found is None:
+            if self.overridden is None:
+                self.overridden = {}
+                for layer in self.context.stack():
+                    for ovr in layer.overrides():
+                        _add_function(self.overridden, ovr.impl)
+            found = _with_code(code, *self.overridden.get(key, ()))
+        if found is None:
+            found = _with_code(code, _find_function(ref))
+        return found
+
+
+def _add_function(table, value):
+    try:
+        pyfunc = getattr(value, "py_func", value)
+    except Exception:               # (a user's object whose __getattr__ raises)
+        return
+    if isinstance(pyfunc, types.FunctionType):
+        known = table.setdefault((pyfunc.__module__, pyfunc.__qualname__), [])
+        if all(each is not pyfunc for each in known):
+            known.append(pyfunc)
 
 
 def describe_for_disk(cf):
-    """JSON-able dependency records of ``cf``'s whole call graph, or None if not reproducible."""
-    nodes = []
-    for i, each in enumerate(cf.closure()):
-        # The kernel itself is at hand when loading; callees must be found again by name.
-        ref = [each.pyfunc.__module__, each.pyfunc.__qualname__] if i == 0 else \
-            _function_ref(each.pyfunc)
-        if ref is None:
+    """JSON-able dependency records of ``cf``'s whole call graph, or None if not reproducible:
+    a read without a fingerprint, or a callee another process could not find again the way
+    ``_validate`` looks for it."""
+    graph = cf.closure()
+    made = overloads.implementations_made(cf.context) if len(graph) > 1 else {}
+    finder = _Finder(cf.context)
+    nodes, values = [], []
+    for i, each in enumerate(graph):
+        ref = _function_ref(each.pyfunc)
+        code = fingerprint(each.pyfunc)
+        if ref is None or code is None:
+            return None
+        node = {"function": ref, "code": code}
+        # (the kernel itself is at hand when loading)
+        entries = [e for e in made.get(id(each.pyfunc), ()) if e[0] is each.pyfunc] if i else ()
+        origins = _overload_origins(entries, values, cf.context, code) if entries else None
+        if origins is not None:
+            node["overload"] = origins
+        elif any(e[4] for e in entries) or (i and finder.find(ref, code) is None):
+            # (a library's overload -- its generators are those of this Numba version -- is
+            # found by its name when its origin cannot be recorded; a user's is not kept)
             return None
         reads = []
         for rec in each.global_reads:
@@ -80,11 +147,52 @@ def describe_for_disk(cf):
                 return None
             owner = rec.owner.__name__ if rec.owner is not None else None
             reads.append([rec.kind, rec.name, owner, rec.fingerprint, rec.lineno])
-        code = fingerprint(each.pyfunc)
-        if code is None:
-            return None
-        nodes.append({"function": ref, "code": code, "reads": reads})
+            finder.note(rec.value)
+        node["reads"] = reads
+        nodes.append(node)
+        values.append([rec.value for rec in each.global_reads])
+    if not _overloads_recorded(nodes, values, cf.context):
+        return None
     return nodes
+
+
+def _overload_origins(entries, values, context, code):
+    """What ``_from_overloads`` needs to find the implementation with fingerprint ``code`` again
+    (``entries``: how overload templates gave it, ``implementations_made``): for each, the read
+    of an earlier function that holds the host (``[function, read]``), the argument types as
+    text, and what every generator of the host answers for them.  None if one cannot be
+    recorded: a host no earlier function read (an overloaded method, an inlined call), an
+    argument type without a text, a generator or function without a fingerprint."""
+    origins = []
+    for _, host, args, kws, _ in entries:
+        where = next(([j, r] for j, held in enumerate(values) for r, value in enumerate(held)
+                      if value is host), None)
+        arg_texts = [overloads.type_text(a) for a in args]
+        kw_texts = [[k, overloads.type_text(v)] for k, v in sorted(kws.items())]
+        if where is None or None in arg_texts or any(t is None for _, t in kw_texts):
+            return None
+        said = overloads.answers(host, context, args, kws)
+        if said is None or all(fingerprint(fn) != code for fn in said[1]):
+            return None         # (a generator that answers otherwise each time it is asked)
+        origin = {"host": where, "args": arg_texts, "kws": kw_texts, "answers": said[0]}
+        if origin not in origins:
+            origins.append(origin)
+    return origins
+
+
+def _overloads_recorded(nodes, values, context):
+    """Whether every host with a user's overload that the graph reads leads to an
+    implementation recorded with its origin: otherwise what its overloads answered is not in
+    the entry (a call that fell through to the host's own body, or was inlined), and a process
+    where they answer otherwise would be served this code."""
+    hosts = overloads.user_hosts(context)
+    if not hosts:
+        return True
+    recorded = {id(values[j][r]) for node in nodes for j, r in
+                (o["host"] for o in node.get("overload", ()))}
+    return all(id(value) in recorded or hosts.get(id(value)) is not value
+               or not overloads.users_overload(value, context)
+               for held in values for value in held)
 
 
 def _nodes_well_formed(nodes):
@@ -101,6 +209,22 @@ def _nodes_well_formed(nodes):
                     and (read[2] is None or isinstance(read[2], str))
                     and isinstance(read[3], str) and (read[4] is None or isinstance(read[4], int))):
                 return False
+        if "overload" in node and not _origins_well_formed(node["overload"]):
+            return False
+    return True
+
+
+def _origins_well_formed(origins):
+    if not isinstance(origins, list) or not origins:
+        return False
+    for o in origins:
+        if not (isinstance(o, dict) and isinstance(o.get("host"), list) and len(o["host"]) == 2
+                and all(type(n) is int for n in o["host"])
+                and isinstance(o.get("args"), list) and all(isinstance(a, str) for a in o["args"])
+                and isinstance(o.get("kws"), list) and all(_strings(k, 2) for k in o["kws"])
+                and isinstance(o.get("answers"), list)
+                and all(_strings(a, 3) for a in o["answers"])):
+            return False
     return True
 
 
@@ -109,14 +233,18 @@ def _strings(value, n):
 
 
 def _find_function(ref):
+    """The function importing ``ref``'s name finds (a ``<lambda>`` or ``<locals>`` name finds
+    nothing), or None."""
     module, qualname = ref
     obj = sys.modules.get(module)
-    for part in qualname.split("."):
-        if obj is None:
-            return None
-        obj = getattr(obj, part, None)
-    obj = getattr(obj, "py_func", obj)
-    return obj
+    try:
+        for part in qualname.split("."):
+            if obj is None:
+                return None
+            obj = getattr(obj, part, None)
+        return getattr(obj, "py_func", obj)
+    except Exception:           # (a module's __getattr__ that raises something else)
+        return None
 
 
 class CachedFunction:
@@ -147,25 +275,38 @@ def _with_code(code, *candidates):
     return None
 
 
-def _note_functions(reached, value):
-    """Remember ``value`` (a read's value) under its (module, qualname) if it is a function,
-    or a gpureplace function's Python function."""
-    pyfunc = getattr(value, "py_func", value)
-    if isinstance(pyfunc, types.FunctionType):
-        reached.setdefault((pyfunc.__module__, pyfunc.__qualname__), pyfunc)
+def _from_overloads(origins, funcs, context, code):
+    """The implementation with fingerprint ``code`` that the overload generators recorded in
+    ``origins`` give now, asked again with the recorded argument types -- if every generator of
+    each host (held by a validated read of ``funcs``) answers what it answered then -- or None."""
+    found = None
+    for origin in origins:
+        j, r = origin["host"]
+        if not (0 <= j < len(funcs) and 0 <= r < len(funcs[j].global_reads)):
+            return None
+        host = funcs[j].global_reads[r].value
+        try:
+            args = [overloads.parse_type(text) for text in origin["args"]]
+            kws = {k: overloads.parse_type(text) for k, text in origin["kws"]}
+        except (ValueError, RecursionError):
+            return None
+        said = overloads.answers(host, context, args, kws)
+        if said is None or said[0] != origin["answers"]:
+            return None         # another body, another closure value, another choice
+        found = found or _with_code(code, *said[1])
+    return found
 
 
 def _validate(nodes, context, kernel_func):
     """CachedFunction of the kernel if every recorded read still holds, else None."""
-    funcs, reached = [], {}
+    funcs, finder = [], _Finder(context)
     for i, node in enumerate(nodes):
-        # A callee is looked for first where a validated read of its callers found it under its
-        # (module, qualname): the function the compiled call meant, and the only way to it where
-        # the callers were pickled by value (a notebook's cell on a Dask worker, where its module
-        # cannot be imported); then by importing that name.
-        candidates = (kernel_func,) if i == 0 else (reached.get(tuple(node["function"])),
-                                                     _find_function(node["function"]))
-        pyfunc = _with_code(node["code"], *candidates)
+        if i == 0:
+            pyfunc = _with_code(node["code"], kernel_func)
+        elif "overload" in node:
+            pyfunc = _from_overloads(node["overload"], funcs, context, node["code"])
+        else:
+            pyfunc = finder.find(node["function"], node["code"])
         if pyfunc is None:
             return None
         reads = []
@@ -178,7 +319,7 @@ def _validate(nodes, context, kernel_func):
             if read_changed(probe, rec) is not None:
                 return None                 # redefined (or gone) since it was stored
             now = current_value(probe, rec)
-            _note_functions(reached, now)
+            finder.note(now)
             reads.append(GlobalRead(kind, rec.namespace, name, now, lineno, owner_mod, fp))
         funcs.append(CachedFunction(pyfunc, context, reads))
     kernel = funcs[0]
@@ -189,7 +330,6 @@ def _validate(nodes, context, kernel_func):
     for each in funcs:
         bindings.track_compiled(each)
     return kernel
-
 
 
 # ---------------------------------------------------------------------------------------------

@@ -118,3 +118,22 @@ def overloads_for_kernels(func):
         if target is not None and issubclass(GPUReplaceTarget, target):
             out.append(template)
     return out
+
+
+_users = {"size": -1, "hosts": {}}
+
+
+def users_overloaded():
+    """``{id(function): function}``: the functions a user's ``numba.extending.overload`` (for
+    any target) was written for, in Numba's registry -- the disk cache records what their
+    overloads answered (kernel_cache.py).  Listed again only when the registry grew."""
+    from numba.core.typing.templates import builtin_registry
+    entries = builtin_registry.globals
+    with _registrations_lock:
+        if _users["size"] != len(entries):
+            hosts = {}
+            for value, ty in entries:
+                if any(overload_site(t) is not None for t in getattr(ty, "templates", ())):
+                    hosts[id(value)] = value
+            _users.update(size=len(entries), hosts=hosts)
+        return _users["hosts"]

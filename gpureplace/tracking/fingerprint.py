@@ -5,12 +5,13 @@ new objects that mean the same thing, and must invalidate nothing.  So functions
 by their code (bytecode, constants, names, nested code), defaults and closure contents; constants
 by type and value (NumPy arrays by contents up to ``contents.INLINE_ARRAY_BYTES``, larger ones by
 dtype, shape and layout: their contents are tracked by snapshot); modules by name; device
-intrinsics and host callables by qualified name.  Classes that device code reads into its code
-are fingerprinted by what it reads: an ``Enum`` class (and each of its members) by its members'
-names and values, a namedtuple class (and each namedtuple) by its name, fields and defaults -- a
-class defined again with other members or fields means other code, while its name stays the
-same.  Other classes by qualified name.  Line numbers are left out: moving code down a cell
-changes no generated instruction.
+intrinsics and host callables by qualified name; an object whose class defines
+``__fingerprint_parts__`` (an overload of gpureplace's ``extending``) by the values that gives.
+Classes that device code reads into its code are fingerprinted by what it reads: an ``Enum``
+class (and each of its members) by its members' names and values, a namedtuple class (and each
+namedtuple) by its name, fields and defaults -- a class defined again with other members or
+fields means other code, while its name stays the same.  Other classes by qualified name.
+Line numbers are left out: moving code down a cell changes no generated instruction.
 
 ``fingerprint(value)`` returns a short hex string, or None when the value has no stable content (an
 arbitrary object); such a value is then compared by identity in-process and makes the compiled
@@ -101,6 +102,13 @@ def _feed(h, v, depth):
         return
     if isinstance(v, (np.generic, np.dtype)):
         up(f"np:{type(v).__name__}:{v!r};".encode())
+        return
+    parts = getattr(type(v), "__fingerprint_parts__", None)
+    if parts is not None:
+        # an object defined by a few values of its own (a ``NumbaOverload``: its host, its
+        # generator and the options given to ``@overload``)
+        up(f"parts:{type(v).__module__}.{type(v).__qualname__};".encode())
+        _feed(h, v.__fingerprint_parts__(), depth + 1)
         return
     py_func = getattr(v, "py_func", None)
     if isinstance(py_func, pytypes.FunctionType):
