@@ -315,7 +315,10 @@ def _validate(nodes, context, kernel_func):
             owner_mod = sys.modules.get(owner) if owner else None
             if owner and owner_mod is None:
                 return None
-            rec = GlobalRead(kind, owner or pyfunc.__module__, name, UNSEEN, lineno, owner_mod, fp)
+            # (a closure variable's namespace is "<closure>", as records.py names it when it
+            # compiles: the name of its device-memory array, resident_symbol, is built from it)
+            namespace = "<closure>" if kind == "freevar" else owner or pyfunc.__module__
+            rec = GlobalRead(kind, namespace, name, UNSEEN, lineno, owner_mod, fp)
             if read_changed(probe, rec) is not None:
                 return None                 # redefined (or gone) since it was stored
             now = current_value(probe, rec)

@@ -110,12 +110,42 @@ def resident_symbol(pyfunc, rec, path):
 def resident_arrays(cf):
     """``[(symbol, copied array)]`` of the global arrays that ``cf``'s call graph reads from
     device memory (the larger ones, see ``contents.INLINE_ARRAY_BYTES``)."""
-    found = {}
+    found, whose = {}, {}
     for each in cf.closure():
         for rec in each.global_reads:
             if rec.snapshot is None:
                 continue
             for path, part in rec.snapshot.parts:
-                if part.array is not None and contents.is_resident(part):
-                    found.setdefault(resident_symbol(each.pyfunc, rec, path), part.array)
+                if part.array is None or not contents.is_resident(part):
+                    continue
+                symbol = resident_symbol(each.pyfunc, rec, path)
+                held = found.setdefault(symbol, part.array)
+                if held is not part.array and not _same_array(held, part.array):
+                    _refuse_two_arrays(cf, whose[symbol], each, rec)
+                whose.setdefault(symbol, each)
     return list(found.items())
+
+
+def _same_array(a, b):
+    import numpy as np
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=True) \
+        if a.dtype.kind in "fc" else a.dtype == b.dtype and a.shape == b.shape and \
+        np.array_equal(a, b)
+
+
+def _refuse_two_arrays(cf, first, second, rec):
+    """Two functions of one name (closures one factory made) that read different arrays
+    through the same closure variable, in one kernel: their device-memory global is named by
+    what is read (the same in every process, for the disk cache), so one of them would read the
+    other's array."""
+    from .frontend import CompileError
+    name = second.pyfunc.__qualname__
+    code = second.pyfunc.__code__
+    raise CompileError(
+        f"{cf.pyfunc.__qualname__} calls two functions {name} (closures made by one factory) "
+        f"that read different arrays through their closure variable {rec.name!r}; device "
+        f"code keeps such an array in device memory under the variable's name, so one would "
+        f"read the other's: give the arrays to the kernel as arguments, or build the "
+        f"functions in factories of their own",
+        function=name, filename=code.co_filename, lineno=rec.lineno or code.co_firstlineno,
+        chain=(cf.pyfunc.__qualname__, name))
