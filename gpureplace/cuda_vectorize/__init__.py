@@ -14,9 +14,12 @@
 As numba-cuda's: inputs are CuPy / PyTorch / any ``__cuda_array_interface__`` array (used where
 they are), host arrays, lists or scalars (copied to the device); the result is a device array when
 an input was one, else a host array (a scalar for scalar inputs); ``out=`` writes into a given
-array; ``stream=`` orders everything on that stream.  The signature used is the first whose
-input types the arguments cast to safely (NumPy's rule); without signatures (``vectorize``
-only) each new combination of input dtypes compiles on first use.  ``numba.vectorize(...,
+array (of the result's dtype or one NumPy's ``same_kind`` rule casts it to); ``stream=`` orders
+everything on that stream.  The signature used is numba-cuda's: the first matching the argument
+types exactly, else the one matching the arrays exactly with any type for the Python / NumPy
+scalars (``f(float32_array, 1.0)`` runs the float32 loop); failing that, the first the
+arguments cast to safely (NumPy's rule).  Without signatures (``vectorize`` only) each new
+combination of input dtypes compiles on first use.  ``numba.vectorize(...,
 target="cuda")`` and ``numba.guvectorize(..., target="cuda")`` build the same objects when
 numba-cuda is not installed.
 

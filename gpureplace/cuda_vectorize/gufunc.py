@@ -12,8 +12,8 @@ from ..compiler.signature import normalize_signature
 from ..jit import jit, pickling
 from ..jit.backends import simulated
 from .ufunc import identifier
-from .operands import (TPB, Operand, array_module, as_result, blocks_for,
-                       check_options, choose, device_view, dtype_of, element_function,
+from .operands import (TPB, Operand, array_module, as_result, blocks_for, check_options,
+                       check_out_dtype, choose, device_view, dtype_of, element_function,
                        is_device, on_stream, shape_of, to_host, write_back)
 
 # -- guvectorize -----------------------------------------------------------------------------
@@ -154,6 +154,8 @@ class CUDAGUFunc:
                 # (numba-cuda's old-style scalars: ``()`` inputs given as 1-element arrays make
                 # loop dimensions of 1, which the output may leave out: as many elements, in
                 # the same order)
+            if given is not None:
+                check_out_dtype(self.__name__, dt, given)
             dev = device_view(given) if given is not None and is_device(given) else None
             if dev is None or dev.dtype != dt:
                 with on_stream(stream):
@@ -161,7 +163,7 @@ class CUDAGUFunc:
             targets.append(dev)
             core = shape[len(loop):]
             view = dev.reshape((n,) + (core or (1,)))
-            if not _shares(view, dev):
+            if view.size and not _shares(view, dev):     # (an empty one is not written)
                 raise ValueError(f"{self.__qualname__}: output {k} cannot be viewed as "
                                  f"{n} rows without a copy (give a contiguous array)")
             flat_out.append(view)

@@ -70,9 +70,13 @@ def array_module():
 class Operand:
     """One argument: a device array (used where it is), a host array (copied), or a scalar."""
 
-    __slots__ = ("value", "kind", "dtype", "shape")
+    __slots__ = ("value", "kind", "dtype", "shape", "free", "raw")
 
     def __init__(self, value, where):
+        # ``free``: a scalar numba-cuda's signature resolution fits to whichever loop the arrays
+        # match (a Python number or a NumPy number; not a NumPy bool, a 0-d array or a list)
+        self.free = isinstance(value, (int, float, complex, np.number))
+        self.raw = value
         if is_device(value):
             self.kind = "device"
             self.value = device_view(value)
@@ -196,13 +200,54 @@ def _fits(op, target):
 
 
 def choose(candidates, ops):
-    """The first candidate (a tuple of input dtypes first) that takes every operand safely, else
-    the first that takes them with scalars judged by value."""
+    """The candidate (a tuple of input dtypes first) for ``ops``, by numba-cuda's rule
+    (``UFuncMechanism._resolve_signature``) where that picks one: the first whose input dtypes
+    are the operands' exactly (a scalar's dtype is NumPy's for it: ``1.0`` float64, ``1``
+    int64), else the one loop that takes the arrays exactly, the scalars (Python or NumPy
+    numbers) whatever their type.  Where numba-cuda finds none (it needs arrays of the exact
+    types) or several (it raises "ambiguous"), NumPy's rule among those: the first that takes
+    every operand safely, else the first that takes them with scalars judged by value."""
+    hit = next((c for c in candidates if all(op.dtype == t for op, t in zip(ops, c[0]))), None)
+    if hit is not None:
+        return hit
+    if any(op.free for op in ops):
+        loose = [c for c in candidates
+                 if all(op.free or op.dtype == t for op, t in zip(ops, c[0]))]
+        if len(loose) == 1:
+            return loose[0]
+        candidates = loose or candidates
     for rule in (lambda op, t: safe(op.dtype, t), _fits):
         for cand in candidates:
             if all(rule(op, t) for op, t in zip(ops, cand[0])):
                 return cand
     return None
+
+
+def scalar_as(op, dtype):
+    """A scalar operand as ``dtype``, as numba-cuda makes it (``np.array([value], dtype)``:
+    a Python int out of the type's range raises ``OverflowError``)."""
+    return np.array(op.raw if op.free else op.value, dtype=dtype)[()]
+
+
+def check_out_dtype(name, result, out):
+    """NumPy's ``same_kind`` rule for writing a result of dtype ``result`` into ``out``.
+    numba-cuda refuses any other dtype (a host ``out`` fails ``assert out.dtype == resty`` or
+    ``incompatible dtype``, a device one finds no kernel); NumPy casts within a kind, as here,
+    and refuses the rest, as here."""
+    dtype = getattr(out, "dtype", None)
+    if dtype is None and hasattr(out, "__cuda_array_interface__"):
+        dtype = np.dtype(out.__cuda_array_interface__["typestr"])
+    if dtype is None:
+        return
+    dtype = np.dtype(str(dtype).replace("torch.", "")) if not isinstance(dtype, np.dtype) \
+        else dtype
+    if not np.can_cast(result, dtype, "same_kind"):
+        raise OutputCastError(f"Cannot cast ufunc {name!r} output from {result!r} to "
+                              f"{dtype!r} with casting rule 'same_kind'")
+
+
+class OutputCastError(TypeError):
+    """An ``out=`` of a dtype the result cannot be cast to (NumPy's ``UFuncTypeError``)."""
 
 
 def dtype_of(ty):

@@ -9,9 +9,9 @@ from numba.np import numpy_support
 from ..compiler.signature import normalize_signature
 from ..jit import jit, pickling
 from ..jit.backends import simulated
-from .operands import (TPB, Operand, array_module, as_result, blocks_for,
-                       check_options, choose, device_view, dtype_of, element_function,
-                       is_device, on_stream, shape_of, to_host, write_back)
+from .operands import (TPB, Operand, array_module, as_result, blocks_for, check_options,
+                       check_out_dtype, choose, device_view, dtype_of, element_function,
+                       is_device, on_stream, scalar_as, shape_of, to_host, write_back)
 
 # -- vectorize -------------------------------------------------------------------------------
 
@@ -115,6 +115,11 @@ class CUDAUFunc:
         if len(args) != nin:
             raise TypeError(f"{self.__qualname__} takes {nin} input argument(s) (and optionally "
                             f"out), got {len(args)}")
+        if isinstance(out, tuple):              # NumPy's out=(arr,): one output
+            if len(out) != 1:
+                raise ValueError(f"{self.__qualname__}: out= is a tuple of {len(out)} "
+                                 f"arrays; a vectorized function has 1 output")
+            out = out[0]
         ops = [Operand(a, f"{self.__qualname__}: argument {i}") for i, a in enumerate(args)]
         ins, out_dtype = self._select(ops)
         try:
@@ -122,14 +127,19 @@ class CUDAUFunc:
         except ValueError:
             raise ValueError(f"{self.__qualname__}: operands could not be broadcast together "
                              f"with shapes {' '.join(str(op.shape) for op in ops)}") from None
-        if out is not None and shape_of(out) != shape:
-            raise ValueError(f"{self.__qualname__}: out has shape {shape_of(out)}, the "
-                             f"broadcast inputs {shape}")
+        if out is not None:
+            if shape_of(out) != shape:
+                # (NumPy broadcasts the inputs to a larger out; numba-cuda refuses any other
+                # shape, as here)
+                raise ValueError(f"{self.__qualname__}: out has shape {shape_of(out)}, the "
+                                 f"broadcast inputs {shape}: out= must have the inputs' "
+                                 f"broadcast shape")
+            check_out_dtype(self.__name__, out_dtype, out)
         xp = array_module()
         values = []
         for op, dt in zip(ops, ins):
             if op.kind == "scalar":
-                values.append(dt.type(op.value[()]))
+                values.append(scalar_as(op, dt))
             else:
                 values.append(op.on_device(dt, stream))
         any_device = any(op.kind == "device" for op in ops)
