@@ -309,7 +309,7 @@ def init_xoroshiro128p_states(states, seed, subsequence_start=0, stream=0):
     if isinstance(states, np.ndarray):
         states[...] = host
     else:
-        target = states if hasattr(states, "copy_to_device") else _hostapi.as_cuda_array(states)
+        target = states if hasattr(states, "copy_to_device") else _hostapi.as_cuda_array(states, _host_ok=True)
         target.copy_to_device(host, stream=stream)
 
 

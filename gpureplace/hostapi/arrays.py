@@ -85,6 +85,37 @@ class NumbaArrayMethods:
             raise ValueError(f"split(section): section must be a positive int, got {section!r}")
         return [self[i:i + section] for i in range(0, self.shape[0], section)]
 
+    def as_cuda_arg(self):
+        """The device memory passed for the array (numba-cuda's: its ``gpu_data``)."""
+        return self.gpu_data
+
+
+def squeeze_axes(shape, axis):
+    """The axes ``squeeze(axis)`` removes from an array of ``shape``: every axis of length 1
+    (``axis=None``), or ``axis`` (an int or a tuple of ints), each of which must have length 1
+    (numba-cuda's ValueError otherwise)."""
+    if axis is None:
+        return tuple(i for i, n in enumerate(shape) if n == 1)
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    out = []
+    for ax in axes:
+        if not isinstance(ax, (int, np.integer)) or isinstance(ax, bool):
+            raise TypeError(f"squeeze(axis): axis must be None, an int or a tuple of ints, "
+                            f"got {axis!r}")
+        if not -len(shape) <= ax < len(shape):
+            raise getattr(np, "exceptions", np).AxisError(int(ax), len(shape))
+        if shape[ax] != 1:
+            raise ValueError("cannot select an axis to squeeze out which has size not equal "
+                             "to one")
+        out.append(int(ax) % len(shape))
+    return tuple(sorted(set(out)))
+
+
+def not_a_device_array(obj):
+    """The TypeError of ``as_cuda_array`` given host data."""
+    return TypeError(f"as_cuda_array: {type(obj).__name__} is not a device array (it has no "
+                     f"__cuda_array_interface__); use to_device to copy host data")
+
 
 def _refuse_copy(array, out):
     """Refuse ``out`` (a reshape or ravel of ``array``) if it is a copy rather than a view."""
@@ -181,6 +212,29 @@ class RecordMethods:
         value = self.copy_to_host()[key]
         return value[()] if value.ndim == 0 else value
 
+    def getitem(self, key, stream=0):
+        """``self[key]`` (numba-cuda's ``DeviceRecord.getitem``): a field's value."""
+        return self[key] if isinstance(key, str) else super().getitem(key, stream)
+
+    def __setitem__(self, key, value):
+        self.setitem(key, value)
+
+    def setitem(self, key, value, stream=0):
+        """``self[key] = value`` (numba-cuda's ``DeviceRecord.setitem``): the field ``key``
+        set to ``value`` in device memory, in order with ``stream``'s work."""
+        if not isinstance(key, str):
+            return super().setitem(key, value, stream)
+        if key not in (self.dtype.names or ()):
+            raise KeyError(f"the record has no field {key!r} (its fields: "
+                           f"{', '.join(self.dtype.names)})")
+        stream = stream or self.stream
+        wait = getattr(stream, "synchronize", lambda: None)   # (host copies must be done)
+        host = self.copy_to_host(stream=stream)
+        wait()
+        host[key] = value
+        self.copy_to_device(host, stream=stream)
+        wait()
+
     @property
     def _numba_type_(self):
         from numba.np import numpy_support
@@ -268,11 +322,38 @@ def device_array_class():
                 """A view, as CuPy's; but an element (a 0-d result) is copied to the host and
                 returned as a NumPy scalar, as numba-cuda's DeviceNDArray returns it, so that
                 host code reading ``d[i]`` (``for x in d``, a CPU function called on it) gets
-                a number."""
+                a number; an element of a record array is a ``DeviceRecord``, a view."""
+                return self.getitem(key)
+
+            def getitem(self, key, stream=0):
+                """``self[key]`` (numba-cuda's ``getitem``), the views it makes bound to
+                ``stream`` (or this array's) and an element read in order with its work."""
+                stream = stream or self.stream
                 out = cp.ndarray.__getitem__(self, key)
+                if out.ndim == 0 and self.ndim and out.dtype.names is not None:
+                    return with_stream(out.view(type=device_record_class()), stream)
                 if out.ndim == 0:
-                    return out.get()[()]
-                return out
+                    return out.get(stream=cupy_stream(stream))[()]
+                return with_stream(out, stream)
+
+            def __setitem__(self, key, value):
+                self.setitem(key, value)
+
+            def setitem(self, key, value, stream=0):
+                """``self[key] = value`` (numba-cuda's ``setitem``) on ``stream`` (or this
+                array's): a scalar, a host array or a device array, broadcast."""
+                s = cupy_stream(stream or self.stream)
+                with (s if s is not None else contextlib.nullcontext()):
+                    if not (isinstance(value, cp.ndarray) or np.isscalar(value)):
+                        value = cp.asarray(value if is_cuda_array(value) else
+                                           host_array(value))
+                    cp.ndarray.__setitem__(self.view(type=cp.ndarray), key, value)
+
+            def squeeze(self, axis=None, stream=0):
+                """A view without the axes of length 1 (all of them, or ``axis``: an int or
+                a tuple of ints, each of length 1), bound to ``stream`` or this array's."""
+                out = cp.ndarray.squeeze(self, squeeze_axes(self.shape, axis))
+                return with_stream(out.view(type=type(self)), stream or self.stream)
 
             def __iter__(self):
                 if self.ndim == 0:
@@ -426,18 +507,19 @@ def device_array_like(ary, stream=0):
     return device_array(ary.shape, ary.dtype, order=order_of(ary), stream=stream)
 
 
-def as_cuda_array(obj, sync=True):
+def as_cuda_array(obj, sync=True, *, _host_ok=False):
     """A ``DeviceNDArray`` view of a device array of another library (``__cuda_array_interface__``
     or DLPack): no copy.  When the interface names a stream (version 3), the view belongs to it
     and, unless ``sync=False`` or ``settings.cuda_array_interface_sync`` is off, the producer's
     work queued there is waited for first."""
     if simulated():
-        return sim().as_cuda_array(obj)
+        # (_host_ok: gpureplace's own modules hand the simulator's "device" buffers, host
+        # arrays, in; a user's host array is refused as on the GPU)
+        return sim().as_cuda_array(obj, host_ok=_host_ok)
     cp = cupy()
     if isinstance(obj, np.ndarray) and not is_cuda_array(obj) or not (
             is_cuda_array(obj) or isinstance(obj, cp.ndarray) or hasattr(obj, "__dlpack__")):
-        raise TypeError(f"as_cuda_array: {type(obj).__name__} is not a device array (it has no "
-                        f"__cuda_array_interface__); use to_device to copy host data")
+        raise not_a_device_array(obj)
     stream = 0
     if isinstance(obj, cp.ndarray):
         arr, stream = obj, getattr(obj, "stream", 0)

@@ -382,7 +382,7 @@ def as_memory(memory, what):
     if isinstance(memory, DeviceMemory):
         return memory
     if hasattr(memory, "__cuda_array_interface__"):
-        return array_memory(as_cuda_array(memory))
+        return array_memory(as_cuda_array(memory, _host_ok=True))
     raise TypeError(f"{what}: expected device memory (a device array's .gpu_data), got "
                     f"{type(memory).__name__}")
 

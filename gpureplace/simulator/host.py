@@ -11,9 +11,15 @@ import time
 
 import numpy as np
 
+from ..errors import LaunchError
 from ..hostapi.arrays import (NumbaArrayMethods, RecordMethods, array_interface, copy_source,
-                              is_record, record_copy, span)
-from .arrays import remember_allocation, view_described
+                              is_record, not_a_device_array, record_copy, span, squeeze_axes)
+from .arrays import allocation_around, remember_allocation, view_described
+
+try:
+    from numpy.lib.array_utils import byte_bounds as _byte_bounds
+except ImportError:                      # NumPy < 2
+    _byte_bounds = np.byte_bounds
 
 
 class SimStream:
@@ -112,6 +118,47 @@ class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
         """The address of the elements (host memory: the simulator's device memory)."""
         return ctypes.c_void_p(self.ctypes.data)
 
+    def __getitem__(self, key):
+        out = super().__getitem__(key)
+        if self.ndim and self.dtype.names is not None and not isinstance(key, str) and (
+                isinstance(out, np.void) or isinstance(out, np.ndarray) and out.ndim == 0):
+            # an element of a record array: numba-cuda's DeviceRecord, a view of the element
+            # (kernels given it write into this array)
+            if isinstance(out, np.void):
+                out = super().__getitem__((*(key if isinstance(key, tuple) else (key,)),
+                                           Ellipsis))
+            return out.view(SimDeviceRecord)
+        return out
+
+    def getitem(self, key, stream=0):
+        """``self[key]`` (numba-cuda's ``getitem``): a view (an array, or a record's
+        ``DeviceRecord``) bound to ``stream``, or an element's value."""
+        out = self[key]
+        if isinstance(out, SimDeviceNDArray) and stream:
+            out._gr_stream = stream
+        return out
+
+    def setitem(self, key, value, stream=0):
+        """``self[key] = value`` (numba-cuda's ``setitem``): a scalar, a host array or a device
+        array, broadcast as NumPy broadcasts."""
+        if hasattr(value, "__cuda_array_interface__") and not isinstance(value, np.ndarray):
+            value = as_cuda_array(value)
+        np.ndarray.__setitem__(self, key, value)
+
+    def __iter__(self):
+        if self.ndim and self.dtype.names is not None:      # (DeviceRecords, as __getitem__)
+            return (self[i] for i in range(self.shape[0]))
+        return super().__iter__()
+
+    def squeeze(self, axis=None, stream=0):
+        """A view without the axes of length 1 (all of them, or ``axis``: an int or a tuple of
+        ints, each of length 1), bound to ``stream`` or this array's stream."""
+        out = np.ndarray.squeeze(self, squeeze_axes(self.shape, axis)).view(SimDeviceNDArray)
+        stream = stream or self.stream
+        if stream:
+            out._gr_stream = stream
+        return out
+
     def copy_to_host(self, ary=None, stream=0):
         if ary is None:
             return np.array(self, copy=True, order="K").view(np.ndarray)
@@ -193,9 +240,17 @@ def device_array(shape, dtype, strides, order):
     return np.ndarray(shape, dtype, buffer=buf, strides=strides).view(SimDeviceNDArray)
 
 
-def as_cuda_array(obj):
+def as_cuda_array(obj, host_ok=False):
+    """A simulated device array view of ``obj``: a simulated device array, a view of one's
+    memory, or a ``__cuda_array_interface__`` describing such memory.  A host NumPy array is
+    refused, as on the GPU (but for gpureplace's own callers, ``host_ok``: in the simulator their
+    "device" buffers are host arrays)."""
+    if isinstance(obj, SimDeviceNDArray):
+        return obj.view(type(obj))
     if isinstance(obj, np.ndarray):
-        return obj.view(SimDeviceNDArray)
+        if host_ok or _in_simulated_memory(obj):
+            return obj.view(SimDeviceNDArray)
+        raise not_a_device_array(obj)
     desc = getattr(obj, "__cuda_array_interface__", None)
     if isinstance(desc, dict):
         # (a simulated device array's interface, e.g. given to from_cuda_array_interface:
@@ -213,6 +268,55 @@ def as_cuda_array(obj):
                         f"reach)")
     raise TypeError(f"as_cuda_array: the simulator works on host memory; got "
                     f"{type(obj).__name__}")
+
+
+def _in_simulated_memory(arr):
+    """Whether the elements of NumPy array ``arr`` lie in a simulated device array."""
+    if arr.size == 0:
+        return False
+    low, high = _byte_bounds(arr)
+    around = allocation_around(low)
+    return around is not None and high <= around[1]
+
+
+def foreign_view(a, where):
+    """The array a simulated launch works on for ``a`` (argument ``where``), a device array of
+    another library: a view of the simulated device memory its ``__cuda_array_interface__`` or
+    DLPack export describes; a CuPy array of it when its memory is a GPU's and CuPy is there
+    (the launch then copies it in and out); else LaunchError."""
+    from ..probe import cupy_module
+    cp, name = cupy_module(), type(a).__qualname__
+    desc = getattr(a, "__cuda_array_interface__", None)
+    if isinstance(desc, dict):
+        if desc.get("mask") is not None:
+            raise LaunchError(f"{where} is a masked array ({name}: its "
+                              f"__cuda_array_interface__ has a 'mask'); kernels take no masks")
+        view = view_described(desc, getattr(a, "owner", None))
+        if view is not None:
+            return view.view(SimDeviceNDArray)
+        if cp is not None:
+            return cp.asarray(a)
+        raise LaunchError(f"{where} is a device array ({name}) whose __cuda_array_interface__ "
+                          f"describes memory at {desc['data'][0]:#x} that is not in a "
+                          f"simulated device array; the simulator works on host memory (a "
+                          f"GPU's is out of its reach, and CuPy, which could copy it, is not "
+                          f"available)")
+    try:
+        kind, _ = a.__dlpack_device__()
+        host = np.from_dlpack(a) if int(kind) in (1, 3) else None   # (kDLCPU, kDLCUDAHost)
+    except Exception as exc:                 # (a producer NumPy cannot read: its reason)
+        host, why = None, f" ({type(exc).__name__}: {exc})"
+    else:
+        why = f" (its DLPack device type is {int(kind)}, not the host's)"
+    if host is not None and host.size and _in_simulated_memory(host):
+        return host.view(SimDeviceNDArray)
+    if host is None and cp is not None:
+        return cp.from_dlpack(a)
+    if host is not None:
+        why = (" (it exports host memory outside the simulated device arrays, which a GPU "
+               "launch refuses too: copy it with cuda.to_device, or pass a NumPy array)")
+    raise LaunchError(f"{where} is a DLPack array ({name}) the simulator cannot take as a "
+                      f"device array{why}")
 
 
 def pinned_array(shape, dtype, strides, order):

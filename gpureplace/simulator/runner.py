@@ -121,14 +121,10 @@ class _Args:
             if a.is_cuda:
                 self.copy_back.append((a, host, "torch"))
             return self.convert(host, where)
-        if hasattr(a, "__cuda_array_interface__"):
-            from ..probe import cupy_module
-            cp = cupy_module()
-            if cp is None:
-                raise LaunchError(f"{where} is a device array ({cls.__qualname__}); the "
-                                  f"simulator copies device arrays through CuPy, which is not "
-                                  f"available")
-            return self.convert(cp.asarray(a), where)
+        if hasattr(a, "__cuda_array_interface__") or hasattr(a, "__dlpack__"):
+            # another library's device array: simulated memory where it is, else via CuPy
+            from .host import foreign_view
+            return self.convert(foreign_view(a, where), where)
         if isinstance(a, np.void) and a.dtype.names is not None:
             # a record argument: the kernel works on a copy, written back after the launch (as
             # on the device); np.record gives it attribute access
