@@ -164,16 +164,40 @@ def _device_int_type(dtype):
 
 
 def saturated_int(f, dtype):
-    """The float ``f`` as an integer of ``dtype`` the way PTX's ``cvt.rzi`` converts it:
-    truncated toward zero, saturated to the range (infinities too), NaN 0."""
+    """The float ``f`` as an integer of ``dtype`` the way LLVM's ``llvm.fptosi.sat`` /
+    ``llvm.fptoui.sat`` (what the 8-bit float and bfloat16 intrinsics compile to) convert it:
+    truncated toward zero, saturated to the range (infinities too), NaN 0.  A plain conversion
+    (a cast, a store) is ``cvt_rzi``'s instead."""
     if f != f:
         return dtype.type(0)
     info = np.iinfo(dtype)
     return dtype.type(int(max(min(f, info.max), info.min)))
 
 
+def cvt_rzi(value, dtype):
+    """The float ``value`` as an integer of ``dtype`` (a device integer) the way the compiled
+    conversion (PTX ``cvt.rzi``; ``cvt.rzi.s16`` / ``u16`` and a truncation for 8-bit types)
+    converts it on the GPU: truncated toward zero and saturated to the type's range, the
+    infinities too.  A NaN gives what the hardware gives (measured on an H200): the sign bit
+    alone (INT64_MIN, 2**63 unsigned) for a 64-bit result, and for a 32- or 16-bit one from a
+    float64; 0 for a 32- or 16-bit one from a narrower float, and for 8-bit results."""
+    f = float(value)
+    bits = dtype.itemsize * 8
+    width = 16 if bits == 8 else bits            # (8-bit results: converted to 16 bits first)
+    if f != f:
+        narrow = isinstance(value, (np.float32, np.float16)) or (
+            isinstance(value, np.generic) and is_bfloat16_dtype(value.dtype))
+        return wrap_int(1 << (width - 1) if width == 64 or not narrow else 0, dtype)
+    lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if dtype.kind == "i" else \
+        (0, (1 << width) - 1)
+    if f in (float("inf"), float("-inf")):
+        return wrap_int(hi if f > 0 else lo, dtype)
+    return wrap_int(min(max(int(f), lo), hi), dtype)
+
+
 def to_dtype_value(value, dtype):
-    """``value`` converted as a store into an array of ``dtype`` converts it on the device."""
+    """``value`` converted as a store into an array of ``dtype`` converts it on the device (a
+    float to an integer: ``cvt_rzi``, saturated)."""
     kind = dtype.kind
     if kind in "iu":
         if isinstance(value, (int, np.integer, np.bool_)):
@@ -182,10 +206,7 @@ def to_dtype_value(value, dtype):
             return saturated_int(float(value), dtype)     # (as compiled: llvm.fptosi.sat)
         if isinstance(value, (float, np.floating)) or (
                 isinstance(value, np.generic) and is_bfloat16_dtype(value.dtype)):
-            f = float(value)
-            if f != f or f in (float("inf"), float("-inf")):
-                return dtype.type(0)          # undefined on the device; pick something stable
-            return wrap_int(int(f), dtype)   # truncation toward zero, as cvt.rzi
+            return cvt_rzi(value, dtype)
         return value
     return value
 
@@ -405,6 +426,41 @@ class SimArray:
     @property
     def T(self):
         return SimArray(self._a.T, self._sim, self._writable)
+
+    def reshape(self, *shape, **kwargs):
+        """A view of another shape, as Numba's ``array.reshape`` makes it (never a copy): a size
+        that differs raises its ValueError, a layout that would need a copy its
+        NotImplementedError, both errors of the device code (``raises.device_error``)."""
+        if kwargs:
+            return SimArray(self._a.reshape(*shape, **kwargs), self._sim, self._writable)
+        from .raises import device_error
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = shape[0]
+        shape = [int(s) for s in shape]
+        # (Numba's normalize_reshape_value)
+        negative = [ax for ax, s in enumerate(shape) if s < 0]
+        known = 1
+        for s in shape:
+            known *= s if s >= 0 else 1
+        size = self._a.size
+        if len(negative) > 1:
+            raise device_error(ValueError("multiple negative shape values"))
+        if negative:
+            ok = size == 0 if known == 0 else size % known == 0
+            shape[negative[0]] = 0 if known == 0 else size // known
+        else:
+            ok = size == known
+        if not ok:
+            raise device_error(ValueError("total size of new array must be unchanged"))
+        try:
+            try:
+                view = self._a.reshape(tuple(shape), copy=False)
+            except TypeError:                               # NumPy < 2.1: no copy=
+                view = self._a.view()
+                view.shape = tuple(shape)
+        except (ValueError, AttributeError):                # it would need a copy
+            raise device_error(NotImplementedError("incompatible shape for array")) from None
+        return SimArray(view, self._sim, self._writable)
 
     def __getattr__(self, name):
         # Anything else (``copy``, ``reshape``, ``view``...) on the underlying array.

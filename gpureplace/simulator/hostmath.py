@@ -13,7 +13,7 @@ from fractions import Fraction
 import numpy as np
 
 from . import hostbf16
-from .arrays import wrap_int
+from .arrays import cvt_rzi, wrap_int
 
 _F16, _F32, _F64 = np.float16, np.float32, np.float64
 
@@ -75,26 +75,6 @@ def _exact_fma(a, b, c):
             except OverflowError:
                 return math.inf if exact > 0 else -math.inf
     return a * b + c
-
-
-def cvt_rzi(value, dtype):
-    """The float ``value`` as an integer of ``dtype`` (a device integer) the way the compiled
-    conversion (PTX ``cvt.rzi``; ``cvt.rzi.s16`` / ``u16`` and a truncation for 8-bit types)
-    converts it on the GPU: truncated toward zero and saturated to the type's range, the
-    infinities too.  A NaN gives what the hardware gives (measured on an H200): the sign bit
-    alone (INT64_MIN, 2**63 unsigned) for a 64-bit result, and for a 32- or 16-bit one from a
-    float64; 0 for a 32- or 16-bit one from a narrower float, and for 8-bit results."""
-    f = float(value)
-    bits = dtype.itemsize * 8
-    width = 16 if bits == 8 else bits            # (8-bit results: converted to 16 bits first)
-    if f != f:
-        narrow = isinstance(value, (np.float32, np.float16)) or hostbf16.is_bfloat16(value)
-        return wrap_int(1 << (width - 1) if width == 64 or not narrow else 0, dtype)
-    lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if dtype.kind == "i" else \
-        (0, (1 << width) - 1)
-    if math.isinf(f):
-        return wrap_int(hi if f > 0 else lo, dtype)
-    return wrap_int(min(max(int(f), lo), hi), dtype)
 
 
 def _via_f64(fn):

@@ -87,20 +87,37 @@ mul = _binary(operator.mul)
 python_error_model = False
 
 
-def _dividing(op):
-    plain = _binary(op)
+_INTS, _COMPLEX = (int, np.integer, bool, np.bool_), frozenset((complex, np.complex64, np.complex128))
+#: Numba's messages (numba/cpython/numbers.py): zero divisor (integers, other operands); 0 ** -n
+_ZERO = {"truediv": ("division by zero",) * 2, "divmod": ("integer divmod by zero", "modulo by "
+         "zero"), "floordiv": ("integer division by zero", "division by zero"),
+         "mod": ("integer modulo by zero", "modulo by zero")}
+_NEGATIVE_POWER = "0 cannot be raised to a negative power"
 
+
+def _check_zero(name, a, b):
+    """The ZeroDivisionError of Numba's compiled code for ``a <name> b`` by zero: under Python's
+    error model (debug=True); for a complex division (CPython's algorithm) under either."""
+    if name == "truediv" and (type(a) in _COMPLEX or type(b) in _COMPLEX):
+        if b == 0:
+            raise ZeroDivisionError("complex division by zero")
+    elif python_error_model and b == 0:
+        raise ZeroDivisionError(_ZERO[name][not (isinstance(a, _INTS) and isinstance(b, _INTS))])
+
+
+def _checked(op, name):
+    """``op`` raising Numba's ZeroDivisionError for a zero divisor (``_check_zero``)."""
     def apply(a, b):
-        if python_error_model and b == 0:
-            raise ZeroDivisionError("division by zero")
-        return plain(a, b)
-    apply.__name__ = plain.__name__
+        if python_error_model or type(a) in _COMPLEX or type(b) in _COMPLEX:
+            _check_zero(name, a, b)
+        return op(a, b)
+    apply.__name__ = op.__name__.strip("_")
     return apply
 
 
-truediv = _dividing(operator.truediv)
-floordiv = _dividing(operator.floordiv)
-mod = _dividing(operator.mod)
+truediv = _checked(_binary(operator.truediv), "truediv")
+floordiv = _checked(_binary(operator.floordiv), "floordiv")
+mod = _checked(_binary(operator.mod), "mod")
 lshift = _binary(operator.lshift)
 rshift = _binary(operator.rshift)
 matmul = operator.matmul
@@ -148,19 +165,24 @@ def pow(a, b):                              # noqa: A001 (the operator's name)
     if isinstance(a, np.floating) or isinstance(b, np.floating):
         from .hostmath import host_pow
         return host_pow(a, b)                # C's pow, as math.pow and np.power are simulated
+    if python_error_model and isinstance(a, np.integer) and isinstance(b, np.integer) and \
+            a == 0 and b < 0:                # (Numba's int_power; device integers: INT_MIN)
+        raise ZeroDivisionError(_NEGATIVE_POWER)
     return a ** b
 
 
 def pow_static(a, b):
     """``a ** n`` with an integer literal ``n`` (Numba's static_power_impl): for integers, a
     negative exponent inverts ``a ** -n`` as computed (wrapped): 0 gives the numpy error
-    model's INT_MIN, 1 and -1 themselves, anything else 0."""
+    model's INT_MIN (debug=True: ZeroDivisionError), 1 and -1 themselves, anything else 0."""
     if type(a) not in DEVICE_VALUE_TYPES or type(b) not in DEVICE_VALUE_TYPES:
         a, b = _operand(a, b), _operand(b, a)
     if isinstance(a, np.integer) and isinstance(b, np.integer) and b < 0:
         r = pow(a, -b)
         dtype, bits = r.dtype, r.dtype.itemsize * 8
         if r == 0:
+            if python_error_model:
+                raise ZeroDivisionError(_NEGATIVE_POWER)
             return wrap_int(-(1 << (bits - 1)), dtype)
         ones = (1, -1) if dtype.kind == "i" else (1, (1 << bits) - 1)
         return r if int(r) in ones else wrap_int(0, dtype)
@@ -205,19 +227,8 @@ def _invert_core(x):
     return (not x) if type(x) is bool else ~x
 
 
-def _checked(op):
-    """``op`` raising ZeroDivisionError for a zero divisor under Python's error model."""
-    def apply(a, b):
-        if python_error_model and b == 0:
-            raise ZeroDivisionError("division by zero")
-        return op(a, b)
-    apply.__name__ = op.__name__
-    return apply
-
-
 def _divmod_core(a, b):
-    if python_error_model and b == 0:
-        raise ZeroDivisionError("division by zero")
+    _check_zero("divmod", a, b)
     return (a // b, a % b)
 
 
@@ -231,9 +242,9 @@ _BINARY = {
     "add": (operator.add, operator.add, add, True),
     "sub": (operator.sub, operator.sub, sub, True),
     "mul": (operator.mul, operator.mul, mul, True),
-    "truediv": (operator.truediv, _checked(operator.truediv), truediv, False),
-    "floordiv": (operator.floordiv, _checked(operator.floordiv), floordiv, False),
-    "mod": (operator.mod, _checked(operator.mod), mod, False),
+    "truediv": (operator.truediv, _checked(operator.truediv, "truediv"), truediv, False),
+    "floordiv": (operator.floordiv, _checked(operator.floordiv, "floordiv"), floordiv, False),
+    "mod": (operator.mod, _checked(operator.mod, "mod"), mod, False),
     "lshift": (operator.lshift, operator.lshift, lshift, True),
     "rshift": (operator.rshift, operator.rshift, rshift, True),
     "and_": (operator.and_, operator.and_, and_, True),
