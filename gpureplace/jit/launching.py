@@ -91,19 +91,29 @@ class Launching:
         return tuple(keys)
 
     def _check_specialized(self, args):
+        """``args`` as the kernel ``specialize()`` made takes them: scalars converted to the
+        types it was specialized for (numba-cuda launches its one kernel and converts them);
+        anything else of another type refused."""
         if len(args) != self._nparams:
             self._argument_count_error(args)
         keys = self._type_keys(args, "launch")
-        if keys != self._only_keys:
+        if keys == self._only_keys:
+            return args
+        converted = list(args)
+        for i, (key, want) in enumerate(zip(keys, self._only_keys)):
+            if key != want:
+                converted[i] = _as_scalar_of(args[i], arguments.numba_type_of_key(want))
+        if any(v is None for v in converted):
             def show(ks):
                 return ", ".join(str(arguments.numba_type_of_key(k)) for k in ks)
             raise LaunchError(f"{self.__qualname__} was specialized for ({show(self._only_keys)})"
                               f" by specialize(); got ({show(keys)})")
+        return tuple(converted)
 
     def _launch(self, config, args):
         arguments.refuse_uninspectable(self.__qualname__, self._pysig, args)
         if self._only_keys is not None:
-            self._check_specialized(args)
+            args = self._check_specialized(args)
         if self._config_key is not None and self._config_key != launchconfig.key_of(config):
             # launch-config sensitive (jit/launchconfig.py): another configuration, another
             # specialisation
@@ -567,6 +577,30 @@ def _as_declared(key):
     if kind == "namedtuple":
         return key[:2] + tuple(_as_declared(k) for k in key[2:])
     return key
+
+
+def _as_scalar_of(value, nbtype):
+    """``value`` (a Python or NumPy number) as a NumPy scalar of the number type ``nbtype``,
+    converted as C converts it; None where either is not a number (or it does not fit)."""
+    from numba.core import types as nbtypes
+    from numba.np import numpy_support
+    if not isinstance(nbtype, (nbtypes.Integer, nbtypes.Float, nbtypes.Complex,
+                               nbtypes.Boolean)) or isinstance(value, (np.ndarray, tuple)) or \
+            not isinstance(value, (int, float, complex, bool, np.number, np.bool_)):
+        return None
+    dtype = numpy_support.as_dtype(nbtype)
+    try:
+        with np.errstate(all="ignore"):
+            if dtype.kind in "iu" and isinstance(value, (float, np.floating)):
+                value = int(value)             # (truncated, as C converts)
+            if dtype.kind in "iu" and not np.iinfo(dtype).min <= int(value) <= \
+                    np.iinfo(dtype).max:
+                return None
+            if dtype.kind != "c" and isinstance(value, (complex, np.complexfloating)):
+                return None
+            return dtype.type(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _launch_key(a):

@@ -8,6 +8,8 @@ PTX directives with ptxas; GPU tests run the same flow on CuPy.
 import numpy as np
 import pytest
 
+import gpureplace
+
 from conftest import assemble
 from gpureplace import LaunchError, cuda
 from gpureplace.config import settings
@@ -476,8 +478,18 @@ def test_specialize_fixes_the_argument_types(simulated):
         ("array(float32, 1d, C)", "float32")]
     fixed[1, 4](x, np.float32(3))
     assert (x == 3).all()
+    # numba-cuda launches its one kernel and converts scalars to its types (a Python float,
+    # an int, a NumPy float64): nothing new compiles
+    compiles = gpureplace.stats()["kernel_compiles"]
+    for value in (2.5, 4, np.float64(1.25)):
+        x[:] = 1
+        fixed[1, 4](x, value)
+        assert (x == np.float32(value)).all()
+    assert gpureplace.stats()["kernel_compiles"] == compiles
     with pytest.raises(LaunchError, match=r"specialized for \(array\(float32, 1d, C\), float32\)"):
-        fixed[1, 4](x, 2.0)
+        fixed[1, 4](np.ones(4), 2.0)                # an array of another dtype: refused
+    with pytest.raises(LaunchError, match=r"specialized for"):
+        fixed[1, 4](x, 1 + 2j)                      # a complex into a float32: refused
     with pytest.raises(LaunchError, match="missing"):
         scale.specialize(x)
     assert scale.specialize(x, np.float32(5)) is fixed          # one per argument types
