@@ -11,6 +11,7 @@ from numba.core import types
 from ..compiler.signature import normalize_signature
 from ..jit import jit, pickling
 from ..jit.backends import simulated
+from .lazy import any_dask, gufunc_over_dask
 from .ufunc import identifier
 from .operands import (TPB, Operand, array_module, as_result, blocks_for, check_options,
                        check_out_dtype, choose, device_view, dtype_of, element_function,
@@ -100,6 +101,8 @@ class CUDAGUFunc:
             raise TypeError(f"gufunc accepts {nin} positional arguments or {nin + nout} "
                             f"positional arguments (input and output arrays). Got {len(args)} "
                             f"positional argument{'s' if len(args) != 1 else ''}.")
+        if any_dask(args[:nin]):                 # (a lazy Dask array, block by block)
+            return gufunc_over_dask(self, args[:nin], out if len(args) == nin else args[nin:])
         outs = list(args[nin:]) or None
         if out is not None:
             if outs is not None:

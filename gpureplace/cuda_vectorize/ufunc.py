@@ -9,6 +9,7 @@ from numba.np import numpy_support
 from ..compiler.signature import normalize_signature
 from ..jit import jit, pickling
 from ..jit.backends import simulated
+from .lazy import any_dask, ufunc_over_dask
 from .operands import (TPB, Operand, array_module, as_result, blocks_for, check_options,
                        check_out_dtype, choose, device_view, dtype_of, element_function,
                        is_device, on_stream, scalar_as, shape_of, to_host, write_back)
@@ -115,6 +116,8 @@ class CUDAUFunc:
         if len(args) != nin:
             raise TypeError(f"{self.__qualname__} takes {nin} input argument(s) (and optionally "
                             f"out), got {len(args)}")
+        if any_dask(args):                      # (a lazy Dask array, block by block)
+            return ufunc_over_dask(self, args, out)
         if isinstance(out, tuple):              # NumPy's out=(arr,): one output
             if len(out) != 1:
                 raise ValueError(f"{self.__qualname__}: out= is a tuple of {len(out)} "
