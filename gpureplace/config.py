@@ -36,6 +36,26 @@ def _code_setting_changed():
 
 
 class Settings:
+    #: options kept as plain attributes (the others are properties), and which of them are flags
+    _PLAIN = frozenset({"verbose", "backend", "notice_stream", "cuda_array_interface_sync",
+                        "low_occupancy_warnings"})
+    _FLAGS = frozenset({"verbose", "cuda_array_interface_sync", "low_occupancy_warnings"})
+
+    def __setattr__(self, name, value):
+        # (a misspelt option -- settings.fastmat = True -- would otherwise do nothing, silently)
+        if not (name.startswith("_") or name in self._PLAIN or
+                isinstance(getattr(type(self), name, None), property)):
+            known = sorted(n for n in dir(type(self)) if not n.startswith("_") and
+                           isinstance(getattr(type(self), n), property)) + sorted(self._PLAIN)
+            raise AttributeError(f"gpureplace.config.settings has no option {name!r}; its "
+                                 f"options are {', '.join(sorted(known))}")
+        if name in self._FLAGS:
+            if isinstance(value, str) or not isinstance(value, (bool, int)) and \
+                    type(value).__name__ not in ("bool", "bool_"):
+                raise TypeError(f"settings.{name} must be True or False, got {value!r}")
+            value = bool(value)
+        object.__setattr__(self, name, value)
+
     def __init__(self):
         again = "_fastmath" in self.__dict__          # (reset: tests, %reload_ext)
         moved = again and (bool(self._fastmath) or self._default_context is not None)

@@ -64,3 +64,22 @@ def test_settings_default_context_reaches_a_kernel_already_launched(fake_gpu,  #
     cosine[1, 1](x)
     assert fake_gpu[-1].spec.context is not other
     assert "4607182418800017408" in fake_gpu[-1].spec.ptx          # cos(0) = 1.0 again
+
+
+def test_a_misspelt_or_mistyped_setting_is_refused():
+    """``settings.fastmat = True`` did nothing, silently; a flag given "yes" was kept as a
+    string (true, whatever it said)."""
+    import pytest
+    with pytest.raises(AttributeError, match=r"settings has no option 'fastmat'; its options "
+                                             r"are .*fastmath"):
+        settings.fastmat = True
+    assert not hasattr(settings, "fastmat")
+    with pytest.raises(TypeError, match=r"settings.low_occupancy_warnings must be True or "
+                                        r"False, got 'no'"):
+        settings.low_occupancy_warnings = "no"
+    before = settings.verbose
+    try:
+        settings.verbose = np.bool_(True)
+        assert settings.verbose is True
+    finally:
+        settings.verbose = before
