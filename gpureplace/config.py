@@ -30,6 +30,11 @@ HOST_ARRAYS = ("warn", "copy", "error")
 code_setting_listeners = []
 
 
+#: Called with no arguments when ``low_occupancy_warnings`` changes: the kernels forget the
+#: launch configurations they checked (the warning is given where one is checked), jit/function.py.
+launch_setting_listeners = []
+
+
 def _code_setting_changed():
     for listener in list(code_setting_listeners):
         listener()
@@ -54,7 +59,12 @@ class Settings:
                     type(value).__name__ not in ("bool", "bool_"):
                 raise TypeError(f"settings.{name} must be True or False, got {value!r}")
             value = bool(value)
+        changed = name == "low_occupancy_warnings" and \
+            self.__dict__.get(name, value) != value
         object.__setattr__(self, name, value)
+        if changed:
+            for listener in list(launch_setting_listeners):
+                listener()
 
     def __init__(self):
         again = "_fastmath" in self.__dict__          # (reset: tests, %reload_ext)

@@ -20,7 +20,7 @@ from ..compiler.compiled import Options
 from ..compiler.intrinsics.external import link_files
 from ..compiler.pipeline import compile_kernel
 from ..compiler.resolve import current_frame
-from ..config import recompiled_message, settings
+from ..config import launch_setting_listeners, recompiled_message, settings
 from ..dispatch.context import AsPickled, Context, current_default, frozen_copy, pickled_as
 from ..dispatch.context import stack_state
 from ..errors import CompileError, DeviceFunctionError, LaunchError
@@ -536,6 +536,16 @@ def latest_birth():
 
 def live_functions():
     return list(_live)
+
+
+def _forget_configurations():
+    """``settings.low_occupancy_warnings`` changed: each configuration is checked (and warned
+    about) again at its next use."""
+    for fn in live_functions():
+        fn._configs.clear()
+
+
+launch_setting_listeners.append(_forget_configurations)
 
 
 def superseded(fn):

@@ -83,3 +83,21 @@ def test_a_misspelt_or_mistyped_setting_is_refused():
         assert settings.verbose is True
     finally:
         settings.verbose = before
+
+
+def test_low_occupancy_warnings_turned_on_reach_configurations_used_before(monkeypatch):
+    """The warning is given where a configuration is checked, once per kernel and
+    configuration: one used before the setting was turned on never warned."""
+    import warnings
+    from gpureplace.jit.launcher import LowOccupancyWarning
+    monkeypatch.setattr(settings, "backend", "simulator")
+    monkeypatch.setattr(settings, "low_occupancy_warnings", False)
+    k, x = _kernel(), np.ones(32, np.float32)
+    k[1, 32](x)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        settings.low_occupancy_warnings = True
+        k[1, 32](x)
+        k[1, 32](x)                                  # (once per configuration)
+    assert [type(w.message) for w in seen] == [LowOccupancyWarning]
+    assert "Grid size 1 of _kernel.<locals>.root[1, 32]" in str(seen[0].message)
