@@ -98,3 +98,6 @@ def synchronize():
     """Wait for all work on the current device."""
     if not simulated():
         cupy().cuda.runtime.deviceSynchronize()
+    else:
+        from ..jit.graphs import refuse_host_sync
+        refuse_host_sync("cuda.synchronize()")

@@ -51,6 +51,16 @@ def recorder():
     return getattr(_tls, "recording", None)
 
 
+def refuse_host_sync(what):
+    """In the simulator, refuse host synchronisation (``what``) while a graph is captured, as
+    the GPU does (there the capture fails at its end): the code would fail on a GPU."""
+    if recorder() is not None:
+        raise GraphCaptureError(f"{what} while a graph is being captured: host synchronisation "
+                                f"(.get(), copy_to_host, synchronize) is not allowed while "
+                                f"capturing (a GPU refuses the capture); do it after the "
+                                f"capture, or outside the captured function")
+
+
 class _Launch:
     """One captured launch: what to issue again, and the loaded specialisation it used."""
 

@@ -160,6 +160,8 @@ class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
         return out
 
     def copy_to_host(self, ary=None, stream=0):
+        from ..jit.graphs import refuse_host_sync
+        refuse_host_sync("copy_to_host()")
         if ary is None:
             return np.array(self, copy=True, order="K").view(np.ndarray)
         if ary.shape != self.shape or ary.dtype != self.dtype:

@@ -81,3 +81,22 @@ def test_prepared_launches_and_graphs_follow_a_redefined_kernel_on_the_device():
         x[:] = 0
         run()
         assert float(x.sum()) == 96.0
+
+
+def test_the_simulator_refuses_host_synchronisation_while_capturing(monkeypatch):
+    """``cuda.synchronize()`` or ``copy_to_host()`` inside a captured function ran in the
+    simulator, and the same code failed its capture on a GPU."""
+    from gpureplace import cuda
+    from gpureplace.jit.graphs import GraphCaptureError
+    monkeypatch.setattr(settings, "backend", "simulator")
+    ns = _module(KERNEL.format(value="1.0"))
+    d = cuda.to_device(np.zeros(32, np.float32))
+    for sync, what in ((cuda.synchronize, r"cuda\.synchronize\(\)"),
+                       (d.copy_to_host, r"copy_to_host\(\)")):
+        def body():
+            ns["k"][1, 32](d)
+            sync()
+        with pytest.raises(GraphCaptureError, match=what + r" while a graph is being captured"):
+            gpureplace.graph(body)
+    cuda.synchronize()                                   # outside a capture: as before
+    assert (d.copy_to_host() == 0).all()                 # nothing ran
