@@ -443,7 +443,11 @@ class PreparedLaunch:
         keep = getattr(self, "_keep", None)
         return bool(keep) and keep[2] is not None
 
-    def _simulate(self):
+    def _simulate(self, *args):
+        if args:
+            raise TypeError(f"a prepared launch of {self.config.kernel.__qualname__} takes no "
+                            f"arguments: they were bound by prepare(); prepare again to launch "
+                            f"with others")
         cfg = self._follow()
         cfg.kernel._launch(cfg, self.args)
 

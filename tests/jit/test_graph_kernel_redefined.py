@@ -100,3 +100,15 @@ def test_the_simulator_refuses_host_synchronisation_while_capturing(monkeypatch)
             gpureplace.graph(body)
     cuda.synchronize()                                   # outside a capture: as before
     assert (d.copy_to_host() == 0).all()                 # nothing ran
+
+
+def test_a_simulated_prepared_launch_called_with_arguments_says_so(monkeypatch):
+    monkeypatch.setattr(settings, "backend", "simulator")
+    ns = _module(KERNEL.format(value="1.0"))
+    x = np.zeros(32, np.float32)
+    run = ns["k"][1, 32].prepare(x)
+    with pytest.raises(TypeError, match=r"a prepared launch of k takes no arguments: they were "
+                                        r"bound by prepare\(\)"):
+        run(x)
+    run()
+    assert (x == 1).all()
