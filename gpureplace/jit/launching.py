@@ -102,7 +102,7 @@ class Launching:
         converted = list(args)
         for i, (key, want) in enumerate(zip(keys, self._only_keys)):
             if key != want:
-                converted[i] = _as_scalar_of(args[i], arguments.numba_type_of_key(want))
+                converted[i] = conversion.as_scalar_of(args[i], arguments.numba_type_of_key(want))
         if any(v is None for v in converted):
             def show(ks):
                 return ", ".join(str(arguments.numba_type_of_key(k)) for k in ks)
@@ -577,30 +577,6 @@ def _as_declared(key):
     if kind == "namedtuple":
         return key[:2] + tuple(_as_declared(k) for k in key[2:])
     return key
-
-
-def _as_scalar_of(value, nbtype):
-    """``value`` (a Python or NumPy number) as a NumPy scalar of the number type ``nbtype``,
-    converted as C converts it; None where either is not a number (or it does not fit)."""
-    from numba.core import types as nbtypes
-    from numba.np import numpy_support
-    if not isinstance(nbtype, (nbtypes.Integer, nbtypes.Float, nbtypes.Complex,
-                               nbtypes.Boolean)) or isinstance(value, (np.ndarray, tuple)) or \
-            not isinstance(value, (int, float, complex, bool, np.number, np.bool_)):
-        return None
-    dtype = numpy_support.as_dtype(nbtype)
-    try:
-        with np.errstate(all="ignore"):
-            if dtype.kind in "iu" and isinstance(value, (float, np.floating)):
-                value = int(value)             # (truncated, as C converts)
-            if dtype.kind in "iu" and not np.iinfo(dtype).min <= int(value) <= \
-                    np.iinfo(dtype).max:
-                return None
-            if dtype.kind != "c" and isinstance(value, (complex, np.complexfloating)):
-                return None
-            return dtype.type(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
 
 
 def _launch_key(a):

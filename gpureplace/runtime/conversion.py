@@ -108,3 +108,25 @@ def match_signature(signatures, keys, per_arg_values, what="the kernel"):
         out_keys.append(conv[0])
         out_vals.extend(conv[1])
     return out_keys, out_vals
+
+
+def as_scalar_of(value, nbtype):
+    """``value`` (a Python or NumPy number) as a NumPy scalar of the number type ``nbtype``,
+    converted as C converts it; None where either is not a number (or it does not fit)."""
+    if not isinstance(nbtype, (types.Integer, types.Float, types.Complex,
+                               types.Boolean)) or isinstance(value, (np.ndarray, tuple)) or \
+            not isinstance(value, (int, float, complex, bool, np.number, np.bool_)):
+        return None
+    dtype = numpy_support.as_dtype(nbtype)
+    try:
+        with np.errstate(all="ignore"):
+            if dtype.kind in "iu" and isinstance(value, (float, np.floating)):
+                value = int(value)             # (truncated, as C converts)
+            if dtype.kind in "iu" and not np.iinfo(dtype).min <= int(value) <= \
+                    np.iinfo(dtype).max:
+                return None
+            if dtype.kind != "c" and isinstance(value, (complex, np.complexfloating)):
+                return None
+            return dtype.type(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
