@@ -7,7 +7,6 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
-import itertools
 import threading
 import time
 import weakref
@@ -20,14 +19,16 @@ from ..compiler.compiled import Options
 from ..compiler.intrinsics.external import link_files
 from ..compiler.pipeline import compile_kernel
 from ..compiler.resolve import current_frame
-from ..config import launch_setting_listeners, recompiled_message, settings
+from ..config import recompiled_message, settings
 from ..dispatch.context import AsPickled, Context, current_default, frozen_copy, pickled_as
 from ..dispatch.context import stack_state
 from ..errors import CompileError, DeviceFunctionError, LaunchError
 from ..runtime import arguments, launch, prewarm
 from ..tracking import deps, world
 from ..tracking.stats import counters
-from . import adopting, launchconfig, pickling
+from . import adopting, definitions, launchconfig, pickling
+from .definitions import current_definition, latest_birth, live_functions  # noqa: F401
+from .definitions import superseded  # noqa: F401  (their home before)
 from .launcher import Configurable, Launcher
 from .launching import Launching
 from .options import check_carveout, check_launch_bounds, check_max_registers
@@ -89,10 +90,9 @@ class GPUFunction(Configurable, Reflection, Launching, DeviceCallable):
         # one there (``stats``)
         self._cache_hits, self._cache_misses = collections.Counter(), collections.Counter()
         self.on_compile = None     # called with each new specialisation (%%cuda --show)
-        _live.add(self)
-        self._born = next(_births)  # order of creation: recompile ahead prepares newer first
+        # (its order of creation: recompile ahead prepares newer first)
+        self._born = definitions.register(self)
         self._guessed = False        # whether recompile ahead guessed its first launch's types
-        _last_birth[0] = self._born
         self._parent = _parent     # the function this is a with_context() variant of
         self._only_keys = None     # specialize(): the argument type keys it accepts
         self._specialized = {}     # argument type keys -> what specialize() made for them
@@ -105,7 +105,7 @@ class GPUFunction(Configurable, Reflection, Launching, DeviceCallable):
             # an earlier definition unpickled (jit/pickling.py): it replaces nothing
             self._guessed = True
         elif _parent is None:
-            _note_definition(self)
+            definitions.note_definition(self)
 
     @property
     def context(self):
@@ -521,76 +521,6 @@ def _check_definition(py_func, device):
         code = py_func.__code__
         raise CompileError(why, function=py_func.__qualname__, filename=code.co_filename,
                            lineno=code.co_firstlineno, chain=(py_func.__qualname__,))
-
-
-_definitions = {}
-_live = weakref.WeakSet()      # every GPUFunction (the IPython extension reports on them)
-_births = itertools.count()
-_last_birth = [-1]
-
-
-def latest_birth():
-    """The creation number of the newest ``cuda.jit`` function (-1 before the first)."""
-    return _last_birth[0]
-
-
-def live_functions():
-    return list(_live)
-
-
-def _forget_configurations():
-    """``settings.low_occupancy_warnings`` changed: each configuration is checked (and warned
-    about) again at its next use."""
-    for fn in live_functions():
-        fn._configs.clear()
-
-
-launch_setting_listeners.append(_forget_configurations)
-
-
-def superseded(fn):
-    """Whether a later ``cuda.jit`` of the same name replaced ``fn`` (or the function ``fn`` is
-    a variant of): code nobody can reach under that name, though the object may live on."""
-    while fn._parent is not None:
-        fn = fn._parent
-    py_func = fn.py_func
-    ref = _definitions.get((py_func.__module__, py_func.__qualname__))
-    return ref is not None and ref() is not fn
-
-
-def current_definition(fn):
-    """The kernel that stands under ``fn``'s name now: ``fn``, or the later ``cuda.jit`` of the
-    same name that replaced it (a re-run cell), which graphs and prepared launches made from
-    ``fn`` follow.  A replacement of another number of parameters cannot be followed: an error
-    says so.  (Variants -- ``with_context``, ``specialize`` -- stay as they are.)"""
-    if fn._parent is not None or fn.device:
-        return fn
-    py_func = fn.py_func
-    ref = _definitions.get((py_func.__module__, py_func.__qualname__))
-    now = ref() if ref is not None else None
-    if now is None or now is fn or now.device:
-        return fn
-    if now._nparams != fn._nparams:
-        raise LaunchError(f"{fn.__qualname__} was redefined with {now._nparams} parameter(s) "
-                          f"(it had {fn._nparams}) since this launch was prepared or captured: "
-                          f"prepare or capture it again with the new arguments")
-    return now
-
-
-def _note_definition(fn):
-    """A ``cuda.jit`` of a name defined before (a re-run cell, a reloaded module) moves the world:
-    code compiled against the old definition is revalidated at its next launch.  A kernel that
-    replaces a kernel of as many parameters takes the argument types and devices the old one
-    was launched with as hints (jit/ahead.py compiles it for them while the user types)."""
-    py_func = fn.py_func
-    key = (py_func.__module__, py_func.__qualname__)
-    if key in _definitions:
-        world.bump()
-        old = _definitions[key]()
-        if old is not None and not old.device and not fn.device and \
-                old._nparams == fn._nparams:
-            fn._ahead_hints = tuple(old._launch_cache) or old._ahead_hints
-    _definitions[key] = weakref.ref(fn)
 
 
 class _Extensions(list):

@@ -233,7 +233,7 @@ class Graph:
     def _revalidate(self):
         """After the world moved: capture again if a launched specialisation changed, or a
         kernel it launched was redefined under its name (a re-run cell)."""
-        from .function import current_definition
+        from .definitions import current_definition
         for rl in self._launches:
             if current_definition(rl.kernel) is not rl.kernel or (
                     self._graph is not None and rl.current_entry() is not rl.entry):

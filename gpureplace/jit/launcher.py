@@ -344,7 +344,7 @@ class PreparedLaunch:
     def _follow(self):
         """The configuration on the kernel that stands under the prepared kernel's name now
         (a re-run cell redefined it: the prepared launch runs the new definition)."""
-        from .function import current_definition
+        from .definitions import current_definition
         cfg = self.config
         now = current_definition(cfg.kernel)
         if now is not cfg.kernel:
