@@ -12,7 +12,7 @@ from ..compiler import abi
 from ..compiler import fp8
 from ..compiler.bfloat16 import BFloat16, bits_of
 from ..compiler.ranking import best_signature
-from .arguments import numba_type_of_key
+from .arguments import numba_type_of_key, value_key
 
 
 def _declared_scalar_dtype(ty):
@@ -111,22 +111,19 @@ def match_signature(signatures, keys, per_arg_values, what="the kernel"):
 
 
 def as_scalar_of(value, nbtype):
-    """``value`` (a Python or NumPy number) as a NumPy scalar of the number type ``nbtype``,
-    converted as C converts it; None where either is not a number (or it does not fit)."""
-    if not isinstance(nbtype, (types.Integer, types.Float, types.Complex,
-                               types.Boolean)) or isinstance(value, (np.ndarray, tuple)) or \
-            not isinstance(value, (int, float, complex, bool, np.number, np.bool_)):
+    """``value`` (a number) as the NumPy scalar of Numba type ``nbtype`` that a declared
+    signature converts it to (``match_signature``'s rules: ranked by ``best_signature``,
+    integers wrapped as C converts them); None where it does not convert so."""
+    if isinstance(value, (np.ndarray, tuple)):
         return None
-    dtype = numpy_support.as_dtype(nbtype)
     try:
-        with np.errstate(all="ignore"):
-            if dtype.kind in "iu" and isinstance(value, (float, np.floating)):
-                value = int(value)             # (truncated, as C converts)
-            if dtype.kind in "iu" and not np.iinfo(dtype).min <= int(value) <= \
-                    np.iinfo(dtype).max:
-                return None
-            if dtype.kind != "c" and isinstance(value, (complex, np.complexfloating)):
-                return None
-            return dtype.type(value)
-    except (TypeError, ValueError, OverflowError):
+        key, values = value_key(value)
+    except Exception:                  # (not an argument kernels take)
         return None
+    if best_signature([(nbtype,)], [numba_type_of_key(key)], "the kernel") is None:
+        return None
+    conv = _convert_arg(key, tuple(values), nbtype)
+    if conv is None or conv[0][0] != "scalar":
+        return None
+    dt, values = conv[0][1], conv[1]
+    return dt.type(complex(*values) if dt.kind == "c" else values[0])
