@@ -31,13 +31,18 @@ code_setting_listeners = []
 
 
 #: Called with no arguments when ``low_occupancy_warnings`` changes: the kernels forget the
-#: launch configurations they checked (the warning is given where one is checked), jit/function.py.
+#: launch configurations they checked (the warning is given where one is checked),
+#: jit/definitions.py.
 launch_setting_listeners = []
 
 
-def _code_setting_changed():
-    for listener in list(code_setting_listeners):
+def _notify(listeners):
+    for listener in list(listeners):
         listener()
+
+
+def _code_setting_changed():
+    _notify(code_setting_listeners)
 
 
 class Settings:
@@ -63,8 +68,7 @@ class Settings:
             self.__dict__.get(name, value) != value
         object.__setattr__(self, name, value)
         if changed:
-            for listener in list(launch_setting_listeners):
-                listener()
+            _notify(launch_setting_listeners)
 
     def __init__(self):
         again = "_fastmath" in self.__dict__          # (reset: tests, %reload_ext)

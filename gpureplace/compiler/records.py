@@ -17,6 +17,7 @@ from numba.core import ir
 
 from ..tracking import contents
 from ..tracking.fingerprint import fingerprint
+from ..tracking.pickled import same_value
 
 _TAKE = object()
 
@@ -120,17 +121,10 @@ def resident_arrays(cf):
                     continue
                 symbol = resident_symbol(each.pyfunc, rec, path)
                 held = found.setdefault(symbol, part.array)
-                if held is not part.array and not _same_array(held, part.array):
+                if held is not part.array and not same_value(held, part.array):
                     _refuse_two_arrays(cf, whose[symbol], each, rec)
                 whose.setdefault(symbol, each)
     return list(found.items())
-
-
-def _same_array(a, b):
-    import numpy as np
-    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b, equal_nan=True) \
-        if a.dtype.kind in "fc" else a.dtype == b.dtype and a.shape == b.shape and \
-        np.array_equal(a, b)
 
 
 def _refuse_two_arrays(cf, first, second, rec):
