@@ -414,7 +414,8 @@ class PreparedLaunch:
             go += f"    _check({int(stream)})\n"
         if placed:                # launched from another current device: switch to its own
             go = f"    if _current_device() != {self._device}: return self._on_device()\n" + go
-        src = (f"def __call__(self):\n    if _world.age != {self._age}: return self._rebind()\n"
+        src = (f"def __call__(self, *args):\n    if args: self._refuse_arguments()\n"
+               f"    if _world.age != {self._age}: return self._rebind()\n"
                f"{go}\ndef _go(self):\n{go}")
         env = {"_world": world, "_run": run, "_note_printf": launch.note_printf,
                "_check": entry.raise_device_exception if debug else None,
@@ -443,11 +444,14 @@ class PreparedLaunch:
         keep = getattr(self, "_keep", None)
         return bool(keep) and keep[2] is not None
 
+    def _refuse_arguments(self):
+        raise TypeError(f"a prepared launch of {self.config.kernel.__qualname__} takes no "
+                        f"arguments: they were bound by prepare(); prepare again to launch "
+                        f"with others")
+
     def _simulate(self, *args):
         if args:
-            raise TypeError(f"a prepared launch of {self.config.kernel.__qualname__} takes no "
-                            f"arguments: they were bound by prepare(); prepare again to launch "
-                            f"with others")
+            self._refuse_arguments()
         cfg = self._follow()
         cfg.kernel._launch(cfg, self.args)
 

@@ -81,6 +81,8 @@ def test_prepared_launches_and_graphs_follow_a_redefined_kernel_on_the_device():
         x[:] = 0
         run()
         assert float(x.sum()) == 96.0
+    with pytest.raises(TypeError, match=r"takes no arguments: they were bound by prepare"):
+        p(x)
 
 
 def test_the_simulator_refuses_host_synchronisation_while_capturing(monkeypatch):

@@ -121,6 +121,19 @@ def test_prepared_launch_packs_once_and_rebinds_after_a_redefinition(fake_gpu):
     assert len(fake_gpu) == 2
 
 
+def test_a_prepared_launch_called_with_arguments_says_they_were_bound(fake_gpu):
+    ns = {"cuda": cuda}
+    exec("@cuda.jit\ndef k(x, a):\n    x[0] = a\n", ns)
+    x = ndarray((4,), np.float32, ptr=0x7000)
+    run = ns["k"][1, 1].prepare(x, 3.0)
+    with pytest.raises(TypeError, match=r"a prepared launch of k takes no arguments: they were "
+                                        r"bound by prepare\(\)"):
+        run(x, 4.0)
+    assert not fake_gpu[0].calls                             # nothing launched
+    run()
+    assert len(fake_gpu[0].calls) == 1
+
+
 def test_debug_kernels_wait_and_check_after_every_launch(fake_gpu):
     """A debug kernel never takes the fast path nor a graph: each launch, plain or prepared,
     ends in the check that raises what a thread raised (compiler/exceptions.py)."""
