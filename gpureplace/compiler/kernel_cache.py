@@ -291,10 +291,23 @@ def _from_overloads(origins, funcs, context, code):
         except (ValueError, RecursionError):
             return None
         said = overloads.answers(host, context, args, kws)
+        if said is not None and not said[0] and origin["answers"]:
+            # Numba's own overloads (``np.sum``'s) are registered as its registries load, at a
+            # process's first compile: load them (what a compile would do first) and ask again
+            _load_registries(context)
+            said = overloads.answers(host, context, args, kws)
         if said is None or said[0] != origin["answers"]:
             return None         # another body, another closure value, another choice
         found = found or _with_code(code, *said[1])
     return found
+
+
+def _load_registries(context):
+    from numba.core.compiler_lock import global_compiler_lock
+
+    from .target import compilers
+    with global_compiler_lock:
+        compilers(context)[1].refresh()
 
 
 def _validate(nodes, context, kernel_func):

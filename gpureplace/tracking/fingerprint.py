@@ -124,8 +124,17 @@ def _feed(h, v, depth):
     raise _Unstable
 
 
+#: NumPy's functions with ``__array_function__`` dispatch (``np.sum``, ``np.sinc``: instances
+#: of this C type since NumPy 1.25, plain functions before); a kernel means by them what
+#: Numba's implementation for that name does, itself a fingerprinted callee of the kernel
+_NUMPY_FUNCTION = type(np.sum) if not isinstance(np.sum, pytypes.FunctionType) else None
+
+
 def _qualified_name(v):
-    """``module.qualname`` for builtins, ufuncs, classes, intrinsic stubs; None otherwise."""
+    """``module.qualname`` for builtins, ufuncs, NumPy's functions, classes, intrinsic stubs;
+    None otherwise."""
+    if _NUMPY_FUNCTION is not None and isinstance(v, _NUMPY_FUNCTION):
+        return f"{v.__module__}.{v.__qualname__}"
     if isinstance(v, (pytypes.BuiltinFunctionType, type, np.ufunc)):
         mod = getattr(v, "__module__", None) or ("numpy" if isinstance(v, np.ufunc) else "")
         return f"{mod}.{getattr(v, '__qualname__', getattr(v, '__name__', ''))}"
@@ -134,8 +143,14 @@ def _qualified_name(v):
         return f"{mod}.{v.__qualname__}"
     try:
         from numba.core import types as nbtypes
+        from numba.core.extending import _Intrinsic
         if isinstance(v, nbtypes.Type):
             return f"numba-type:{v}"
+        if isinstance(v, _Intrinsic) and mod.startswith("numba.") and hasattr(v, "__qualname__"):
+            # Numba's own intrinsics (``np.sum``'s ``_numpy_sum``): what they generate is this
+            # Numba version's, part of the disk cache's key.  A user's intrinsic has no
+            # fingerprint: its code generator's reads are not tracked.
+            return f"numba-intrinsic:{mod}.{v.__qualname__}"
     except ImportError:      # pragma: no cover
         pass
     return None

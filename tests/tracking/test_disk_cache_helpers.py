@@ -244,3 +244,26 @@ def test_argument_types_as_text_read_back_exactly():
         except ValueError:
             continue
         raise AssertionError(f"{junk!r} was read as a type")
+
+
+NUMPY_FUNCTIONS = """
+import numpy as np
+from gpureplace import cuda
+
+@cuda.jit
+def k_numpy(out):
+    out[0] = np.sinc(out[0]) + np.sum(out) * {c}
+"""
+
+
+def test_kernels_calling_numpys_functions_are_kept(own_disk_cache, tmp_path):
+    """``np.sum`` and ``np.sinc`` (NumPy's dispatcher objects, reaching Numba's own intrinsics
+    and overloads) were read without a fingerprint: such a kernel compiled in every process."""
+    first = run(tmp_path, NUMPY_FUNCTIONS, ["k_numpy"], c=2.5)
+    assert not first["kernels"]["k_numpy"]["from_disk"]
+    again = run(tmp_path, NUMPY_FUNCTIONS, ["k_numpy"], c=2.5)
+    assert again["stats"]["disk_hits"] == 1 and again["stats"]["kernel_compiles"] == 0
+    assert again["kernels"]["k_numpy"]["ptx"] == first["kernels"]["k_numpy"]["ptx"]
+    other = run(tmp_path, NUMPY_FUNCTIONS, ["k_numpy"], c=3.5)
+    assert not other["kernels"]["k_numpy"]["from_disk"]
+    assert THREE_AND_A_HALF in other["kernels"]["k_numpy"]["ptx"]
