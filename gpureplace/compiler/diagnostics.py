@@ -198,7 +198,8 @@ def convert_error(pyfunc, exc):
                       f"Context.override({module}.{name}, ...))")
         else:
             reason = f"module {module!r} has no attribute {name!r}"
-    missing_attr = re.fullmatch(r"module '[\w.]+' has no attribute '(\w+)'", reason)
+    missing_attr = re.fullmatch(r"module '[\w.]+' has no attribute '(\w+)'", reason) or \
+        re.match(r"libdevice has no function __nv_(\w+)", reason)
     if missing_attr and getattr(loc, "line", None) is None:
         # (Python's own AttributeError, raised while the front end read the module: no location)
         lineno = line_reading_attribute(pyfunc, missing_attr.group(1)) or lineno

@@ -117,12 +117,14 @@ class Override:
 class Context:
     """A named override table with an optional parent.
 
-    ``Context(name, parent=default_context, fastmath=False, **options)``; called again with the
+    ``Context(name, parent=default_context, fastmath=False)``; called again with the
     name of a live context that the same module created (a cell run again), it defines that
     context again and returns it (see ``_redefined``).
     """
 
     def __new__(cls, name, parent=_MISSING, fastmath=False, _register=True, **options):
+        if options and _register:
+            _refuse_options(name, options)
         # (frame 1: the code that called Context(...); type.__call__ has no Python frame)
         caller = sys._getframe(1)
         module = caller.f_globals.get("__name__")
@@ -198,12 +200,14 @@ class Context:
         """
         if not callable(host):
             raise TypeError(f"override(): {host!r} is not callable, so there is nothing to override")
+        self._refuse_builtin("override")
         argtypes = None if types is None else _normalize_types(host, types)
 
         def register(fn):
             if not callable(fn):
                 raise TypeError(f"override({qualified_name(host)}): the replacement {fn!r} is not "
                                 f"callable")
+            _refuse_uncallable(host, fn)
             _check_signatures(host, fn, argtypes)
             if fn is host:
                 raise ValueError(f"override({qualified_name(host)}): a function cannot override "
@@ -215,7 +219,9 @@ class Context:
         return register if impl is None else register(impl)
 
     def remove_override(self, host, *, types=None):
-        """Remove the override of ``host`` (the one for ``types``, or the untyped one)."""
+        """Remove the override of ``host`` (the one for ``types``, or the untyped one); True if
+        there was one, else a warning says what this context has for ``host``."""
+        self._refuse_builtin("remove_override")
         key = host_key(host)
         with _lock:
             if types is None:
@@ -224,6 +230,23 @@ class Context:
                 removed = self._typed.get(key, {}).get(_normalize_types(host, types))
             if removed is not None:
                 self._remove(removed)
+                return True
+            typed = sorted(self._typed.get(key, {}), key=repr)
+            untyped = self._table.get(key) is not None
+        has = "; it has " + " and ".join(
+            (["an untyped one"] if untyped else [])
+            + ([f"typed ones for {', '.join(str(t) for t in typed)}"] if typed else [])) \
+            if untyped or typed else ""
+        which = "untyped " if types is None else f"{_normalize_types(host, types)} "
+        warnings.warn(f"remove_override: context {self.name!r} has no {which}override of "
+                      f"{qualified_name(host)}, nothing removed{has}", stacklevel=2)
+        return False
+
+    def _refuse_builtin(self, what):
+        if self is builtin_context:
+            raise TypeError(f"builtin_context.{what}(): the built-in table is gpureplace's own "
+                            f"(every process has it as it ships); override in the default "
+                            f"context (gpureplace.override) or in a Context of your own")
 
     def candidates(self, host, start=None):
         """Overrides that may apply to ``host`` walking up from ``start``, in priority order:
@@ -232,6 +255,7 @@ class Context:
         out = []
         layer = self if start is None else start
         while layer is not None:
+            layer._follow_redefinition(host, key)
             typed = layer._typed.get(key)
             if typed:
                 out.extend(typed.values())
@@ -251,11 +275,41 @@ class Context:
         key = host_key(host)
         layer = self if start is None else start
         while layer is not None:
+            layer._follow_redefinition(host, key)
             hit = layer._table.get(key)
             if hit is not None:
                 return hit
             layer = layer.parent
         return None
+
+    def _follow_redefinition(self, host, key):
+        """Where this layer has no override of ``host`` but has one of an earlier definition of
+        the same name (the cell that defines the overridden helper run again), the override
+        moves to ``host``: it was given for the notebook's ``activation``, whichever object
+        the name holds now (as a Dask worker matches overrides by name)."""
+        if key in self._table or key in self._typed or self is builtin_context or \
+                not (self._table or self._typed):
+            return
+        fn = getattr(host, "py_func", host)
+        if not isinstance(fn, _FunctionType) or not _stands_under_its_name(host):
+            return
+        name = (fn.__module__, fn.__qualname__)
+        with _lock:
+            entries = list(self._table.values()) + [o for typed in self._typed.values()
+                                                    for o in typed.values()]
+            for ovr in entries:
+                old = getattr(ovr.host, "py_func", ovr.host)
+                if ovr.host is not host and isinstance(old, _FunctionType) and \
+                        (old.__module__, old.__qualname__) == name:
+                    old_key = host_key(ovr.host)
+                    if old_key in self._table:
+                        self._table[key] = self._table.pop(old_key)
+                        self._table[key].host = host
+                    if old_key in self._typed:
+                        self._typed[key] = self._typed.pop(old_key)
+                        for each in self._typed[key].values():
+                            each.host = host
+                    return
 
     def stack(self):
         """This context and its ancestors, nearest first."""
@@ -291,7 +345,7 @@ class Context:
         h = hashlib.blake2b(digest_size=16)
         for layer in self.stack():
             h.update(layer._header())
-            if layer.parent is None:
+            if layer is builtin_context:
                 continue       # the built-in table is part of the gpureplace version
             by_host = sorted(layer.overrides(),
                              key=lambda o: (repr(qualified_name(o.host)), repr(o.types)))
@@ -419,7 +473,30 @@ class Context:
 
     def __repr__(self):
         parent = self.parent.name if self.parent else None
-        return f"<Context {self.name!r} parent={parent!r} overrides={len(self._table)}>"
+        return f"<Context {self.name!r} parent={parent!r} overrides={len(self.overrides())}>"
+
+
+_FunctionType = type(_depth)
+
+
+def _stands_under_its_name(obj):
+    """Whether ``obj`` is what its module's global of its name holds now."""
+    fn = getattr(obj, "py_func", obj)
+    module = sys.modules.get(fn.__module__)
+    return module is not None and "." not in fn.__qualname__ and \
+        getattr(module, fn.__qualname__, None) is obj
+
+
+def _refuse_options(name, options):
+    """A context has a name, a parent and a fast-math flag, nothing else: another keyword
+    (``fast_math=True``, ``arch="sm_80"``) would be kept and mean nothing."""
+    import difflib
+    bad = sorted(options)[0]
+    close = difflib.get_close_matches(bad.lower().replace("_", ""), ["fastmath", "parent"], n=1)
+    hint = f" (did you mean {close[0]}=?)" if close else (
+        " (compile options such as arch, lineinfo or max_registers are cuda.jit's)")
+    raise TypeError(f"Context({name!r}): unknown option {bad!r}{hint}; a context takes a name, "
+                    f"a parent and fastmath")
 
 
 def _same_meaning(old, new):
@@ -455,6 +532,28 @@ def _normalize_types(host, types):
                             f"(use numba types such as float32, NumPy types or their names)") \
                 from None
     return tuple(out)
+
+
+def _refuse_uncallable(host, fn):
+    """Refuse, at definition, a replacement that device code cannot call: a partial, a bound
+    method, an instance of a Python class with ``__call__`` (the launch would only find that
+    ``host`` has no device implementation)."""
+    import functools
+    import types as pytypes
+    if isinstance(fn, functools.partial):
+        what = "a functools.partial"
+    elif isinstance(fn, pytypes.MethodType):
+        what = f"a bound method ({qualified_name(fn.__func__)})"
+    elif not isinstance(fn, (pytypes.FunctionType, pytypes.BuiltinFunctionType, type)) and \
+            not hasattr(fn, "py_func") and \
+            isinstance(getattr(type(fn), "__call__", None), pytypes.FunctionType) and \
+            (type(fn).__module__ or "").partition(".")[0] not in ("gpureplace", "numba", "numpy"):
+        what = f"an instance of {type(fn).__qualname__}"
+    else:
+        return
+    raise TypeError(f"override({qualified_name(host)}): the replacement is {what}, which device "
+                    f"code cannot call; give a function (a def or a lambda: bind extra "
+                    f"arguments in it, lambda v: f(v, 3.0)) or a device function")
 
 
 def _positional_arity(fn):

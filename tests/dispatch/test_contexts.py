@@ -443,3 +443,89 @@ def test_a_cell_run_again_redefines_its_own_context_not_a_layer_or_a_functions()
     # the layer's own cell run again redefines the layer, stacked on the same context
     exec("layer = Context('cell_own', parent=ctx)\n", ns)
     assert ns["layer"] is layer and layer.parent is own and layer.overrides() == []
+
+
+def test_a_root_contexts_overrides_are_part_of_its_fingerprint():
+    """A context without a parent is the user's, not the built-in table: its overrides are in
+    the disk cache's key (two processes overriding differently got one another's PTX)."""
+    root = Context("own_root", parent=None)
+    root.override(math.cos, libdevice.cos)
+    first = root.fingerprint()
+    root.override(math.cos, libdevice.sin)
+    assert first is not None and root.fingerprint() not in (None, first)
+    child = Context("over_root", parent=root)
+    before = child.fingerprint()
+    root.override(math.cos, libdevice.cos)
+    assert child.fingerprint() != before
+
+
+def test_the_builtin_table_takes_no_overrides():
+    with pytest.raises(TypeError, match=r"builtin_context\.override\(\): the built-in table is "
+                                        r"gpureplace's own.*gpureplace\.override"):
+        gpureplace.builtin_context.override(math.cos, lambda v: v + 100.0)
+    before = gpureplace.builtin_context.lookup(math.cos).impl
+    with pytest.raises(TypeError, match=r"builtin_context\.remove_override\(\)"):
+        gpureplace.builtin_context.remove_override(math.cos)
+    assert gpureplace.builtin_context.lookup(math.cos).impl is before
+    assert "devicemath.cos" in repr(before)
+
+
+class _Adder:
+    def __call__(self, v):
+        return v + 1.0
+
+    def method(self, v):
+        return v + 2.0
+
+
+def test_a_replacement_device_code_cannot_call_is_refused_when_given(ctx):
+    import functools
+
+    def add(a, v):
+        return v + a
+
+    for impl, what in ((functools.partial(add, 3.0), "a functools.partial"),
+                       (_Adder(), "an instance of _Adder"),
+                       (_Adder().method, r"a bound method \(.*_Adder\.method\)")):
+        with pytest.raises(TypeError, match=r"override\(math\.sin\): the replacement is " + what
+                           + r", which device code cannot call; give a function"):
+            ctx.override(math.sin, impl)
+    assert ctx.overrides() == []
+    # what device code can call stays accepted
+    for impl in (lambda v: v * 2.0, math.cos, libdevice.sin, np.cos,
+                 cuda.jit(device=True)(lambda v: v), numba.njit(lambda v: v)):
+        ctx.override(math.sin, impl)
+
+
+def test_a_context_refuses_options_it_does_not_have():
+    with pytest.raises(TypeError, match=r"Context\('fastish'\): unknown option 'fast_math' "
+                                        r"\(did you mean fastmath=\?\)"):
+        Context("fastish", fast_math=True)
+    with pytest.raises(TypeError, match=r"unknown option 'arch' \(compile options such as arch"):
+        Context("fastish", arch="sm_80")
+    with pytest.raises(KeyError):
+        Context.named("fastish")                        # nothing was made
+
+
+def test_remove_override_says_when_nothing_was_removed(ctx):
+    ctx.override(math.sin, lambda v: v, types=("float32",))
+    assert "overrides=1" in repr(ctx)
+    with pytest.warns(UserWarning, match=r"context 'test' has no untyped override of math\.sin, "
+                                         r"nothing removed; it has typed ones for \(float32,\)"):
+        assert ctx.remove_override(math.sin) is False
+    assert len(ctx.overrides()) == 1
+    assert ctx.remove_override(math.sin, types=("float32",)) is True
+    assert ctx.overrides() == []
+
+
+def test_a_misspelt_libdevice_function_is_named_at_its_line():
+    @cuda.jit
+    def k(x, out):
+        i = cuda.grid(1)
+        b = x[i] + 1.0
+        out[i] = libdevice.sinnf(b)
+
+    with pytest.raises(CompileError) as err:
+        k.compile(SIG32)
+    assert err.value.lineno == k.py_func.__code__.co_firstlineno + 4
+    assert "libdevice has no function __nv_sinnf (did you mean sinf" in str(err.value)

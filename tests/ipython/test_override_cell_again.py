@@ -74,3 +74,59 @@ def _run_again(shell):
     assert shell.run_cell("C = 3.0\n" + OVERRIDE.replace("5.0", "C")).error_in_exec is None
     assert shell.run_cell(LAUNCH).error_in_exec is None
     np.testing.assert_array_equal(shell.user_ns["a"], [3.0] * 4)
+
+
+HELPER = "def activation(v):\n    return v if v > 0 else 0.0\n"
+OVERRIDDEN = '''
+own = Context("own_activation")
+
+@own.override(activation)
+def fast_activation(v):
+    return 100.0
+
+@own.override(activation, types=("float32",))
+def fast_activation32(v):
+    return 32.0
+
+@cuda.jit
+def act(x, out):
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = activation(x[i])
+
+x = np.array([-1.0, 2.0])
+x32 = x.astype(np.float32)
+plain, ctx64, ctx32 = np.zeros(2), np.zeros(2), np.zeros(2, np.float32)
+def launch():
+    act[1, 2](x, plain)
+    act.with_context(own)[1, 2](x, ctx64)
+    act.with_context(own)[1, 2](x32, ctx32)
+launch()
+'''
+
+
+def test_an_overridden_helpers_cell_run_again_keeps_its_overrides(shell):
+    """The override was given for the notebook's ``activation``: its cell run again (the helper
+    fixed) defines the same name again, and the context's overrides, typed and untyped, apply
+    to the new definition (they silently stopped applying: the kernels in the context called
+    the plain helper); kernels outside the context run the new helper."""
+    for cell in (SETUP, HELPER, OVERRIDDEN):
+        assert shell.run_cell(cell).error_in_exec is None
+    ns = shell.user_ns
+    np.testing.assert_array_equal(ns["plain"], [0.0, 2.0])
+    np.testing.assert_array_equal(ns["ctx64"], [100.0, 100.0])
+    np.testing.assert_array_equal(ns["ctx32"], [32.0, 32.0])
+    assert shell.run_cell(HELPER.replace("0.0", "0.5 * v")).error_in_exec is None
+    assert shell.run_cell("launch()").error_in_exec is None
+    np.testing.assert_array_equal(ns["plain"], [-0.5, 2.0])
+    np.testing.assert_array_equal(ns["ctx64"], [100.0, 100.0])
+    np.testing.assert_array_equal(ns["ctx32"], [32.0, 32.0])
+    ctx = ns["own"]
+    assert all(o.host is ns["activation"] for o in ctx.overrides()) and len(ctx.overrides()) == 2
+    report = ns["act"].with_context(ctx).dispatch_report("void(float64[::1], float64[::1])")
+    assert "fast_activation" in str(report)
+    # removed by the name it has now
+    assert ctx.remove_override(ns["activation"]) is True
+    assert shell.run_cell("launch()").error_in_exec is None
+    np.testing.assert_array_equal(ns["ctx64"], [-0.5, 2.0])
+    np.testing.assert_array_equal(ns["ctx32"], [32.0, 32.0])

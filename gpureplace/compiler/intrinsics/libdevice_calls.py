@@ -92,7 +92,10 @@ def get(name):
         from ..libdevice_link import function_table
         entry = function_table().get(f"__nv_{name}")
         if entry is None:
-            raise AttributeError(f"libdevice has no function __nv_{name}")
+            import difflib
+            close = difflib.get_close_matches(name, names(), n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise AttributeError(f"libdevice has no function __nv_{name}{hint}")
         stub = _stubs[name] = LibdeviceStub(name, *entry)
     return stub
 
