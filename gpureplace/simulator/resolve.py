@@ -35,7 +35,7 @@ from . import hostmath, lang, operators
 from .arrays import DeviceCaster, SimArray
 from .devicecode import device_code, device_const, is_library, typing_plan
 from .pybuiltins import device_builtin
-from .valuetypes import declared_call, numba_type_of
+from .valuetypes import class_numba_type, converter, declared_call, numba_type_of
 
 _BUILTINS = vars(builtins)
 _MISSING = object()
@@ -262,7 +262,8 @@ class Resolver:
         self.frozen = frozen or {}    # id(live global ndarray) -> (it, the copy compiled code read)
         self.recorded = recorded or {}    # what the compiled code read (compiled_reads)
         self.plans = getattr(recorded, "plans", {})     # {function: typing plan}
-        self.ops = operators.ops_for(_typing_context(context))
+        self.ops_typing = _typing_context(context)
+        self.ops = operators.ops_for(self.ops_typing)
         self.lang = lang.language(launch)
         self.functions = {}           # (python function, mask key) -> simulated function
         self.modules = {}             # (id(module), mask key) -> ModuleProxy
@@ -316,6 +317,8 @@ class Resolver:
             return self._host(raw, hostmath.HostMath)
         if isinstance(raw, LibdeviceStub):
             return self._host(raw, hostmath.HostLibdevice)
+        if _is_numpy_function(raw):
+            return self._host(raw, lambda fn: NumpyFunction(fn, self.ops_typing))
         if isinstance(raw, pytypes.FunctionType):
             if is_library(raw):
                 return raw
@@ -497,6 +500,77 @@ def _code_names(code, out):
     for c in code.co_consts:
         if isinstance(c, pytypes.CodeType):
             _code_names(c, out)
+
+
+_NUMPY_DISPATCHER = type(np.sum)
+
+
+def _is_numpy_function(raw):
+    """A function of NumPy's that is no ufunc (``np.round``, ``np.sinc``, ``np.clip``)."""
+    if type(raw) is _NUMPY_DISPATCHER:
+        return True
+    return isinstance(raw, pytypes.FunctionType) and \
+        (getattr(raw, "__module__", None) or "").partition(".")[0] == "numpy"
+
+
+class NumpyFunction:
+    """A NumPy function on numbers in simulated device code: NumPy computes it, and the result
+    is converted to the type Numba's typing gives the call, as compiled (``np.round`` of a
+    float32 is a float64 there, a float32 in NumPy).  Calls Numba does not type this way
+    (arrays, keywords) give NumPy's result."""
+
+    __slots__ = ("fn", "typingctx", "plans")
+
+    def __init__(self, fn, typingctx):
+        self.fn, self.typingctx, self.plans = fn, typingctx, {}
+
+    def __call__(self, *args, **kwargs):
+        if kwargs or self.typingctx is None:
+            return self.fn(*args, **kwargs)
+        classes = tuple(type(a) for a in args)
+        plan = self.plans.get(classes, _MISSING)
+        if plan is _MISSING:
+            plan = self.plans[classes] = self._plan(classes)
+        if plan is None:
+            return self.fn(*args)
+        widen, conv = plan
+        if widen is not None:
+            # (Numba computes in its result's float type: np.sinc of a float32 in float64)
+            args = [widen(a) if isinstance(a, (float, complex, np.inexact)) else a
+                    for a in args]
+        return conv(self.fn(*args))
+
+    def _plan(self, classes):
+        """(converter of the float arguments or None, converter of the result), or None."""
+        types = [class_numba_type(c) for c in classes]
+        if any(t is None for t in types):
+            return None
+        ret = _return_type(self.typingctx, self.fn, types)
+        if isinstance(ret, nbtypes.BaseTuple):
+            convs = tuple(converter(t) for t in ret.types)
+            if None in convs:
+                return None
+            return None, (lambda r: tuple(c(x) for c, x in zip(convs, r)))
+        conv = None if ret is None else converter(ret)
+        if conv is None:
+            return None
+        widen = conv if isinstance(ret, (nbtypes.Float, nbtypes.Complex)) else None
+        return widen, conv
+
+    def __repr__(self):
+        return f"<simulated numpy.{self.fn.__name__}>"
+
+
+def _return_type(typingctx, fn, argtypes):
+    """The result type Numba's typing (the compiler's) gives ``fn(*argtypes)``, or None."""
+    from ..compiler import frontend
+    try:
+        with frontend._lock:              # (one typing question at a time, as compiles ask)
+            sig = typingctx.resolve_function_type(typingctx.resolve_value_type(fn),
+                                                  tuple(argtypes), {})
+    except Exception:                          # noqa: BLE001 (untyped: NumPy's result)
+        return None
+    return None if sig is None else sig.return_type
 
 
 class UfuncOnArrays:

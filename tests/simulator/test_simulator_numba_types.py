@@ -227,3 +227,31 @@ def test_operator_plans_are_cached_per_operand_types():
     first = ops.add(x, y)
     assert ops.add(x, y) == first and type(first) is np.float64
     assert operator.add(np.float64(x), np.float64(y)) == first
+
+
+_NUMPY_CALLS = {
+    "round": (lambda v: np.round(v) / np.float32(3.0)),
+    "round1": (lambda v: np.round(v, 1) / np.float32(3.0)),
+    "sinc": (lambda v: np.sinc(v) / np.float32(3.0)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_NUMPY_CALLS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_numpy_functions_on_numbers_give_numbas_types(name, dtype):
+    """np.round of a float32 is a float64 in Numba (as compiled): the simulator computed it in
+    NumPy's float32, and the division after it in float32."""
+    fn = _NUMPY_CALLS[name]
+    try:
+        want = njit(fn)(dtype(2.25))
+    except Exception:                                   # (Numba types no such call)
+        pytest.skip(f"Numba has no np.{name} for {dtype.__name__}")
+
+    @cuda.jit
+    def k(x, out):
+        out[0] = fn(x[0])
+
+    x = np.full(1, 2.25, dtype)
+    out = np.zeros(1)
+    k[1, 1](x, out)
+    assert out[0] == want, (name, dtype, out[0], want)
