@@ -162,9 +162,11 @@ LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
 #: array's reshape computes its strides without the no-copy helper, reshape_helper.lower_reshape;
 #: 19: a read-only array passed where a device function's signature declares a writable one that
 #: it writes is refused, resolve.DeviceFunctionType: such kernels compiled before must not load;
-#: 20: float16 with an int8 or a bool stays in half precision, devicemath._half_template),
-#: so that no process is served code that an older gpureplace compiled.
-CODEGEN_REVISION = 20
+#: 20: float16 with an int8 or a bool stays in half precision, devicemath._half_template; 21:
+#: libdevice's llvm.convert.from.fp16 and llvm.tanh lowered before the back end (half2float,
+#: fast_tanhf), libdevice_tuning.lower_newer_intrinsics: pruned libdevice files of before hold
+#: them), so that no process is served code that an older gpureplace compiled.
+CODEGEN_REVISION = 21
 
 
 @functools.lru_cache(maxsize=None)

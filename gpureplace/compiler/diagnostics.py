@@ -199,10 +199,18 @@ def convert_error(pyfunc, exc):
         else:
             reason = f"module {module!r} has no attribute {name!r}"
     missing_attr = re.fullmatch(r"module '[\w.]+' has no attribute '(\w+)'", reason) or \
-        re.match(r"libdevice has no function __nv_(\w+)", reason)
+        re.match(r"libdevice has no function __nv_(\w+)", reason) or \
+        re.match(r"cuda\.\w+ has no attribute '(\w+)'", reason)
     if missing_attr and getattr(loc, "line", None) is None:
         # (Python's own AttributeError, raised while the front end read the module: no location)
         lineno = line_reading_attribute(pyfunc, missing_attr.group(1)) or lineno
+    module_attr = re.fullmatch(r"module '([\w.]+)' has no attribute '(\w+)'", reason)
+    if module_attr and module_attr.group(1) in sys.modules:
+        import difflib
+        names = [n for n in dir(sys.modules[module_attr.group(1)]) if not n.startswith("_")]
+        close = difflib.get_close_matches(module_attr.group(2), names, n=3)
+        if close:
+            reason += f" (did you mean {', '.join(close)}?)"
     if "UndefinedType" in reason:
         missing = _undefined_globals(pyfunc, lineno)
         if missing:

@@ -19,7 +19,7 @@ import llvmlite.binding as llvm
 
 from . import libdevice_bitcode as _bitcode
 from .libdevice_bitcode import _cache_file, _identity, _read_checked, _write_checked
-from .libdevice_tuning import DEFINE_NAME, contract_float_ops, tune_trig
+from .libdevice_tuning import DEFINE_NAME, contract_float_ops, lower_newer_intrinsics, tune_trig
 
 _lock = threading.Lock()
 _pruned = {}              # frozenset(names) -> bitcode bytes of the pruned module
@@ -311,12 +311,13 @@ def _forget_old_texts(keep):
 def _prune(wanted, reflect):
     text = _text_index().module_text(wanted)
     try:
-        folded = llvm.parse_assembly(contract_float_ops(tune_trig(fold_reflect(text, reflect))))
+        folded = llvm.parse_assembly(lower_newer_intrinsics(contract_float_ops(tune_trig(
+            fold_reflect(text, reflect)))))
     except RuntimeError:
         # A libdevice whose text does not cut as this one does (metadata that names functions,
         # say): let LLVM do the pruning, slower but whatever the layout.
-        folded = llvm.parse_assembly(contract_float_ops(tune_trig(fold_reflect(
-            _pruned_by_llvm(wanted), reflect))))
+        folded = llvm.parse_assembly(lower_newer_intrinsics(contract_float_ops(tune_trig(
+            fold_reflect(_pruned_by_llvm(wanted), reflect)))))
     return folded.as_bitcode()
 
 

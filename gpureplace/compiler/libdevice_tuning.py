@@ -66,3 +66,18 @@ def contract_float_ops(text):
     a product or sum rounded on its own they call ``llvm.nvvm.mul.rn.*`` / ``add.rn.*`` or
     ``llvm.fma.*``, which no flag changes."""
     return _PLAIN_FLOAT_OP.sub(r"\1\2 contract \3 ", text)
+
+
+_FROM_FP16 = re.compile(r"^(\s*)(%[\w.]+) = (?:tail )?call float @llvm\.convert\.from\.fp16\.f32"
+                        r"\(i16 (%[\w.]+)\)", re.M)
+_TANH_F32 = re.compile(r"call (?:afn )?float @llvm\.tanh\.f32\(float (%[\w.]+)\)")
+
+
+def lower_newer_intrinsics(text):
+    """libdevice's calls of LLVM intrinsics that NVVM knows and llvmlite's LLVM does not select
+    for NVPTX, written as what they mean: ``llvm.convert.from.fp16.f32`` (``__nv_half2float``)
+    as a half's bits widened, ``llvm.tanh.f32`` (``__nv_fast_tanhf`` from sm_75 on, where
+    ``__nvvm_reflect`` folded the architecture in) as the hardware's ``tanh.approx.f32``."""
+    text = _FROM_FP16.sub(r"\1\2.half = bitcast i16 \3 to half\n\1\2 = fpext half \2.half to float",
+                          text)
+    return _TANH_F32.sub(r'call float asm "tanh.approx.f32 $0, $1;", "=f,f"(float \1)', text)

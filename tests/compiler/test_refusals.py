@@ -753,3 +753,27 @@ def test_an_array_assigned_to_a_slice_is_named_with_what_to_write_instead():
             a[i, 3:] = 2.0
 
     cuda.jit(fill).compile("void(float64[:, :])")       # one number to a slice compiles
+
+
+def _atomic_misspelt(x):
+    i = cuda.grid(1)
+    cuda.atomic.addd(x, 0, 1.0)
+    x[i] = 0.0
+
+
+def _module_misspelt(x):
+    i = cuda.grid(1)
+    x[i] = cuda.shfl_donw_sync(0xFFFFFFFF, x[i], 1)
+
+
+@pytest.mark.parametrize("func, text", [
+    (_atomic_misspelt, "cuda.atomic has no attribute 'addd' (did you mean add"),
+    (_module_misspelt, "module 'gpureplace.cuda' has no attribute 'shfl_donw_sync' (did you "
+                       "mean shfl_down_sync"),
+])
+def test_a_misspelt_member_of_cuda_is_named_at_its_line_with_close_names(func, text):
+    """(a member of cuda.atomic, cuda.fp16, ... was "'Namespace' object has no attribute", at
+    the function's first line)"""
+    err = _refused(func)
+    assert text in str(err)
+    assert err.lineno == func.__code__.co_firstlineno + 2

@@ -57,6 +57,15 @@ class Namespace:
         for key, value in members.items():
             setattr(self, key, value)
 
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        import difflib
+        close = difflib.get_close_matches(attr, [n for n in vars(self) if not n.startswith("_")],
+                                          n=3)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise AttributeError(f"{self.__qualname__} has no attribute {attr!r}{hint}")
+
     def __repr__(self):
         return f"<device namespace {self.__qualname__}>"
 
