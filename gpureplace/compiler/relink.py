@@ -45,6 +45,8 @@ def relink(hit, compile_device):
             return None                   # a constant, a module, a kernel...: retype
         if inspect.signature(new_py) != inspect.signature(old_py):
             return None                   # the call folds its arguments (defaults) anew
+        if _declared(rec.value) != _declared(now):
+            return None                   # the call converts its arguments to other types
         for res in hit.resolutions:
             if res.host is rec.value and (res.start is False or
                                           deps.resolution_changed(hit, res, now)):
@@ -84,6 +86,15 @@ def relink(hit, compile_device):
     bindings.track_compiled(cf)
     counters["relinks"] += 1
     return cf
+
+
+def _declared(value):
+    """The signatures a ``cuda.jit("sig", device=True)`` function declares (its callers
+    convert their arguments to them), with their return types."""
+    if not isinstance(value, DeviceCallable):
+        return None
+    return (tuple(str(s) for s in value.declared_signatures),
+            sorted((str(k), str(r)) for k, r in value.declared_returns.items()))
 
 
 def device_pyfunc(value):

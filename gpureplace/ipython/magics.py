@@ -569,8 +569,14 @@ class GPUReplace(Magics):
         """``%cuda_cache [stats|clear]``: compile and cache counters, or empty the disk cache."""
         action = line.strip() or "stats"
         if action == "clear":
-            n = diskcache.clear()
-            print(f"gpureplace: removed {n} cached kernel(s) from {diskcache.directory()}")
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                n = diskcache.clear()
+            for w in said:                # (said here, not at a line of IPython's)
+                print(str(w.message).replace("gpureplace.cache.clear()", "%cuda_cache clear"),
+                      file=sys.stderr)
+            if not said:
+                print(f"gpureplace: removed {n} cached kernel(s) from {diskcache.directory()}")
         elif action == "stats":
             info = diskcache.info()
             stats = stats_snapshot()

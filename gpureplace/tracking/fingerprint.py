@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import struct
 import types as pytypes
 
 import numpy as np
@@ -56,7 +57,14 @@ def _feed(h, v, depth):
         _feed(h, v.value, depth + 1)
         _feed_class(h, type(v), depth + 1)
         return
-    if v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
+    if isinstance(v, float):
+        # (by its bits: repr gives -nan and nan alike)
+        up(b"float:" + struct.pack("<d", v) + b";")
+        return
+    if isinstance(v, complex):
+        up(b"complex:" + struct.pack("<dd", v.real, v.imag) + b";")
+        return
+    if v is None or isinstance(v, (bool, int, str, bytes)):
         up(f"{type(v).__name__}:{v!r};".encode())
         return
     if isinstance(v, tuple):
@@ -91,7 +99,7 @@ def _feed(h, v, depth):
         raise _Unstable
     if isinstance(v, np.ndarray):
         layout = "C" if v.flags.c_contiguous else "F" if v.flags.f_contiguous else "A"
-        up(f"ndarray:{v.dtype.str}:{v.shape}:{layout};".encode())
+        up(f"ndarray:{_dtype_text(v.dtype)}:{v.shape}:{layout};".encode())
         if v.nbytes <= INLINE_ARRAY_BYTES:
             up(v.tobytes())            # compiled into the code: part of what it means
         else:
@@ -100,8 +108,12 @@ def _feed(h, v, depth):
             # an in-place change is found by comparing with that snapshot, not by hashing.
             up(b"in device memory;")
         return
-    if isinstance(v, (np.generic, np.dtype)):
-        up(f"np:{type(v).__name__}:{v!r};".encode())
+    if isinstance(v, np.dtype):
+        up(f"np:dtype:{_dtype_text(v)};".encode())
+        return
+    if isinstance(v, np.generic):
+        # (its bits: a NaN's sign and a record's fields are in them, not always in its repr)
+        up(f"np:{type(v).__name__}:{_dtype_text(v.dtype)}:".encode() + v.tobytes() + b";")
         return
     parts = getattr(type(v), "__fingerprint_parts__", None)
     if parts is not None:
@@ -114,8 +126,14 @@ def _feed(h, v, depth):
     if isinstance(py_func, pytypes.FunctionType):
         # gpureplace functions (and Numba dispatchers) mean their Python source to a caller: a
         # callee compiles in its caller's context and options, so wrapping a plain function with
-        # cuda.jit (as %%cuda does) changes nothing for the code that calls it.
+        # cuda.jit (as %%cuda does) changes nothing for the code that calls it -- but the
+        # signatures it declares do (its arguments are converted to them).
         _feed_function(h, py_func, depth + 1)
+        declared = getattr(v, "declared_signatures", ())
+        if declared:
+            up(f"declared:{[str(s) for s in declared]!r}:"
+               f"{sorted((str(k), str(r)) for k, r in getattr(v, 'declared_returns', {}).items())!r};"
+               .encode())
         return
     qual = _qualified_name(v)
     if qual is not None:
@@ -128,6 +146,12 @@ def _feed(h, v, depth):
 #: of this C type since NumPy 1.25, plain functions before); a kernel means by them what
 #: Numba's implementation for that name does, itself a fingerprinted callee of the kernel
 _NUMPY_FUNCTION = type(np.sum) if not isinstance(np.sum, pytypes.FunctionType) else None
+
+
+def _dtype_text(dt):
+    """``dt`` in full: a record's field names, types and offsets too (its ``str`` is ``|V16``
+    for every 16-byte record)."""
+    return dt.str if dt.fields is None and dt.subdtype is None else repr(dt)
 
 
 def _qualified_name(v):
@@ -243,7 +267,8 @@ def _feed_function(h, fn, depth):
 def _feed_code(h, code, depth):
     h.update(code.co_code)
     h.update(repr((code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
-                   code.co_argcount, code.co_kwonlyargcount, code.co_flags)).encode())
+                   code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount,
+                   code.co_flags)).encode())
     for const in code.co_consts:
         if isinstance(const, pytypes.CodeType):
             _feed_code(h, const, depth + 1)

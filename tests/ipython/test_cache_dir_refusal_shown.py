@@ -146,3 +146,21 @@ def test_stats_say_why_before_anything_used_the_directory(shell, tmp_path, monke
     with capture_output() as cap:
         shell.run_line_magic("cuda_cache", "stats")
     assert f"bytes in {folder} (off)" in cap.stdout, cap.stdout
+
+
+def test_cuda_cache_clear_says_why_it_deleted_nothing(shell, tmp_path, monkeypatch):
+    """(a warning pointing at a line of IPython's before, not at the magic)"""
+    import warnings
+
+    from IPython.utils.capture import capture_output
+
+    from gpureplace.compiler import diskcache
+    folder = user_folder(tmp_path)
+    monkeypatch.setattr(diskcache, "_explicit_dir", str(folder))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with capture_output() as cap:
+            shell.run_line_magic("cuda_cache", "clear")
+    assert f"%cuda_cache clear deleted nothing in {folder}" in cap.stderr, cap.stderr
+    assert "removed" not in cap.stdout
+    assert sorted(os.listdir(folder)) == ["notes.txt"]

@@ -267,3 +267,58 @@ def test_kernels_calling_numpys_functions_are_kept(own_disk_cache, tmp_path):
     other = run(tmp_path, NUMPY_FUNCTIONS, ["k_numpy"], c=3.5)
     assert not other["kernels"]["k_numpy"]["from_disk"]
     assert THREE_AND_A_HALF in other["kernels"]["k_numpy"]["ptx"]
+
+
+CONTENT_BY_BITS = """
+import math
+import numpy as np
+from gpureplace import cuda
+
+REC = np.zeros(2, dtype={fields})
+REC.view(np.float64)[:2] = [1.0, 2.0]          # the same bytes in both layouts
+BIG = np.zeros(10000, dtype={fields})          # (over 64 KiB: a device global, no bytes in the PTX)
+K = {k}
+
+@cuda.jit({declared!r}, device=True)
+def triple(v):
+    return v * 3.0
+
+@cuda.jit
+def k_small_record(out):
+    out[0] = REC[0]["a"]
+
+@cuda.jit
+def k_big_record(out):
+    out[0] = BIG[0]["a"]
+
+@cuda.jit
+def k_nan_sign(out):
+    out[0] = math.copysign(1.0, K)
+
+@cuda.jit
+def k_declared(out):
+    out[0] = triple(out[0])
+"""
+BY_BITS = ["k_small_record", "k_big_record", "k_nan_sign", "k_declared"]
+
+
+def test_what_a_fingerprint_missed_is_a_miss(own_disk_cache, tmp_path):
+    """Four changes the disk cache served the old code for: a record array's fields reordered
+    (its dtype was ``|V16`` either way), ``nan`` made ``-nan`` (``repr`` gives ``nan`` for
+    both), a device function declaring another signature (its Python function the same)."""
+    first = run(tmp_path, CONTENT_BY_BITS, BY_BITS, fields="[('a', 'f8'), ('b', 'f8')]",
+                k="float('nan')", declared="float32(float32)")
+    other = run(tmp_path, CONTENT_BY_BITS, BY_BITS, fields="[('b', 'f8'), ('a', 'f8')]",
+                k="-float('nan')", declared="float64(float64)")
+    assert other["stats"]["disk_hits"] == 0
+    for name in BY_BITS:
+        assert not other["kernels"][name]["from_disk"], name
+        assert other["kernels"][name]["ptx"] != first["kernels"][name]["ptx"], name
+    ptx = {name: other["kernels"][name]["ptx"] for name in BY_BITS}
+    assert "4611686018427387904" in ptx["k_small_record"]            # 2.0: field a is second
+    assert "+8]" in ptx["k_big_record"]
+    assert "-4616189618054758400" in ptx["k_nan_sign"]               # -1.0
+    assert "CVT.RN.F32.F64" not in ptx["k_declared"]
+    again = run(tmp_path, CONTENT_BY_BITS, BY_BITS, fields="[('b', 'f8'), ('a', 'f8')]",
+                k="-float('nan')", declared="float64(float64)")
+    assert again["stats"]["disk_hits"] == len(BY_BITS)
