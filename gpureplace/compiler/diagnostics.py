@@ -216,6 +216,8 @@ def convert_error(pyfunc, exc):
         if missing:
             reason = (f"name {missing[0]!r} is not defined (it is neither a global of "
                       f"{pyfunc.__module__} nor a builtin)")
+    if reason.startswith("Unsupported use of cell variable"):
+        reason, lineno = _cell_variable_reason(pyfunc, lineno)
     reason, lineno = _construct_reason(pyfunc, exc, reason, lineno)
     if "NRT required but not enabled" in reason:
         stmt = _LOWERING_AT.search(str(exc))
@@ -582,6 +584,27 @@ def _undefined_globals(pyfunc, lineno):
             if name not in pyfunc.__globals__ and not hasattr(builtins, name):
                 names.append((line != lineno, name))
     return [n for _, n in sorted(names)]
+
+
+def _cell_variable_reason(pyfunc, lineno):
+    """Numba's "Unsupported use of cell variable": a function defined inside device code that
+    calls itself, or reads a variable its enclosing function assigns again; at the inner
+    function's line."""
+    import types as pytypes
+    code = getattr(pyfunc, "__code__", None)
+    cells = set(getattr(code, "co_cellvars", ()))
+    for const in getattr(code, "co_consts", ()):
+        if isinstance(const, pytypes.CodeType) and cells & set(const.co_freevars):
+            shared = sorted(cells & set(const.co_freevars))
+            what = ("calls itself" if const.co_name in shared else
+                    f"reads {', '.join(repr(n) for n in shared)} of the enclosing function")
+            return (f"the function {const.co_name} defined inside {pyfunc.__name__} {what}, "
+                    f"which device code cannot compile (a closure over a cell variable); "
+                    f"define {const.co_name} at module level as a plain helper and pass it what "
+                    f"it needs as arguments"), const.co_firstlineno
+    return ("a function defined inside this one reads a variable of it that device code cannot "
+            "share (a cell variable); define that function at module level and pass it what it "
+            "needs as arguments"), lineno
 
 
 def line_reading_attribute(pyfunc, name):

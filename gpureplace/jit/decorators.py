@@ -13,6 +13,7 @@ from ..compiler.pipeline import device_ptx, device_ptx_c_abi
 from ..compiler.signature import normalize_signature
 from ..errors import CompileError
 from .function import GPUFunction
+from .options import check_fastmath, check_flag
 from .reflection import argument_types
 
 
@@ -49,6 +50,9 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
                             f"stream, retr) method")
     if not nopython:
         raise TypeError("cuda.jit(nopython=False): device code has no object mode")
+    fastmath = check_fastmath(fastmath)
+    lineinfo = check_flag("lineinfo", lineinfo)
+    debug = check_flag("debug", debug, none=True)
     if debug is None:
         # numba-cuda's default: NUMBA_CUDA_DEBUGINFO=1 makes every kernel a debug one
         from numba.core import config as numba_config

@@ -43,3 +43,32 @@ def check_launch_bounds(value):
                          f"(1 to 1024) or a tuple (max threads, min blocks per multiprocessor"
                          f"[, max blocks per cluster]), got {value!r}")
     return bounds
+
+
+#: LLVM's fast-math flags, which numba-cuda's ``fastmath=`` also takes as a set
+FASTMATH_FLAGS = frozenset({"fast", "nnan", "ninf", "nsz", "arcp", "contract", "afn", "reassoc"})
+
+
+def check_flag(option, value, *, none=False):
+    """A True/False option (``lineinfo``, ``debug``, ``opt``...): a bool, or 0 / 1; None where
+    ``none``.  Any other value -- ``"no"`` is true to Python -- is refused."""
+    if value is None and none:
+        return None
+    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+        return bool(value)
+    raise ValueError(f"cuda.jit({option}=...) takes True or False, got {value!r}")
+
+
+def check_fastmath(value):
+    """``fastmath=``: True / False, or (as numba-cuda) a set of LLVM fast-math flags, any of
+    which turns gpureplace's fast math on."""
+    if isinstance(value, (set, frozenset, list, tuple, dict)):
+        unknown = sorted(str(f) for f in value if f not in FASTMATH_FLAGS)
+        if unknown:
+            raise ValueError(f"cuda.jit(fastmath=...): {', '.join(unknown)} is no fast-math "
+                             f"flag (they are {', '.join(sorted(FASTMATH_FLAGS))})")
+        return bool(value)
+    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+        return bool(value)
+    raise ValueError(f"cuda.jit(fastmath=...) takes True or False (or a set of LLVM fast-math "
+                     f"flags), got {value!r}")

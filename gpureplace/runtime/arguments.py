@@ -377,7 +377,13 @@ def _key_to_type(key):
     if kind == "complex128":
         return types.complex128
     if kind == "scalar":
-        return numpy_support.from_dtype(key[1])
+        dt = key[1]
+        if dt.kind in "USVO":
+            what = {"U": "a string", "S": "bytes", "V": "raw bytes", "O": "an object"}[dt.kind]
+            raise ArgumentError(f"is a NumPy scalar of dtype {dt} ({what}), which kernels "
+                                f"cannot take (numbers, bools, records, arrays and tuples of "
+                                f"them can)")
+        return _from_dtype(dt)
     if kind in ("record", "device_record"):
         return numpy_support.from_dtype(key[1])
     if kind == "pointer":
@@ -398,8 +404,27 @@ def _key_to_type(key):
         v = key[1]
         if isinstance(v, types.Type):
             return types.TypeRef(v)
-        return typeof(v)
+        try:
+            return typeof(v)
+        except (ValueError, TypeError, NotImplementedError):
+            what = f"the class {v.__module__}.{v.__qualname__}" if isinstance(v, type) else \
+                f"the dtype {v}"
+            raise ArgumentError(f"is {what}, which kernels cannot take (the types kernels "
+                                f"compute with can: np.float32, a Numba type, a dtype of "
+                                f"numbers)") from None
     raise AssertionError(key)
+
+
+def _from_dtype(dt):
+    from numba.core.errors import NumbaNotImplementedError
+    if dt.kind in "fc" and dt.itemsize > (8 if dt.kind == "f" else 16):
+        wide = "np.float64" if dt.kind == "f" else "np.complex128"
+        raise ArgumentError(f"has dtype {dt} (long double), which GPUs do not have; pass "
+                            f"{wide}(...) of it")
+    try:
+        return numpy_support.from_dtype(dt)
+    except (NotImplementedError, NumbaNotImplementedError):
+        raise ArgumentError(f"has dtype {dt}, which kernels cannot take") from None
 
 
 # ---------------------------------------------------------------------------------------------

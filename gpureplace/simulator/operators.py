@@ -491,7 +491,9 @@ def rewrite(pyfunc, plan=None):
     and plan, see ``_Rewriter``), or its own code when its source is not available or no longer
     matches it."""
     code = pyfunc.__code__
-    key = (code, tuple(sorted(plan.items(), key=str)) if plan else ())
+    # (by file too: code objects compare equal across files, and one exec'd from a string --
+    # whose source cannot be read -- must not stand for the same code of a file)
+    key = (code, code.co_filename, tuple(sorted(plan.items(), key=str)) if plan else ())
     hit = _rewritten.get(key)
     if hit is None:
         try:

@@ -777,3 +777,19 @@ def test_a_misspelt_member_of_cuda_is_named_at_its_line_with_close_names(func, t
     err = _refused(func)
     assert text in str(err)
     assert err.lineno == func.__code__.co_firstlineno + 2
+
+
+def _recursive_closure(x):
+    def inner(i):
+        if i == 0:
+            return 0
+        return inner(i - 1) + 1
+    x[0] = inner(5)
+
+
+def test_a_recursive_closure_is_named_with_what_to_write():
+    """(Numba's bare "Unsupported use of cell variable encountered", at the kernel's def line)"""
+    err = _refused(_recursive_closure)
+    assert "the function inner defined inside _recursive_closure calls itself" in err.reason
+    assert "define inner at module level" in err.reason
+    assert err.lineno == _recursive_closure.__code__.co_firstlineno + 1

@@ -198,6 +198,16 @@ def test_jit_option_errors_are_clear():
         cuda.jit(launch_bounds=(2048,))(f)
     with pytest.raises(TypeError, match="unsupported option"):
         cuda.jit(maxregs=3)(f)
+    # flags take True or False ("no" was true), fastmath also numba-cuda's set of LLVM flags
+    for option in ("fastmath", "lineinfo", "debug"):
+        with pytest.raises(ValueError, match=rf"cuda.jit\({option}=...\) takes True or False"):
+            cuda.jit(**{option: "no"})(f)
+    with pytest.raises(ValueError, match="fastt is no fast-math flag"):
+        cuda.jit(fastmath={"fastt"})(f)
+    assert cuda.jit(fastmath={"nsz", "arcp"})(f)._fastmath
+    with pytest.raises(ValueError, match=r"/etc/passwd is not a file device code links with: "
+                                         r"its name must end in \.cu, \.ptx"):
+        cuda.jit(link=["/etc/passwd"])(f)
 
 
 def test_mapped_arrays_are_device_arrays_to_kernels_numpy_arrays_are_not():

@@ -448,3 +448,29 @@ def test_a_refused_dtype_comes_without_the_copy_warning(fake_copies, monkeypatch
         warnings.simplefilter("error")
         with pytest.raises(arguments.ArgumentError, match=r"has dtype >f4 \(big-endian"):
             copies_in[1, 8](np.arange(8, dtype=np.float32), np.zeros(8, ">f4"))
+
+
+class _Plain:
+    pass
+
+
+@pytest.mark.parametrize("value, said", [
+    (_Plain, r"is the class .*_Plain, which kernels cannot take"),
+    (np.void(b"ab"), r"is a NumPy scalar of dtype \|V2 \(raw bytes\), which kernels cannot take"),
+    (np.str_("a"), r"is a NumPy scalar of dtype <U1 \(a string\), which kernels cannot take"),
+    (np.bytes_(b"a"), r"is a NumPy scalar of dtype \|S1 \(bytes\), which kernels cannot take"),
+    pytest.param(np.longdouble(1), r"has dtype float128 \(long double\), which GPUs do not have",
+                 marks=pytest.mark.skipif(np.dtype(np.longdouble).itemsize <= 8,
+                                          reason="long double is double here")),
+])
+def test_a_scalar_or_class_kernels_cannot_take_is_refused_by_name(sim, value, said):
+    """(Numba's own ValueError / NumbaNotImplementedError, or the ABI's TypeError, naming
+    neither the kernel nor the argument)"""
+    @cuda.jit
+    def k(t, x):
+        x[0] = 1
+
+    x = np.zeros(2)
+    with pytest.raises(arguments.ArgumentError, match=r"k: argument 0 \('t'\) " + said):
+        k[1, 1](value, x)
+    assert not x.any()

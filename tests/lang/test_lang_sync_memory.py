@@ -249,6 +249,26 @@ def test_const_array_is_read_only():
     assert "readonly" in (str(info.value) + info.value.detail).lower()
 
 
+SCALAR = np.array(5.0, np.float32)                  # 0-d
+STRIDED = np.arange(12, dtype=np.float64).reshape(3, 4)[:, ::2]
+
+
+def test_const_array_like_keeps_a_0d_or_strided_arrays_shape():
+    """numba-cuda types array_like(arr) as arr's own type: a 0-d array stays 0-d (it was made
+    1-d, so c[()] was an array), a strided one keeps its values in C order."""
+    @cuda.jit
+    def k(out):
+        c = cuda.const.array_like(SCALAR)
+        s = cuda.const.array_like(STRIDED)
+        out[0] = c[()] + c.ndim
+        out[1] = s[2, 1] + s.ndim * 100 + s.shape[1] * 1000
+
+    out = np.zeros(2, np.float32)
+    k[1, 1](out)
+    assert list(out) == [5.0, 10.0 + 200 + 2000]
+    assemble(k.compile("void(float32[:])").ptx)
+
+
 def test_dynamic_shared_memory_declaration_and_size():
     ptx = dyn_scan.compile("void(float32[:], float32[:], int32[:, :])").ptx
     # one external declaration, aligned to 16, shared by both arrays

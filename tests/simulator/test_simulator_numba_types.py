@@ -255,3 +255,37 @@ def test_numpy_functions_on_numbers_give_numbas_types(name, dtype):
     out = np.zeros(1)
     k[1, 1](x, out)
     assert out[0] == want, (name, dtype, out[0], want)
+
+
+SIGN_SOURCE = '''
+from gpureplace import cuda
+
+@cuda.jit
+def sign_of(x, out):
+    out[0] = (x[0] > 0) - (x[0] < 0)
+    out[1] = -(x[0] < 1.0)
+'''
+
+
+def test_a_copy_without_source_does_not_stand_for_the_files_function(tmp_path, monkeypatch):
+    """Code objects compare equal across files: the simulator's rewritten code (Numba's types)
+    was cached by code object, so a copy exec'd from a string (no source to rewrite) ran first
+    made the file's function run with NumPy's rules too (-(a < b) refused on a NumPy bool)."""
+    import importlib
+    import warnings
+    (tmp_path / "sign_module.py").write_text(SIGN_SOURCE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ns = {}
+    exec(compile(SIGN_SOURCE, "<no file>", "exec"), ns)
+    x = np.array([-2.0])
+    out = np.zeros(2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            ns["sign_of"][1, 1](x, out)            # (NumPy's rules: may refuse, see README)
+        except Exception:                          # noqa: BLE001
+            pass
+    module = importlib.import_module("sign_module")
+    out = np.zeros(2)
+    module.sign_of[1, 1](x, out)
+    assert list(out) == [-1.0, -1.0]

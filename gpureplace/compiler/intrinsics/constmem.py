@@ -49,7 +49,8 @@ class ConstSource:
     __slots__ = ("array", "digest")
 
     def __init__(self, array):
-        self.array = np.ascontiguousarray(array)
+        # (a copy, C-ordered; np.ascontiguousarray would make a 0-d array 1-d)
+        self.array = np.array(array, order="C")
         h = hashlib.sha1(self.array.tobytes())
         h.update(str((self.array.dtype.str, self.array.dtype.descr, self.array.shape)).encode())
         self.digest = h.hexdigest()[:16]
@@ -97,9 +98,6 @@ class _ConstArrayLikeTemplate(CallableTemplate):
             if not isinstance(eltype, DTYPE_KINDS):
                 raise TypingError(f"cuda.const.array_like(arr): arrays of {a.dtype} cannot be "
                                   f"placed in constant memory")
-            if a.ndim == 0:
-                raise TypingError("cuda.const.array_like(arr): arr must have at least one "
-                                  "dimension")
             from ...arch import CONST_BYTES
             if a.nbytes > CONST_BYTES:
                 raise TypingError(

@@ -129,6 +129,11 @@ def declare_device(name, sig, link=None, use_cooperative=False, abi="numba"):
     return decl
 
 
+#: what a link file may be: CUDA C++ (compiled by NVRTC), PTX, and the linker's binary inputs
+#: (LTO-IR is refused when linking, with the reason)
+LINKABLE_SUFFIXES = (".cu", ".ptx", ".cubin", ".fatbin", ".o", ".a", ".ltoir")
+
+
 def link_files(link, what):
     """The link items of ``link``: absolute paths of files, and ``LinkableCode`` objects (code
     held in memory) as they are."""
@@ -146,6 +151,9 @@ def link_files(link, what):
         path = os.path.abspath(os.fspath(f))
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{what}: no file {path}")
+        if os.path.splitext(path)[1].lower() not in LINKABLE_SUFFIXES:
+            raise ValueError(f"{what}: {path} is not a file device code links with: its name "
+                             f"must end in {', '.join(LINKABLE_SUFFIXES)}")
         out.append(path)
     return tuple(out)
 
