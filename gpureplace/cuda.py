@@ -37,7 +37,8 @@ from .compiler.intrinsics.atomics import atomic
 from .compiler.intrinsics.warp import (activemask, all_sync, any_sync, ballot_sync, eq_sync,
                                        lanemask_lt, match_all_sync, match_any_sync, shfl_down_sync,
                                        shfl_sync, shfl_up_sync, shfl_xor_sync)
-from .compiler.intrinsics.bits import (brev, cbrt, clz, ffs, fma, fp16, popc, selp)
+from .compiler.intrinsics.bits import (brev, cbrt, clz, ffs, fma, popc, selp)
+from .compiler.intrinsics.fp16 import fp16
 from .compiler.intrinsics.bf16 import bf16
 from .compiler.intrinsics.fp8 import fp8
 from .compiler.bfloat16 import bfloat16
@@ -126,6 +127,7 @@ def cuda_error():
 
 _register_numba_target()     # numba.vectorize(target='cuda') without numba-cuda
 _sys.modules.setdefault(__name__ + ".extending", extending)
+_sys.modules.setdefault(__name__ + ".fp16", fp16)       # from gpureplace.cuda.fp16 import __hadd
 _sys.modules.setdefault(__name__ + ".bf16", bf16)       # from gpureplace.cuda.bf16 import hadd
 _sys.modules.setdefault(__name__ + ".fp8", fp8)         # from gpureplace.cuda.fp8 import fp8_e4m3
 _sys.modules.setdefault(__name__ + ".launchconfig", launchconfig)

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 
 _MODULES = ("indexing", "devicemath", "libdevice_calls", "sync", "memory", "constmem", "atomics", "warp",
-            "bits", "bf16", "fp8", "printing", "external", "cg", "vectors", "cachehints")
+            "bits", "fp16", "bf16", "fp8", "printing", "external", "cg", "vectors", "cachehints")
 
 
 @functools.lru_cache(maxsize=None)

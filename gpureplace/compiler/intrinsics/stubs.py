@@ -58,11 +58,11 @@ class Namespace:
             setattr(self, key, value)
 
     def __getattr__(self, attr):
-        if attr.startswith("__"):
+        if attr.startswith("__") and attr.endswith("__"):
             raise AttributeError(attr)
         import difflib
-        close = difflib.get_close_matches(attr, [n for n in vars(self) if not n.startswith("_")],
-                                          n=3)
+        close = difflib.get_close_matches(
+            attr, [n for n in vars(self) if not (n.startswith("__") and n.endswith("__"))], n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise AttributeError(f"{self.__qualname__} has no attribute {attr!r}{hint}")
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 from ...compiler.intrinsics import cg as _cg
 from ...compiler.intrinsics import sync as _sync
 from ...compiler.intrinsics import warp as _warp
-from . import atomics, bits, cachehints, cg, constmem, indexing, memory, sync, vectors, warp
+from . import (atomics, bits, cachehints, cg, constmem, fp16, indexing, memory, sync, vectors,
+               warp)
 from .printing import device_format
 from .vectors import SimVector, SimVectorArray
 
 #: The groups of the language, in the order their parts are put together.
-GROUPS = (indexing, sync, cg, memory, constmem, atomics, warp, bits, vectors, cachehints)
+GROUPS = (indexing, sync, cg, memory, constmem, atomics, warp, bits, fp16, vectors, cachehints)
 
 
 def language(launch):
