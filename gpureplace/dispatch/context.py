@@ -291,7 +291,7 @@ class Context:
                 not (self._table or self._typed):
             return
         fn = getattr(host, "py_func", host)
-        if not isinstance(fn, _FunctionType) or not _stands_under_its_name(host):
+        if not inspect.isfunction(fn) or not _stands_under_its_name(host):
             return
         name = (fn.__module__, fn.__qualname__)
         with _lock:
@@ -299,7 +299,7 @@ class Context:
                                                     for o in typed.values()]
             for ovr in entries:
                 old = getattr(ovr.host, "py_func", ovr.host)
-                if ovr.host is not host and isinstance(old, _FunctionType) and \
+                if ovr.host is not host and inspect.isfunction(old) and \
                         (old.__module__, old.__qualname__) == name:
                     old_key = host_key(ovr.host)
                     if old_key in self._table:
@@ -474,9 +474,6 @@ class Context:
     def __repr__(self):
         parent = self.parent.name if self.parent else None
         return f"<Context {self.name!r} parent={parent!r} overrides={len(self.overrides())}>"
-
-
-_FunctionType = type(_depth)
 
 
 def _stands_under_its_name(obj):
