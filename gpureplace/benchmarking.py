@@ -321,6 +321,8 @@ def benchmark(launch, *args, warmup=1, min_repeat=None, max_repeat=None, min_tim
         if backends.simulated():
             times = _host_timed(launch, args, warmup, min_repeat, max_repeat, min_time)
             return BenchmarkResult(name, times, nbytes, flops, None, True, True, note)
+        from .runtime.launch import require_device
+        require_device(f"timing {name}")          # (before CUDA events are asked for)
         times, peaks = _event_timed(launch, args, warmup, min_repeat, max_repeat, min_time,
                                     flush_l2, getattr(config, "stream_ptr", None))
     except Exception as exc:

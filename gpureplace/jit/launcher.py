@@ -11,7 +11,7 @@ from numba.core import types as nbtypes
 from numba.core.errors import NumbaPerformanceWarning
 
 from .. import probe
-from ..config import settings
+from ..config import setting_hint, settings
 from ..errors import DeviceFunctionError, LaunchError, PerformanceWarning, driver_refusal
 from ..runtime import arguments, launch, placement
 from ..runtime.hints import ArgHint
@@ -76,7 +76,8 @@ class Launcher:
                     f"Grid size {blocks} of {kernel.__qualname__}[{config[0]!r}, "
                     f"{config[1]!r}] is under {LOW_OCCUPANCY_BLOCKS} blocks: most of the GPU's "
                     f"multiprocessors idle (low occupancy); launch more, smaller blocks "
-                    f"(settings.low_occupancy_warnings = False silences this)"), stacklevel=4)
+                    f"({setting_hint('low_occupancy_warnings', False)} silences this)"),
+                    stacklevel=4)
         self.dims = self.grid + self.block + (self.shared,)    # cuLaunchKernel's order
         if self.shared > 48 * 1024:               # (every GPU's block has 48 KiB: no use asking)
             check_dynamic_shared(kernel, config, self.shared)

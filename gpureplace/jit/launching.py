@@ -240,6 +240,7 @@ class Launching:
             if mode == "error":
                 transfers.refuse_host_arrays(self.__qualname__, args, names, simulated)
             if mode == "warn" and not simulated and not self._warned_host_arrays:
+                launch.require_device(self.__qualname__, "")    # (no GPU: no copies to warn of)
                 self._warned_host_arrays = True
                 transfers.warn_host_arrays(self.__qualname__, args, names)
         if rec is not None and (not simulated or any(isinstance(a, ArgHint) for a in args)):

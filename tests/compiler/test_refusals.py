@@ -606,11 +606,18 @@ def test_the_gpu_backend_without_a_gpu_says_so_before_anything_is_copied(monkeyp
     def k(x, y):
         x[0] = y
 
-    with pytest.raises(NoDeviceError) as info:
-        k[1, 1](np.zeros(3), 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")              # (no warning of copies that cannot happen)
+        with pytest.raises(NoDeviceError) as info:
+            k[1, 1](np.zeros(3), 1.0)
     text = str(info.value)
     assert text.index("no CUDA GPU was found") < text.index("GPUREPLACE_BACKEND=simulator")
+    assert "gpureplace.config.settings.backend = 'simulator'" in text
     assert text.startswith(f"{k.__qualname__}:")     # the kernel that could not launch
+    # timing it says the same (it asked CuPy, absent, for CUDA events: an AttributeError)
+    import gpureplace
+    with pytest.raises(NoDeviceError, match=r"timing .*k\[1, 1\]: no CUDA GPU was found"):
+        gpureplace.benchmark(k[1, 1], np.zeros(3), 1.0)
 
 
 # =============================================================================================
