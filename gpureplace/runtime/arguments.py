@@ -320,6 +320,13 @@ def value_key(value):
     if handler is None:
         handler = _find_handler(cls, value)
         if handler is None:
+            if value is None:
+                # (nor as a null pointer: a launch refuses 0 for a pointer too, in
+                # conversion.pointer_refusal's words)
+                raise ArgumentError("is None, which kernels cannot take (arrays with "
+                                    "__cuda_array_interface__ or DLPack, scalars, tuples and "
+                                    "types can; a CPointer parameter takes an address, 0 for "
+                                    "a null pointer)")
             raise ArgumentError(_function_argument_refusal(value) or
                                 f"has type {cls.__module__}.{cls.__qualname__}, which kernels "
                                 f"cannot take (arrays with __cuda_array_interface__ or DLPack, "

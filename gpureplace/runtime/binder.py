@@ -108,11 +108,15 @@ def _checks(args, keys, remember=False, placed=False):
             lines.append(f"if type({v}) is not C{i}: return None")
             if key[0] == "scalar":             # an int of 2**63 or more: uint64 (not smaller)
                 lines.append(f"if {v} < {1 << 63}: return None")
+            elif key[0] == "pointer":          # negative: the general path refuses
+                lines.append(f"if {v} < 0: return None")
             outs.append(v)
         elif handler is arguments.np_scalar_handler and len(key) > 1 and key[1].kind != "c":
             # (a NumPy scalar of a NumPy dtype; complex and ml_dtypes' bfloat16, keyed by kind
             # alone, go to the general handler below)
             lines.append(f"if type({v}) is not C{i}: return None")
+            if key[0] == "pointer":
+                lines.append(f"if {v} < 0: return None")
             outs.append(v)
         elif handler is arguments.record_handler:
             lines.append("return None")      # copied to the device and back: the general path

@@ -12,7 +12,24 @@ from ..compiler import abi
 from ..compiler import fp8
 from ..compiler.bfloat16 import BFloat16, bits_of
 from ..compiler.ranking import best_signature
-from .arguments import numba_type_of_key, value_key
+from .arguments import ArgumentError, numba_type_of_key, value_key
+
+
+class PointerRefused(Exception):
+    """A value given for a ``CPointer`` parameter that is no address (a negative number):
+    ``match_signature`` names the argument.  A null pointer (0) is passed, as numba-cuda
+    passes it (a kernel may take one it never reads); reading through it is the device's
+    illegal address, and the simulator's IndexError."""
+
+
+def pointer_refusal(address, declared):
+    """What a launch says of ``address`` (a negative int) given for a parameter of pointer
+    type ``declared``: both backends refuse it in these words (the simulator's
+    ``runner.convert_to`` too)."""
+    pointee = getattr(declared, "dtype", None)
+    declared = declared if pointee is None else f"CPointer({pointee})"
+    return (f"is {address}, a negative address, given for a {declared} parameter; pass the "
+            f"address of memory the kernel may access")
 
 
 def _declared_scalar_dtype(ty):
@@ -42,8 +59,10 @@ def _convert_arg(key, values, declared):
         return ("array", dt, ndim, "A"), (ptr, *shape, *strides)
     if isinstance(declared, types.CPointer):
         # a device address given as an integer (numba-cuda: a kernel declared with pointers)
-        if kind not in ("int64", "scalar") or len(values) != 1 or int(values[0]) < 0:
+        if kind not in ("int64", "scalar") or len(values) != 1:
             return None
+        if int(values[0]) < 0:
+            raise PointerRefused(pointer_refusal(int(values[0]), declared))
         return ("pointer", np.dtype(numpy_support.as_dtype(declared.dtype))), (int(values[0]),)
     if isinstance(declared, fp8.FP8):           # (8-bit floats convert explicitly only)
         return (key, values) if kind == "fp8" and key[1] == declared.kind else None
@@ -101,8 +120,11 @@ def match_signature(signatures, keys, per_arg_values, what="the kernel"):
     if sig is None:
         return None
     out_keys, out_vals = [], []
-    for key, vals, ty in zip(keys, per_arg_values, sig):
-        conv = _convert_arg(key, tuple(vals), ty)
+    for i, (key, vals, ty) in enumerate(zip(keys, per_arg_values, sig)):
+        try:
+            conv = _convert_arg(key, tuple(vals), ty)
+        except PointerRefused as exc:
+            raise ArgumentError(f"{what}: argument {i} {exc}") from None
         if conv is None:
             return None
         out_keys.append(conv[0])
@@ -122,7 +144,10 @@ def as_scalar_of(value, nbtype):
         return None
     if best_signature([(nbtype,)], [numba_type_of_key(key)], "the kernel") is None:
         return None
-    conv = _convert_arg(key, tuple(values), nbtype)
+    try:
+        conv = _convert_arg(key, tuple(values), nbtype)
+    except PointerRefused:
+        return None
     if conv is None or conv[0][0] != "scalar":
         return None
     dt, values = conv[0][1], conv[1]

@@ -39,17 +39,22 @@ def device_error(exc):
     return exc
 
 
+def _kernel_code(frame):
+    """Whether ``frame`` runs the kernel's code as the simulator re-created it (its device
+    functions and helpers too): not the simulator's, nor a library's that it calls as it is
+    (Numba's, NumPy's, the standard library's: ``devicecode.is_library``)."""
+    from .resolve import SimGlobals
+    return isinstance(frame.f_globals, SimGlobals) and \
+        not frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+
+
 def device_raise(exc):
     """(function, file, line) of the kernel's code (not the simulator's) where the device would
     raise ``exc`` -- a raise or assert statement, or an error Numba's compiled code raises
-    itself -- or None for any other error (an error of the simulator, or of its user)."""
-    tb = exc.__traceback__
-    user = last = None
-    while tb is not None:
-        if not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-            user = tb                        # the innermost frame of the kernel's code
-        last = tb
-        tb = tb.tb_next
+    itself -- or None for any other error (an error of the simulator, or of its user; or of a
+    library's function that the kernel's code called, which failed on the simulator's values:
+    the device runs Numba's compiled version of it instead)."""
+    user, last = _innermost(exc)
     if user is None:
         return None
     code = user.tb_frame.f_code
@@ -66,6 +71,35 @@ def device_raise(exc):
             os.path.abspath(last.tb_frame.f_code.co_filename) == _OPERATORS:
         return at                            # a division by zero under Python's error model
     return None
+
+
+def _innermost(exc):
+    """The traceback entries of ``exc``'s innermost frame of the kernel's code (or None) and of
+    its innermost frame."""
+    tb = exc.__traceback__
+    user = last = None
+    while tb is not None:
+        if _kernel_code(tb.tb_frame):
+            user = tb
+        last = tb
+        tb = tb.tb_next
+    return user, last
+
+
+def library_failure(exc):
+    """``(library's place, kernel's place)``, each ``function (file:line)``, where ``exc`` was
+    raised inside a library's code (not the simulator's) that the kernel's code called; else
+    None.  Such an error is the library's or the simulator's, never a raise of the kernel's."""
+    user, last = _innermost(exc)
+    if user is None or last is user or \
+            last.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        return None
+
+    def place(entry):
+        code, line = entry.tb_frame.f_code, entry.tb_lineno
+        where = describe_location(code.co_filename, line, f"{code.co_filename}:{line}")
+        return f"{code.co_name} ({where})"
+    return place(last), place(user)
 
 
 class Raises:

@@ -32,10 +32,10 @@ from ..compiler.resolve import mask_key
 from ..dispatch.context import host_key
 from ..jit import GPUFunction
 from . import hostmath, lang, operators
-from .arrays import DeviceCaster, SimArray
+from .arrays import DeviceCaster, PointerArrays, SimArray
 from .devicecode import device_code, device_const, is_library, typing_plan
 from .pybuiltins import device_builtin
-from .valuetypes import class_numba_type, converter, declared_call, numba_type_of
+from .valuetypes import class_numba_type, converter, declared_call, numba_type_of, typed_call
 
 _BUILTINS = vars(builtins)
 _MISSING = object()
@@ -317,6 +317,9 @@ class Resolver:
             return self._host(raw, hostmath.HostMath)
         if isinstance(raw, LibdeviceStub):
             return self._host(raw, hostmath.HostLibdevice)
+        if raw is numpy_support.carray or raw is numpy_support.farray:
+            # numba.carray / farray: a bounds-checked view of the pointer's memory
+            return self._host(raw, lambda fn: PointerArrays(fn, self.launch))
         if _is_numpy_function(raw):
             return self._host(raw, lambda fn: NumpyFunction(fn, self.ops_typing))
         if isinstance(raw, pytypes.FunctionType):
@@ -545,7 +548,8 @@ class NumpyFunction:
         types = [class_numba_type(c) for c in classes]
         if any(t is None for t in types):
             return None
-        ret = _return_type(self.typingctx, self.fn, types)
+        sig = typed_call(self.typingctx, self.fn, types)
+        ret = None if sig is None else sig.return_type
         if isinstance(ret, nbtypes.BaseTuple):
             convs = tuple(converter(t) for t in ret.types)
             if None in convs:
@@ -559,18 +563,6 @@ class NumpyFunction:
 
     def __repr__(self):
         return f"<simulated numpy.{self.fn.__name__}>"
-
-
-def _return_type(typingctx, fn, argtypes):
-    """The result type Numba's typing (the compiler's) gives ``fn(*argtypes)``, or None."""
-    from ..compiler import frontend
-    try:
-        with frontend._lock:              # (one typing question at a time, as compiles ask)
-            sig = typingctx.resolve_function_type(typingctx.resolve_value_type(fn),
-                                                  tuple(argtypes), {})
-    except Exception:                          # noqa: BLE001 (untyped: NumPy's result)
-        return None
-    return None if sig is None else sig.return_type
 
 
 class UfuncOnArrays:

@@ -11,7 +11,6 @@ arrays as they were, as after any failed launch.
 
 from __future__ import annotations
 
-import ctypes
 import enum
 import os
 import sys
@@ -27,15 +26,15 @@ from ..compiler.ranking import best_signature, conversion_rank
 from ..errors import DeviceFunctionError, LaunchError, SignatureError, render_as_one_block
 from ..jit import GPUFunction
 from ..jit.launcher import check_dynamic_shared
-from ..runtime import arguments
+from ..runtime import arguments, conversion
 from ..runtime.launch import normalize_dims
-from .arrays import SimArray, allocation_around, current_place, wrap_int
+from .arrays import RawPointer, SimArray, wrap_int
 from .host import SimDeviceRecord
 from .stopping import interrupts_held, stop_workers, wait, worker
 from .blocks import Abort, Block, GridBarrier, NeedThreads, ThreadState
 from . import operators
 from .lang import device_format
-from .raises import KernelRaisedWarning, Raises  # noqa: F401  (the warning, still importable here)
+from .raises import KernelRaisedWarning, Raises, library_failure  # noqa: F401  (the warning)
 from .resolve import Resolver, compiled_reads
 
 #: Type-check and compile each kernel (to PTX) before simulating it, as a GPU launch would.
@@ -338,9 +337,18 @@ def _threads(block):
 
 
 def _annotate(exc, sim):
+    notes = []
+    library = library_failure(exc)
+    if library is not None:
+        # (not a raise of the kernel's: the thread did not just stop, the launch fails)
+        notes.append(f"raised inside {library[0]}, a library's code that the kernel's line "
+                     f"{library[1]} called: an error of that library or of the simulator, "
+                     f"which runs it on the host (the GPU runs Numba's compiled version)")
     if "threadIdx=" not in str(exc):
+        notes.append(f"raised in {sim.where()}")
+    for note in notes:
         try:
-            exc.add_note(f"raised in {sim.where()}")
+            exc.add_note(note)
         except AttributeError:
             pass
     return exc
@@ -522,8 +530,13 @@ def convert_to(value, ty, declared, conv=None):
             return None
         return scalar_as(value, declared)
     if isinstance(declared, nbtypes.CPointer):
-        if not isinstance(ty, nbtypes.Integer) or int(value) <= 0:
+        if not isinstance(ty, nbtypes.Integer):
             return None
+        if int(value) < 0:
+            if conv is None:
+                return None
+            # (refused as on the GPU, in its words: _match_explicit names the argument)
+            raise conversion.PointerRefused(conversion.pointer_refusal(int(value), declared))
         return RawPointer(int(value), np.dtype(str(declared.dtype)), conv)
     if isinstance(declared, nbtypes.BaseTuple):
         if not isinstance(ty, nbtypes.BaseTuple) or len(ty.types) != len(declared.types):
@@ -536,54 +549,17 @@ def convert_to(value, ty, declared, conv=None):
     return value if ty == declared else None
 
 
-class RawPointer:
-    """A pointer argument (``CPointer`` in a signature given to cuda.jit) in the simulator: an
-    address of host memory (``array.ctypes.data``), indexed like the device pointer.
-
-    When the address is inside a simulated device array (or an array argument of the same
-    launch), an index outside that memory raises an IndexError naming the thread and line, as
-    an array index does; elsewhere nothing can be checked."""
-
-    def __init__(self, address, dtype, conv=None):
-        self.address, self.dtype = address, dtype
-        self._buffer = (ctypes.c_char * dtype.itemsize)
-        self._launch = None if conv is None else conv.launch
-        arrays = () if conv is None else [v._a for v in conv.values if isinstance(v, SimArray)]
-        self.bounds = allocation_around(address, arrays)
-
-    def _element(self, i):
-        i = int(i)
-        size = self.dtype.itemsize
-        start = self.address + i * size
-        if self.bounds is not None and not self.bounds[0] <= start <= self.bounds[1] - size:
-            self._out_of_bounds(i)
-        return np.frombuffer(self._buffer.from_address(start), self.dtype, 1)
-
-    def _out_of_bounds(self, i):
-        low, high = self.bounds
-        size = self.dtype.itemsize
-        first, last = -((self.address - low) // size), (high - self.address) // size - 1
-        where = f", {self._launch.where()}" if self._launch is not None else ""
-        raise IndexError(f"index {i} of a pointer to {self.dtype} is outside the allocation it "
-                         f"points into ({high - low} bytes; indices {first} to {last} from this "
-                         f"pointer are in it), in {current_place()}{where}")
-
-    def __getitem__(self, i):
-        return self._element(i)[0]
-
-    def __setitem__(self, i, value):
-        if self.dtype.kind in "iu":
-            value = wrap_int(int(value), self.dtype)      # a store truncates, as on the device
-        self._element(i)[0] = value
-
-    def __repr__(self):
-        return f"<pointer to {self.dtype} at 0x{self.address:x}>"
-
-
 def _match_explicit(gpufunction, conv):
     sig = best_signature(gpufunction.declared_signatures, conv.types, gpufunction.__qualname__)
-    out = None if sig is None else [convert_to(v, t, d, conv)
-                                    for v, t, d in zip(conv.values, conv.types, sig)]
+    out = None
+    if sig is not None:
+        out, names = [], list(gpufunction._pysig.parameters)
+        for i, (v, t, d) in enumerate(zip(conv.values, conv.types, sig)):
+            try:
+                out.append(convert_to(v, t, d, conv))
+            except conversion.PointerRefused as exc:
+                raise arguments.ArgumentError(f"{gpufunction.__qualname__}: argument {i} "
+                                              f"({names[i]!r}) {exc}") from None
     if out is not None and all(o is not None for o in out):
         conv.values[:] = out
         conv.types[:] = list(sig)

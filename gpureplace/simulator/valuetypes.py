@@ -149,13 +149,7 @@ def resolved_signature(typingctx, op, argtypes):
     """The signature Numba's typing (``typingctx``, the compiler's) gives ``op`` applied to
     ``argtypes`` (``operator.add`` to ``(uint16, float32)``: ``(float64, float64) -> float64``),
     or None where it types none or gives a result that is no scalar number."""
-    from ..compiler import frontend
-    try:
-        with frontend._lock:              # (one typing question at a time, as compiles ask)
-            fnty = typingctx.resolve_value_type(op)
-            sig = typingctx.resolve_function_type(fnty, tuple(argtypes), {})
-    except Exception:                          # noqa: BLE001 (untyped: the caller's own rule)
-        return None
+    sig = typed_call(typingctx, op, argtypes)
     if sig is None or len(sig.args) != len(argtypes):
         return None
     ret = sig.return_type
@@ -168,3 +162,15 @@ def resolved_signature(typingctx, op, argtypes):
     if not all(isinstance(t, scalar) for t in sig.args):
         return None
     return sig
+
+
+def typed_call(typingctx, fn, argtypes):
+    """The signature Numba's typing (``typingctx``, the compiler's) gives ``fn(*argtypes)``, or
+    None where it types none."""
+    from ..compiler import frontend
+    try:
+        with frontend._lock:              # (one typing question at a time, as compiles ask)
+            fnty = typingctx.resolve_value_type(fn)
+            return typingctx.resolve_function_type(fnty, tuple(argtypes), {})
+    except Exception:                          # noqa: BLE001 (untyped: the caller's own rule)
+        return None
