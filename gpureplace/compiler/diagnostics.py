@@ -6,6 +6,7 @@ reported at the user's call."""
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 import sys
 
@@ -216,6 +217,13 @@ def convert_error(pyfunc, exc):
         if missing:
             reason = (f"name {missing[0]!r} is not defined (it is neither a global of "
                       f"{pyfunc.__module__} nor a builtin)")
+    scalar_indexed = re.match(r"cannot (?:index (\w+) with|store \w+ into (\w+) at index)",
+                              reason)
+    if scalar_indexed and _is_number_type(scalar_indexed.group(1) or scalar_indexed.group(2)):
+        reason = _scalar_indexed_reason(pyfunc, filename, lineno, reason,
+                                        scalar_indexed.group(1) or scalar_indexed.group(2))
+    if "as a callable" in reason and "No type info available for" in reason:
+        reason = _not_callable_reason(pyfunc, filename, lineno, reason)
     if reason.startswith("Unsupported use of cell variable"):
         reason, lineno = _cell_variable_reason(pyfunc, lineno)
     reason, lineno = _construct_reason(pyfunc, exc, reason, lineno)
@@ -584,6 +592,49 @@ def _undefined_globals(pyfunc, lineno):
             if name not in pyfunc.__globals__ and not hasattr(builtins, name):
                 names.append((line != lineno, name))
     return [n for _, n in sorted(names)]
+
+
+def _not_callable_reason(pyfunc, filename, lineno, reason):
+    """A call of a global that holds no function (a helper's name rebound to a number)."""
+    import linecache
+    line = linecache.getline(filename or "", lineno or 0)
+    glob = getattr(pyfunc, "__globals__", {})
+    for name in re.findall(r"(?<![\w.])([A-Za-z_]\w*)\s*\(", line):
+        if name in glob and not callable(glob[name]):
+            value = glob[name]
+            shown = repr(value) if len(repr(value)) <= 40 else type(value).__name__
+            return (f"{name!r} is called here, but the global {name} is "
+                    f"{type(value).__name__} {shown}, not a function (was it rebound?)")
+    return reason
+
+
+def _is_number_type(name):
+    return re.fullmatch(r"(u?int(8|16|32|64)|float(16|32|64)|complex(64|128)|bool|boolean|"
+                        r"Literal\[\w+\]\(.*\))", name) is not None
+
+
+def _scalar_indexed_reason(pyfunc, filename, lineno, reason, ty):
+    """A number indexed as an array (a scalar passed where the kernel takes an array): the
+    parameters indexed on that line, named."""
+    import linecache
+    line = linecache.getline(filename or "", lineno or 0)
+    try:
+        params = list(inspect.signature(pyfunc).parameters)
+    except (TypeError, ValueError):
+        params = []
+    indexed = [p for p in params if re.search(rf"(?<![\w.]){re.escape(p)}\s*\[", line)]
+    target = re.match(r"\s*(\w+)\s*\[.*\]\s*(?:[-+*/%&|^]|//|\*\*|<<|>>)?=(?!=)", line)
+    if target is not None and target.group(1) in indexed:
+        if reason.startswith("cannot store"):
+            indexed = [target.group(1)]           # the array stored into
+        elif len(indexed) > 1:
+            indexed.remove(target.group(1))       # an array read from
+    if not indexed:
+        return f"{reason}: a number ({ty}) is indexed here as if it were an array"
+    which = f"argument {indexed[0]!r} is" if len(indexed) == 1 else \
+        f"one of the arguments {', '.join(repr(p) for p in indexed)} is"
+    return (f"{which} a number ({ty}) where this line indexes an array; pass an array (a "
+            f"1-element array to hold one value)")
 
 
 def _cell_variable_reason(pyfunc, lineno):

@@ -800,3 +800,40 @@ def test_a_recursive_closure_is_named_with_what_to_write():
     assert "the function inner defined inside _recursive_closure calls itself" in err.reason
     assert "define inner at module level" in err.reason
     assert err.lineno == _recursive_closure.__code__.co_firstlineno + 1
+
+
+def _stores_into(out):
+    i = cuda.grid(1)
+    out[i] = 1.0
+
+
+def _reads_from(x, out):
+    i = cuda.grid(1)
+    out[i] = x[i]
+
+
+@pytest.mark.parametrize("func, args, name", [
+    (_stores_into, "void(float64)", "out"),
+    (_reads_from, "void(float64, float64[:])", "x"),
+])
+def test_a_number_where_an_array_is_indexed_names_the_argument(func, args, name):
+    """(was "cannot store float64 into float64 at index int64")"""
+    err = _refused(func, args)
+    assert f"argument {name!r} is a number (float64) where this line indexes an array" in \
+        err.reason
+    assert err.lineno == func.__code__.co_firstlineno + 2
+
+
+REBOUND = None
+
+
+def _calls_rebound(x):
+    x[0] = REBOUND(1.0)
+
+
+def test_a_global_rebound_to_a_number_is_named_where_it_is_called(monkeypatch):
+    """(was Numba's "Invalid use of Literal[int](5) ... as a callable", naming no name)"""
+    monkeypatch.setitem(globals(), "REBOUND", 5)
+    err = _refused(_calls_rebound)
+    assert "'REBOUND' is called here, but the global REBOUND is int 5, not a function" in \
+        err.reason
