@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import os
 import struct
+import traceback
 import warnings
 
 from numba.core import types as nbtypes
@@ -12,7 +14,8 @@ from numba.core.errors import NumbaPerformanceWarning
 
 from .. import probe
 from ..config import setting_hint, settings
-from ..errors import DeviceFunctionError, LaunchError, PerformanceWarning, driver_refusal
+from ..errors import (DeviceFunctionError, LaunchError, PerformanceWarning, driver_refusal,
+                      render_as_one_block)
 from ..runtime import arguments, launch, placement
 from ..runtime.hints import ArgHint
 from ..tracking import world
@@ -155,7 +158,10 @@ class Launcher:
     def __call__(self, *args, **kwargs):
         if kwargs:
             _refuse_keywords(self.kernel, kwargs)
-        self.kernel._launch(self, args)
+        try:
+            self.kernel._launch(self, args)
+        except KeyboardInterrupt as exc:
+            raise interrupted(self, exc) from None
 
     def prepare(self, *args):
         """Bind ``args`` once: the returned ``PreparedLaunch`` relaunches with nothing to check
@@ -213,7 +219,31 @@ class WithCallbacks(Launcher):
     def __call__(self, *args, **kwargs):
         if kwargs:
             _refuse_keywords(self.kernel, kwargs)
-        self.kernel._launch(self, args)
+        try:
+            self.kernel._launch(self, args)
+        except KeyboardInterrupt as exc:
+            raise interrupted(self, exc) from None
+
+
+def interrupted(cfg, exc):
+    """The KeyboardInterrupt (Ctrl-C) that stopped a launch, said in one line naming the launch
+    and what it was doing, shown in IPython as one block at the user's line (not a traceback
+    through gpureplace's, the simulator's or Numba's frames)."""
+    files = [frame.f_code.co_filename for frame, _ in traceback.walk_tb(exc.__traceback__)]
+    sep = os.sep
+    doing = ("while the simulator ran it" if any(f"{sep}simulator{sep}" in f for f in files)
+             else "while compiling it" if any(f"{sep}numba{sep}" in f or f"{sep}compiler{sep}" in f
+                                              for f in files)
+             else "")
+    def dims(d):
+        d = tuple(d)
+        while len(d) > 1 and d[-1] == 1:
+            d = d[:-1]
+        return str(d[0]) if len(d) == 1 else repr(d)
+    said = f"{cfg.kernel.__qualname__}[{dims(cfg.grid)}, {dims(cfg.block)}] interrupted"
+    if doing:
+        said += f" {doing}"
+    return render_as_one_block(KeyboardInterrupt(said))
 
 
 def _refuse_keywords(kernel, kwargs):

@@ -111,3 +111,22 @@ def test_an_interrupt_stops_the_launch_and_every_thread(kernel, send):
     kernel[grid, block](again, 3)
     np.testing.assert_array_equal(again, np.full(n, 3.0))
     assert _simulator_threads() == []
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT through os.kill")
+def test_an_interrupted_launch_says_so_in_one_block():
+    """(IPython showed 60-290 lines of the simulator's, the compiler's and Numba's frames)"""
+    without_barriers[1, 64](np.zeros(64), 3)
+    done = threading.Event()
+    timer = threading.Thread(target=lambda: done.wait(DELAY) or _sigint(), daemon=True)
+    timer.start()
+    try:
+        without_barriers[1, 64](np.zeros(64), FOREVER)
+    except KeyboardInterrupt as exc:
+        caught = exc
+    finally:
+        done.set()
+        timer.join()
+    assert str(caught) == "without_barriers[1, 64] interrupted while the simulator ran it"
+    block = caught._render_traceback_()
+    assert len(block) <= 3 and block[0].startswith("KeyboardInterrupt: without_barriers[1, 64]")
