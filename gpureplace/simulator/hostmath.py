@@ -14,6 +14,7 @@ import numpy as np
 
 from . import hostbf16
 from .arrays import cvt_rzi, wrap_int
+from .libdevice_host import IMPLS as _LIBDEVICE_HOST
 
 _F16, _F32, _F64 = np.float16, np.float32, np.float64
 
@@ -344,8 +345,7 @@ _SPECIAL = {
     "longlong_as_double": lambda x: np.frombuffer(np.int64(x).tobytes(), _F64)[0],
     "sincosf": lambda x: (np.sin(x), np.cos(x)), "sincos": lambda x: (np.sin(x), np.cos(x)),
     "fast_sincosf": lambda x: (np.sin(x), np.cos(x)),
-    "sincospif": lambda x: (np.sin(x * _F32(math.pi)), np.cos(x * _F32(math.pi))),
-    "sincospi": lambda x: (np.sin(x * math.pi), np.cos(x * math.pi)),
+    "sincospif": lambda x: (_sinpi(x), _cospi(x)), "sincospi": lambda x: (_sinpi(x), _cospi(x)),
     "frexpf": _frexp, "frexp": _frexp, "modff": _modf, "modf": _modf,
     "ldexpf": lambda x, e: _F32(_ldexp(x, e)), "ldexp": lambda x, e: _F64(_ldexp(x, e)),
     "ilogbf": _ilogb, "ilogb": _ilogb,
@@ -362,7 +362,7 @@ def _libdevice_impl(name):
     for candidate in (base, base[:-1] if base.endswith("f") else None):
         if candidate and candidate in BASE:
             return BASE[candidate]
-    return None
+    return _LIBDEVICE_HOST.get(name)            # rounding modes, conversions, special functions
 
 
 class HostLibdevice:
