@@ -208,15 +208,6 @@ class Settings:
 NO_GPU_NOTICE = "gpureplace: no CUDA GPU found; kernels run in the CPU simulator"
 
 
-def setting_hint(name, value):
-    """How the user sets ``name`` to ``value`` where they are: ``%config GPUReplace.name = value``
-    in a shell with the extension loaded, else ``gpureplace.config.settings.name = value``."""
-    ext = sys.modules.get("gpureplace.ipython.extension")
-    if ext is not None and ext.loaded() is not None:
-        return f"%config GPUReplace.{name} = {value!r}"
-    return f"gpureplace.config.settings.{name} = {value!r}"
-
-
 def recompiled_message(name, argtypes, seconds, reason, ahead=False):
     """The verbose line of a recompile, under 100 characters where the names allow, the reason
     on its own indented line: ``gpureplace: saxpy(float32, float32[::1]) recompiled in 42 ms``

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import linecache
 import os
+import sys
 
 #: Set by the IPython extension: (filename, line) -> "Cell In[3], line 5".
 location_formatter = None
@@ -277,3 +278,12 @@ class PerformanceWarning(UserWarning):
     """Code that works but costs more than it needs to (e.g. a host array copied around each
     launch).  The warnings gpureplace emits are also Numba's ``NumbaPerformanceWarning``, so
     filters written for numba-cuda keep working."""
+
+
+def setting_hint(name, value):
+    """How the user sets ``name`` to ``value`` where they are: ``%config GPUReplace.name = value``
+    in a shell with the extension loaded, else ``gpureplace.config.settings.name = value``."""
+    ext = sys.modules.get("gpureplace.ipython.extension")
+    if ext is not None and ext.loaded() is not None:
+        return f"%config GPUReplace.{name} = {value!r}"
+    return f"gpureplace.config.settings.{name} = {value!r}"

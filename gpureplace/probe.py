@@ -61,7 +61,7 @@ def unavailable_reason() -> str:
 
 def no_device_message(what="kernels cannot be launched") -> str:
     """The whole story when a GPU is needed and there is none: why, and how to run anyway."""
-    from .config import setting_hint
+    from .errors import setting_hint
     return (f"no CUDA GPU was found ({unavailable_reason()}), so {what} on the GPU backend: "
             f"run them in the CPU simulator instead ({setting_hint('backend', 'simulator')} "
             f"or 'auto', or GPUREPLACE_BACKEND=simulator); kernels can still be compiled and "

@@ -13,9 +13,9 @@ from numba.core import types as nbtypes
 from numba.core.errors import NumbaPerformanceWarning
 
 from .. import probe
-from ..config import setting_hint, settings
+from ..config import settings
 from ..errors import (DeviceFunctionError, LaunchError, PerformanceWarning, driver_refusal,
-                      render_as_one_block)
+                      render_as_one_block, setting_hint)
 from ..runtime import arguments, launch, placement
 from ..runtime.hints import ArgHint
 from ..tracking import world
