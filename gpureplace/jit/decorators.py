@@ -72,13 +72,17 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
         if sigs is not None:
             # (compiled before the decorator binds its name: a use of the name in the body, a
             # call of itself, means the function being defined)
+            # Declared before any compiles: a recursive call reads the function, whose
+            # fingerprint holds its declared signatures (a disk-cache entry compares it).
+            listed = sigs if isinstance(sigs, list) else [sigs]
+            parsed = [normalize_signature(sig) for sig in listed]
+            for args, ret in parsed:
+                if device and ret is not None:
+                    gf.declared_returns[args] = ret
+            gf.declared_signatures = tuple(args for args, _ in parsed)
             with frontend.defining(fn, gf):
-                for sig in (sigs if isinstance(sigs, list) else [sigs]):
-                    args, ret = normalize_signature(sig)
-                    if device and ret is not None:
-                        gf.declared_returns[args] = ret
+                for sig in listed:
                     gf.compile(sig)
-                    gf.declared_signatures += (args,)
         return gf
 
     return wrap if func is None else wrap(func)

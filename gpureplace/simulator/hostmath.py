@@ -143,6 +143,23 @@ def _fdim(x, y):
     return x - y if x > y else x.dtype.type(0)
 
 
+def _fmax(a, b):
+    """The device's max: a NaN operand gives the other one, and +0 is above -0 (measured on the
+    H200: fmax(-0.0, 0.0) and fmax(0.0, -0.0) are +0; NumPy keeps the first)."""
+    r = np.fmax(a, b)
+    if r == 0 and a == 0 and b == 0:
+        return r.dtype.type(-0.0 if np.signbit(a) and np.signbit(b) else 0.0)
+    return r
+
+
+def _fmin(a, b):
+    """The device's min: a NaN operand gives the other one, and -0 is below +0."""
+    r = np.fmin(a, b)
+    if r == 0 and a == 0 and b == 0:
+        return r.dtype.type(-0.0 if np.signbit(a) or np.signbit(b) else 0.0)
+    return r
+
+
 def _pi_parts(x):
     """x (finite) as 2 * k + n / 2 + f with |f| <= 1/4: (n mod 4, f), exactly."""
     r = np.fmod(x, x.dtype.type(2))                # exact
@@ -195,7 +212,7 @@ BASE = {
     "powi": lambda x, n: host_pow(x, x.dtype.type(n)),
     "hypot": np.hypot, "fmod": np.fmod, "copysign": np.copysign, "fabs": np.fabs,
     "abs": np.fabs, "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint,
-    "nearbyint": np.rint, "round": _round_away, "fmin": np.fmin, "fmax": np.fmax,
+    "nearbyint": np.rint, "round": _round_away, "fmin": _fmin, "fmax": _fmax,
     "fdim": _fdim,
     "remainder": _via_f64(_safe(math.remainder)), "erf": _via_f64(math.erf),
     "erfc": _via_f64(math.erfc), "lgamma": _via_f64(_lgamma),
@@ -338,7 +355,7 @@ _SPECIAL = {
     "fmaf": lambda a, b, c: _F32(_F64(a) * _F64(b) + _F64(c)),
     "fma": lambda a, b, c: _exact_fma(float(a), float(b), float(c)),
     "fdividef": lambda a, b: np.divide(a, b), "fast_fdividef": lambda a, b: np.divide(a, b),
-    "saturatef": lambda x: min(max(x, _F32(0)), _F32(1)) if x == x else _F32(0),
+    "saturatef": lambda x: min(max(x, _F32(0)), _F32(1)) + _F32(0) if x == x else _F32(0),
     "float_as_int": lambda x: np.frombuffer(_F32(x).tobytes(), np.int32)[0],
     "int_as_float": lambda x: np.frombuffer(np.int32(x).tobytes(), _F32)[0],
     "double_as_longlong": lambda x: np.frombuffer(_F64(x).tobytes(), np.int64)[0],

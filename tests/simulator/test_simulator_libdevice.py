@@ -913,3 +913,18 @@ def test_device_and_simulator_agree(names, monkeypatch):
     if found:
         known = sorted({f.split("(")[0] for f in found})
         pytest.xfail(f"known host differences of {', '.join(known)}: {found[0]}")
+
+
+def test_max_min_and_saturate_of_signed_zeros_as_the_device():
+    """Measured on the H200: max of +-0 is +0 and min -0 whichever comes first; saturatef(-0)
+    is +0 (NumPy's fmax / fmin keep the first operand)."""
+    from gpureplace.simulator.hostmath import _libdevice_impl as impl
+    z, nz = np.float64(0.0), np.float64(-0.0)
+    for name, t in (("fmax", np.float64), ("fmaxf", np.float32)):
+        for a, b in ((nz, z), (z, nz)):
+            assert not np.signbit(impl(name)(t(a), t(b))), (name, a, b)
+        assert np.signbit(impl(name)(t(nz), t(nz)))
+    for name, t in (("fmin", np.float64), ("fminf", np.float32)):
+        for a, b in ((nz, z), (z, nz)):
+            assert np.signbit(impl(name)(t(a), t(b))), (name, a, b)
+    assert not np.signbit(impl("saturatef")(np.float32(-0.0)))
