@@ -62,6 +62,12 @@ class NumbaOverload:
             impl = impl[1]
         return impl(*args, **kwargs)
 
+    def __getstate__(self):
+        """Pickled by what defines it: its Numba type (a template holding the implementations
+        compiled here, and through them this process's compilers) is made again where it is
+        unpickled (pickling it recursed without end once a kernel had used the overload)."""
+        return {**self.__dict__, "_type": None}
+
     def __fingerprint_parts__(self):
         """What defines this overload across processes (``tracking.fingerprint``): the host, the
         generator (its code and closure) and the options given to ``@overload``."""

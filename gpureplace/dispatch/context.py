@@ -286,12 +286,14 @@ class Context:
         """Where this layer has no override of ``host`` but has one of an earlier definition of
         the same name (the cell that defines the overridden helper run again), the override
         moves to ``host``: it was given for the notebook's ``activation``, whichever object
-        the name holds now (as a Dask worker matches overrides by name)."""
+        the name holds now.  So too where ``host`` arrived by value (a Dask worker: the
+        kernel's global and the override's host are two unpickled objects of one name)."""
         if key in self._table or key in self._typed or self is builtin_context or \
                 not (self._table or self._typed):
             return
         fn = getattr(host, "py_func", host)
-        if not inspect.isfunction(fn) or not _stands_under_its_name(host):
+        if not inspect.isfunction(fn) or "<" in fn.__qualname__ or \
+                not (_stands_under_its_name(host) or _arrived_by_value(fn)):
             return
         name = (fn.__module__, fn.__qualname__)
         with _lock:
@@ -482,6 +484,14 @@ def _stands_under_its_name(obj):
     module = sys.modules.get(fn.__module__)
     return module is not None and "." not in fn.__qualname__ and \
         getattr(module, fn.__qualname__, None) is obj
+
+
+def _arrived_by_value(fn):
+    """Whether ``fn`` is a function no module of this process holds under its name (a
+    notebook's, unpickled by value on a Dask worker: the kernel's global and an override's host
+    arrive as two objects of one name)."""
+    module = sys.modules.get(fn.__module__)
+    return module is None or getattr(module, fn.__qualname__, None) is None
 
 
 def _refuse_options(name, options):

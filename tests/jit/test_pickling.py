@@ -414,3 +414,47 @@ def test_a_configured_launch_gets_the_same_token_in_every_process():
                                     text=True, timeout=300, env=env).stdout.split()
                      for _ in range(2))
     assert first == second and len(set(first)) == 3
+
+
+def test_kernels_pickle_after_one_used_an_extending_overload():
+    """The default context's overload carried its Numba type once a kernel had used it (a
+    template holding this process's compilers): pickling any kernel recursed without end."""
+    from gpureplace.cuda import extending
+    ns = {"cuda": cuda, "extending": extending, "__name__": "not_importable_overloaded"}
+    exec("def myfunc(v):\n    return v\n"
+         "@extending.overload(myfunc)\n"
+         "def _ov(v):\n    def impl(v):\n        return v * 3.0\n    return impl\n"
+         "@cuda.jit\ndef k1(out):\n    out[0] = myfunc(out[0])\n"
+         "@cuda.jit\ndef unrelated(out):\n    out[0] = out[0] + 1.0\n", ns)
+    a = np.ones(1)
+    ns["k1"][1, 1](a)
+    assert a[0] == 3.0
+    data = pickle.dumps((ns["k1"], ns["unrelated"]))
+    out = _in_a_new_process(data, "a = np.ones(1); objs[0][1, 1](a); b = np.ones(1); "
+                                  "objs[1][1, 1](b); print(a[0], b[0])\n")
+    assert out == ["3.0", "2.0"]
+
+
+def test_an_override_of_a_notebook_function_applies_in_another_process():
+    """The kernel's global ``act`` and the override's host ``act`` arrive as two unpickled
+    objects: the override (keyed by the function) was silently lost, the plain helper ran."""
+    import gpureplace
+    ns = {"cuda": cuda, "Context": Context, "__name__": "not_importable_override_host"}
+    exec("def act(v):\n    return v + 1.0\n"
+         "ctx = Context('act_ctx')\n"
+         "@ctx.override(act)\n"
+         "def act_minus(v):\n    return 42.0 - v\n"
+         "@cuda.jit\ndef k(out):\n    out[0] = act(out[0])\n"
+         "def act_times(v):\n    return v * 100.0\n", ns)
+    gpureplace.override(ns["act"], ns["act_times"])
+    try:
+        a, b = np.ones(1), np.ones(1)
+        ns["k"].with_context(ns["ctx"])[1, 1](a)
+        ns["k"][1, 1](b)
+        assert (a[0], b[0]) == (41.0, 100.0)
+        data = pickle.dumps((ns["k"].with_context(ns["ctx"]), ns["k"]))
+    finally:
+        gpureplace.default_context.remove_override(ns["act"])
+    out = _in_a_new_process(data, "a = np.ones(1); objs[0][1, 1](a); b = np.ones(1); "
+                                  "objs[1][1, 1](b); print(a[0], b[0])\n")
+    assert out == ["41.0", "100.0"]
