@@ -19,11 +19,20 @@ def _no_out(fn, out):
 
 
 def ufunc_over_dask(fn, args, out):
-    """``fn(*args)`` block by block, broadcast as NumPy broadcasts (``dask.array.apply_gufunc``
-    with scalar cores, as for an elementwise function)."""
+    """``fn(*args)`` block by block, broadcast as NumPy broadcasts and with the blocks of
+    operands chunked otherwise (or NumPy arrays) lined up, as Dask does for NumPy's own ufuncs
+    (``dask.array.core.elemwise``).  The result's dtype is the signature ``fn`` chooses for the
+    operands' dtypes, refused in the words it uses for NumPy arrays."""
     _no_out(fn, out)
     import dask.array as da
-    return da.apply_gufunc(fn, ",".join(["()"] * len(args)) + "->()", *args)
+    import numpy as np
+
+    from .operands import Operand
+    samples = [np.zeros((1,) * a.ndim, a.dtype) if isinstance(a, da.Array) else a
+               for a in args]
+    ops = [Operand(a, f"{fn.__qualname__}: argument {i}") for i, a in enumerate(samples)]
+    _, out_dtype = fn._select(ops)
+    return da.core.elemwise(fn, *args, dtype=np.dtype(out_dtype))
 
 
 def gufunc_over_dask(fn, args, out):

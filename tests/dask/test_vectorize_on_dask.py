@@ -59,3 +59,25 @@ def test_out_with_dask_arrays_is_refused_by_name():
         axpy(x, x, out=np.empty(4))
     with pytest.raises(TypeError, match=r"doubled: out= is not taken with Dask arrays"):
         doubled(da.ones((2, 3), chunks=(1, 3)), np.empty((2, 3)))
+
+
+def test_vectorize_broadcasts_blocks_chunked_otherwise_and_numpy_operands():
+    """(apply_gufunc refused "Dimension '__loopdim1__' with different chunksize present")"""
+    xn = np.arange(12.0).reshape(3, 4)
+    x = da.from_array(xn, chunks=(2, 3))
+    row = np.arange(4.0)
+    with dask.config.set(scheduler="sync"):
+        for other, want in ((row, 2 * xn + row), (x.rechunk((3, 2)), 3 * xn),
+                            (da.from_array(row, chunks=2), 2 * xn + row)):
+            got = axpy(x, other)
+            assert isinstance(got, da.Array)
+            np.testing.assert_array_equal(got.compute(), want)
+
+
+def test_a_dtype_no_signature_takes_is_refused_as_for_numpy_arrays():
+    """(Dask's "dtype inference failed in apply_gufunc ... specify output_dtypes", a keyword
+    the function does not take)"""
+    z = da.from_array(np.ones(4, np.complex128), chunks=2)
+    with pytest.raises(TypeError, match=r"axpy: no signature takes input types "
+                                        r"\(complex128, float64\) safely"):
+        axpy(z, np.ones(4))
