@@ -321,8 +321,6 @@ def value_key(value):
         handler = _find_handler(cls, value)
         if handler is None:
             if value is None:
-                # (nor as a null pointer: a launch refuses 0 for a pointer too, in
-                # conversion.pointer_refusal's words)
                 raise ArgumentError("is None, which kernels cannot take (arrays with "
                                     "__cuda_array_interface__ or DLPack, scalars, tuples and "
                                     "types can; a CPointer parameter takes an address, 0 for "
@@ -331,7 +329,8 @@ def value_key(value):
                                 f"has type {cls.__module__}.{cls.__qualname__}, which kernels "
                                 f"cannot take (arrays with __cuda_array_interface__ or DLPack, "
                                 f"scalars, tuples and types can)")
-        _HANDLERS[cls] = handler
+        if cls is not np.void:       # (a record and raw bytes share the class: asked each time)
+            _HANDLERS[cls] = handler
     return handler(value)
 
 

@@ -108,6 +108,7 @@ def test_the_gpu_path_times_each_run_between_events_and_rates_it(monkeypatch):
                                      l2_bytes=1 << 20)
     monkeypatch.setattr(benchmarking.backends, "simulated", lambda: False)
     monkeypatch.setattr(probe, "cupy_module", lambda: fake)
+    monkeypatch.setattr(probe, "available", lambda: True)            # (a fake GPU)
     monkeypatch.setattr(benchmarking, "device_peaks", lambda device_id=None: peaks)
     launches = []
 
@@ -184,6 +185,7 @@ def test_on_the_gpu_path_a_maximum_alone_lowers_the_default_minimum(monkeypatch)
     peaks = benchmarking.DevicePeaks("Test GPU", 1e9, 1e13, 1 << 20)
     monkeypatch.setattr(benchmarking.backends, "simulated", lambda: False)
     monkeypatch.setattr(probe, "cupy_module", lambda: fake)
+    monkeypatch.setattr(probe, "available", lambda: True)            # (a fake GPU)
     monkeypatch.setattr(benchmarking, "device_peaks", lambda device_id=None: peaks)
 
     def launch():

@@ -474,3 +474,17 @@ def test_a_scalar_or_class_kernels_cannot_take_is_refused_by_name(sim, value, sa
     with pytest.raises(arguments.ArgumentError, match=r"k: argument 0 \('t'\) " + said):
         k[1, 1](value, x)
     assert not x.any()
+
+
+def test_raw_bytes_after_a_record_are_still_refused(sim):
+    """A record and raw bytes are both np.void: the handler of the first one seen was kept for
+    the class, and raw bytes then went the record's way (Numba's NumbaNotImplementedError)."""
+    @cuda.jit
+    def k(t, x):
+        x[0] = 1
+
+    x = np.zeros(2)
+    k[1, 1](np.zeros(1, dtype=[("a", "f8")])[0], x)      # a record: passed
+    assert x[0] == 1
+    with pytest.raises(arguments.ArgumentError, match=r"\|V2 \(raw bytes\)"):
+        k[1, 1](np.void(b"ab"), x)
