@@ -287,3 +287,11 @@ def setting_hint(name, value):
     if ext is not None and ext.loaded() is not None:
         return f"%config GPUReplace.{name} = {value!r}"
     return f"gpureplace.config.settings.{name} = {value!r}"
+
+
+def close_names(name, candidates):
+    """`` (did you mean a, b, c?)`` naming up to three of ``candidates`` close to the misspelt
+    ``name``, or "" where none is."""
+    import difflib
+    close = difflib.get_close_matches(name, list(candidates), n=3)
+    return f" (did you mean {', '.join(close)}?)" if close else ""

@@ -12,7 +12,7 @@ import sys
 
 from numba.core import errors as nb_errors
 
-from ..errors import CompileError
+from ..errors import CompileError, close_names
 from . import constructs
 from .constructs import instructions_with_lines
 from .host_values import functions_container_reason, host_value_reason, int_enum_reason
@@ -207,11 +207,8 @@ def convert_error(pyfunc, exc):
         lineno = line_reading_attribute(pyfunc, missing_attr.group(1)) or lineno
     module_attr = re.fullmatch(r"module '([\w.]+)' has no attribute '(\w+)'", reason)
     if module_attr and module_attr.group(1) in sys.modules:
-        import difflib
         names = [n for n in dir(sys.modules[module_attr.group(1)]) if not n.startswith("_")]
-        close = difflib.get_close_matches(module_attr.group(2), names, n=3)
-        if close:
-            reason += f" (did you mean {', '.join(close)}?)"
+        reason += close_names(module_attr.group(2), names)
     if "UndefinedType" in reason:
         missing = _undefined_globals(pyfunc, lineno)
         if missing:

@@ -92,10 +92,9 @@ def get(name):
         from ..libdevice_link import function_table
         entry = function_table().get(f"__nv_{name}")
         if entry is None:
-            import difflib
-            close = difflib.get_close_matches(name, names(), n=3)
-            hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            raise AttributeError(f"libdevice has no function __nv_{name}{hint}")
+            from ...errors import close_names
+            raise AttributeError(f"libdevice has no function __nv_{name}"
+                                 f"{close_names(name, names())}")
         stub = _stubs[name] = LibdeviceStub(name, *entry)
     return stub
 

@@ -60,11 +60,10 @@ class Namespace:
     def __getattr__(self, attr):
         if attr.startswith("__") and attr.endswith("__"):
             raise AttributeError(attr)
-        import difflib
-        close = difflib.get_close_matches(
-            attr, [n for n in vars(self) if not (n.startswith("__") and n.endswith("__"))], n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
-        raise AttributeError(f"{self.__qualname__} has no attribute {attr!r}{hint}")
+        from ...errors import close_names
+        members = [n for n in vars(self) if not (n.startswith("__") and n.endswith("__"))]
+        raise AttributeError(f"{self.__qualname__} has no attribute {attr!r}"
+                             f"{close_names(attr, members)}")
 
     def __repr__(self):
         return f"<device namespace {self.__qualname__}>"
