@@ -43,7 +43,7 @@ from numba.core.typing.templates import AbstractTemplate, Registry, signature
 
 from ..bfloat16 import BFloat16, BFloatType, bfloat16
 from .requirements import arch_at_least, ptx_at_least
-from .stubs import IntrinsicArgumentError, Namespace, NamespaceType, Stub
+from .stubs import Namespace, NamespaceType, register_table
 
 __all__ = ["bf16"]
 
@@ -341,38 +341,8 @@ for _mode in ("rn", "rz", "rd", "ru"):
             ALIASES[f"{_ity}_to_bfloat16_{_mode}"] = f"{_cname}2bfloat16_{_mode}"
             ALIASES[f"bfloat16_to_{_ity}_{_mode}"] = f"bfloat162{_cname}_{_mode}"
 
-STUBS = {name: Stub(name, entry[3], namespace="cuda.bf16") for name, entry in _FUNCS.items()}
-#: name -> (argument types, result type)
-SIGNATURES = {name: (entry[0], entry[1]) for name, entry in _FUNCS.items()}
-
-
-def _template(name, argtypes, result):
-    class _BF16Template(AbstractTemplate):
-        key = STUBS[name]
-
-        def generic(self, args, kws):
-            if kws or len(args) != len(argtypes):
-                raise IntrinsicArgumentError(
-                    f"cuda.bf16.{name}(): takes {len(argtypes)} argument(s) "
-                    f"({', '.join(map(str, argtypes))}), got {len(args) + len(kws)}")
-            for a, want in zip(args, argtypes):
-                if not isinstance(types.unliteral(a), (types.Float, types.Integer,
-                                                       types.Boolean)):
-                    raise IntrinsicArgumentError(
-                        f"cuda.bf16.{name}(): needs {want} (or real number) arguments, got {a}")
-            return signature(result, *argtypes)     # (other numbers convert at the call)
-
-    _BF16Template.__name__ = f"BF16_{name}"
-    return _BF16Template
-
-
-def _lowering(lower):
-    return lambda context, builder, sig, args: lower(builder, *args)
-
-
-for _name, (_args, _result, _lower, _) in _FUNCS.items():
-    typing.register_global(STUBS[_name], types.Function(_template(_name, _args, _result)))
-    lowering.lower(STUBS[_name], *_args)(_lowering(_lower))
+#: name -> stub; name -> (argument types, result type)
+STUBS, SIGNATURES = register_table("bf16", _FUNCS, typing, lowering)
 
 #: ``cuda.bf16`` (also importable as the module ``gpureplace.cuda.bf16``): the type, numba-cuda's
 #: C-style names and its NumPy-style aliases

@@ -50,7 +50,7 @@ from numba.core.typing.templates import AbstractTemplate, Registry, signature
 
 from .atomics import atomic_rmw
 from .requirements import arch_at_least, ptx_at_least, require
-from .stubs import IntrinsicArgumentError, Namespace, NamespaceType, Stub
+from .stubs import IntrinsicArgumentError, Namespace, NamespaceType, Stub, register_table
 
 __all__ = ["fp16"]
 
@@ -308,40 +308,8 @@ for _cname, _ity in (("short", types.int16), ("ushort", types.uint16)):
     _def(f"__{_cname}_as_half", (_ity,), _H, _from_bits,
          f"__{_cname}_as_half(i): the float16 whose bits are i")
 
-STUBS = {name: Stub(name, entry[3], namespace="cuda.fp16") for name, entry in _FUNCS.items()}
-#: name -> (argument types, result type)
-SIGNATURES = {name: (entry[0], entry[1]) for name, entry in _FUNCS.items()}
-
-
-def _template(name, argtypes, result):
-    all_half = all(t == _H for t in argtypes)
-
-    class Fp16Template(AbstractTemplate):
-        key = STUBS[name]
-
-        def generic(self, args, kws):
-            if kws or len(args) != len(argtypes):
-                what = "float16 argument(s)" if all_half else \
-                    f"argument(s) ({', '.join(map(str, argtypes))})"
-                _fail(name, f"takes {len(argtypes)} {what}, got {len(args) + len(kws)}")
-            for a, want in zip(args, argtypes):
-                # other real numbers convert at the call, as numba-cuda's do
-                if not isinstance(types.unliteral(a), (types.Float, types.Integer,
-                                                       types.Boolean)):
-                    _fail(name, f"needs {want} (or real number) arguments, got {a}")
-            return signature(result, *argtypes)
-
-    Fp16Template.__name__ = f"Fp16_{name}"
-    return Fp16Template
-
-
-def _lowering(lower):
-    return lambda context, builder, sig, args: lower(builder, *args)
-
-
-for _name, (_args, _result, _lower, _) in _FUNCS.items():
-    typing.register_global(STUBS[_name], types.Function(_template(_name, _args, _result)))
-    lowering.lower(STUBS[_name], *_args)(_lowering(_lower))
+#: name -> stub; name -> (argument types, result type)
+STUBS, SIGNATURES = register_table("fp16", _FUNCS, typing, lowering, own_type=_H)
 
 
 # ---------------------------------------------------------------------------------------------

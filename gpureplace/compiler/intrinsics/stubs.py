@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from numba.core import errors as nb_errors
 from numba.core import types
+from numba.core.typing.templates import AbstractTemplate, signature
 
 
 _stubs = {}            # qualified name -> Stub (what a pickled stub names)
@@ -115,3 +116,45 @@ class IntrinsicArgumentError(TypeError):
         super().__init__(msg)
         self.msg = msg
         self.loc = nb_errors.loc_info.get("loc")
+
+
+def register_table(namespace, functions, typing_registry, lowering_registry, own_type=None):
+    """The stubs of a table of functions of ``cuda.<namespace>`` (``fp16``, ``bf16``), each typed
+    by its fixed argument types and lowered by ``lower(builder, *args)``; ``functions``: name ->
+    (argument types, result type, lower, doc).  Other real numbers convert at the call, as
+    numba-cuda's do; anything else is refused naming the function.  ``own_type``: the namespace's
+    type, named in the arity message of functions that take only it.  Returns (stubs, name ->
+    (argument types, result type))."""
+    stubs = {name: Stub(name, doc, namespace=f"cuda.{namespace}")
+             for name, (_, _, _, doc) in functions.items()}
+    for name, (argtypes, result, lower, _) in functions.items():
+        typing_registry.register_global(stubs[name], types.Function(
+            _table_template(namespace, stubs[name], argtypes, result, own_type)))
+        lowering_registry.lower(stubs[name], *argtypes)(
+            lambda context, builder, sig, args, lower=lower: lower(builder, *args))
+    return stubs, {name: (entry[0], entry[1]) for name, entry in functions.items()}
+
+
+def _table_template(namespace, stub, argtypes, result, own_type):
+    where = f"{stub.__qualname__}()"
+    if own_type is not None and all(t == own_type for t in argtypes):
+        what = f"{own_type} argument(s)"
+    else:
+        what = f"argument(s) ({', '.join(map(str, argtypes))})"
+
+    class TableTemplate(AbstractTemplate):
+        key = stub
+
+        def generic(self, args, kws):
+            if kws or len(args) != len(argtypes):
+                raise IntrinsicArgumentError(
+                    f"{where}: takes {len(argtypes)} {what}, got {len(args) + len(kws)}")
+            for a, want in zip(args, argtypes):
+                if not isinstance(types.unliteral(a), (types.Float, types.Integer,
+                                                       types.Boolean)):
+                    raise IntrinsicArgumentError(
+                        f"{where}: needs {want} (or real number) arguments, got {a}")
+            return signature(result, *argtypes)
+
+    TableTemplate.__name__ = f"{namespace}_{stub.__name__}"
+    return TableTemplate
