@@ -54,9 +54,13 @@ def check_flag(option, value, *, none=False):
     ``none``.  Any other value -- ``"no"`` is true to Python -- is refused."""
     if value is None and none:
         return None
-    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+    if _is_flag(value):
         return bool(value)
     raise ValueError(f"cuda.jit({option}=...) takes True or False, got {value!r}")
+
+
+def _is_flag(value):
+    return isinstance(value, bool) or (isinstance(value, int) and value in (0, 1))
 
 
 def check_fastmath(value):
@@ -68,7 +72,7 @@ def check_fastmath(value):
             raise ValueError(f"cuda.jit(fastmath=...): {', '.join(unknown)} is no fast-math "
                              f"flag (they are {', '.join(sorted(FASTMATH_FLAGS))})")
         return bool(value)
-    if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+    if _is_flag(value):
         return bool(value)
     raise ValueError(f"cuda.jit(fastmath=...) takes True or False (or a set of LLVM fast-math "
                      f"flags), got {value!r}")

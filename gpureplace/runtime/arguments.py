@@ -365,11 +365,7 @@ def _key_to_type(key):
         _, dt, ndim, layout = key
         if is_bfloat16_dtype(dt):
             register_dtype()                  # (ml_dtypes is loaded: the array has its dtype)
-        try:
-            return types.Array(numpy_support.from_dtype(dt), ndim, layout,
-                               readonly=kind == "roarray")
-        except NotImplementedError:
-            raise ArgumentError(f"has dtype {dt}, which kernels cannot take") from None
+        return types.Array(_from_dtype(dt), ndim, layout, readonly=kind == "roarray")
     if kind == "bool":
         return types.boolean
     if kind == "int64":
@@ -421,12 +417,21 @@ def _key_to_type(key):
     raise AssertionError(key)
 
 
-def _from_dtype(dt):
-    from numba.core.errors import NumbaNotImplementedError
+def long_double(dt, instead):
+    """Why a long double ``dt`` has no device form, ending with what to pass: ``instead`` of the
+    NumPy type to convert to (``"np.float64"``); None for any other dtype."""
     if dt.kind in "fc" and dt.itemsize > (8 if dt.kind == "f" else 16):
         wide = "np.float64" if dt.kind == "f" else "np.complex128"
-        raise ArgumentError(f"has dtype {dt} (long double), which GPUs do not have; pass "
-                            f"{wide}(...) of it")
+        return f"has dtype {dt} (long double), which GPUs do not have; pass {instead(wide)}"
+    return None
+
+
+def _from_dtype(dt):
+    """The Numba type of the elements or scalars of dtype ``dt``, or an ArgumentError."""
+    from numba.core.errors import NumbaNotImplementedError
+    why = long_double(dt, lambda wide: f"{wide}(...) of it")
+    if why is not None:
+        raise ArgumentError(why)
     try:
         return numpy_support.from_dtype(dt)
     except (NotImplementedError, NumbaNotImplementedError):

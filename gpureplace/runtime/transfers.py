@@ -168,10 +168,7 @@ def dtype_problem(dt, a="a"):
         order = "big" if dt.byteorder == ">" else "little"
         return (f"has dtype {dt.str} ({order}-endian, not this machine's byte order); pass "
                 f"{a}.astype({dt.newbyteorder('=').str!r})")
-    if dt.kind in "fc" and dt.itemsize > (8 if dt.kind == "f" else 16):
-        return (f"has dtype {dt} (long double), which GPUs do not have; pass "
-                f"{a}.astype(np.{'float64' if dt.kind == 'f' else 'complex128'})")
-    return None
+    return arguments.long_double(dt, lambda wide: f"{a}.astype({wide})")
 
 
 def refuse_untyped(kernel, args, names):
