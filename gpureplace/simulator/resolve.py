@@ -32,7 +32,8 @@ from ..compiler.resolve import mask_key
 from ..dispatch.context import host_key
 from ..jit import GPUFunction
 from . import hostmath, lang, operators
-from .arrays import DeviceCaster, PointerArrays, SimArray
+from .arrays import DeviceCaster, SimArray
+from .pointers import PointerArrays
 from .devicecode import device_code, device_const, is_library, typing_plan
 from .pybuiltins import device_builtin
 from .valuetypes import class_numba_type, converter, declared_call, numba_type_of, typed_call

@@ -28,7 +28,8 @@ from ..jit import GPUFunction
 from ..jit.launcher import check_dynamic_shared
 from ..runtime import arguments, conversion
 from ..runtime.launch import normalize_dims
-from .arrays import RawPointer, SimArray, wrap_int
+from .arrays import SimArray, wrap_int
+from .pointers import RawPointer
 from .host import SimDeviceRecord
 from .stopping import interrupts_held, stop_workers, wait, worker
 from .blocks import Abort, Block, GridBarrier, NeedThreads, ThreadState

@@ -27,7 +27,7 @@ def numba_type_of(value):
         ty = typeof(value._a)
         return ty if value._writable else ty.copy(readonly=True)
     from .lang import SimVector
-    from .runner import RawPointer
+    from .pointers import RawPointer
     if isinstance(value, SimVector):
         return value.vector_type
     if isinstance(value, RawPointer):

@@ -59,7 +59,7 @@ import numba
 import numpy as np
 
 from gpureplace import cuda
-from gpureplace.simulator import arrays
+from gpureplace.simulator import pointers
 
 
 def case(name, run):
@@ -118,15 +118,15 @@ def freed():
 
 
 def no_maps():
-    kept = arrays.process_memory
-    arrays.process_memory = arrays.ProcessMemory("/nonexistent/maps")
+    kept = pointers.process_memory
+    pointers.process_memory = pointers.ProcessMemory("/nonexistent/maps")
     try:
         d = cuda.to_device(np.zeros(2))
         put[1, 1](d.__cuda_array_interface__["data"][0], 1)     # a known allocation: fine
         assert d.copy_to_host().tolist() == [0.0, 1.0]
         put[1, 1](h.ctypes.data, 0)
     finally:
-        arrays.process_memory = kept
+        pointers.process_memory = kept
 
 
 vvar = [line for line in open("/proc/self/maps") if line.rstrip().endswith("[vvar]")]
