@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numbers
 
-__all__ = ["map_blocks", "launch_block", "push_redefinitions"]
+__all__ = ["map_blocks", "launch_block", "push_redefinitions", "sent_elsewhere"]
 
 _DEFAULT_THREADS = {1: 256, 2: (16, 16), 3: (8, 8, 4)}
 
@@ -163,6 +163,26 @@ def push_redefinitions():
         return 0
     client.run(_receive, changed)      # (from a background round: it waits for the workers)
     return len(changed)
+
+
+def sent_elsewhere():
+    """Whether kernels defined here were sent to other processes and this process has a
+    ``distributed`` client: then the extension's round after every cell runs
+    ``push_redefinitions``, whether or not the cell moved the world here (a kernel launched only
+    on workers was never compiled here, so nothing here records what it reads)."""
+    import sys
+    if "distributed" not in sys.modules:
+        return False
+    from .jit import pickling
+    if not any("_sent_digest" in getattr(obj, "__dict__", {})
+               for obj in pickling.defined_here()):
+        return False
+    from distributed.client import default_client
+    try:
+        default_client()
+    except ValueError:                 # no client in this process
+        return False
+    return True
 
 
 def _receive(changed):

@@ -29,7 +29,7 @@ from .. import config, cuda as cuda_ns, probe
 from ..arch import normalize_arch
 from ..compiler import diskcache
 from ..compiler.signature import SignatureParseError, normalize_signature
-from ..dask import push_redefinitions
+from ..dask import push_redefinitions, sent_elsewhere
 from ..dispatch.context import Context
 from ..errors import DeviceFunctionError, GPUReplaceError
 from ..jit import GPUFunction, ahead
@@ -272,8 +272,9 @@ class GPUReplace(Magics):
         if self.check_redefinitions:
             check_bindings(self.verbose)
         born = latest_birth()
-        if world.age != self._ahead_age or born != self._ahead_born:
-            # (the world moved, or the cell defined kernels: their first launch is guessed)
+        if world.age != self._ahead_age or born != self._ahead_born or sent_elsewhere():
+            # (the world moved, or the cell defined kernels: their first launch is guessed; or
+            # kernels went to Dask workers, which may have changed though nothing here moved)
             self._ahead_age, self._ahead_born = world.age, born
             if self.recompile_ahead:
                 token = self._cells_started

@@ -411,6 +411,40 @@ def test_a_redefinition_is_pushed_to_the_workers_before_the_next_task(client):
     assert after == seen                                   # the task found the pushed object
 
 
+def test_a_kernel_run_only_on_the_workers_is_pushed_after_the_cell_that_changed_it(client,
+                                                                                 shell):
+    """A kernel the notebook never launched (nor compiled) itself, only sent to the workers:
+    nothing in the notebook records what it reads, so a cell redefining its helper moves no
+    world here; the extension's round still sends the new definition (gpureplace.dask.
+    sent_elsewhere), and the next task finds it bound on the worker."""
+    from gpureplace.jit import ahead
+    gpureplace.dask.push_redefinitions()    # (kernels earlier tests changed after sending)
+    w0 = sorted(client.scheduler_info()["workers"])[0]
+    x_np = np.arange(32, dtype=np.float64)
+    x = da.from_array(x_np, chunks=16)
+
+    def cell(src):
+        res = shell.run_cell(src, store_history=True)
+        assert res.error_in_exec is None, res.error_in_exec
+        assert ahead.wait(60)
+
+    cell(CELL.replace("return v * 2.0", "return v * 3.25"))
+    kernel = shell.user_ns["uses_helper"]
+    np.testing.assert_array_equal(
+        client.compute(gpureplace.dask.map_blocks(kernel, x), workers=[w0]).result(),
+        (x_np + 1.0) * 3.25)
+    cell("pass")
+    assert not kernel._launch_cache and gpureplace.dask.push_redefinitions() == 0
+    uid = kernel.__dict__["_pickle_uid"]
+    cell("def helper(v):\n    return v * 5.5\n")           # (the round runs while waiting)
+    new = kernel.definition_digest()
+    assert client.run(_rebuilt_digest, uid, workers=[w0])[w0][0] == new
+    assert gpureplace.dask.push_redefinitions() == 0       # the round sent it already
+    np.testing.assert_array_equal(
+        client.compute(gpureplace.dask.map_blocks(kernel, x), workers=[w0]).result(),
+        (x_np + 1.0) * 5.5)
+
+
 def test_a_kernel_tried_in_the_client_is_loaded_by_the_workers_not_compiled(client):
     # the notebook's order: try it here, then distribute -- the workers find the client's
     # compile in the disk cache they share, the redefined helper's too, and compile only what
