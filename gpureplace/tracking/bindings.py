@@ -17,6 +17,7 @@ import builtins
 import threading
 from itertools import repeat
 from operator import is_, itemgetter
+from types import FunctionType, ModuleType
 
 from . import functions, world
 from .contents import snapshot as take_snapshot
@@ -64,7 +65,7 @@ class _View:
 
 
 class Change(tuple):
-    """(namespace name, name, "redefined" | "deleted" | "changed in place"), with the namespace
+    """(namespace name, name, "redefined" | "deleted" | "changed in place" | "imported again"), with the namespace
     dict as ``.namespace`` (None for a closure variable) and, for a function whose code was
     changed in place, the function as ``.function`` (else None)."""
 
@@ -121,11 +122,18 @@ def _compare(entry, cur):
     if cur is _MISSING:
         entry[1], entry[2] = None, None
         return "deleted"
+    if isinstance(value, ModuleType) and isinstance(cur, ModuleType):
+        # a module imported again (``del sys.modules[name]; import name``): same name, other
+        # attributes -- what compiled code read of the old one says nothing of the new one
+        entry[1], entry[2] = fingerprint(cur), None
+        return "imported again"
     try:
         new_fp = fingerprint(cur)
         same = new_fp is not None and new_fp == fp and (snap is None or snap.same_as(cur))
         if not same:
             entry[1], entry[2] = new_fp, take_snapshot(cur)
+        elif isinstance(cur, FunctionType):
+            functions.watch(cur)       # (what the code calls now: its in-place changes count)
     except Exception:
         # (a user's object that fails being looked at: taken as redefined, and compared by
         # identity from now on; the other bindings are still checked)

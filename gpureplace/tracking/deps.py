@@ -94,6 +94,11 @@ def read_changed(cf, rec):
         return Stale(cf, f"{rec.name!r} (line {rec.lineno}) was changed in place", rec)
     if now is MISSING:
         return Stale(cf, f"{rec.name!r} (line {rec.lineno}) is no longer defined", rec, True)
+    if isinstance(now, types.ModuleType) and isinstance(rec.value, types.ModuleType):
+        # (a module fingerprints by its name: this one was imported again, and what the code
+        # read of the old one says nothing of it)
+        return Stale(cf, f"{rec.name!r} (line {rec.lineno}) is module {now.__name__} imported "
+                         f"again", rec)
     if rec.fingerprint is None or fingerprint(now) != rec.fingerprint or (
             rec.snapshot is not None and not rec.snapshot.same_as(now)):
         return Stale(cf, f"{rec.name!r} (line {rec.lineno}) was redefined", rec)

@@ -87,6 +87,20 @@ def note_compiled(cf):
             _bulk = None
 
 
+def watch(fn):
+    """Watch ``fn`` as a function compiled code was built from: a binding found bound to it in
+    place of such a function with the same meaning (a reload's equal copy) is what that code
+    now calls, so a later change of ``fn`` in place (autoreload's new ``__code__``) is one."""
+    global _bulk
+    if not (hasattr(fn, "__code__") and hasattr(fn, "__defaults__")):
+        return
+    with _lock:
+        seen = _watched.get(id(fn))
+        if seen is None or seen[0] is not fn:
+            _watched[id(fn)] = (fn, _Parts(fn))
+            _bulk = None
+
+
 def changed_since_compiled(cf):
     """Whether ``cf``'s Python function now has other code, defaults or keyword defaults than
     it was compiled from (another object of the same content is not a change, and is

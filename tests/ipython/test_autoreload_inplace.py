@@ -306,3 +306,46 @@ a = np.array([1.0]); k_dev[1, 1](a)
         assert holds(shell.user_ns["k_dev"].compile(SIG).ptx, 3.0)
     finally:
         sys.modules.pop(DEVMOD, None)
+
+
+def test_a_body_edit_after_a_full_reload_of_the_module_is_seen(autoreload):
+    """An edit elsewhere in the module (a constant) makes autoreload run the whole module again:
+    ``helper`` is then a new function object of the same code, which the kernel's code calls
+    from then on.  A later edit of its body alone is patched into that new object in place
+    (IPython 9): the kernel must run the new body from the next cell (it kept the old one)."""
+    ip, path = autoreload
+    module = path.with_name("gr_autoreload_full_then_body.py")
+    stamp = [os.stat(path).st_mtime - 100]
+
+    def write(unused, offset):
+        module.write_text(f"UNUSED = {unused}\n\ndef helper(v):\n    return v + {offset}\n")
+        stamp[0] += 10
+        os.utime(module, (stamp[0], stamp[0]))            # (autoreload compares mtimes)
+
+    write(1, "1.25")
+    try:
+        run(ip, """
+import numpy as np
+import gr_autoreload_full_then_body as mylib
+from gpureplace import cuda
+@cuda.jit
+def k_body(out):
+    out[0] = mylib.helper(out[0])
+def launched():
+    out = np.ones(1)
+    k_body[1, 1](out)
+    return float(out[0]), k_body.inspect_ptx("void(float64[::1])")
+r, p = launched()
+""")
+        ns = ip.user_ns
+        assert ns["r"] == 2.25 and holds(ns["p"], 1.25)
+        write(2, "1.25")                                  # a full reload: an equal copy
+        run(ip, "r, p = launched()")
+        assert ns["r"] == 2.25
+        write(2, "100.5")                                 # the body alone
+        run(ip, "pass")
+        run(ip, "r, p = launched()")
+        assert holds(ns["p"], 100.5) and not holds(ns["p"], 1.25), "the old body's PTX"
+        assert ns["r"] == 101.5
+    finally:
+        sys.modules.pop("gr_autoreload_full_then_body", None)

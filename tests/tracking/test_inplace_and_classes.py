@@ -215,6 +215,62 @@ def test_new_code_of_the_same_content_recompiles_nothing():
     assert s.compile() is spec and compiles() == c
 
 
+def test_an_equal_copy_bound_in_place_of_a_helper_is_watched_for_new_code():
+    """A full reload (``%autoreload 2`` after an edit elsewhere in the module) binds a new
+    function object of the same code in place of the helper: nothing recompiles, and the copy
+    is what the kernel's code now calls -- so when autoreload later gives the copy new code in
+    place (IPython 9 patches the module's current function), the cell hook must see it."""
+    s = Session("inplace_copy")
+    s.run(HELPER_CELL, refresh=False)
+    spec = s.compile()
+    bindings.check()
+    old = s.ns["g"]
+    copy = types.FunctionType(old.__code__, s.ns, "g", old.__defaults__)
+    s.ns["g"] = copy
+    assert not [c for c in bindings.check() if c.namespace is s.ns]   # the same meaning
+    assert s.compile() is spec
+    age = world.age
+    copy.__code__ = new_function("def f(v):\n    return v + 0.75").__code__
+    changes = [c for c in bindings.check() if c.function is copy]
+    assert [tuple(c) for c in changes] == [("inplace_copy", "g", "changed in place")]
+    assert world.age != age                                  # no refresh(): the hook saw it
+    spec = s.compile()
+    assert holds(spec.ptx, 0.75) and not holds(spec.ptx, 0.25)
+
+
+def test_a_module_imported_again_under_its_name_is_a_redefinition(tmp_path, monkeypatch):
+    """``del sys.modules[name]; import name`` after the file changed: a new module object of
+    the same name (a module fingerprints by its name), whose attributes the kernel never read.
+    The cell hook reports it and the kernel reads the new module."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    path = tmp_path / "gr_reimported_mod.py"
+    path.write_text("K = 2.5\ndef helper(v):\n    return v * K\n")
+    s = Session("reimport_session")
+    s.run("""
+        import gr_reimported_mod as mylib
+        from gpureplace import cuda
+        @cuda.jit
+        def kern(out):
+            out[0] = mylib.helper(out[0])
+    """, refresh=False)
+    try:
+        assert holds(s.compile().ptx, 2.5)
+        bindings.check()
+        path.write_text("K = 3.5\ndef helper(v):\n    return v * K + 100.0\n")
+        del sys.modules["gr_reimported_mod"]
+        s.run("import gr_reimported_mod as mylib", refresh=False)
+        changes = [c for c in bindings.check() if c.namespace is s.ns]
+        assert [tuple(c) for c in changes] == [("reimport_session", "mylib", "imported again")]
+        spec = s.compile()
+        assert holds(spec.ptx, 3.5) and holds(spec.ptx, 100.0) and not holds(spec.ptx, 2.5)
+        out = np.ones(1)
+        s.ns["kern"][1, 1](out)
+        assert out[0] == 103.5
+    finally:
+        sys.modules.pop("gr_reimported_mod", None)
+
+
 def test_closure_contents_changed():
     s = Session("inplace_closure")
     s.run("""
