@@ -30,13 +30,13 @@ import types
 
 from ..tracking import bindings
 from ..tracking.deps import UNSEEN, current_value, read_changed
-from ..tracking.fingerprint import argtypes_fingerprint, fingerprint
+from ..tracking.fingerprint import argtypes_fingerprint, fingerprint, positions_fingerprint
 from ..version import __version__
 from . import backend, diskcache, overloads
 from .pipeline import KernelSpecialization
 from .records import GlobalRead
 
-FORMAT = 6          # bumped whenever the layout changes (generated code: CODEGEN_REVISION)
+FORMAT = 7          # bumped whenever the layout changes (generated code: CODEGEN_REVISION)
 
 
 def _versions():
@@ -118,10 +118,11 @@ def _add_function(table, value):
             known.append(pyfunc)
 
 
-def describe_for_disk(cf):
+def describe_for_disk(cf, positions=False):
     """JSON-able dependency records of ``cf``'s whole call graph, or None if not reproducible:
     a read without a fingerprint, or a callee another process could not find again the way
-    ``_validate`` looks for it."""
+    ``_validate`` looks for it.  ``positions``: the code has line information (lineinfo, debug),
+    so each function's place in its file is recorded too: moved code is then a miss."""
     graph = cf.closure()
     made = overloads.implementations_made(cf.context) if len(graph) > 1 else {}
     finder = _Finder(cf.context)
@@ -132,6 +133,8 @@ def describe_for_disk(cf):
         if ref is None or code is None:
             return None
         node = {"function": ref, "code": code}
+        if positions:
+            node["lines"] = positions_fingerprint(each.pyfunc.__code__)
         # (the kernel itself is at hand when loading)
         entries = [e for e in made.get(id(each.pyfunc), ()) if e[0] is each.pyfunc] if i else ()
         origins = _overload_origins(entries, values, cf.context, code) if entries else None
@@ -209,6 +212,8 @@ def _nodes_well_formed(nodes):
                     and (read[2] is None or isinstance(read[2], str))
                     and isinstance(read[3], str) and (read[4] is None or isinstance(read[4], int))):
                 return False
+        if "lines" in node and not isinstance(node["lines"], str):
+            return False
         if "overload" in node and not _origins_well_formed(node["overload"]):
             return False
     return True
@@ -250,9 +255,10 @@ def _find_function(ref):
 class CachedFunction:
     """Dependency records of one function of a disk-loaded kernel, in ``deps.check``'s terms."""
 
-    def __init__(self, pyfunc, context, reads, callees=()):
+    def __init__(self, pyfunc, context, reads, callees=(), options=None):
         self.pyfunc = pyfunc
         self.context = context
+        self.options = options       # the kernel's (line information: tracking/functions.py)
         self.global_reads = reads
         self.resolutions = []
         self.callees = list(callees)
@@ -310,9 +316,11 @@ def _load_registries(context):
         compilers(context)[1].refresh()
 
 
-def _validate(nodes, context, kernel_func):
-    """CachedFunction of the kernel if every recorded read still holds, else None."""
+def _validate(nodes, context, kernel_func, options=None):
+    """CachedFunction of the kernel if every recorded read still holds (and, for code with
+    line information, every function is where it was), else None."""
     funcs, finder = [], _Finder(context)
+    positions = _has_lines(options)
     for i, node in enumerate(nodes):
         if i == 0:
             pyfunc = _with_code(node["code"], kernel_func)
@@ -322,6 +330,8 @@ def _validate(nodes, context, kernel_func):
             pyfunc = finder.find(node["function"], node["code"])
         if pyfunc is None:
             return None
+        if positions and node.get("lines") != positions_fingerprint(pyfunc.__code__):
+            return None                     # moved in its file: the .loc lines would be wrong
         reads = []
         probe = CachedFunction(pyfunc, context, [])     # what the reads are resolved from
         for kind, name, owner, fp, lineno in node["reads"]:
@@ -337,7 +347,7 @@ def _validate(nodes, context, kernel_func):
             now = current_value(probe, rec)
             finder.note(now)
             reads.append(GlobalRead(kind, rec.namespace, name, now, lineno, owner_mod, fp))
-        funcs.append(CachedFunction(pyfunc, context, reads))
+        funcs.append(CachedFunction(pyfunc, context, reads, options=options))
     kernel = funcs[0]
     kernel.callees = funcs[1:]
     kernel.context_fp = context.fingerprint()
@@ -391,7 +401,7 @@ def store(key, spec):
     """Write ``spec`` (a KernelSpecialization) under ``key``; silently skip what cannot be kept."""
     if not diskcache.enabled or key is None:
         return False
-    nodes = describe_for_disk(spec.compiled)
+    nodes = describe_for_disk(spec.compiled, _has_lines(spec.options))
     if nodes is None:
         return False
     ptx = spec.ptx.encode()
@@ -421,6 +431,11 @@ def store(key, spec):
         _trim(folder, variant)
         return True
     return False
+
+
+def _has_lines(options):
+    """Whether code compiled with ``options`` names source lines (``.loc``)."""
+    return bool(getattr(options, "lineinfo", False) or getattr(options, "debug", False))
 
 
 def load(key, py_func, argtypes, options, context, make=KernelSpecialization):
@@ -531,7 +546,7 @@ def _load_entry(folder, variant, py_func, argtypes, options, context, make):
     meta, text = found
     meta_path = os.path.join(folder, variant + ".json")
     try:
-        root = _validate(meta["nodes"], context, py_func)
+        root = _validate(meta["nodes"], context, py_func, options)
     except Exception:
         # Unreachable for a sealed, well-formed entry; a field added to the metadata without a
         # check in _nodes_well_formed would land here, and must cost a compile, not the user.

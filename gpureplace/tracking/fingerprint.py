@@ -233,6 +233,21 @@ def _feed_type(h, t, depth):
         _feed_type(h, dtype, depth + 1)
 
 
+def positions_fingerprint(code):
+    """Where ``code`` (and every code object nested in it) is: its file, first line and line
+    table.  Not part of what a function means (code that only moved compiles to the same
+    instructions), but part of compiled code with line information (``lineinfo`` / ``debug``:
+    its ``.loc`` directives name these lines)."""
+    h = hashlib.blake2b(digest_size=16)
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        h.update(f"{c.co_filename}:{c.co_firstlineno}:".encode())
+        h.update(c.co_linetable)
+        stack.extend(k for k in reversed(c.co_consts) if isinstance(k, pytypes.CodeType))
+    return h.hexdigest()
+
+
 def function_parts_fingerprint(code, defaults, kwdefaults):
     """The fingerprint of a function's code, defaults and keyword defaults (what assigning
     ``__code__``, ``__defaults__``, ``__kwdefaults__`` changes in place), or None."""

@@ -24,7 +24,7 @@ import threading
 import weakref
 from operator import attrgetter, is_
 
-from .fingerprint import function_parts_fingerprint
+from .fingerprint import function_parts_fingerprint, positions_fingerprint
 
 _CODE = attrgetter("__code__")
 _DEFAULTS = attrgetter("__defaults__")
@@ -42,12 +42,13 @@ class _Parts:
     """A function's code, defaults and keyword defaults (the objects), and, once asked, the
     fingerprint of their content."""
 
-    __slots__ = ("code", "defaults", "kwdefaults", "_fp")
+    __slots__ = ("code", "defaults", "kwdefaults", "_fp", "lines")
 
-    def __init__(self, fn):
+    def __init__(self, fn, lines=False):
         self.code, self.defaults, self.kwdefaults = \
             fn.__code__, fn.__defaults__, fn.__kwdefaults__
         self._fp = False
+        self.lines = lines       # compiled with line information: where the code is matters
 
     def same_objects(self, fn):
         return (fn.__code__ is self.code and fn.__defaults__ is self.defaults
@@ -59,11 +60,20 @@ class _Parts:
         return self._fp
 
     def same_meaning(self, fn):
-        """Whether ``fn`` has these objects, or others with the same content."""
+        """Whether ``fn`` has these objects, or others with the same content (and, for code
+        compiled with line information, at the same place in its file)."""
         if self.same_objects(fn):
             return True
         mine = self.fingerprint()
-        return mine is not None and mine == _Parts(fn).fingerprint()
+        if mine is None or mine != _Parts(fn).fingerprint():
+            return False
+        return not self.lines or fn.__code__ is self.code or \
+            positions_fingerprint(fn.__code__) == positions_fingerprint(self.code)
+
+
+def _has_lines(cf):
+    options = getattr(cf, "options", None)
+    return bool(getattr(options, "lineinfo", False) or getattr(options, "debug", False))
 
 
 def python_function(cf):
@@ -79,11 +89,13 @@ def note_compiled(cf):
     fn = python_function(cf)
     if fn is None:
         return
+    lines = _has_lines(cf)
     with _lock:
-        _compiled[cf] = _Parts(fn)
+        _compiled[cf] = _Parts(fn, lines)
         seen = _watched.get(id(fn))
-        if seen is None or seen[0] is not fn:
-            _watched[id(fn)] = (fn, _Parts(fn))
+        known = seen is not None and seen[0] is fn
+        if not known or (lines and not seen[1].lines):
+            _watched[id(fn)] = (fn, _Parts(fn, lines))
             _bulk = None
 
 
@@ -113,7 +125,7 @@ def changed_since_compiled(cf):
         return False
     if parts.same_meaning(fn):
         with _lock:
-            _compiled[cf] = _Parts(fn)
+            _compiled[cf] = _Parts(fn, parts.lines)
         return False
     return True
 
@@ -144,7 +156,7 @@ def check():
                 continue
             if not parts.same_meaning(fn):
                 changed.append(fn)
-            _watched[key] = (fn, _Parts(fn))
+            _watched[key] = (fn, _Parts(fn, parts.lines))
         _bulk = None
         return changed
 

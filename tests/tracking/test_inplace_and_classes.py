@@ -531,3 +531,70 @@ def test_a_second_process_passing_a_namedtuple_of_other_fields_misses(tmp_path):
     other = run_program(tmp_path, "namedtuple_arg_disk", sig=sig)["first"]
     assert not other["from_disk"]
     assert "[kern_param_3]" in other["ptx"] and "[kern_param_4]" not in other["ptx"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Code that only moved in its file: nothing to recompile, unless the code names its lines
+
+
+def _loc_lines(ptx, filename):
+    """The lines of ``filename`` that ``ptx``'s ``.loc`` directives name."""
+    import re
+    files = {n: path for n, path in re.findall(r'\.file\s+(\d+)\s+"([^"]+)"', ptx)}
+    return sorted({int(line) for n, line in re.findall(r"\.loc\s+(\d+)\s+(\d+)", ptx)
+                   if files.get(n, "").endswith(filename)})
+
+
+HELPER_LINES = """
+    def g(v):
+        w = v * 3.0
+        return w + 0.25
+"""
+LINES_MODULE = """
+    from gpureplace import cuda
+    from lines_helper import g
+    @cuda.jit(lineinfo=True)
+    def kern(out):
+        out[0] = g(out[1])
+    @cuda.jit
+    def plain(out):
+        out[0] = g(out[1])
+"""
+
+
+def test_a_helper_moved_in_its_file_recompiles_only_kernels_with_line_information(tmp_path):
+    """A helper moved down its file (autoreload gives it the new code object in place): a
+    kernel compiled with ``lineinfo`` names the helper's lines in its ``.loc`` directives, so
+    it recompiles, in this process and from the disk cache in the next; a kernel without line
+    information keeps its code (the same instructions)."""
+    write(tmp_path, "lines_helper", HELPER_LINES)
+    write(tmp_path, "lines_moved", LINES_MODULE)
+    path = str(tmp_path / "lines_helper.py")
+    first = run_program(tmp_path, "lines_moved")["first"]
+    lines = _loc_lines(first["ptx"], "lines_helper.py")
+    assert not first["from_disk"] and lines
+    assert run_program(tmp_path, "lines_moved")["first"]["from_disk"]
+    moved = "\n\n\n" + textwrap.dedent(HELPER_LINES)
+    # in one process: the helper given the moved code in place
+    swap = textwrap.dedent(f"""
+        plain = m.plain.compile("void(float64[:])")
+        ns = {{}}
+        exec(compile({moved!r}, {path!r}, "exec"), ns)
+        m.g.__code__ = ns["g"].__code__
+        from gpureplace.tracking import bindings
+        result["changed"] = [tuple(c) for c in bindings.check()]
+        result["plain_kept"] = m.plain.compile("void(float64[:])") is plain
+    """)
+    warm = run_program(tmp_path, "lines_moved", then=swap + AFTER)
+    assert warm["changed"] == [["lines_helper", "g", "changed in place"]]
+    assert warm["plain_kept"]
+    assert not warm["after"]["from_disk"]
+    assert _loc_lines(warm["after"]["ptx"], "lines_helper.py") == [n + 3 for n in lines]
+    # in the next process, the file itself moved: the lineinfo kernel's entry is a miss
+    (tmp_path / "lines_helper.py").write_text(moved)
+    again = run_program(tmp_path, "lines_moved", then=textwrap.dedent("""
+        spec = m.plain.compile("void(float64[:])")
+        result["plain_from_disk"] = spec.from_disk
+    """))
+    assert _loc_lines(again["first"]["ptx"], "lines_helper.py") == [n + 3 for n in lines]
+    assert again["plain_from_disk"]
