@@ -65,9 +65,9 @@ class _View:
 
 
 class Change(tuple):
-    """(namespace name, name, "redefined" | "deleted" | "changed in place" | "imported again"), with the namespace
-    dict as ``.namespace`` (None for a closure variable) and, for a function whose code was
-    changed in place, the function as ``.function`` (else None)."""
+    """(namespace name, name, how: "redefined", "deleted", "changed in place", "imported
+    again" or "moved"), with the namespace dict as ``.namespace`` (None for a closure variable)
+    and, for a function whose code was changed in place, the function as ``.function``."""
 
     def __new__(cls, ns_name, name, how, namespace, function=None):
         self = super().__new__(cls, (ns_name, name, how))
@@ -132,8 +132,10 @@ def _compare(entry, cur):
         same = new_fp is not None and new_fp == fp and (snap is None or snap.same_as(cur))
         if not same:
             entry[1], entry[2] = new_fp, take_snapshot(cur)
-        elif isinstance(cur, FunctionType):
-            functions.watch(cur)       # (what the code calls now: its in-place changes count)
+        elif isinstance(cur, FunctionType) and functions.watch(cur, value):
+            # (what the code calls now, so its in-place changes count; moved, where code with
+            # line information names its lines)
+            return "moved"
     except Exception:
         # (a user's object that fails being looked at: taken as redefined, and compared by
         # identity from now on; the other bindings are still checked)

@@ -102,6 +102,10 @@ def read_changed(cf, rec):
     if rec.fingerprint is None or fingerprint(now) != rec.fingerprint or (
             rec.snapshot is not None and not rec.snapshot.same_as(now)):
         return Stale(cf, f"{rec.name!r} (line {rec.lineno}) was redefined", rec)
+    if isinstance(now, types.FunctionType) and isinstance(rec.value, types.FunctionType) and \
+            functions.has_lines(cf) and functions.moved(rec.value, now):
+        return Stale(cf, f"{rec.name!r} (line {rec.lineno}) moved in its file (the code names "
+                         f"its lines)", rec)
     return None
 
 

@@ -71,11 +71,6 @@ class _Parts:
             positions_fingerprint(fn.__code__) == positions_fingerprint(self.code)
 
 
-def _has_lines(cf):
-    options = getattr(cf, "options", None)
-    return bool(getattr(options, "lineinfo", False) or getattr(options, "debug", False))
-
-
 def python_function(cf):
     """The Python function ``cf`` compiled (a plain function), or None."""
     fn = getattr(cf, "pyfunc", None)
@@ -89,7 +84,7 @@ def note_compiled(cf):
     fn = python_function(cf)
     if fn is None:
         return
-    lines = _has_lines(cf)
+    lines = has_lines(cf)
     with _lock:
         _compiled[cf] = _Parts(fn, lines)
         seen = _watched.get(id(fn))
@@ -99,18 +94,35 @@ def note_compiled(cf):
             _bulk = None
 
 
-def watch(fn):
+def watch(fn, replacing=None):
     """Watch ``fn`` as a function compiled code was built from: a binding found bound to it in
-    place of such a function with the same meaning (a reload's equal copy) is what that code
-    now calls, so a later change of ``fn`` in place (autoreload's new ``__code__``) is one."""
+    place of such a function (``replacing``) with the same meaning -- a reload's equal copy --
+    is what that code now calls, so a later change of ``fn`` in place (autoreload's new
+    ``__code__``) is one.  Returns whether ``fn`` is at another place in its file than
+    ``replacing`` while code with line information was compiled from ``replacing``."""
     global _bulk
     if not (hasattr(fn, "__code__") and hasattr(fn, "__defaults__")):
-        return
+        return False
     with _lock:
+        old = _watched.get(id(replacing)) if replacing is not None else None
+        lines = old is not None and old[0] is replacing and old[1].lines
         seen = _watched.get(id(fn))
-        if seen is None or seen[0] is not fn:
-            _watched[id(fn)] = (fn, _Parts(fn))
+        if seen is None or seen[0] is not fn or (lines and not seen[1].lines):
+            _watched[id(fn)] = (fn, _Parts(fn, lines))
             _bulk = None
+    return lines and moved(replacing, fn)
+
+
+def moved(old, new):
+    """Whether functions ``old`` and ``new`` (of the same meaning) are at different places."""
+    return old.__code__ is not new.__code__ and \
+        positions_fingerprint(old.__code__) != positions_fingerprint(new.__code__)
+
+
+def has_lines(cf):
+    """Whether ``cf``'s code names source lines (compiled with lineinfo or debug)."""
+    options = getattr(cf, "options", None)
+    return bool(getattr(options, "lineinfo", False) or getattr(options, "debug", False))
 
 
 def changed_since_compiled(cf):

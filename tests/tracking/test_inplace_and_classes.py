@@ -598,3 +598,34 @@ def test_a_helper_moved_in_its_file_recompiles_only_kernels_with_line_informatio
     """))
     assert _loc_lines(again["first"]["ptx"], "lines_helper.py") == [n + 3 for n in lines]
     assert again["plain_from_disk"]
+
+
+def test_an_equal_copy_of_a_helper_from_another_place_recompiles_kernels_with_lines():
+    """A full reload binds a copy of the helper compiled from the file as it is now: the same
+    meaning, at another place when lines were added above it.  A kernel with line information
+    recompiles (the cell hook says the helper moved); one without keeps its code."""
+    s = Session("lines_copy")
+    s.run("""
+        from gpureplace import cuda
+        def g(v):
+            return v + 0.25
+        @cuda.jit(lineinfo=True)
+        def kern(out):
+            out[0] = g(out[0])
+        @cuda.jit
+        def plain(out):
+            out[0] = g(out[0])
+    """, refresh=False)
+    spec, plain = s.compile(), s.compile("plain")
+    bindings.check()
+    code = s.ns["g"].__code__
+    s.ns["g"] = types.FunctionType(code.replace(), s.ns, "g")     # an equal copy, same place
+    assert not [c for c in bindings.check() if c.namespace is s.ns]
+    assert s.compile() is spec
+    s.ns["g"] = types.FunctionType(code.replace(co_firstlineno=code.co_firstlineno + 3),
+                                   s.ns, "g")                     # three lines further down
+    assert [tuple(c) for c in bindings.check() if c.namespace is s.ns] == \
+        [("lines_copy", "g", "moved")]
+    again = s.compile()
+    assert again is not spec and again.ptx != spec.ptx
+    assert s.compile("plain") is plain
