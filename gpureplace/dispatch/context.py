@@ -30,6 +30,8 @@ from ..tracking import world
 from ..tracking.fingerprint import fingerprint
 from ..tracking.pickled import Defined, digesting, dumps, pickled_digest
 from ..tracking.names import qualified_name
+from .checks import (check_signatures, normalize_types, refuse_options, refuse_uncallable,
+                     same_meaning)
 
 _MISSING = object()
 _lock = threading.RLock()
@@ -124,7 +126,7 @@ class Context:
 
     def __new__(cls, name, parent=_MISSING, fastmath=False, _register=True, **options):
         if options and _register:
-            _refuse_options(name, options)
+            refuse_options(name, options)
         # (frame 1: the code that called Context(...); type.__call__ has no Python frame)
         caller = sys._getframe(1)
         module = caller.f_globals.get("__name__")
@@ -201,14 +203,14 @@ class Context:
         if not callable(host):
             raise TypeError(f"override(): {host!r} is not callable, so there is nothing to override")
         self._refuse_builtin("override")
-        argtypes = None if types is None else _normalize_types(host, types)
+        argtypes = None if types is None else normalize_types(host, types)
 
         def register(fn):
             if not callable(fn):
                 raise TypeError(f"override({qualified_name(host)}): the replacement {fn!r} is not "
                                 f"callable")
-            _refuse_uncallable(host, fn)
-            _check_signatures(host, fn, argtypes)
+            refuse_uncallable(host, fn)
+            check_signatures(host, fn, argtypes)
             if fn is host:
                 raise ValueError(f"override({qualified_name(host)}): a function cannot override "
                                  f"itself")
@@ -227,7 +229,7 @@ class Context:
             if types is None:
                 removed = self._table.get(key)
             else:
-                removed = self._typed.get(key, {}).get(_normalize_types(host, types))
+                removed = self._typed.get(key, {}).get(normalize_types(host, types))
             if removed is not None:
                 self._remove(removed)
                 return True
@@ -237,7 +239,7 @@ class Context:
             (["an untyped one"] if untyped else [])
             + ([f"typed ones for {', '.join(str(t) for t in typed)}"] if typed else [])) \
             if untyped or typed else ""
-        which = "untyped " if types is None else f"{_normalize_types(host, types)} "
+        which = "untyped " if types is None else f"{normalize_types(host, types)} "
         warnings.warn(f"remove_override: context {self.name!r} has no {which}override of "
                       f"{qualified_name(host)}, nothing removed{has}", stacklevel=2)
         return False
@@ -451,7 +453,7 @@ class Context:
             table, key = self._typed.setdefault(hkey, {}), ovr.types
             before = self._before[1].get(hkey, {})
         old = table.get(key) or before.pop(key, None)
-        if old is not None and _same_meaning(old.impl, ovr.impl):
+        if old is not None and same_meaning(old.impl, ovr.impl):
             # the same override defined again (its cell run again, or its context's): the
             # entry takes the new objects and means what it meant, so nothing compiled from it
             # goes stale (as a helper defined again the same way invalidates nothing)
@@ -492,114 +494,6 @@ def _arrived_by_value(fn):
     arrive as two objects of one name)."""
     module = sys.modules.get(fn.__module__)
     return module is None or getattr(module, fn.__qualname__, None) is None
-
-
-def _refuse_options(name, options):
-    """A context has a name, a parent and a fast-math flag, nothing else: another keyword
-    (``fast_math=True``, ``arch="sm_80"``) would be kept and mean nothing."""
-    import difflib
-    bad = sorted(options)[0]
-    close = difflib.get_close_matches(bad.lower().replace("_", ""), ["fastmath", "parent"], n=1)
-    hint = f" (did you mean {close[0]}=?)" if close else (
-        " (compile options such as arch, lineinfo or max_registers are cuda.jit's)")
-    raise TypeError(f"Context({name!r}): unknown option {bad!r}{hint}; a context takes a name, "
-                    f"a parent and fastmath")
-
-
-def _same_meaning(old, new):
-    """Whether implementation ``new`` means what ``old`` did: functions of one fingerprint."""
-    if old is new:
-        return True
-    if not (inspect.isfunction(old) and inspect.isfunction(new)) or \
-            old.__globals__ is not new.__globals__:
-        return False
-    fp = fingerprint(new)
-    return fp is not None and fp == fingerprint(old)
-
-
-def _normalize_types(host, types):
-    """Argument types of a typed override, as a tuple of Numba types."""
-    import numpy as np
-    from numba.core import types as nbtypes
-    from numba.np import numpy_support
-    if isinstance(types, (str, nbtypes.Type)) or not isinstance(types, (tuple, list)):
-        types = (types,)
-    out = []
-    for t in types:
-        if isinstance(t, nbtypes.Type):
-            out.append(t)
-            continue
-        try:
-            if isinstance(t, str) and isinstance(getattr(nbtypes, t, None), nbtypes.Type):
-                out.append(getattr(nbtypes, t))
-                continue
-            out.append(numpy_support.from_dtype(np.dtype(t)))
-        except (TypeError, NotImplementedError):
-            raise TypeError(f"override({qualified_name(host)}, types=...): {t!r} is not a type "
-                            f"(use numba types such as float32, NumPy types or their names)") \
-                from None
-    return tuple(out)
-
-
-def _refuse_uncallable(host, fn):
-    """Refuse, at definition, a replacement that device code cannot call: a partial, a bound
-    method, an instance of a Python class with ``__call__`` (the launch would only find that
-    ``host`` has no device implementation)."""
-    import functools
-    import types as pytypes
-    if isinstance(fn, functools.partial):
-        what = "a functools.partial"
-    elif isinstance(fn, pytypes.MethodType):
-        what = f"a bound method ({qualified_name(fn.__func__)})"
-    elif not isinstance(fn, (pytypes.FunctionType, pytypes.BuiltinFunctionType, type)) and \
-            not hasattr(fn, "py_func") and \
-            isinstance(getattr(type(fn), "__call__", None), pytypes.FunctionType) and \
-            (type(fn).__module__ or "").partition(".")[0] not in ("gpureplace", "numba", "numpy"):
-        what = f"an instance of {type(fn).__qualname__}"
-    else:
-        return
-    raise TypeError(f"override({qualified_name(host)}): the replacement is {what}, which device "
-                    f"code cannot call; give a function (a def or a lambda: bind extra "
-                    f"arguments in it, lambda v: f(v, 3.0)) or a device function")
-
-
-def _positional_arity(fn):
-    """(min, max) positional arguments ``fn`` accepts, or None when it cannot be told."""
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return None
-    lo = hi = 0
-    for p in sig.parameters.values():
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            hi += 1
-            if p.default is p.empty:
-                lo += 1
-        elif p.kind is p.VAR_POSITIONAL:
-            hi = float("inf")
-        elif p.kind is p.KEYWORD_ONLY and p.default is p.empty:
-            return None
-    return lo, hi
-
-
-def _check_signatures(host, impl, argtypes):
-    """Refuse, at definition, a replacement that cannot take the overridden function's calls."""
-    target = getattr(impl, "py_func", impl)
-    have = _positional_arity(target)
-    if have is None:
-        return
-    if argtypes is not None:
-        need = (len(argtypes), len(argtypes))
-    else:
-        need = _positional_arity(getattr(host, "py_func", host))
-        if need is None:
-            return
-    if need[1] < have[0] or need[0] > have[1]:      # no call of the host could fit
-        def fmt(r):
-            return str(r[0]) if r[0] == r[1] else f"{r[0]} to {'any' if r[1] == float('inf') else r[1]}"
-        raise TypeError(f"override({qualified_name(host)}): {qualified_name(target)} takes "
-                        f"{fmt(have)} positional argument(s), but calls of {qualified_name(host)} "
-                        f"pass {fmt(need)}")
 
 
 #: The built-in table (math, NumPy ufuncs, builtins -> libdevice / NVVM); filled by compiler.builtins.
