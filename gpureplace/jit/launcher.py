@@ -114,6 +114,15 @@ class Launcher:
             self.__class__ = WithCallbacks
         return callbacks
 
+    def __repr__(self):
+        def dims(d):
+            while len(d) > 1 and d[-1] == 1:
+                d = d[:-1]
+            return str(d[0]) if len(d) == 1 else str(d)
+        extra = "" if self.stream is None else f", stream={self.stream!r}"
+        extra += f", shared={self.shared}" if self.shared else ""
+        return f"<launch of {self.kernel.__qualname__}[{dims(self.grid)}, {dims(self.block)}{extra}]>"
+
     def run_callbacks(self, spec):
         for callback in getattr(self, "callbacks", None) or ():
             callback(spec, self)

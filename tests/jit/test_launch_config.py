@@ -191,3 +191,12 @@ def test_the_low_occupancy_setting_reads_numba_cudas_environment_variable():
     env["GPUREPLACE_LOW_OCCUPANCY_WARNINGS"] = "0"      # gpureplace's own name decides
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.stdout.strip() == "False"
+
+
+def test_a_configured_launch_shows_what_it_launches():
+    """``kernel[grid, block]`` left as a cell's last value shows the kernel and configuration
+    (not an object address); trailing 1s of the dimensions are left out, as written."""
+    k = _kernel()
+    assert repr(k[4, 256]) == "<launch of k[4, 256]>"
+    assert repr(k[(2, 3), (16, 16, 1)]) == "<launch of k[(2, 3), (16, 16)]>"
+    assert repr(k[1, 32, 0, 1024]) == "<launch of k[1, 32, stream=0, shared=1024]>"
