@@ -65,17 +65,19 @@ def _assemble(ptxas, ptx, arch, tmp, *flags, timeout=None):
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout), obj
 
 
-def sass_of_ptx(ptx, arch, what="inspect_sass", line_info=False):
+def sass_of_ptx(ptx, arch, what="inspect_sass", line_info=False, cfg=False):
     """The SASS (nvdisasm's listing) of ``ptx`` assembled for ``arch`` (``sm_90``); with
-    ``line_info``, each instruction's source line is noted (PTX with .loc directives)."""
+    ``line_info``, each instruction's source line is noted (PTX with .loc directives); with
+    ``cfg``, its control-flow graph in DOT instead (``nvdisasm -cfg``, numba-cuda's
+    ``inspect_sass_cfg``)."""
     ptxas = require_tool("ptxas", what)
     nvdisasm = require_tool("nvdisasm", what)
     with tempfile.TemporaryDirectory() as tmp:
         done, obj = _assemble(ptxas, ptx, arch, tmp, *(["-lineinfo"] if line_info else []))
         if done.returncode:
             raise RuntimeError(f"{what}: ptxas rejected the PTX:\n{done.stderr.strip()}")
-        done = subprocess.run([nvdisasm, "-c", *(["-g"] if line_info else []), obj],
-                              capture_output=True, text=True)
+        flags = ["-cfg"] if cfg else ["-c", *(["-g"] if line_info else [])]
+        done = subprocess.run([nvdisasm, *flags, obj], capture_output=True, text=True)
         if done.returncode:
             raise RuntimeError(f"{what}: nvdisasm failed:\n{done.stderr.strip()}")
         return done.stdout

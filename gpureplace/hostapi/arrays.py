@@ -9,8 +9,9 @@ import ctypes
 import numpy as np
 
 from ..runtime.arguments import VectorArray
+from ..runtime.launch import describe_kind
 from .common import cupy, sim, simulated
-from .streams import cupy_stream, wait_for_interface_stream
+from .streams import checked_stream, cupy_stream, wait_for_interface_stream
 
 
 def as_vectors(array, count=4):
@@ -141,24 +142,55 @@ def host_array(ary):
 
 
 def copy_source(target, ary):
-    """``ary`` as a host array to copy into device array ``target`` (``copy_to_device``),
-    refused as numba-cuda refuses it: another dtype is ``TypeError('incompatible dtype')`` (the
-    copy is of bytes: it never converts), another shape ``ValueError``."""
+    """``ary`` as a host array to copy into device array ``target`` (``copy_to_device``), in
+    ``target``'s shape; None when ``ary`` is empty: numba-cuda then copies nothing, whatever
+    its shape or dtype.  Refused as numba-cuda refuses it (``check_copy``): another dtype is
+    ``TypeError('incompatible dtype')`` (the copy is of bytes: it never converts), a shape that
+    differs by more than axes of length 1 ``ValueError('incompatible shape')``."""
     host = host_array(ary)
-    refuse_other_dtype(target, host)
-    if host.shape != target.shape:
-        raise ValueError(f"copy_to_device: shape {host.shape} does not match the device "
-                         f"array's {target.shape}")
-    return host
+    if host.size == 0:
+        return None
+    check_copy(target, host, "copy_to_device")
+    return as_shape(host, target.shape)
 
 
-def refuse_other_dtype(target, src):
-    """``copy_to_device`` from ``src`` (a host or device array) into ``target`` copies bytes:
-    another dtype (but for an empty copy) is numba-cuda's ``TypeError('incompatible dtype')``."""
-    if src.size and src.dtype != target.dtype:
-        raise TypeError(f"incompatible dtype: {target.dtype} vs. {src.dtype} (copy_to_device "
-                        f"copies elements as they are: convert first, e.g. "
-                        f"ary.astype(np.{target.dtype}))")
+def host_target(device, ary):
+    """Refuse ``ary`` as the host array ``copy_to_host(ary)`` of ``device`` writes into, as
+    numba-cuda refuses it (``check_copy``), or for not being a NumPy array."""
+    if not isinstance(ary, np.ndarray):
+        raise TypeError(f"copy_to_host(ary): ary must be a NumPy array, got "
+                        f"{type(ary).__name__}")
+    check_copy(device, ary, "copy_to_host")
+
+
+def check_copy(device, other, what):
+    """numba-cuda's ``check_array_compatibility`` for a copy between ``device`` (the device
+    array whose method ``what`` is) and ``other`` (the host or device array given): the same
+    dtype (``TypeError('incompatible dtype: ...')``: a copy moves bytes, it never converts), the
+    same shape once the axes of length 1 are left out (``ValueError('incompatible shape:
+    ...')``): a (4, 1) column copies to and from a (4,) array, whose bytes are the same.  (Unlike
+    numba-cuda's, which copies bytes as they lie, the copies here follow each array's strides,
+    so a layout that differs needs no refusal.)"""
+    if other.dtype != device.dtype:
+        hint = f"give ary of dtype {device.dtype}" if what == "copy_to_host" else \
+            f"convert first, e.g. ary.astype(np.{device.dtype})"
+        raise TypeError(f"incompatible dtype: {device.dtype} vs. {other.dtype} ({what} copies "
+                        f"elements as they are: {hint})")
+    if _squeezed(device.shape) != _squeezed(other.shape):
+        raise ValueError(f"incompatible shape: {what}(ary): ary's shape {tuple(other.shape)} "
+                         f"does not match the device array's {tuple(device.shape)} (they may "
+                         f"differ only in axes of length 1)")
+
+
+def _squeezed(shape):
+    return tuple(n for n in shape if n != 1)
+
+
+def as_shape(a, shape):
+    """``a`` viewed with ``shape``, which differs from its own at most by axes of length 1 (as
+    ``check_copy`` lets through): adding or dropping such axes never needs a copy, so writes
+    to the view reach ``a``."""
+    return a if tuple(a.shape) == tuple(shape) else a.reshape(shape)
 
 
 def refuse_objects(obj, what="to_device"):
@@ -268,24 +300,26 @@ def device_array_class():
 
             def copy_to_host(self, ary=None, stream=0):
                 """The array's contents in host memory: a new NumPy array, or written into
-                ``ary`` (same shape and dtype); asynchronous when ``stream`` is given."""
+                ``ary`` (the same dtype, the same shape but for axes of length 1, as
+                ``check_copy`` says); asynchronous when ``stream`` is given."""
                 base = self.view(type=cp.ndarray)
                 s = cupy_stream(stream)
                 if ary is None:
                     ary = np.empty(self.shape, self.dtype,
                                    order="F" if _f_only(base) else "C")
-                elif not isinstance(ary, np.ndarray) or ary.shape != self.shape or \
-                        ary.dtype != self.dtype:
-                    raise ValueError(f"copy_to_host(ary): ary must be a NumPy array of shape "
-                                     f"{self.shape} and dtype {self.dtype}")
-                if _same_layout(ary, base):
+                else:
+                    host_target(self, ary)
+                target = as_shape(ary, self.shape)
+                if not target.size:
+                    return ary
+                if _same_layout(target, base):
                     # bytes as they are: any dtype (records too), no temporary
                     if s is None:
-                        base.data.copy_to_host(ary.ctypes.data, ary.nbytes)
+                        base.data.copy_to_host(target.ctypes.data, target.nbytes)
                     else:
-                        base.data.copy_to_host_async(ary.ctypes.data, ary.nbytes, s)
+                        base.data.copy_to_host_async(target.ctypes.data, target.nbytes, s)
                 else:
-                    ary[...] = base.get(stream=s)
+                    target[...] = base.get(stream=s)
                 return ary
 
             def copy_to_device(self, ary, stream=0):
@@ -294,11 +328,15 @@ def device_array_class():
                 s = cupy_stream(stream)
                 if hasattr(ary, "__cuda_array_interface__") or isinstance(ary, cp.ndarray):
                     src = cp.asarray(ary)
-                    refuse_other_dtype(self, src)
+                    if src.size == 0:               # (numba-cuda: nothing to do)
+                        return
+                    check_copy(self, src, "copy_to_device")
                     with (s if s is not None else contextlib.nullcontext()):
-                        cp.copyto(base, src)
+                        cp.copyto(base, as_shape(src, base.shape))
                     return
                 host = copy_source(self, ary)
+                if host is None:
+                    return
                 if _same_layout(host, base):
                     if s is None:
                         base.data.copy_from_host(host.ctypes.data, host.nbytes)
@@ -449,12 +487,13 @@ def order_of(host):
 def to_device(obj, stream=0, copy=True, to=None):
     """Copy a host array to the GPU: a new ``DeviceNDArray`` (or into ``to``).  A device array
     (anything with ``__cuda_array_interface__``) is returned as a device array view, uncopied."""
+    checked_stream(stream, "to_device")
     if to is not None:
         to.copy_to_device(obj, stream=stream)
         return to
     refuse_objects(obj)
     if simulated():
-        return sim().to_device(obj, copy)
+        return sim().to_device(obj, copy, stream)
     if is_cuda_array(obj):
         return as_cuda_array(obj)
     if is_record(obj):
@@ -481,19 +520,36 @@ def span(shape, strides, itemsize):
     return sum((n - 1) * s for n, s in zip(shape, strides)) + itemsize
 
 
-def shape_tuple(shape):
+def shape_tuple(shape, what="device_array"):
+    """``shape`` (an int, or a tuple or other sequence of ints; NumPy's integers too) as a tuple
+    of ints; anything else, a float included, is refused as numba-cuda refuses it (TypeError),
+    naming ``what``'s argument (``int(3.7)`` would quietly make 3 elements)."""
     if isinstance(shape, (int, np.integer)):
         return (int(shape),)
-    return tuple(int(n) for n in shape)
+    bad = f" (a {type(shape).__name__})"
+    if not isinstance(shape, (str, bytes, dict, set, np.floating, float)):
+        try:
+            dims = tuple(shape)
+        except TypeError:
+            dims = None
+        if dims is not None:
+            wrong = [n for n in dims if not isinstance(n, (int, np.integer))]
+            if not wrong:
+                return tuple(int(n) for n in dims)
+            bad = f" (an element is {wrong[0]!r}{describe_kind(wrong[0])})"
+    raise TypeError(f"{what}(shape): shape must be an integer or tuple of integers, got "
+                    f"{shape!r}{bad}")
 
 
 def device_array(shape, dtype=np.float64, strides=None, order="C", stream=0):
-    """An uninitialised array on the GPU (numba-cuda's default dtype: float64)."""
+    """An uninitialised array on the GPU (numba-cuda's default dtype: float64), belonging to
+    ``stream`` (its ``.stream``)."""
     shape, dtype = shape_tuple(shape), np.dtype(dtype)
     if order not in ("C", "F"):
         raise ValueError(f"device_array: order must be 'C' or 'F', got {order!r}")
+    checked_stream(stream, "device_array")
     if simulated():
-        return sim().device_array(shape, dtype, strides, order)
+        return sim().device_array(shape, dtype, strides, order, stream)
     cp = cupy()
     cls = device_array_class()
     if strides is None:

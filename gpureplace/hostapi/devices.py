@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import os
 from collections import namedtuple
 
 from .. import probe
@@ -136,7 +137,45 @@ def list_devices():
     return list(gpus)
 
 
-MemoryInfo = namedtuple("MemoryInfo", "free total")
+MemoryInfo = namedtuple("MemoryInfo", "free total")      # (numba-cuda's is one too)
+
+
+def _read(path):
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def host_memory_info():
+    """The host's (free, total) memory in bytes: the simulator's device memory, since its device
+    arrays are host arrays.  Linux's ``MemAvailable`` and ``MemTotal`` (``/proc/meminfo``),
+    bounded by the process's cgroup's memory limit where it has one (a container's); elsewhere
+    ``os.sysconf``'s physical pages.  numba-cuda's simulator answers (inf, inf); numbers the
+    host can give let code that sizes batches from free memory work as it would on a GPU."""
+    free = total = None
+    meminfo = _read("/proc/meminfo")
+    if meminfo:
+        fields = dict(line.split(":", 1) for line in meminfo.splitlines() if ":" in line)
+        try:
+            total = int(fields["MemTotal"].split()[0]) * 1024
+            free = int(fields.get("MemAvailable", fields["MemFree"]).split()[0]) * 1024
+        except (KeyError, ValueError, IndexError):
+            free = total = None
+    if total is None:
+        try:
+            page = os.sysconf("SC_PAGE_SIZE")
+            total = os.sysconf("SC_PHYS_PAGES") * page
+            free = os.sysconf("SC_AVPHYS_PAGES") * page
+        except (ValueError, OSError, AttributeError):       # (no sysconf names: not POSIX)
+            return MemoryInfo(0, 0)
+    limit, used = _read("/sys/fs/cgroup/memory.max"), _read("/sys/fs/cgroup/memory.current")
+    if limit and limit.strip().isdigit():                   # (cgroup v2; "max": no limit)
+        total = min(total, int(limit))
+        if used and used.strip().isdigit():
+            free = min(free, max(int(limit) - int(used), 0))
+    return MemoryInfo(min(free, total), total)
 
 
 class _Context:
@@ -147,8 +186,10 @@ class _Context:
         self.device = dev
 
     def get_memory_info(self):
+        """``(free, total)`` bytes of the device's memory; in the simulator, the host's
+        (``host_memory_info``), where its device arrays live."""
         if simulated():
-            return MemoryInfo(0, 0)
+            return host_memory_info()
         with cupy().cuda.Device(self.device.id):
             free, total = cupy().cuda.runtime.memGetInfo()
         return MemoryInfo(free, total)
@@ -185,10 +226,18 @@ def close():
 
 
 def detect():
-    """Print the GPUs found; True when there is at least one."""
+    """Print the GPUs found; True when there is at least one.  In the simulator, its one
+    device, as numba-cuda's simulator prints it (with the simulated device's compute
+    capability), and True: the simulated device is there and takes every launch, as
+    numba-cuda's simulator says with ``cuda.is_available()`` (gpureplace's
+    ``cuda.is_available()`` says whether a GPU can be used, and stays False there)."""
     if simulated():
-        print("No CUDA GPU found: kernels run in gpureplace's CPU simulator")
-        return False
+        cc = sim().SimDevice.compute_capability
+        print("Found 1 CUDA devices")
+        print("id %d    %20s %40s" % (0, "SIMULATOR", "[SUPPORTED]"))
+        print("%40s: %d.%d" % ("compute capability", *cc))
+        print("%40s: No" % "FP8 Hardware Acceleration")
+        return True
     n = probe.device_count()
     print(f"Found {n} CUDA device(s)")
     for dev in gpus:

@@ -9,9 +9,10 @@ import ctypes
 import numpy as np
 
 from .. import probe
-from .arrays import array_interface, device_array_class, order_of, shape_tuple, span
+from .arrays import (array_interface, as_shape, device_array_class, host_target, order_of,
+                     shape_tuple, span)
 from .common import cupy, sim, simulated
-from .streams import synchronize
+from .streams import checked_stream, synchronize
 
 
 _HOST_ALLOC_PORTABLE, _HOST_ALLOC_MAPPED, _HOST_ALLOC_WRITE_COMBINED = 1, 2, 4
@@ -33,7 +34,7 @@ def _contiguous_strides(shape, itemsize, order):
 
 def pinned_array(shape, dtype=np.float64, strides=None, order="C"):
     """A host array in page-locked memory (fast and asynchronous copies)."""
-    shape, dtype = shape_tuple(shape), np.dtype(dtype)
+    shape, dtype = shape_tuple(shape, "pinned_array"), np.dtype(dtype)
     if simulated():
         return sim().pinned_array(shape, dtype, strides, order)
     return _page_locked(shape, dtype, strides, order)
@@ -66,13 +67,24 @@ class MappedNDArray(np.ndarray):
         return _device_pointer(self.ctypes.data)
 
     def copy_to_host(self, ary=None, stream=0):
+        """The elements in a new host array, or written into ``ary`` (checked as a device
+        array's ``copy_to_host(ary)``: the same dtype, the same shape but for axes of length
+        1), once the device's work is done."""
+        checked_stream(stream, "copy_to_host")
+        if ary is not None:
+            host_target(self, ary)
         synchronize()
         if ary is None:
             return np.array(self, copy=True).view(np.ndarray)
-        ary[...] = self
+        np.copyto(as_shape(ary, self.shape), self.view(np.ndarray))
         return ary
 
     def __array_wrap__(self, obj, context=None, return_scalar=False):
+        # A result NumPy made (``m + 1``) is a plain host array; the output array given
+        # (``m += 1``, ``np.add(m, 1, out=m)``) stays the mapped or managed array it is, which
+        # kernels take and which has copy_to_host (numba-cuda's classes stay what they are).
+        if isinstance(obj, MappedNDArray):
+            return obj
         if return_scalar:
             return obj[()]
         return np.asarray(obj)
@@ -94,9 +106,10 @@ def _device_pointer(host_ptr):
 def mapped_array(shape, dtype=np.float64, strides=None, order="C", stream=0, portable=False,
                  wc=False):
     """Host memory mapped into the GPU's address space: kernels read and write it directly."""
-    shape, dtype = shape_tuple(shape), np.dtype(dtype)
+    shape, dtype = shape_tuple(shape, "mapped_array"), np.dtype(dtype)
+    checked_stream(stream, "mapped_array")
     if simulated():
-        return sim().mapped_array(shape, dtype, strides, order)
+        return sim().mapped_array(shape, dtype, strides, order, stream)
     flags = _HOST_ALLOC_MAPPED | (_HOST_ALLOC_PORTABLE if portable else 0) | (
         _HOST_ALLOC_WRITE_COMBINED if wc else 0)
     out = _page_locked(shape, dtype, strides, order, flags).view(MappedNDArray)
@@ -134,9 +147,10 @@ def managed_array(shape, dtype=np.float64, strides=None, order="C", stream=0,
     """An array in managed memory: host code reads and writes it as a NumPy array, kernels take
     it as a device array (the driver migrates pages on demand).  ``attach_global=False``
     attaches it to the host until a stream uses it, as numba-cuda's does."""
-    shape, dtype = shape_tuple(shape), np.dtype(dtype)
+    shape, dtype = shape_tuple(shape, "managed_array"), np.dtype(dtype)
+    checked_stream(stream, "managed_array")
     if simulated():
-        return sim().mapped_array(shape, dtype, strides, order)
+        return sim().mapped_array(shape, dtype, strides, order, stream)
     st = tuple(strides) if strides is not None else _contiguous_strides(shape, dtype.itemsize,
                                                                         order)
     nbytes = span(shape, st, dtype.itemsize)

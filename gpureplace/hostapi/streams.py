@@ -4,9 +4,25 @@
 from __future__ import annotations
 
 
+from ..errors import LaunchError
 from ..runtime.launch import stream_ptr
 from ..runtime.streams import Stream, wait_for_interface_stream  # noqa: F401  (cuda.Stream)
 from .common import cupy, sim, simulated
+
+
+def checked_stream(stream, what):
+    """``stream`` as the host API's ``what`` (``to_device``, ``copy_to_host`` ...) takes it: 0,
+    None, an int handle or a stream object (gpureplace's, the simulator's, CuPy's, PyTorch's);
+    anything else is refused as a launch refuses it (``k[1, 1, "x"]``), with ``what`` named,
+    rather than kept on an array or ignored (the simulator runs everything at once, so it would
+    never notice)."""
+    if stream is None or type(stream) is int:
+        return stream
+    try:
+        stream_ptr(stream)                  # (checks only, for anything but None: no CUDA)
+    except LaunchError as exc:
+        raise LaunchError(f"{what}: {exc}") from None
+    return stream
 
 
 def cupy_stream(stream):

@@ -43,6 +43,11 @@ _messages = threading.local()
 CompileStats = collections.namedtuple("CompileStats", "cache_path cache_hits cache_misses")
 
 
+class DeviceFunctionCallError(DeviceFunctionError, LaunchError):
+    """A device function called on the host: numba-cuda's ValueError for a ``cuda.jit`` function
+    called without a launch configuration, and the RuntimeError gpureplace raised before."""
+
+
 class GPUFunction(Configurable, Reflection, Launching, DeviceCallable):
     """What ``cuda.jit`` returns: a kernel (``device=False``) or a device function."""
 
@@ -285,6 +290,8 @@ class GPUFunction(Configurable, Reflection, Launching, DeviceCallable):
                 raise diagnostics.for_user(exc) from None
             self.last_compile_error = None
             spec.world = age
+            if not self.device:         # (what loading it alone needs: overloads[sig] asked)
+                spec.link, spec.carveout = self._link, self._carveout
             reason, self._stale_reason = self._stale_reason, None
             if settings.verbose and reason:
                 held = getattr(_messages, "held", None)
@@ -347,11 +354,20 @@ class GPUFunction(Configurable, Reflection, Launching, DeviceCallable):
         return {tuple(arguments.numba_type_of_key(k) for k in keys): fn
                 for keys, fn in self._specialized.items()}
 
+    def configure(self, griddim, blockdim, stream=0, sharedmem=0):
+        """numba-cuda's ``kernel.configure(griddim, blockdim, stream=0, sharedmem=0)``:
+        ``kernel[griddim, blockdim, stream, sharedmem]`` (stream 0 and no shared memory being
+        ``kernel[griddim, blockdim]``'s)."""
+        config = (griddim, blockdim) + ((stream, sharedmem) if sharedmem else
+                                        (stream,) if stream else ())
+        return self[config]
+
     def __call__(self, *args, **kwargs):
         if self.device:
-            raise RuntimeError(f"{self.__qualname__} is a device function: call it from a kernel "
-                               f"or another device function (use the simulator to run it on "
-                               f"the host)")
+            raise DeviceFunctionCallError(
+                f"{self.__qualname__} is a device function: call it from a kernel or another "
+                f"device function; its Python function runs on the host as "
+                f"{self.__name__}.py_func(...)")
         raise LaunchError(f"{self.__qualname__} is GPU code: launch it as a kernel with "
                           f"{self.__name__}[blocks, threads](...), or call it from a kernel or "
                           f"device function; its Python function runs on the host as "

@@ -10,20 +10,22 @@ launch uses now where there is one (``_launch_options``), the most recently comp
 
 from __future__ import annotations
 
+import sys
 from typing import NamedTuple
 
 from numba.core import types
+from numba.core.typing import signature as numba_signature
 
 from .. import probe
-from ..compiler import toolchain
-from ..compiler.compiled import Options
+from ..compiler.compiled import CompiledFunction, Options
 from ..compiler.dispatch_report import dispatch_report
 from ..compiler.pipeline import device_ptx
 from ..compiler.signature import SignatureParseError, normalize_signature
 from ..config import settings
-from ..errors import DeviceFunctionError
+from ..errors import CompileError, DeviceFunctionError
 from ..runtime import launch
 from ..tracking.deps import describe
+from . import definitions
 
 
 class Variant(NamedTuple):
@@ -51,8 +53,10 @@ class Reflection:
 
     def inspect_types(self, sig=None, file=None, *, signature=None, pretty=False,
                       style="default"):
-        """The typed Numba IR of each function of the call graph: returned (a string, or
-        ``{argtypes: text}``), or written to ``file``.  numba-cuda's call forms work too:
+        """The typed Numba IR of each function of the call graph, written to ``file`` or, as
+        numba-cuda's, to standard output; without ``file`` it is also returned (a string for
+        ``sig``, else ``{argtypes: text}``, as the README documents), marked as shown so that
+        IPython does not show it a second time.  numba-cuda's call forms work too:
         ``inspect_types(file)`` (a file as the first argument) and ``signature=``; ``pretty``
         and ``style`` (its HTML rendering) are accepted and give the plain text."""
         if hasattr(sig, "write") and file is None:
@@ -60,15 +64,18 @@ class Reflection:
         if signature is not None:
             sig = signature
         out = self._reflect(sig, *self._reader("types"))
+        text = out if isinstance(out, str) else "\n".join(out.values())
+        if text:                                  # (nothing compiled: nothing printed)
+            print(text, file=sys.stdout if file is None else file)
         if file is not None:
-            print(out if isinstance(out, str) else "\n".join(out.values()), file=file)
             return None
-        return out
+        return _ShownText(out) if isinstance(out, str) else _Shown(out)
 
     def inspect_all(self, what="ptx", sig=None):
         """Every specialisation compiled so far (with ``sig``: those of its argument types, the
         one of the current options compiled if need be) as ``Variant(argtypes, options,
-        current, text)``, ``what`` being ``"ptx"``, ``"llvm"``, ``"types"`` or ``"sass"``.
+        current, text)``, ``what`` being ``"ptx"``, ``"llvm"``, ``"types"``, ``"sass"`` or
+        ``"sass_cfg"``.
         Unlike the ``{argtypes: ...}`` of ``inspect_ptx()``, it keeps the specialisations of
         the same argument types compiled under other options (``fastmath``, ``arch``):
         ``current`` marks the one of the options a launch uses now, listed first among its
@@ -88,8 +95,11 @@ class Reflection:
         if what == "sass":
             self._require_kernel("inspect_sass")
             return _sass, True
-        raise ValueError(f"inspect_all(what={what!r}): what is 'ptx', 'llvm', 'types' or "
-                         f"'sass'")
+        if what == "sass_cfg":
+            self._require_kernel("inspect_sass_cfg")
+            return _sass_cfg, True
+        raise ValueError(f"inspect_all(what={what!r}): what is 'ptx', 'llvm', 'types', 'sass' "
+                         f"or 'sass_cfg'")
 
     def dispatch_report(self, sig=None):
         """Each callable the call graph uses: function, line, context layer, implementation."""
@@ -110,16 +120,47 @@ class Reflection:
         ``nvidia-cuda-nvdisasm`` wheels; no GPU needed)."""
         return self._reflect(signature, *self._reader("sass"))
 
+    def inspect_sass_cfg(self, signature=None):
+        """The control-flow graph of the SASS of the specialisation for ``signature`` in DOT
+        (``nvdisasm -cfg`` of the PTX assembled by ptxas, from NVIDIA's wheels; no GPU needed),
+        or ``{argtypes: cfg}`` of all compiled so far, as numba-cuda's."""
+        return self._reflect(signature, *self._reader("sass_cfg"))
+
     @property
     def signatures(self):
         """The argument-type tuples compiled so far (numba-cuda's ``kernel.signatures``)."""
         return list(self.overloads)
 
     @property
+    def nopython_signatures(self):
+        """numba-cuda's: the Numba signature (``restype(argtypes)``) of each compiled
+        specialisation: ``none(...)`` for a kernel, a device function's return type for it."""
+        return [numba_signature(types.none if not self.device else cf.restype, *argtypes)
+                for argtypes, cf in self.overloads.items()]
+
+    @property
+    def targetoptions(self):
+        """numba-cuda's ``targetoptions``: the options given to ``cuda.jit``, under its
+        names (a copy: changing it changes nothing)."""
+        return {"device": self.device, "debug": self._debug, "lineinfo": self._lineinfo,
+                "link": list(self._link), "opt": self._opt > 0, "fastmath": self._fastmath,
+                "extensions": list(self._extensions), "max_registers": self._max_registers,
+                "launch_bounds": self._launch_bounds or None,
+                "shared_memory_carveout": self._carveout}
+
+    def get_metadata(self, signature=None):
+        """numba-cuda's: what the compile of the specialisation for ``signature`` recorded
+        (``{argtypes: metadata}`` of all compiled so far): its options, and for a kernel
+        whether it came from the disk cache, its compile time and whether it was compiled for
+        its launch's configuration."""
+        return self._reflect(signature, _metadata)
+
+    @property
     def overloads(self):
         """``{argument types: specialisation}`` of everything compiled so far (numba-cuda's
         ``kernel.overloads``): for argument types compiled under several options, the
-        specialisation of the current ones (``_reflect``)."""
+        specialisation of the current ones (``_reflect``).  A device function's include what
+        kernels and device functions calling it compiled (``_reached_variants``)."""
         return self._by_argtypes(self._compiled_variants(), lambda v: v.value)
 
     # The driver's view of a specialisation loaded on the current device (numba-cuda's
@@ -140,19 +181,21 @@ class Reflection:
         return self._function_attribute(signature, "max_threads_per_block")
 
     def _function_attribute(self, signature, name):
-        self._require_kernel(f"get_{name}")
+        what = launch.RESOURCE_METHODS[name]
+        self._require_kernel(what)
         if not probe.available():
             # no GPU (the simulator): what ptxas says of the PTX, for its architecture
-            return self._reflect(signature, lambda spec: _assembled(spec, name), single=True)
-        launch.require_device()
+            return self._reflect(signature,
+                                 lambda spec: launch.assembled_resource(spec, name, what),
+                                 single=True)
         dev = probe.current_device()
         launch.ensure_context(dev)
 
         def read(spec):
-            loaded = next((e for (_, d), e in self._launch_cache.items()
+            loaded = next((e for (_, d), e in list(self._launch_cache.items())
                            if d == dev and e.spec is spec), None)
             if loaded is None:
-                loaded = launch.LoadedKernel(spec, dev, self._link, self._carveout)
+                loaded = spec.loaded(dev)
             return int(loaded.attribute(name))
         return self._reflect(signature, read, single=True)
 
@@ -209,6 +252,8 @@ class Reflection:
                 if key[0] == argtypes and key[1] != now]
         else:
             found = list(self._specs.items())
+            if self.device:
+                found += self._reached_variants(found)
         groups = {}
         for (argtypes, options), spec in found:
             groups.setdefault(argtypes, []).append((options, spec))
@@ -218,10 +263,42 @@ class Reflection:
             out += [Variant(argtypes, options, options == now, spec) for options, spec in group]
         return out
 
+    def _reached_variants(self, own):
+        """A device function's specialisations compiled for the calls of kernels and device
+        functions (numba-cuda lists those in a device function's ``overloads`` too): each
+        compiled function of their call graphs made from this function's code in its context
+        (without a caller's override mask), as ``[((argtypes, options), compiled function)]``,
+        but those ``own`` (its own compiles) already has.  A kernel loaded from the disk cache
+        that reaches this function goes through the front end again (its records keep no
+        code, as for ``inspect_types``); one that no longer compiles is left out (its launch
+        says why)."""
+        seen = {id(value) for _, value in own}
+        found = []
+        for fn in definitions.live_functions():
+            if fn is self:
+                continue
+            for (argtypes, options), spec in list(fn._specs.items()):
+                cf = spec if fn.device else spec.compiled
+                if not isinstance(cf, CompiledFunction):       # a disk-loaded kernel's records
+                    if not any(c.pyfunc is self.py_func for c in cf.closure()):
+                        continue
+                    try:
+                        cf = fn._specialize(argtypes, options, disk=False).compiled
+                    except CompileError:
+                        continue
+                for each in cf.closure():
+                    if each.pyfunc is self.py_func and each.context is self.context and \
+                            not each.mask and each.fndesc is not None and \
+                            id(each) not in seen:
+                        seen.add(id(each))
+                        found.append(((each.argtypes, each.options), each))
+        return found
+
     def _require_kernel(self, what):
         if self.device:
-            what_of = "Cannot inspect SASS of a device function" if what == "inspect_sass" else \
-                f"Cannot ask {what}() of a device function"
+            what_of = {"inspect_sass": "Cannot inspect SASS of a device function",
+                       "inspect_sass_cfg": "Cannot get the CFG of a device function"}.get(
+                what, f"Cannot ask {what}() of a device function")
             raise DeviceFunctionError(f"{what_of}: {what}() is for kernels; {self.__qualname__} "
                                       f"is a device function (use inspect_llvm)")
 
@@ -242,6 +319,33 @@ def _sass(spec):
     return spec.inspect_sass()
 
 
+def _sass_cfg(spec):
+    return spec.inspect_sass_cfg()
+
+
+def _metadata(value):
+    """``get_metadata``'s answer for a kernel's specialisation or a device function's compiled
+    function."""
+    if isinstance(value, CompiledFunction):
+        return {"options": value.options, "from_disk": False, "compile_seconds": None,
+                "launch_config_sensitive": False}
+    return value.metadata
+
+
+class _Shown(dict):
+    """``inspect_types()``'s answer, already printed: IPython shows nothing more for it."""
+
+    def _ipython_display_(self):
+        return None
+
+
+class _ShownText(str):
+    """``inspect_types(sig)``'s answer, already printed: IPython shows nothing more for it."""
+
+    def _ipython_display_(self):
+        return None
+
+
 def _annotated(cf):
     """The typed IR of ``cf`` and of each function it calls (``inspect_types``)."""
     return "\n".join(f"{each.qualname}{each.argtypes} -> {each.restype}\n"
@@ -250,17 +354,6 @@ def _annotated(cf):
 
 def _annotated_kernel(spec):
     return _annotated(spec.compiled)
-
-
-def _assembled(spec, name):
-    """The driver attribute ``name`` of ``spec`` as ptxas reports it (``toolchain.resources``)."""
-    found = toolchain.resources(spec.ptx, spec.name)
-    if found is None:
-        launch.require_device(
-            f"get_{name}", then="; without a GPU these numbers come from NVIDIA's ptxas: pip "
-                               "install nvidia-cuda-nvcc")
-        raise AssertionError("unreachable")
-    return found[name]
 
 
 def argument_types(fn, sig):

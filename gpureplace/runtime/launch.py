@@ -12,11 +12,15 @@ import operator
 import os
 import re
 import struct
+import sys
 import threading
 
 from .. import probe
+from ..arch import shared_opt_in_bytes
+from ..compiler import toolchain
 from ..compiler.exceptions import EXCEPTION_GLOBAL, EXCEPTION_WORDS, raise_from_record
 from ..compiler.pipeline import KernelSpecialization
+from ..config import settings
 from ..errors import LaunchError, NoDeviceError
 from . import linking
 
@@ -294,15 +298,126 @@ class LoadedKernel:
 
 class Specialization(KernelSpecialization):
     """A compiled kernel as ``kernel.overloads`` gives it: the compiler's record, and what asking
-    the GPU about it needs."""
+    the GPU about it needs (numba-cuda's ``_Kernel``: ``regs_per_thread`` and the other resource
+    properties, ``max_cooperative_grid_blocks``, ``inspect_types``, ``inspect_sass_cfg``)."""
+
+    #: what loading it on its own needs: the kernel's ``cuda.jit(link=...)`` files and
+    #: ``shared_memory_carveout`` (set by the kernel that compiled it, jit/function.py)
+    link = ()
+    carveout = None
 
     def max_cooperative_grid_blocks(self, blockdim, dynsmemsize=0):
         """How many blocks of ``blockdim`` threads a cooperative launch of this kernel (one that
-        syncs the grid) can have on the current GPU (numba-cuda's name)."""
-        require_device()
+        syncs the grid) can have on the current GPU (numba-cuda's name).  In the simulator: as
+        many as it runs at once (``SIMULATED_GRID_THREADS`` threads in all, the limit its
+        cooperative launch enforces), none where a block cannot have ``dynsmemsize`` bytes of
+        dynamic shared memory with its static arrays on the simulated device, an sm_90 (its
+        launch would be refused: jit/launcher.py's ``shared_limit``)."""
         dims = normalize_dims(blockdim, "block")
-        loaded = LoadedKernel(self, probe.current_device())
-        return loaded.max_cooperative_blocks(dims[0] * dims[1] * dims[2], dynsmemsize)
+        threads = dims[0] * dims[1] * dims[2]
+        if settings.launch_backend() == "simulator":
+            most = shared_opt_in_bytes("sm_90")
+            if dynsmemsize + toolchain.ptx_static_shared(self.ptx) > most:
+                return 0
+            return SIMULATED_GRID_THREADS // threads
+        require_device("max_cooperative_grid_blocks()")
+        return self.loaded(probe.current_device()).max_cooperative_blocks(threads, dynsmemsize)
+
+    def loaded(self, device_id):
+        """This specialisation loaded on device ``device_id`` (once: kept for further
+        questions)."""
+        kept = self.__dict__.setdefault("_loaded", {})
+        loaded = kept.get(device_id)
+        if loaded is None:
+            ensure_context(device_id)
+            loaded = kept[device_id] = LoadedKernel(self, device_id, self.link, self.carveout)
+        return loaded
+
+    def resource(self, name, what):
+        """The driver's attribute ``name`` of this kernel (``num_regs``, ``shared_size_bytes``,
+        ``local_size_bytes``, ``const_size_bytes``, ``max_threads_per_block``) on the current
+        GPU; without a GPU, what ptxas reports for the kernel's architecture (the same numbers).
+        ``what``: the user's call, named in the errors."""
+        if not probe.available():
+            return assembled_resource(self, name, what)
+        return int(self.loaded(probe.current_device()).attribute(name))
+
+    # numba-cuda's ``_Kernel`` properties
+    @property
+    def regs_per_thread(self):
+        """The registers each thread of this kernel uses."""
+        return self.resource("num_regs", "regs_per_thread")
+
+    @property
+    def shared_mem_per_block(self):
+        """The bytes of static shared memory a block of this kernel has."""
+        return self.resource("shared_size_bytes", "shared_mem_per_block")
+
+    @property
+    def local_mem_per_thread(self):
+        """The bytes of local memory (stack frame) each thread of this kernel uses."""
+        return self.resource("local_size_bytes", "local_mem_per_thread")
+
+    @property
+    def const_mem_size(self):
+        """The bytes of constant memory this kernel's module uses."""
+        return self.resource("const_size_bytes", "const_mem_size")
+
+    @property
+    def max_threads_per_block(self):
+        """The most threads a block of this kernel may have (its registers and
+        ``launch_bounds`` allowing)."""
+        return self.resource("max_threads_per_block", "max_threads_per_block")
+
+    @property
+    def metadata(self):
+        """What its compile recorded (numba-cuda's ``overloads[sig].metadata``, also
+        ``kernel.get_metadata(sig)``): its options, whether it came from the disk cache, how
+        long it took, whether it was compiled for its launch's configuration."""
+        return {"options": self.options, "from_disk": self.from_disk,
+                "compile_seconds": self.compile_seconds,
+                "launch_config_sensitive": self.launch_config_sensitive}
+
+    def inspect_sass_cfg(self):
+        """The control-flow graph of its SASS in DOT (``nvdisasm -cfg``, from NVIDIA's wheels;
+        no GPU needed), as numba-cuda's."""
+        return toolchain.sass_of_ptx(self.ptx, self.options.arch, "inspect_sass_cfg", cfg=True)
+
+    def inspect_types(self, file=None):
+        """Numba's typed IR of the kernel's body, written to ``file`` (standard output by
+        default), headed and ruled off as numba-cuda's ``overloads[sig].inspect_types()``."""
+        out = sys.stdout if file is None else file
+        print(f"{self.name} {self.argtypes}", file=out)
+        print("-" * 80, file=out)
+        print(self._type_annotation, file=out)
+        print("=" * 80, file=out)
+
+
+#: The simulator runs a kernel that syncs the grid with all its threads at once, as Python
+#: threads: at most this many (simulator/runner.py refuses a larger cooperative launch).
+SIMULATED_GRID_THREADS = 16384
+
+#: the user's name for each of the driver's function attributes, by ``Reflection`` method
+RESOURCE_METHODS = {"num_regs": "get_regs_per_thread",
+                    "shared_size_bytes": "get_shared_mem_per_block",
+                    "local_size_bytes": "get_local_mem_per_thread",
+                    "const_size_bytes": "get_const_mem_size",
+                    "max_threads_per_block": "get_max_threads_per_block"}
+
+
+def assembled_resource(spec, name, what):
+    """The driver attribute ``name`` of kernel ``spec`` as ptxas reports it, for the kernel's
+    architecture (``toolchain.resources``); ``what`` is the user's call the errors name."""
+    found = toolchain.resources(spec.ptx, spec.name)
+    if found is not None:
+        return found[name]
+    if toolchain.find_tool("ptxas") is None:
+        raise NoDeviceError(f"{what}(): without a GPU, a kernel's resource usage comes from "
+                            f"NVIDIA's ptxas, which was not found: pip install "
+                            f"{toolchain.PACKAGES['ptxas']} (or set GPUREPLACE_PTXAS to its path)")
+    raise RuntimeError(f"{what}(): ptxas ({toolchain.find_tool('ptxas')}) reported no resource "
+                       f"usage for {spec.name} (it refused the PTX for {spec.options.arch}: "
+                       f"kernel.inspect_sass(sig) shows its error)")
 
 
 def param_offsets(fmt):

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import difflib
 import time
 
 import numpy as np
 
+from .. import arch
 from ..errors import LaunchError
-from ..hostapi.arrays import (NumbaArrayMethods, RecordMethods, array_interface, copy_source,
-                              is_record, not_a_device_array, record_copy, span, squeeze_axes)
+from ..hostapi.arrays import (NumbaArrayMethods, RecordMethods, array_interface, as_shape,
+                              copy_source, host_target, is_record, not_a_device_array,
+                              record_copy, span, squeeze_axes)
+from ..hostapi.streams import checked_stream
 from .arrays import allocation_around, remember_allocation, view_described
 
 try:
@@ -72,12 +76,14 @@ class SimEvent:
         self.timing, self._t = timing, None
 
     def record(self, stream=0):
+        checked_stream(stream, "Event.record")
         self._t = time.perf_counter()
 
     def synchronize(self):
         return None
 
     def wait(self, stream=0):
+        checked_stream(stream, "Event.wait")
         return None
 
     def query(self):
@@ -92,7 +98,12 @@ class SimEvent:
 
 
 class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
-    """A "device" array under the simulator: host memory with numba-cuda's methods."""
+    """A "device" array under the simulator: host memory with numba-cuda's methods.
+
+    Being a NumPy array, ``np.asarray(d)`` of it is a view of the simulated device memory,
+    where numba-cuda's ``DeviceNDArray.__array__`` copies to the host: NumPy never asks an
+    ndarray subclass for ``__array__``.  A snapshot that later launches must not change is
+    ``d.copy_to_host()``."""
 
     def __array_finalize__(self, obj):
         # pointers into it that kernels are given are bounds-checked
@@ -109,6 +120,7 @@ class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
     def bind(self, stream=0):
         """A view of the array bound to ``stream`` (numba-cuda's ``bind``); under the simulator
         every operation runs at once, whatever its stream."""
+        checked_stream(stream, "bind")
         out = self.view()
         out._gr_stream = stream or 0
         return out
@@ -133,6 +145,7 @@ class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
     def getitem(self, key, stream=0):
         """``self[key]`` (numba-cuda's ``getitem``): a view (an array, or a record's
         ``DeviceRecord``) bound to ``stream``, or an element's value."""
+        checked_stream(stream, "getitem")
         out = self[key]
         if isinstance(out, SimDeviceNDArray) and stream:
             out._gr_stream = stream
@@ -141,6 +154,7 @@ class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
     def setitem(self, key, value, stream=0):
         """``self[key] = value`` (numba-cuda's ``setitem``): a scalar, a host array or a device
         array, broadcast as NumPy broadcasts."""
+        checked_stream(stream, "setitem")
         if hasattr(value, "__cuda_array_interface__") and not isinstance(value, np.ndarray):
             value = as_cuda_array(value)
         np.ndarray.__setitem__(self, key, value)
@@ -150,9 +164,24 @@ class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
             return (self[i] for i in range(self.shape[0]))
         return super().__iter__()
 
+    def __repr__(self):
+        # (NumPy's printer reads each element with a[i, j]: a DeviceRecord here, which it
+        # cannot print as a structured scalar; the plain view's elements are NumPy's)
+        if not (self.ndim and self.dtype.names is not None):
+            return super().__repr__()
+        name, text = type(self).__name__, repr(self.view(np.ndarray))
+        return name + text[len("array"):].replace("\n" + " " * len("array("),
+                                                   "\n" + " " * (len(name) + 1))
+
+    def __str__(self):
+        if not (self.ndim and self.dtype.names is not None):
+            return super().__str__()
+        return str(self.view(np.ndarray))
+
     def squeeze(self, axis=None, stream=0):
         """A view without the axes of length 1 (all of them, or ``axis``: an int or a tuple of
         ints, each of length 1), bound to ``stream`` or this array's stream."""
+        checked_stream(stream, "squeeze")
         out = np.ndarray.squeeze(self, squeeze_axes(self.shape, axis)).view(SimDeviceNDArray)
         stream = stream or self.stream
         if stream:
@@ -160,21 +189,33 @@ class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
         return out
 
     def copy_to_host(self, ary=None, stream=0):
+        """The elements in a new host array, or written into ``ary``: a NumPy array of the same
+        dtype and shape, but for axes of length 1 (numba-cuda's ``check_array_compatibility``:
+        TypeError for another dtype, ValueError for another shape)."""
         from ..jit.graphs import refuse_host_sync
         refuse_host_sync("copy_to_host()")
+        checked_stream(stream, "copy_to_host")
         if ary is None:
             return np.array(self, copy=True, order="K").view(np.ndarray)
-        if ary.shape != self.shape or ary.dtype != self.dtype:
-            raise ValueError(f"copy_to_host(ary): ary must be a NumPy array of shape "
-                             f"{self.shape} and dtype {self.dtype}")
-        ary[...] = self
+        host_target(self, ary)
+        np.copyto(as_shape(ary, self.shape), self.view(np.ndarray))
         return ary
 
     def copy_to_device(self, ary, stream=0):
-        self[...] = copy_source(self, ary)      # (as the GPU's: no dtype conversion)
+        """Fill the array from ``ary`` (host or device), refused as numba-cuda refuses it (see
+        ``hostapi.arrays.copy_source``); an empty ``ary`` copies nothing."""
+        checked_stream(stream, "copy_to_device")
+        host = copy_source(self, ary)           # (as the GPU's: no dtype conversion)
+        if host is not None:
+            np.ndarray.__setitem__(self, Ellipsis, host)
 
     def __array_wrap__(self, obj, context=None, return_scalar=False):
-        # results of NumPy operations on simulated device arrays are plain arrays
+        # A result NumPy made for an operation on simulated device arrays is a plain array (a
+        # host array, as numba-cuda's DeviceNDArray gives NumPy); but an output array that was
+        # given, this one in ``d += 1`` or ``np.add(d, 1, out=d)``, stays what it is: a device
+        # array (or mapped memory) that kernels still take.
+        if isinstance(obj, SimDeviceNDArray):
+            return obj
         if return_scalar:
             return obj[()]
         return np.asarray(obj)
@@ -186,27 +227,78 @@ class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
         return array_interface(self, self.ctypes.data)
 
 
-_SIM_ATTRIBUTES = {"MAX_THREADS_PER_BLOCK": 1024, "MAX_BLOCK_DIM_X": 1024,
-                   "MAX_BLOCK_DIM_Y": 1024, "MAX_BLOCK_DIM_Z": 64, "MAX_GRID_DIM_X": 2**31 - 1,
-                   "MAX_GRID_DIM_Y": 65535, "MAX_GRID_DIM_Z": 65535, "WARP_SIZE": 32,
-                   "MAX_SHARED_MEMORY_PER_BLOCK": 48 * 1024, "MULTIPROCESSOR_COUNT": 1,
-                   "MAX_REGISTERS_PER_BLOCK": 65536, "CLOCK_RATE": 0,
-                   "COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0}
+#: The simulated device's attributes, under numba-cuda's names (the driver's
+#: ``CU_DEVICE_ATTRIBUTE_*``).  It models one multiprocessor of an sm_90 GPU (an H100 / H200): the
+#: limits a launch checks (the block and grid dimensions, shared memory: ``arch``'s tables) and
+#: what code reads to size its work are an H100's; it has no clock (CLOCK_RATE and
+#: MEMORY_CLOCK_RATE 0: timings are the host's) and sits on no PCI bus (0).
+_SIM_ATTRIBUTES = {
+    "COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0,
+    "MULTIPROCESSOR_COUNT": 1, "WARP_SIZE": 32,
+    "MAX_THREADS_PER_BLOCK": 1024, "MAX_BLOCK_DIM_X": 1024, "MAX_BLOCK_DIM_Y": 1024,
+    "MAX_BLOCK_DIM_Z": 64, "MAX_GRID_DIM_X": 2**31 - 1, "MAX_GRID_DIM_Y": 65535,
+    "MAX_GRID_DIM_Z": 65535,
+    "MAX_THREADS_PER_MULTIPROCESSOR": 2048, "MAX_BLOCKS_PER_MULTIPROCESSOR": 32,
+    "MAX_REGISTERS_PER_BLOCK": 65536, "MAX_REGISTERS_PER_MULTIPROCESSOR": 65536,
+    "MAX_SHARED_MEMORY_PER_BLOCK": arch.STATIC_SHARED_BYTES,
+    "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": arch.shared_opt_in_bytes("sm_90"),
+    "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 228 * 1024,
+    "RESERVED_SHARED_MEMORY_PER_BLOCK": 1024,
+    "TOTAL_CONSTANT_MEMORY": arch.CONST_BYTES, "L2_CACHE_SIZE": 50 * 1024 * 1024,
+    "GLOBAL_MEMORY_BUS_WIDTH": 5120, "MAX_PITCH": 2**31 - 1,
+    "CLOCK_RATE": 0, "MEMORY_CLOCK_RATE": 0,
+    "CONCURRENT_KERNELS": 1, "UNIFIED_ADDRESSING": 1, "COOPERATIVE_LAUNCH": 1,
+    "CAN_MAP_HOST_MEMORY": 1, "MANAGED_MEMORY": 1, "CONCURRENT_MANAGED_ACCESS": 1,
+    "STREAM_PRIORITIES_SUPPORTED": 1, "COMPUTE_PREEMPTION_SUPPORTED": 1,
+    "GLOBAL_L1_CACHE_SUPPORTED": 1, "LOCAL_L1_CACHE_SUPPORTED": 1,
+    "SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO": 2,
+    "INTEGRATED": 0, "KERNEL_EXEC_TIMEOUT": 0, "COMPUTE_MODE": 0, "TCC_DRIVER": 0,
+    "ECC_ENABLED": 0, "MULTI_GPU_BOARD": 0, "MULTI_GPU_BOARD_GROUP_ID": 0,
+    "PCI_BUS_ID": 0, "PCI_DEVICE_ID": 0, "PCI_DOMAIN_ID": 0,
+}
+
+
+def _attribute_key(name):
+    # (as hostapi.devices' GPU Device: MAX_THREADS_PER_MULTI_PROCESSOR, the runtime API's
+    # spelling, is MAX_THREADS_PER_MULTIPROCESSOR)
+    return name.replace("_", "").lower()
+
+
+_SIM_ATTRIBUTE_KEYS = {_attribute_key(k): v for k, v in _SIM_ATTRIBUTES.items()}
 
 
 class SimDevice:
-    """The simulator's stand-in device."""
+    """The simulator's stand-in device: one device, 0, of compute capability 9.0, with the
+    driver's attributes (``_SIM_ATTRIBUTES``) and numba-cuda simulator's ``uuid``."""
 
     id = 0
     name = "gpureplace CPU simulator"
     compute_capability = (9, 0)
+    uuid = "GPU-00000000-0000-0000-0000-000000000000"
 
     def __getattr__(self, name):
-        try:
-            return _SIM_ATTRIBUTES[name]
-        except KeyError:
-            raise AttributeError(f"the simulated device has no attribute {name!r} (it has: "
-                                 f"{', '.join(sorted(_SIM_ATTRIBUTES))})") from None
+        if name.startswith("_"):
+            raise AttributeError(name)
+        value = _SIM_ATTRIBUTE_KEYS.get(_attribute_key(name)) if name.isupper() else None
+        if value is None:
+            close = difflib.get_close_matches(name.upper(), _SIM_ATTRIBUTES, n=3)
+            hint = (f"did you mean {' or '.join(close)}?" if close else
+                    f"it has {', '.join(sorted(_SIM_ATTRIBUTES))}")
+            raise AttributeError(f"the simulated device has no attribute {name!r} (device "
+                                 f"attributes are the driver's, upper case): {hint}")
+        return value
+
+    def get_device_identity(self):
+        """numba-cuda's ``Device.get_device_identity()``: where the device sits on the PCI
+        bus (0, 0, 0: nowhere)."""
+        return {"pci_domain_id": self.PCI_DOMAIN_ID, "pci_bus_id": self.PCI_BUS_ID,
+                "pci_device_id": self.PCI_DEVICE_ID}
+
+    def __eq__(self, other):
+        return isinstance(other, SimDevice)      # (there is one)
+
+    def __hash__(self):
+        return hash(("SimDevice", 0))
 
     def reset(self):
         return None
@@ -225,21 +317,31 @@ class SimDeviceRecord(RecordMethods, SimDeviceNDArray):
     """``cuda.to_device(record)`` under the simulator (hostapi's ``DeviceRecord``)."""
 
 
-def to_device(obj, copy=True):
+def _bound(arr, stream):
+    """``arr`` belonging to ``stream`` (its ``.stream``, as numba-cuda's arrays made with a
+    ``stream=`` report it); 0 or None: none."""
+    if stream:
+        arr._gr_stream = stream
+    return arr
+
+
+def to_device(obj, copy=True, stream=0):
     if isinstance(obj, SimDeviceNDArray):
         return obj
     if is_record(obj):
-        return (record_copy(obj) if copy else np.empty((), obj.dtype)).view(SimDeviceRecord)
+        rec = record_copy(obj) if copy else np.empty((), obj.dtype)
+        return _bound(rec.view(SimDeviceRecord), stream)
     host = np.asarray(obj)
     arr = np.array(host, copy=True, order="K") if copy else np.empty_like(host, order="K")
-    return arr.view(SimDeviceNDArray)
+    return _bound(arr.view(SimDeviceNDArray), stream)
 
 
-def device_array(shape, dtype, strides, order):
+def device_array(shape, dtype, strides, order, stream=0):
     if strides is None:
-        return np.empty(shape, dtype, order=order).view(SimDeviceNDArray)
+        return _bound(np.empty(shape, dtype, order=order).view(SimDeviceNDArray), stream)
     buf = np.empty(span(shape, strides, dtype.itemsize), np.uint8)
-    return np.ndarray(shape, dtype, buffer=buf, strides=strides).view(SimDeviceNDArray)
+    return _bound(np.ndarray(shape, dtype, buffer=buf, strides=strides).view(SimDeviceNDArray),
+                  stream)
 
 
 def as_cuda_array(obj, host_ok=False):
@@ -327,9 +429,9 @@ def pinned_array(shape, dtype, strides, order):
         strides=strides)
 
 
-def mapped_array(shape, dtype, strides, order):
+def mapped_array(shape, dtype, strides, order, stream=0):
     """Mapped and managed memory alike: host memory is the simulated device's."""
-    return pinned_array(shape, dtype, strides, order).view(SimDeviceNDArray)
+    return _bound(pinned_array(shape, dtype, strides, order).view(SimDeviceNDArray), stream)
 
 
 def mapped_views(arrays):

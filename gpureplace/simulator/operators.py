@@ -18,16 +18,19 @@ So each function the simulator runs is compiled again from its source (``rewrite
 arithmetic operator -- binary operators, unary ``-``, ``+`` and ``~``, augmented assignments to
 names -- replaced by a call to the function of the same name below.  These take the fast path
 when both operands are device values and otherwise give each operand Numba's type first.  A
-function whose source cannot be found or no longer matches its bytecode (the file changed since)
-runs as it is.
+function whose source cannot be found or no longer matches the code Python loaded (the file was
+edited since, and the module not reloaded: ``_same_code``) runs as it is, so that the simulator
+always runs what Python loaded.
 """
 
 from __future__ import annotations
 
+import __future__
 import ast
+import functools
+import inspect
 import operator
 import sys
-import textwrap
 import threading
 import types as pytypes
 import weakref
@@ -508,24 +511,78 @@ def _rewrite(pyfunc, code, plan):
     if code.co_name == "<lambda>":
         return _rewrite_lambda(code, plan)
     lines, first = source_lines(code)
-    tree = ast.parse(textwrap.dedent("".join(lines)))
-    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef) or \
-            tree.body[0].name != code.co_name:
+    fdef = _parse_def(lines, first)
+    if not isinstance(fdef, ast.FunctionDef) or fdef.name != code.co_name:
         return None
-    ast.increment_lineno(tree, first - 1)
-    original = _compile_nested(tree.body[0], code, first)
+    original = _compile_nested(fdef, code, first)
     if not _same_code(original, code):
         return None                              # the source changed since it was compiled
-    fdef = ast.parse(textwrap.dedent("".join(lines))).body[0]
-    ast.increment_lineno(fdef, first - 1)
+    fdef = _parse_def(lines, first)
     rewriter = _Rewriter(plan)
     rewriter.depth = -1                          # (the function itself is no nested scope)
     return _compile_nested(rewriter.visit(fdef), code, first)
 
 
+def _parse_def(lines, first):
+    """The one statement of ``lines`` (a function's source, from line ``first`` of its file) as
+    an AST with the file's line numbers, or None.  Its text is parsed as it is: an indented
+    definition (a method, a function defined in a function) is parsed inside an ``if 1:``
+    rather than dedented, which would take the indentation out of its multi-line strings too
+    (another constant, and the compiled code no longer the loaded code)."""
+    text = "".join(lines)
+    indented = text[:1] in (" ", "\t")
+    tree = ast.parse("if 1:\n" + text if indented else text)
+    body = tree.body[0].body if indented else tree.body
+    if len(body) != 1:
+        return None
+    ast.increment_lineno(tree, first - 1 - indented)
+    return body[0]
+
+
+#: what ``compile`` takes of a code object's flags: its ``from __future__`` imports
+_FUTURE_FLAGS = functools.reduce(operator.or_, (
+    getattr(__future__, name).compiler_flag for name in __future__.all_feature_names))
+
+
 def _same_code(compiled, code):
-    return compiled is not None and compiled.co_code == code.co_code and \
-        compiled.co_names == code.co_names and compiled.co_varnames == code.co_varnames
+    """Whether ``compiled`` (the function's source as its file reads now, compiled again) is the
+    code Python loaded, ``code``: the same bytecode, names, constants (compared by type and
+    value, floats to the bit, nested functions', lambdas' and comprehensions' code alike),
+    arguments, local, cell and free variables, flags and exception table -- all but the line
+    numbers, which an edit elsewhere in the file moves without changing what runs, and the
+    flag saying it was compiled inside a function (``_compile_nested`` compiles it in one).
+    A file edited since its module was loaded fails this, and the function then runs as
+    Python loaded it."""
+    if compiled is None or not isinstance(code, pytypes.CodeType):
+        return False
+    fields = ("co_code", "co_names", "co_varnames", "co_freevars", "co_cellvars", "co_name",
+              "co_argcount", "co_posonlyargcount", "co_kwonlyargcount", "co_nlocals",
+              "co_exceptiontable")
+    if any(getattr(compiled, f, None) != getattr(code, f, None) for f in fields):
+        return False
+    if compiled.co_flags & ~inspect.CO_NESTED != code.co_flags & ~inspect.CO_NESTED:
+        return False
+    return len(compiled.co_consts) == len(code.co_consts) and all(
+        map(_same_constant, compiled.co_consts, code.co_consts))
+
+
+def _same_constant(a, b):
+    if isinstance(a, pytypes.CodeType) or isinstance(b, pytypes.CodeType):
+        return _same_code(a, b)
+    if type(a) is tuple and type(b) is tuple:
+        return len(a) == len(b) and all(map(_same_constant, a, b))
+    return _constant_key(a) == _constant_key(b)
+
+
+def _constant_key(value):
+    """``value`` (a constant of compiled code) as a key equal only for the same constant: by
+    type (``1``, ``1.0`` and ``True`` are equal in Python) and, for floats and complex numbers,
+    by ``repr`` (``0.0`` and ``-0.0`` are equal, a NaN is not itself)."""
+    if isinstance(value, (float, complex)):
+        return type(value), repr(value)
+    if isinstance(value, (tuple, frozenset)):
+        return type(value), type(value)(map(_constant_key, value))
+    return type(value), value
 
 
 def _rewrite_lambda(code, plan):
@@ -591,7 +648,9 @@ def _compile_nested(fdef, code, first):
             node.lineno, node.col_offset = first, 0
             node.end_lineno, node.end_col_offset = first, 0
     ast.fix_missing_locations(module)
-    compiled = compile(module, code.co_filename, "exec")
+    # (with the future imports the code was compiled under, and none of this module's)
+    compiled = compile(module, code.co_filename, "exec", flags=code.co_flags & _FUTURE_FLAGS,
+                       dont_inherit=True)
     outer_code = next(c for c in compiled.co_consts if isinstance(c, pytypes.CodeType))
     for c in outer_code.co_consts:
         if isinstance(c, pytypes.CodeType) and c.co_name == code.co_name:

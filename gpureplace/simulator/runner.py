@@ -27,7 +27,7 @@ from ..errors import DeviceFunctionError, LaunchError, SignatureError, render_as
 from ..jit import GPUFunction
 from ..jit.launcher import check_dynamic_shared
 from ..runtime import arguments, conversion
-from ..runtime.launch import normalize_dims
+from ..runtime.launch import SIMULATED_GRID_THREADS, normalize_dims
 from .arrays import SimArray, wrap_int
 from .pointers import RawPointer
 from .host import SimDeviceRecord
@@ -451,8 +451,9 @@ def _run_threaded(sim, kernel, values):
         stop_workers(sim, workers, gates, [blk] if blk is not None else [])
 
 
-#: grid mode runs every thread of the launch as a Python thread at once
-GRID_MODE_MAX_THREADS = 16384
+#: grid mode runs every thread of the launch as a Python thread at once (the limit lives with
+#: max_cooperative_grid_blocks, runtime/launch.py, which answers by it)
+GRID_MODE_MAX_THREADS = SIMULATED_GRID_THREADS
 
 
 def _run_grid(sim, kernel, values):
