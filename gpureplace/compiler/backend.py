@@ -165,8 +165,10 @@ LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
 #: 20: float16 with an int8 or a bool stays in half precision, devicemath._half_template; 21:
 #: libdevice's llvm.convert.from.fp16 and llvm.tanh lowered before the back end (half2float,
 #: fast_tanhf), libdevice_tuning.lower_newer_intrinsics: pruned libdevice files of before hold
-#: them), so that no process is served code that an older gpureplace compiled.
-CODEGEN_REVISION = 21
+#: them); 22: a math function of a float32 and a wide integer computes in float64, as numba-cuda
+#: types it (devicemath._float_of), so that no process is served code that an older gpureplace
+#: compiled.
+CODEGEN_REVISION = 22
 
 
 @functools.lru_cache(maxsize=None)

@@ -2,7 +2,8 @@
 ``cuda.libdevice.*`` and the bit / arithmetic intrinsics (``popc``, ``brev``, ``fma``...).
 
 Types follow the device: a call computes in float32 when every argument is float32 (or an
-integer), in float64 otherwise, and returns that type; integer intrinsics keep their widths.
+integer that numba-cuda's typing converts to float32: ``devicemath._float_of``), in float64
+otherwise, and returns that type; integer intrinsics keep their widths.
 """
 
 from __future__ import annotations
@@ -34,8 +35,20 @@ def _kind(a):
     return None
 
 
-def float_type(args, what):
-    """The float type a math call computes in (devicemath's rule)."""
+#: integers that leave a call with a float32 in float32 (devicemath._WITH_FLOAT32 ...)
+_WITH_F32 = frozenset(map(np.dtype, (np.bool_, np.int8, np.uint8, np.int16)))
+_EXPONENT_WITH_F32 = _WITH_F32 | {np.dtype(np.uint16), np.dtype(np.int32)}
+
+
+def _int_dtype(a):
+    if isinstance(a, (bool, np.bool_)):
+        return np.dtype(np.bool_)
+    return a.dtype if isinstance(a, np.integer) else np.dtype(np.int64)   # (a Python int)
+
+
+def float_type(args, what, ufunc=False):
+    """The float type a math call computes in (devicemath's rule: ``_float_of``, or
+    ``_ufunc_float_of`` for NumPy's functions)."""
     kinds = [_kind(a) for a in args]
     if None in kinds:
         bad = args[kinds.index(None)]
@@ -48,6 +61,11 @@ def float_type(args, what):
     if "f64" in kinds:
         return _F64
     if "f32" in kinds:
+        if not ufunc:
+            for i, (a, k) in enumerate(zip(args, kinds)):
+                held = _EXPONENT_WITH_F32 if (what == "pow" and i == 1) else _WITH_F32
+                if k == "int" and _int_dtype(a) not in held:
+                    return _F64
         return _F32
     return _F64
 
@@ -295,7 +313,7 @@ class HostMath:
             narrow = all(isinstance(a, (np.complex64, np.float32, np.float16)) for a in args)
             r = complex_pow(complex(args[0]), complex(args[1]))
             return np.complex64(r) if narrow else np.complex128(r)
-        fty = float_type(args, stub.name)
+        fty = float_type(args, stub.name, stub.ufunc)
         ctype = _F32 if fty is _F16 or hostbf16.is_bfloat16_type(fty) else fty
         cargs = [ctype(a) for a in args]
         r = self._impl(*cargs)

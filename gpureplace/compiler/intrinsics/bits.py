@@ -50,13 +50,18 @@ def _int_arg(fname, args, kws):
 
 
 def _float_of(fname, args):
-    """float32 when every argument is float32 (or an integer), else float64 -- as math.* does."""
+    """float32 when every argument is float32 (or float16, or an integer numba-cuda converts to
+    float32 with it: devicemath._WITH_FLOAT32), else float64 -- as math.* does."""
+    from .devicemath import _WITH_FLOAT32
     for a in args:
         if isinstance(a, types.Boolean) or not isinstance(a, (types.Integer, types.Float)):
             _fail(fname, f"needs float arguments, got {a}")
     if any(types.unliteral(a) == types.float64 for a in args):
         return types.float64
     if any(types.unliteral(a) in (types.float32, types.float16) for a in args):
+        if any(isinstance(a, types.Integer) and types.unliteral(a) not in _WITH_FLOAT32
+               for a in args):
+            return types.float64
         return types.float32
     return types.float64
 

@@ -26,12 +26,14 @@ lowering = LoweringRegistry()
 
 
 class MathStub(Stub):
-    def __init__(self, name, f64, f32, fast32=None, nargs=1, result="float"):
-        super().__init__(name, f"device {name}: libdevice {f32} / {f64}", namespace="devicemath")
+    def __init__(self, name, f64, f32, fast32=None, nargs=1, result="float", ufunc=False):
+        super().__init__(f"ufunc_{name}" if ufunc else name,
+                         f"device {name}: libdevice {f32} / {f64}", namespace="devicemath")
         self.name = name
         self.f64, self.f32, self.fast32 = f64, f32, fast32
         self.nargs = nargs
         self.result = result      # "float" | "int" (math.floor...) | "bool" (isnan...)
+        self.ufunc = ufunc        # NumPy's function's typing of mixed arguments (_ufunc_float_of)
 
     def symbol(self, fty, fastmath):
         if fty == types.float32:
@@ -66,13 +68,29 @@ _stub("isfinite", result="bool", f64="__nv_isfinited", f32="__nv_finitef")
 _stub("pow", nargs=2, fast=True)
 for _n in ("atan2 hypot fmod copysign fmin fmax remainder nextafter".split()):
     _stub(_n, nargs=2)
+# np.power, np.arctan2 ... (and the builtin pow): a float32 with an integer of any width stays
+# float32, as Numba types NumPy's functions of scalars; math.* has numba-cuda's rule
+for _n in ("pow atan2 hypot fmod copysign nextafter".split()):
+    _base = STUBS[_n]
+    STUBS[f"ufunc_{_n}"] = MathStub(_n, _base.f64, _base.f32, _base.fast32, 2, ufunc=True)
 _stub("abs", base="fabs")
 
 
-def _float_of(args):
-    """The float type a call computes in: float32 only when every argument is float32 or an int,
-    float16 (bfloat16) only when every argument is float16 (bfloat16): computed in float32,
-    rounded back, as numba-cuda's half-precision math does."""
+#: Integers numba-cuda's math templates take with a float32 in float32 (Numba converts them to
+#: float32 no worse than to float64: bool, and the integers float32 holds exactly but uint16,
+#: which its table ranks otherwise); a wider one makes the call float64 (``math.atan2(y32,
+#: n32)`` and a literal's int64 alike).  ``math.pow``'s exponent also takes uint16 and int32
+#: (numba-cuda declares pow(float32, int32)).
+_WITH_FLOAT32 = frozenset({types.boolean, types.int8, types.uint8, types.int16})
+_EXPONENT_WITH_FLOAT32 = _WITH_FLOAT32 | {types.uint16, types.int32}
+
+
+def _float_of(args, name=None):
+    """The float type a call of math function ``name`` computes in, as numba-cuda types it:
+    float64 with a float64; float16 (bfloat16) only when every argument is float16 (bfloat16):
+    computed in float32, rounded back, as numba-cuda's half-precision math does; with a float32,
+    float32 unless an integer argument is wider than ``_WITH_FLOAT32`` (``_ufunc_float_of`` is
+    NumPy's functions' rule)."""
     if any(not isinstance(a, (types.Integer, types.Float, types.Boolean)) for a in args):
         return None
     if args and all(a == types.float16 for a in args):
@@ -82,8 +100,23 @@ def _float_of(args):
     if any(a == types.float64 for a in args):
         return types.float64
     if any(a == types.float32 for a in args):
+        for i, a in enumerate(args):
+            if isinstance(a, (types.Integer, types.Boolean)):
+                held = _EXPONENT_WITH_FLOAT32 if (name == "pow" and i == 1) else _WITH_FLOAT32
+                if types.unliteral(a) not in held:
+                    return types.float64
         return types.float32
     return types.float64      # ints, and float16 mixed with ints: computed in double
+
+
+def _ufunc_float_of(args):
+    """NumPy's functions (and ``pow``) on scalars, as Numba types them: float32 when every
+    argument is float32 or an integer of any width."""
+    fty = _float_of(args)
+    if fty == types.float64 and any(a == types.float32 for a in args) and \
+            not any(a == types.float64 for a in args):
+        return types.float32
+    return fty
 
 
 def _make_template(stub):
@@ -103,7 +136,7 @@ def _make_template(stub):
                 # pow(z, w) / np.power: Numba's complex power (compiler/runtime_helpers.py)
                 import operator
                 return self.context.resolve_function_type(operator.pow, args, {})
-            fty = _float_of(args)
+            fty = _ufunc_float_of(args) if stub.ufunc else _float_of(args, stub.name)
             if fty is None:
                 return None
             ret = {"float": fty, "int": types.int64, "bool": types.boolean}[stub.result]
@@ -340,11 +373,11 @@ for _fty in (types.float32, types.float64):
 def builtin_table():
     s = STUBS
     table = {
-        abs: s["abs"], builtins.pow: s["pow"],
+        abs: s["abs"], builtins.pow: s["ufunc_pow"],
         np.absolute: s["abs"], np.fabs: s["fabs"],
         np.arcsin: s["asin"], np.arccos: s["acos"], np.arctan: s["atan"],
         np.arcsinh: s["asinh"], np.arccosh: s["acosh"], np.arctanh: s["atanh"],
-        np.power: s["pow"], np.arctan2: s["atan2"], np.floor: s["floor_float"],
+        np.power: s["ufunc_pow"], np.arctan2: s["ufunc_atan2"], np.floor: s["floor_float"],
         np.ceil: s["ceil_float"], np.trunc: s["trunc_float"], np.rint: s["rint"],
         np.fmin: s["fmin"], np.fmax: s["fmax"],
     }
@@ -360,8 +393,10 @@ def builtin_table():
     table.update({np.degrees: s["degrees"], np.rad2deg: s["degrees"],
                   np.radians: s["radians"], np.deg2rad: s["radians"]})
     for name in ("sin cos tan sinh cosh tanh exp exp2 expm1 log log2 log10 log1p sqrt cbrt "
-                 "hypot fmod copysign isnan isinf isfinite nextafter").split():
+                 "isnan isinf isfinite").split():
         table[getattr(np, name)] = s[name]
+    for name in ("hypot fmod copysign nextafter").split():
+        table[getattr(np, name)] = s[f"ufunc_{name}"]
     table.update({np.frexp: s["frexp"], np.modf: s["modf"], np.ldexp: s["ldexp"]})
     from .ufunc_scalars import table as operator_ufuncs
     table.update(operator_ufuncs())
