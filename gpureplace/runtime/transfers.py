@@ -18,6 +18,7 @@ from numba.core.errors import NumbaPerformanceWarning
 
 from .. import probe
 from ..compiler.abi import contiguous_strides
+from ..compiler.bfloat16 import is_bfloat16_dtype, register_dtype
 from ..errors import PerformanceWarning, user_stacklevel
 from . import arguments
 from .hints import ArgHint
@@ -191,6 +192,8 @@ def refuse_untyped(kernel, args, names):
         elif (why := dtype_problem(dt, a)) is not None:
             pass
         else:
+            if is_bfloat16_dtype(dt):
+                register_dtype()       # (ml_dtypes' bfloat16: Numba knows it once registered)
             try:
                 typeof(host)
                 continue

@@ -491,3 +491,31 @@ def test_import_gpureplace_does_not_import_decimal():
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
     assert cuda.bf16.bfloat16(1 / 3) == BF(1 / 3)          # the rounding still imports it
+
+
+def test_a_host_bfloat16_array_is_taken_as_a_process_first_bfloat16():
+    """A host ml_dtypes.bfloat16 array passed before anything else in the process used
+    bfloat16: Numba knows the dtype only once gpureplace registers it, which the launch's
+    check of host arrays asked about first (it was refused as a dtype kernels cannot take)."""
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    program = (
+        "import numpy as np, ml_dtypes\n"
+        "from gpureplace import cuda\n"
+        "@cuda.jit\n"
+        "def k(out, a):\n"
+        "    i = cuda.grid(1)\n"
+        "    if i < a.size:\n"
+        "        out[i] = a[i] * 2\n"
+        "a = np.arange(4, dtype=np.float32).astype(ml_dtypes.bfloat16)\n"
+        "out = np.zeros(4, np.float32)\n"
+        "k[1, 4](out, a)\n"
+        "print(out.tolist())\n")
+    env = dict(os.environ, GPUREPLACE_BACKEND="simulator",
+               PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[0.0, 2.0, 4.0, 6.0]"
