@@ -228,7 +228,16 @@ class OverrideChoiceType(types.Callable, types.Opaque):
         # No typed override fits: the host's own meaning.
         fnty = _type_of_impl(context, self.host, frame, frame.mask, numba_first=True)
         if fnty is None:
-            fnty = context.numba_resolve_value_type(self.host)
+            try:
+                fnty = context.numba_resolve_value_type(self.host)
+            except (ValueError, nb_errors.TypingError):
+                # (no meaning of its own: only the typed ones, none of which fits)
+                taken = ", ".join(f"({', '.join(map(str, c.types))})"
+                                  for c in self.cands if c.types is not None)
+                raise nb_errors.TypingError(
+                    f"{qualified_name(self.host)}() has no device meaning for arguments "
+                    f"({', '.join(map(str, plain))}){' with keywords' if kws else ''}; it "
+                    f"takes {taken}") from None
         sig = context.resolve_function_type(fnty, args, kws)
         if sig is not None:
             self._chosen[tuple(sig.args)] = fnty

@@ -288,3 +288,27 @@ def test_a_sign_written_with_comparisons_compiles():
 
     for ty in (nbt.int32, nbt.uint64, nbt.float32):
         assemble(k.compile((ty[::1], nbt.int64[::1])).ptx)
+
+
+def test_a_numpy_function_given_types_it_has_no_loop_for_names_itself_and_them():
+    """np.sign of a bool: NumPy has no loop for it (nor has the device meaning); the error names
+    the function, the argument types and those it takes, at the user's line -- not "Cannot
+    determine Numba type of <class 'numpy.ufunc'>".  np.reciprocal of a bool is NumPy's int8
+    loop's."""
+    @cuda.jit
+    def sign_of(out, b):
+        out[0] = np.sign(b[0])
+
+    with pytest.raises(CompileError, match=r"numpy\.sign\(\) has no device meaning for "
+                                           r"arguments \(bool\); it takes \(int8\), .*"
+                                           r"\(complex128\)") as info:
+        sign_of.compile("void(float64[::1], boolean[::1])")
+    assert "line" in str(info.value) and "numpy.ufunc" not in str(info.value)
+
+    @cuda.jit
+    def reciprocal_of(out, b):
+        out[0] = np.reciprocal(b[0])
+
+    out = np.zeros(2, np.int8)
+    reciprocal_of[1, 1](out, np.array([True]))
+    assert out[0] == 1

@@ -272,6 +272,8 @@ def numeric_table():
         out[np.sign][(t,)] = _real_sign(cast(t))
         out[np.reciprocal][(t,)] = _float_reciprocal(cast(t))
         out[np.spacing][(t,)] = _spacing_of(cast(t))
+    # (NumPy's reciprocal of a bool is its int8 loop's; its sign has no loop for bool)
+    out[np.reciprocal][(types.boolean,)] = _int_reciprocal(np.int8)
     for t in complexes:
         out[np.sign][(t,)] = _complex_sign(cast(t))
         out[np.reciprocal][(t,)] = _complex_reciprocal(cast(t))
