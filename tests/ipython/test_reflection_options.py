@@ -87,7 +87,7 @@ def test_inspect_all_lists_every_options_specialisation(ip):
     assert EXACT in variants[0].value and FAST in variants[1].value
     assert {v.argtypes for v in variants} == set(k.signatures)
     assert [v.current for v in k.inspect_all("llvm", "void(float32[::1])")] == [True, False]
-    with pytest.raises(ValueError, match="'ptx', 'llvm', 'types' or 'sass'"):
+    with pytest.raises(ValueError, match="'ptx', 'llvm', 'types', 'sass' or 'sass_cfg'"):
         k.inspect_all("nothing")
 
 
