@@ -25,12 +25,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import types
 
 from ..tracking import bindings
 from ..tracking.deps import UNSEEN, current_value, read_changed
-from ..tracking.fingerprint import argtypes_fingerprint, fingerprint, positions_fingerprint
+from ..tracking.fingerprint import (argtypes_fingerprint, fingerprint, positions_fingerprint,
+                                    stable_filename)
 from ..version import __version__
 from . import backend, diskcache, overloads
 from .pipeline import KernelSpecialization
@@ -559,10 +561,34 @@ def _load_entry(folder, variant, py_func, argtypes, options, context, make):
         _read[meta_path] = ((_identity(meta_path), _read[meta_path][0][1]), meta, text)
     except (OSError, KeyError):
         pass
+    if _has_lines(options):
+        text = _current_cell_files(text, root)
     spec = make(root, meta["name"], argtypes, text, meta.get("llvm_ir", ""),
                                 options, 0.0)
     spec.from_disk = True
     return spec
+
+
+_FILE_DIRECTIVE = re.compile(r'^(\s*\.file\s+\d+\s+")([^"]*)(")', re.M)
+
+
+def _current_cell_files(ptx, root):
+    """``ptx`` (with line information, from disk) naming this process's files of the notebook
+    cells its functions come from: the process that compiled it named its own (ipykernel's
+    ``/tmp/ipykernel_<pid>/...``), which a debugger or profiler could no longer find."""
+    now = {}
+    for each in root.closure():
+        path = each.pyfunc.__code__.co_filename
+        stable = stable_filename(path)
+        if stable != path:
+            now[stable] = os.path.abspath(path)    # (as Numba names the file: made absolute)
+    if not now:
+        return ptx
+
+    def current(m):
+        path = now.get(stable_filename(m.group(2)))
+        return m.group(0) if path is None else f"{m.group(1)}{path}{m.group(3)}"
+    return _FILE_DIRECTIVE.sub(current, ptx)
 
 
 def _remove_entry(folder, variant):

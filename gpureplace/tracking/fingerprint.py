@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import re
 import struct
 import types as pytypes
 
@@ -233,16 +234,36 @@ def _feed_type(h, t, depth):
         _feed_type(h, dtype, depth + 1)
 
 
+#: A notebook cell's file: ipykernel's ``/tmp/ipykernel_<pid>/<hash of the cell>.py`` and
+#: IPython's ``<ipython-input-<count>-<hash>>``: the process id and the execution count change
+#: with every kernel restart while the cell stays the same.
+_CELL_FILE = re.compile(r"(?:^|[/\\])ipykernel_\d+[/\\](?P<name>[^/\\]+)$")
+_INPUT_FILE = re.compile(r"(?:^|[/\\])<ipython-input-\d+-(?P<hash>[0-9a-f]+)>$")
+
+
+def stable_filename(path):
+    """``path`` as it stays across processes: a notebook cell's file by its cell's hash alone
+    (``_CELL_FILE``), any other file as it is."""
+    m = _CELL_FILE.search(path)
+    if m:
+        return f"<ipykernel cell {m['name']}>"
+    m = _INPUT_FILE.search(path)
+    if m:
+        return f"<ipython-input {m['hash']}>"
+    return path
+
+
 def positions_fingerprint(code):
-    """Where ``code`` (and every code object nested in it) is: its file, first line and line
-    table.  Not part of what a function means (code that only moved compiles to the same
-    instructions), but part of compiled code with line information (``lineinfo`` / ``debug``:
-    its ``.loc`` directives name these lines)."""
+    """Where ``code`` (and every code object nested in it) is: its file (a notebook cell's by
+    the cell: ``stable_filename``), first line and line table.  Not part of what a function
+    means (code that only moved compiles to the same instructions), but part of compiled code
+    with line information (``lineinfo`` / ``debug``: its ``.loc`` directives name these
+    lines)."""
     h = hashlib.blake2b(digest_size=16)
     stack = [code]
     while stack:
         c = stack.pop()
-        h.update(f"{c.co_filename}:{c.co_firstlineno}:".encode())
+        h.update(f"{stable_filename(c.co_filename)}:{c.co_firstlineno}:".encode())
         h.update(c.co_linetable)
         stack.extend(k for k in reversed(c.co_consts) if isinstance(k, pytypes.CodeType))
     return h.hexdigest()
