@@ -10,6 +10,8 @@ import inspect
 import re
 import sys
 
+import numpy as np
+
 from numba.core import errors as nb_errors
 
 from ..errors import CompileError, close_names
@@ -193,7 +195,16 @@ def convert_error(pyfunc, exc):
             # (Numba's error has no location here: the line that reads the attribute)
             lineno = line_reading_attribute(pyfunc, name) or lineno
         mod = sys.modules.get(module)
-        if mod is not None and hasattr(mod, name):
+        value = getattr(mod, name, None) if mod is not None else None
+        if isinstance(value, np.ndarray):
+            from .typing_context import NAME, unreadable_array
+            reason = f"{module}.{name} is " + unreadable_array(
+                value, "Numba cannot type it").replace(NAME, f"{module}.{name}")
+        elif mod is not None and hasattr(mod, name) and not callable(value):
+            reason = (f"{module}.{name} is a {type(value).__module__}.{type(value).__qualname__}"
+                      f" object, which device code cannot read (numbers, arrays, tuples of them "
+                      f"and functions can)")
+        elif mod is not None and hasattr(mod, name):
             reason = (f"{module}.{name} has no device implementation: it cannot be called in "
                       f"kernels or device functions (give it one with "
                       f"Context.override({module}.{name}, ...))")
@@ -451,10 +462,11 @@ def _construct_reason(pyfunc, exc, reason, lineno):
         return ("print() in device code takes no keyword arguments (sep=, end=, file= and flush= "
                 "are the host's): it prints its arguments separated by spaces, one line per "
                 "call, to the terminal's standard output; drop the keywords"), lineno
-    m = re.search(r"Untyped global name '(\w+)': (a \S+ object, which device code cannot "
-                  r"read: [^\n]*)", text)
-    if m:                          # (typing_context.resolve_value_type: it raised, looked at)
-        return f"{m.group(1)} is {m.group(2)}", lineno
+    m = re.search(r"Untyped global name '(\w+)': ((?:a|an) [^\n]*?, which device code cannot "
+                  r"read[^\n]*)", text)
+    if m:                 # (typing_context.resolve_value_type: it raised, looked at; an array)
+        from .typing_context import NAME
+        return f"{m.group(1)} is {m.group(2).replace(NAME, m.group(1))}", lineno
     m = re.search(r"Untyped global name '(\w+)': Cannot determine Numba type of <class", text)
     if m and (why := host_value_reason(pyfunc, m.group(1), lineno)):
         return why, lineno

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import sys
+
+import numpy as np
 import types as pytypes
 
 from numba.core import errors as nb_errors
@@ -93,6 +95,12 @@ class GPUTypingContext(typing.BaseContext):
     def resolve_value_type(self, val):
         try:
             return self._resolve_value_type(val)
+        except (nb_errors.NumbaValueError, nb_errors.NumbaTypeError) as exc:
+            if isinstance(val, np.ndarray):
+                # a global array Numba cannot type: as a ValueError, Numba names the global
+                # and the line that reads it ("Untyped global name 'G': ...")
+                raise ValueError(unreadable_array(val, exc)) from None
+            raise
         except (nb_errors.NumbaError, GPUReplaceError, ValueError):
             raise                 # (ValueError: Numba's "cannot type this value")
         except Exception as exc:
@@ -154,6 +162,32 @@ class GPUTypingContext(typing.BaseContext):
             if ty is not None:
                 return ty
         return super().resolve_value_type(val)
+
+
+#: Where the global's name goes in ``unreadable_array``'s text (compiler/diagnostics.py puts
+#: it there; "the array" where no name is known)
+NAME = "\x00name\x00"
+
+
+def unreadable_array(a, exc):
+    """Why device code cannot read the NumPy array ``a`` (Numba's typing refused it with
+    ``exc``), with what to bind instead (``NAME`` standing for the global's name)."""
+    dt = a.dtype
+    if isinstance(a, np.ma.MaskedArray):
+        return (f"a NumPy masked array, which device code cannot read as one: read its data and "
+                f"its mask as two arrays (np.ma.getdata({NAME}), np.ma.getmaskarray({NAME})), "
+                f"or {NAME}.filled(value)")
+    swapped = [f"{field}: {f[0].str}" for field, f in (dt.fields or {}).items()
+               if not f[0].isnative]
+    if swapped:
+        return (f"an array of a structured dtype with fields in another byte order than this "
+                f"machine's ({', '.join(swapped)}), which device code cannot read: bind the "
+                f"name to {NAME}.astype({NAME}.dtype.newbyteorder('='))")
+    if not dt.isnative:
+        return (f"an array of dtype {dt.str} (another byte order than this machine's), which "
+                f"device code cannot read: bind the name to "
+                f"{NAME}.astype({dt.newbyteorder('=').str!r})")
+    return f"an array of dtype {dt}, which device code cannot read ({exc})"
 
 
 def _typeof_gives_up(val):

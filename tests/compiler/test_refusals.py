@@ -837,3 +837,55 @@ def test_a_global_rebound_to_a_number_is_named_where_it_is_called(monkeypatch):
     err = _refused(_calls_rebound)
     assert "'REBOUND' is called here, but the global REBOUND is int 5, not a function" in \
         err.reason
+
+
+# -- global arrays device code cannot read: named, at the line that reads them ------------------
+
+BIG_ENDIAN = np.arange(4, dtype=">f8")
+MASKED = np.ma.masked_array([1.0, 2.0], mask=[0, 1])
+SWAPPED_FIELDS = np.zeros(2, dtype=[("a", ">i4"), ("b", "<f8")])
+
+
+def _reads_big_endian(out):
+    out[0] = BIG_ENDIAN[0] * 2.0                   # READS
+
+
+def _reads_masked(out):
+    out[0] = MASKED[0]                             # READS
+
+
+def _reads_swapped_fields(out):
+    out[0] = SWAPPED_FIELDS[0]["a"]                # READS
+
+
+def _reads_module_attribute(out):
+    out[0] = _ARRAYS_MODULE.G[0]                   # READS
+
+
+_ARRAYS_MODULE = type(sys)("gr_refusals_arrays_mod")
+_ARRAYS_MODULE.G = np.arange(3, dtype=">f4")
+sys.modules[_ARRAYS_MODULE.__name__] = _ARRAYS_MODULE
+
+
+@pytest.mark.parametrize("func, words", [
+    (_reads_big_endian, "BIG_ENDIAN is an array of dtype >f8 (another byte order than this "
+                        "machine's), which device code cannot read: bind the name to "
+                        "BIG_ENDIAN.astype('<f8')"),
+    (_reads_masked, "MASKED is a NumPy masked array, which device code cannot read as one: read "
+                    "its data and its mask as two arrays (np.ma.getdata(MASKED), "
+                    "np.ma.getmaskarray(MASKED)), or MASKED.filled(value)"),
+    (_reads_swapped_fields, "SWAPPED_FIELDS is an array of a structured dtype with fields in "
+                            "another byte order than this machine's (a: >i4)"),
+    (_reads_module_attribute, "gr_refusals_arrays_mod.G is an array of dtype >f4 (another byte "
+                              "order than this machine's), which device code cannot read: bind "
+                              "the name to gr_refusals_arrays_mod.G.astype('<f4')"),
+])
+def test_a_global_array_device_code_cannot_read_is_named_at_its_line(func, words):
+    """As a launch names an argument of another byte order (or a masked array), a global one
+    is named at the line that reads it, not with Numba's bare "Unsupported array dtype: >f8"
+    at the decorator's line."""
+    with pytest.raises(CompileError) as info:
+        cuda.jit(func).compile("void(float64[::1])")
+    line = inspect.getsourcelines(func)[1] + 1
+    assert words in str(info.value), str(info.value)
+    assert f"line {line})" in str(info.value), str(info.value)
