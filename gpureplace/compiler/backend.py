@@ -166,9 +166,10 @@ LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
 #: libdevice's llvm.convert.from.fp16 and llvm.tanh lowered before the back end (half2float,
 #: fast_tanhf), libdevice_tuning.lower_newer_intrinsics: pruned libdevice files of before hold
 #: them); 22: a math function of a float32 and a wide integer computes in float64, as numba-cuda
-#: types it (devicemath._float_of), so that no process is served code that an older gpureplace
-#: compiled.
-CODEGEN_REVISION = 22
+#: types it (devicemath._float_of); 23: float32 ** the most negative int64 no longer loops
+#: forever (devicemath._make_float_int_power), so that no process is served code that an older
+#: gpureplace compiled.
+CODEGEN_REVISION = 23
 
 
 @functools.lru_cache(maxsize=None)

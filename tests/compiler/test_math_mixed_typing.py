@@ -91,3 +91,20 @@ def test_the_simulator_and_the_ptx_compute_in_those_types():
     assert out[4] == float(np.arctan2(np.float32(1.5), np.float32(16.0)))   # np: float32
     ptx = mixed.compile("void(float64[::1], float32[::1], int32[::1])").ptx
     assert "cvt.f64.f32" in ptx and "cvt.rn.f64.s32" in ptx
+
+
+def test_float32_to_the_most_negative_int64_power_terminates():
+    """float32 ** int computes by squaring, with huge exponents through pow; the most negative
+    int64 negated stays negative, and its shifts never reach 0: the device looped forever.
+    (The device function's Python form, run with NumPy's int64 arithmetic as on the device, in
+    a process of its own so that a loop cannot hang the suite.)"""
+    import subprocess
+    import sys
+    program = ("import numpy as np\n"
+               "from gpureplace.compiler.intrinsics.devicemath import _make_float_int_power\n"
+               "f = _make_float_int_power(np.float32, True)\n"
+               "print(f(np.float32(1.0), np.int64(-2**63)), f(np.float32(2.0), np.int64(-3)))\n")
+    proc = subprocess.run([sys.executable, "-W", "ignore", "-c", program], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["1.0", "0.125"]

@@ -490,9 +490,9 @@ def _make_float_int_power(fty, signed):
 
     def power_signed(a, b):
         x = fty(a)
+        if b > 0x10000 or b < -0x10000:     # as Numba: huge exponents through pow (and the
+            return math.pow(x, fty(b))      # most negative, whose negation stays negative)
         e = -b if b < 0 else b
-        if e > 0x10000:                 # as Numba: huge exponents through pow
-            return math.pow(x, fty(b))
         r = by_squaring(x, e)
         if b < 0:
             return one / r
