@@ -48,7 +48,34 @@ def wrap_int(value, dtype):
 
 
 _I64, _U64 = np.dtype(np.int64), np.dtype(np.uint64)
+_INT64_MIN = -(1 << 63)
 _DEVICE_INT_TYPES = {}
+
+
+def _int_power(a, b, unsigned):
+    """``a ** b`` of two integers (Python ints in the operation's type, int64 or uint64) as
+    Numba's ``int_power`` computes it, which the compiled code runs for every integer exponent
+    (a literal one too: Numba types it as an int64): repeated squaring, wrapping at each step;
+    a negative exponent gives 1 / a**-b in integers (0 unless a is 1 or -1), and 0 ** -n the
+    numpy error model's INT64_MIN; an exponent above 0x10000 goes through ``math.pow(a,
+    float(b))`` and converts back as the device converts a float (``cvt.rzi``, saturated:
+    3 ** 70000 is INT64_MAX, not the wrapped power); and an exponent of INT64_MIN, whose
+    negation overflows, raises Numba's OverflowError (the thread stops)."""
+    dtype = _U64 if unsigned else _I64
+    if b < 0:
+        if b == _INT64_MIN:
+            from .raises import device_error
+            raise device_error(OverflowError())
+        if a == 0:
+            return wrap_int(_INT64_MIN, dtype)
+        if a != 1 and a != -1:
+            return wrap_int(0, dtype)
+    if abs(b) > 0x10000:                  # (for -1 the parity of float(b), as pow sees it)
+        from .hostmath import host_pow
+        return cvt_rzi(host_pow(np.float64(a), np.float64(b)), dtype)
+    if b < 0:
+        return wrap_int(-1 if a == -1 and b % 2 else 1, dtype)
+    return wrap_int(pow(a, b, 1 << 64), dtype)              # wrapped at each step
 
 #: the types of values that already compute as the device does (device integers, NumPy floats
 #: and complex numbers): ``operators`` lets these through untouched
@@ -87,13 +114,13 @@ def _device_int_type(dtype):
                 # a signed result: Numba converts both operands to int64 first, so a uint64
                 # of 2**63 or more divides as a negative number
                 a, b = int(wrap_int(a, _I64)), int(wrap_int(b, _I64))
+                if zero_div and b == -1 and a == _INT64_MIN:
+                    # Numba's int_divmod_signed tests for the one quotient that overflows
+                    # (INT64_MIN // -1, and its remainder) and gives 0 for both, where the
+                    # wrapped quotient would be INT64_MIN again
+                    return result(0, unsigned)
             if name == "pow":
-                if b < 0:                        # Numba's int_power: 1 / a**-b in integers,
-                    if a == 0:                   # and 0 ** -n the numpy error model's INT_MIN
-                        return result(-(1 << 63), unsigned)
-                    return result(1 if a == 1 else (-1 if b % 2 else 1) if a == -1 else 0,
-                                  unsigned)
-                return result(pow(a, b, 1 << 64), unsigned)     # wrapped at each step
+                return _int_power(a, b, unsigned)
             return result(op(a, b), unsigned)
 
         def forward(self, other):

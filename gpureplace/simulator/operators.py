@@ -46,6 +46,7 @@ from .valuetypes import class_numba_type, converter, resolved_signature, value_c
 NAME = "__gpureplace_ops__"
 
 _I64, _U64 = np.dtype(np.int64), np.dtype(np.uint64)
+_INT64_MIN = -(1 << 63)
 _BOOLS = (bool, np.bool_)
 _FLOAT_TYPES = frozenset((np.float16, np.float32, np.float64))
 
@@ -118,7 +119,42 @@ def _checked(op, name):
     return apply
 
 
-truediv = _checked(_binary(operator.truediv), "truediv")
+def _complex_div(a, b):
+    """``a / b`` with a complex operand, as Numba's ``complex_div_impl`` (CPython's
+    ``_Py_c_quot``) computes it in the operands' type (complex64: in float32), where NumPy's
+    division (Smith's, multiplying by a reciprocal) rounds differently: ``cmath.log(z) /
+    math.log(2.0)`` would be an ulp off.  A zero divisor has raised already (``_check_zero``)."""
+    if type(a) not in _COMPLEX:
+        a = np.complex128(a) if type(b) is not np.complex64 or type(a) is not np.float32 \
+            else np.complex64(a)
+    if type(b) not in _COMPLEX:
+        b = np.complex128(b) if type(a) is not np.complex64 or type(b) is not np.float32 \
+            else np.complex64(b)
+    ctype = np.complex64 if type(a) is np.complex64 and type(b) is np.complex64 else \
+        np.complex128
+    ftype = np.float32 if ctype is np.complex64 else np.float64
+    ar, ai, br, bi = ftype(a.real), ftype(a.imag), ftype(b.real), ftype(b.imag)
+    with np.errstate(all="ignore"):
+        if abs(br) >= abs(bi):
+            ratio = bi / br
+            denom = br + bi * ratio
+            re, im = (ar + ai * ratio) / denom, (ai - ar * ratio) / denom
+        elif abs(bi) >= abs(br):
+            ratio = br / bi
+            denom = br * ratio + bi
+            re, im = (ar * ratio + ai) / denom, (ai * ratio - ar) / denom
+        else:                                      # a NaN in b
+            re = im = ftype(np.nan)
+    return ctype(complex(float(re), float(im)))
+
+
+def _truediv(a, b):
+    if type(a) in _COMPLEX or type(b) in _COMPLEX:
+        return _complex_div(a, b)
+    return a / b
+
+
+truediv = _checked(_binary(_truediv), "truediv")
 floordiv = _checked(_binary(operator.floordiv), "floordiv")
 mod = _checked(_binary(operator.mod), "mod")
 lshift = _binary(operator.lshift)
@@ -143,11 +179,28 @@ xor = _bitwise(operator.xor)
 
 
 def _float_int_power(a, n):
-    """``a ** n`` for a float ``a`` and an integer ``n``: Numba's int_power (repeated squaring
-    in a's type; 1.0 / r computed in float64 for a negative exponent; math.pow beyond 2**16)."""
+    """``a ** n`` for a float ``a`` and an integer ``n`` as the compiled code computes it.  A
+    float64 follows Numba's int_power: repeated squaring, ``1.0 / r`` for a negative exponent,
+    ``math.pow`` beyond 2**16, and Numba's OverflowError for an exponent of INT64_MIN (whose
+    negation overflows: the thread stops).  A float32 follows gpureplace's own lowering
+    (``compiler/intrinsics/devicemath._make_float_int_power``), which stays in float32: ``1 / r``
+    in float32 (the same value as Numba's through float64: a quotient of two float32 rounded
+    twice is rounded once), and beyond 2**16 ``powf(a, float32(n))``, the exponent rounded to
+    float32 first (an exponent of INT64_MIN, which that lowering's negation leaves negative,
+    never ends its loop on the device; here it is powf's value).  Under Python's error model
+    (debug=True) the inversion of a zero raises ZeroDivisionError, as the compiled ``1.0 / r``
+    does."""
     ft = type(a)
-    if abs(n) > 0x10000:
-        return ft(np.power(np.float64(a), np.float64(n)))
+    if ft is np.float32:
+        if abs(n) > 0x10000:
+            from .hostmath import host_pow
+            return host_pow(a, np.float32(n))
+    elif n == _INT64_MIN:
+        from .raises import device_error
+        raise device_error(OverflowError())
+    elif abs(n) > 0x10000:
+        from .hostmath import host_pow
+        return ft(host_pow(np.float64(a), np.float64(n)))
     r = ft(1)
     e = -n if n < 0 else n
     while e:
@@ -156,8 +209,39 @@ def _float_int_power(a, n):
         e >>= 1
         a = a * a
     if n < 0:
-        return ft(np.float64(1.0) / np.float64(r))
+        if python_error_model and r == 0:
+            raise ZeroDivisionError(_ZERO["truediv"][1])
+        with np.errstate(divide="ignore"):
+            return ft(np.float64(1.0) / np.float64(r))
     return r
+
+
+_cpow = []
+_cpow_lock = threading.Lock()
+
+
+def complex_power(a, b):
+    """``a ** b`` of complex numbers as the compiled code computes it (Numba's
+    ``complex_power_impl``): an exponent of exactly 2 is ``a * a`` (in a's type); any other
+    calls ``numba_cpow`` / ``numba_cpowf``, which gpureplace implements as
+    ``compiler/runtime_helpers.complex_pow`` (CPython's ``_Py_c_pow``, in double precision
+    for complex64 too) -- not NumPy's complex power, which differs at exact integer powers
+    (``1j ** 3``), zero to a complex or NaN power, and infinities.  That function runs here as
+    Numba's own CPU compile of it, so that an overflow or a zero is C's inf or NaN as on the
+    device, where Python's ``math`` would raise.  The result is a's type for an exponent of 2,
+    else a complex128 (the caller converts it to the operation's type)."""
+    if b.real == 2 and b.imag == 0:
+        return a * a
+    if not _cpow:
+        import numba
+        from numba.core import types as nbt
+
+        from ..compiler.runtime_helpers import complex_pow
+        with _cpow_lock:
+            if not _cpow:
+                _cpow.append(numba.njit(error_model="numpy")(complex_pow).compile(
+                    (nbt.complex128, nbt.complex128)))
+    return np.complex128(_cpow[0](complex(a), complex(b)))
 
 
 def pow(a, b):                              # noqa: A001 (the operator's name)
@@ -165,31 +249,31 @@ def pow(a, b):                              # noqa: A001 (the operator's name)
         a, b = _operand(a, b), _operand(b, a)
     if type(a) in (np.float32, np.float64) and isinstance(b, np.integer):
         return _float_int_power(a, int(b))
+    if type(a) in _COMPLEX or type(b) in _COMPLEX:
+        # (without Numba's typing of the operation: complex64 when neither operand is wider,
+        # as hostmath's math.pow of complex numbers)
+        narrow = all(isinstance(x, (np.complex64, np.float32, np.float16)) for x in (a, b))
+        ctype = np.complex64 if narrow else np.complex128
+        return ctype(complex_power(ctype(a), ctype(b)))
     if isinstance(a, np.floating) or isinstance(b, np.floating):
         from .hostmath import host_pow
         return host_pow(a, b)                # C's pow, as math.pow and np.power are simulated
     if python_error_model and isinstance(a, np.integer) and isinstance(b, np.integer) and \
-            a == 0 and b < 0:                # (Numba's int_power; device integers: INT_MIN)
-        raise ZeroDivisionError(_NEGATIVE_POWER)
+            a == 0 and b < 0 and b != _INT64_MIN:   # (Numba's int_power; device integers:
+        raise ZeroDivisionError(_NEGATIVE_POWER)    # INT_MIN; INT64_MIN: OverflowError)
     return a ** b
 
 
-def pow_static(a, b):
-    """``a ** n`` with an integer literal ``n`` (Numba's static_power_impl): for integers, a
-    negative exponent inverts ``a ** -n`` as computed (wrapped): 0 gives the numpy error
-    model's INT_MIN (debug=True: ZeroDivisionError), 1 and -1 themselves, anything else 0."""
-    if type(a) not in DEVICE_VALUE_TYPES or type(b) not in DEVICE_VALUE_TYPES:
-        a, b = _operand(a, b), _operand(b, a)
-    if isinstance(a, np.integer) and isinstance(b, np.integer) and b < 0:
-        r = pow(a, -b)
-        dtype, bits = r.dtype, r.dtype.itemsize * 8
-        if r == 0:
-            if python_error_model:
-                raise ZeroDivisionError(_NEGATIVE_POWER)
-            return wrap_int(-(1 << (bits - 1)), dtype)
-        ones = (1, -1) if dtype.kind == "i" else (1, (1 << bits) - 1)
-        return r if int(r) in ones else wrap_int(0, dtype)
-    return pow(a, b)
+#: ``a ** n`` with an integer literal ``n``: the same computation.  Numba types the literal as
+#: an int64 (its ``static_power_impl`` for literal exponents is never chosen), so the compiled
+#: code is ``int_power``'s: ``a ** -2`` is 0 unless a is -1, 0 or 1, never the inverse of a
+#: wrapped ``a * a``
+pow_static = pow
+
+
+def augitem(name, obj, index, value):
+    """``obj[index] <op>= value`` (``name`` the operator's function here), as compiled."""
+    obj[index] = globals()[name](obj[index], value)
 
 
 def neg(x):
@@ -245,7 +329,7 @@ _BINARY = {
     "add": (operator.add, operator.add, add, True),
     "sub": (operator.sub, operator.sub, sub, True),
     "mul": (operator.mul, operator.mul, mul, True),
-    "truediv": (operator.truediv, _checked(operator.truediv, "truediv"), truediv, False),
+    "truediv": (operator.truediv, _checked(_truediv, "truediv"), truediv, False),
     "floordiv": (operator.floordiv, _checked(operator.floordiv, "floordiv"), floordiv, False),
     "mod": (operator.mod, _checked(operator.mod, "mod"), mod, False),
     "lshift": (operator.lshift, operator.lshift, lshift, True),
@@ -369,6 +453,10 @@ class Ops:
             setattr(self, name, _typed_unary(typingctx, name))
         self.matmul = operator.matmul
 
+    def augitem(self, name, obj, index, value):
+        """``obj[index] <op>= value`` (``name`` the operator's attribute), as compiled."""
+        obj[index] = getattr(self, name)(obj[index], value)
+
     def __getattr__(self, name):            # as_float64...: a variable read as Numba types it
         if name.startswith("as_"):
             ty = _SCALAR_TYPES.get(name[3:])
@@ -401,6 +489,9 @@ def ops_for(typingctx):
 # ---------------------------------------------------------------------------------------------
 # The rewrite
 
+#: the augmented assignments to an element (``a[i] **= v``) computed by this module's function:
+#: those whose result a device value's own operator does not always give as compiled
+_AUG_ITEM = frozenset(("pow", "truediv", "floordiv", "mod"))
 _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv",
            ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.LShift: "lshift",
            ast.RShift: "rshift", ast.BitAnd: "and_", ast.BitOr: "or_", ast.BitXor: "xor",
@@ -477,9 +568,17 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_AugAssign(self, node):
         self.generic_visit(node)
-        if not isinstance(node.target, ast.Name):
-            return node                           # a[i] += v: the element is a device value
         name = _BINOPS[type(node.op)]
+        target = node.target
+        if isinstance(target, ast.Subscript) and name in _AUG_ITEM and not any(
+                isinstance(n, ast.Slice) for n in ast.walk(target.slice)):
+            # a[i] **= v: the element is a device value, but a float's or complex number's
+            # own ** (and / // % by zero) is NumPy's, not the compiled code's
+            call = _call("augitem", [ast.copy_location(ast.Constant(value=name), node),
+                                     target.value, target.slice, node.value], node)
+            return ast.copy_location(ast.Expr(value=call), node)
+        if not isinstance(target, ast.Name):
+            return node                           # a[i] += v: the element is a device value
         target = self._read(ast.copy_location(ast.Name(id=node.target.id, ctx=ast.Load()),
                                               node.target))
         value = _call(name, [target, node.value], node)

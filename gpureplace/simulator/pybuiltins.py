@@ -4,6 +4,7 @@ and ``round`` give the types and values Numba gives them on the device."""
 from __future__ import annotations
 
 import builtins
+import weakref
 
 import numpy as np
 from numba.core import types as nbtypes
@@ -12,17 +13,18 @@ from . import hostbf16
 from .arrays import wrap_int
 from .hostmath import cvt_rzi
 from .raises import device_error
-from .valuetypes import numba_type_of, unified
+from .valuetypes import class_numba_type, converter, numba_type_of, typed_call, unified
 
 _MISSING = object()
 _I64 = np.dtype(np.int64)
 
 
-def device_builtin(raw):
+def device_builtin(raw, typingctx=None):
     """The device meaning of the builtin ``raw`` (``round``, ``range``, ``max``, ``min``,
-    ``float``, ``int``, ``complex``), or None for any other value."""
+    ``float``, ``int``, ``complex``), or None for any other value.  ``typingctx``: the
+    compiler's typing context (the argument types Numba's typing gives ``round``)."""
     if raw is round:
-        return _device_round
+        return _round_for(typingctx)
     if raw is range:
         return _device_range
     if raw is max:
@@ -146,6 +148,60 @@ def _minmax(builtin):
 
 _device_max = _minmax(builtins.max)
 _device_min = _minmax(builtins.min)
+
+
+class _DeviceRound:
+    """``round`` in device code: its argument first converted to the float type Numba's typing
+    gives the call, as compiled.  numba-cuda types ``round`` for float32 and float64 only, so an
+    integer or a boolean becomes one (a float32 from bool, int8, uint8 and int16, a float64
+    from wider integers: ``cvt.rn.f64.s64``) and is rounded from there: ``round(2**62 - 1)`` is
+    2**62 and ``round(uint64(2**64 - 1))`` INT64_MAX (``cvt.rzi.s64.f64`` saturates), and
+    ``round(int32(x), 1)`` a float64; a float16 is rounded as a float32."""
+
+    __slots__ = ("typingctx", "plans")
+
+    def __init__(self, typingctx):
+        self.typingctx, self.plans = typingctx, {}
+
+    def __call__(self, x, ndigits=None):
+        args = (x,) if ndigits is None else (x, ndigits)
+        classes = tuple(type(a) for a in args)
+        plan = self.plans.get(classes, _MISSING)
+        if plan is _MISSING:
+            plan = self.plans[classes] = self._plan(classes)
+        if plan is None:
+            return _device_round(x, ndigits)
+        widen, conv = plan
+        return conv(_device_round(widen(x), ndigits))
+
+    def _plan(self, classes):
+        """(conversion of the value rounded, conversion of the result), or None: the value's
+        own type (no typing context, or a type Numba's typing does not give round)."""
+        types_ = [class_numba_type(c) for c in classes]
+        if self.typingctx is None or None in types_:
+            return None
+        sig = typed_call(self.typingctx, builtins.round, types_)
+        if sig is None or not isinstance(sig.args[0], nbtypes.Float):
+            return None
+        widen, conv = converter(sig.args[0]), converter(sig.return_type)
+        return (widen, conv) if widen is not None and conv is not None else None
+
+    def __repr__(self):
+        return "<simulated round>"
+
+
+_rounds = weakref.WeakKeyDictionary()
+_round_without_typing = _DeviceRound(None)
+
+
+def _round_for(typingctx):
+    """The ``_DeviceRound`` of ``typingctx`` (one per context, so that its plans last)."""
+    if typingctx is None:
+        return _round_without_typing
+    impl = _rounds.get(typingctx)
+    if impl is None:
+        impl = _rounds[typingctx] = _DeviceRound(typingctx)
+    return impl
 
 
 def _device_round(x, ndigits=None):

@@ -17,6 +17,7 @@ types of simulated values (typed overrides, declared signatures) in ``valuetypes
 from __future__ import annotations
 
 import builtins
+import threading
 import types as pytypes
 import weakref
 
@@ -315,12 +316,14 @@ class Resolver:
         if isinstance(raw, pytypes.ModuleType):
             return self.module(raw, mask)
         if isinstance(raw, MathStub):
-            return self._host(raw, hostmath.HostMath)
+            return self._host(raw, self._host_math)
         if isinstance(raw, LibdeviceStub):
             return self._host(raw, hostmath.HostLibdevice)
         if raw is numpy_support.carray or raw is numpy_support.farray:
             # numba.carray / farray: a bounds-checked view of the pointer's memory
             return self._host(raw, lambda fn: PointerArrays(fn, self.launch))
+        if _is_cmath_function(raw):
+            return self._host(raw, NumbaCompiledCall)
         if _is_numpy_function(raw):
             return self._host(raw, lambda fn: NumpyFunction(fn, self.ops_typing))
         if isinstance(raw, pytypes.FunctionType):
@@ -348,7 +351,7 @@ class Resolver:
             return getattr(self.ops, "divmod", raw)     # (the result types Numba gives)
         if type(raw).__module__.startswith("cffi") and hasattr(raw, "from_buffer"):
             return SimFFI(raw)
-        builtin = device_builtin(raw)
+        builtin = device_builtin(raw, self.ops_typing)
         if builtin is not None:
             return builtin
         if isinstance(raw, nbtypes.Integer) or (isinstance(raw, type) and
@@ -365,6 +368,23 @@ class Resolver:
         if impl is None:
             impl = self.hosts[id(stub)] = cls(stub)
         return impl
+
+    def _host_math(self, stub):
+        """The host meaning of a device math stub; ``pow`` with a complex argument (``math.pow``,
+        ``np.power``, ``pow``) is the ``**`` operator, as the compiler types and lowers it
+        (``devicemath``'s template gives it ``operator.pow``'s signature)."""
+        impl = hostmath.HostMath(stub)
+        if stub.name != "pow":
+            return impl
+        ops_pow = self.ops.pow
+
+        def pow_(*args):
+            if len(args) == 2 and any(isinstance(a, (complex, np.complexfloating))
+                                      for a in args):
+                return ops_pow(*args)
+            return impl(*args)
+        pow_.__name__ = pow_.__qualname__ = "pow"
+        return pow_
 
     def _caster(self, raw):
         impl = self.hosts.get(("cast", raw))
@@ -559,11 +579,98 @@ class NumpyFunction:
         conv = None if ret is None else converter(ret)
         if conv is None:
             return None
-        widen = conv if isinstance(ret, (nbtypes.Float, nbtypes.Complex)) else None
-        return widen, conv
+        if isinstance(ret, nbtypes.Float):
+            # (a complex argument stays as it is: made a float it would lose its imaginary part,
+            # np.angle(1j) would be 0; and Numba computes np.angle of a complex64 in float32)
+            return (lambda a: a if isinstance(a, (complex, np.complexfloating))
+                    else conv(a)), conv
+        if isinstance(ret, nbtypes.Complex):
+            return conv, conv
+        return None, conv
 
     def __repr__(self):
         return f"<simulated numpy.{self.fn.__name__}>"
+
+
+def _is_cmath_function(raw):
+    """A function of the ``cmath`` module (``cmath.log``, ``cmath.sqrt``...)."""
+    return isinstance(raw, pytypes.BuiltinFunctionType) and \
+        getattr(raw, "__module__", None) == "cmath"
+
+
+_numba_cpu = {}                  # (function, number of arguments, error model) -> dispatcher
+_numba_cpu_lock = threading.Lock()
+
+
+def _numba_cpu_call(fn, nargs, error_model):
+    """A ``numba.njit`` of ``lambda a0, ...: fn(a0, ...)`` (made once)."""
+    key = (fn, nargs, error_model)
+    disp = _numba_cpu.get(key)
+    if disp is None:
+        with _numba_cpu_lock:
+            disp = _numba_cpu.get(key)
+            if disp is None:
+                import numba
+                names = ", ".join(f"a{i}" for i in range(nargs))
+                ns = {"fn": fn}
+                exec(f"def call({names}):\n    return fn({names})\n", ns)   # noqa: S102
+                disp = _numba_cpu[key] = numba.njit(error_model=error_model)(ns["call"])
+    return disp
+
+
+class NumbaCompiledCall:
+    """A function of ``cmath`` in simulated device code: the same call compiled by Numba for the
+    CPU (``numba.njit``, once per argument types), whose lowering is the one the compiler
+    installs for the device (Numba's ``cmathimpl``), special cases included: ``cmath.log(0j)``
+    is -inf+0j and ``cmath.exp(800+0j)`` inf as on the device, where CPython's ``cmath``
+    raises ValueError or OverflowError, and ``cmath.asin(nanj)`` is nan+nanj where CPython's
+    is nanj.  The arguments have the types Numba gives them (a complex64 computes in float32)
+    and the result is converted to the call's return type (Numba boxes a complex64 as a Python
+    complex).  An exception the compiled call raises (``cmath.log(z, 1)``: complex division by
+    zero) is one of the device code, which stops the thread.  Calls Numba does not type are
+    CPython's."""
+
+    __slots__ = ("fn", "plans", "__name__")
+
+    def __init__(self, fn):
+        self.fn, self.plans, self.__name__ = fn, {}, fn.__name__
+
+    def __call__(self, *args):
+        key = (operators.python_error_model, *(type(a) for a in args))
+        plan = self.plans.get(key, _MISSING)
+        if plan is _MISSING:
+            plan = self.plans[key] = self._plan(key[0], key[1:])
+        if plan is None:
+            return self.fn(*args)
+        entry, conv = plan
+        try:
+            result = entry(*args)
+        except Exception as exc:               # noqa: BLE001 (Numba's compiled code raised it)
+            from .raises import device_error
+            raise device_error(exc) from None
+        return conv(result)
+
+    def _plan(self, python_model, classes):
+        """(the compiled entry point, the conversion of its result), or None."""
+        types_ = tuple(class_numba_type(c) for c in classes)
+        if None in types_:
+            return None
+        disp = _numba_cpu_call(self.fn, len(types_), "python" if python_model else "numpy")
+        try:
+            entry = disp.compile(types_)
+        except Exception:                          # noqa: BLE001 (untyped: CPython's cmath)
+            return None
+        ret = disp.overloads[types_].signature.return_type
+        if isinstance(ret, nbtypes.BaseTuple):
+            convs = tuple(converter(t) for t in ret.types)
+            if None in convs:
+                return None
+            return entry, (lambda r: tuple(c(x) for c, x in zip(convs, r)))
+        conv = converter(ret)
+        return None if conv is None else (entry, conv)
+
+    def __repr__(self):
+        return f"<simulated cmath.{self.fn.__name__}>"
 
 
 class UfuncOnArrays:
