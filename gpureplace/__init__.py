@@ -42,6 +42,8 @@ def refresh():
     from .tracking import world
     note_overload_redefinitions()                 # (a numba.extending.overload defined again)
     world.bump()
+    from .jit.collect import collect
+    collect()                                     # (old definitions' code: let go)
 
 
 def stats():

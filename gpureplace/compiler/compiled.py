@@ -5,6 +5,7 @@ one argument-type tuple in one context, with the records redefinition tracking r
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass
 
 from ..tracking import world
@@ -33,10 +34,14 @@ class Options:
         return dataclasses.replace(self, max_registers=0, launch_bounds=())
 
 
+_serials = itertools.count()
+
+
 class CompiledFunction:
     """One Python function compiled for one argument-type tuple in one context."""
 
     def __init__(self, pyfunc, context, argtypes, options):
+        self.serial = next(_serials)       # never reused (an id() is, once it is freed)
         self.pyfunc = pyfunc
         self.context = context
         self.argtypes = tuple(argtypes)

@@ -277,6 +277,72 @@ def forget(stale):
     counters["invalidations"] += len(ids)
 
 
+def retain(live, bodies):
+    """Forget the compiled functions not in ``live`` (those the live kernels' and device
+    functions' specialisations reach: jit/collect.py), unless compiled from one of the Python
+    functions ``bodies`` (a live ``cuda.jit`` function's own, kept for a relink).  A helper a cell
+    redefined leaves its old compiled code, with the values it read (an old array, say), to
+    nothing else: dropped here from the cache, from the target contexts' user functions and from
+    the device-function types made for it.  Returns False, doing nothing, while a compile runs
+    (the next call does it)."""
+    if not _lock.acquire(blocking=False):
+        return False
+    try:
+        if _in_progress:          # (asked from inside a compile: the next call does it)
+            return False
+        keep = {id(cf) for cf in live}
+        for key, cf in _cache.items():
+            if id(key[0]) in bodies:
+                keep.update(id(each) for each in cf.closure())
+        for key in [k for k, cf in _cache.items() if id(cf) not in keep]:
+            del _cache[key]
+        pyfuncs = set(bodies)
+        pyfuncs.update(id(cf.pyfunc) for cf in _cache.values())
+        pyfuncs.update(id(getattr(cf, "pyfunc", None)) for cf in live)
+        serials = {cf.serial for cf in live if isinstance(cf, CompiledFunction)}
+        serials.update(cf.serial for cf in _cache.values())
+        from .target import all_compilers
+        gone = resolve.DeviceFunctionType.forget_except(pyfuncs, keep)
+        for _, targetctx in all_compilers():
+            defns = targetctx._defns
+            for key in [k for k in defns if _unused_definition(k, keep, pyfuncs, serials)]:
+                del defns[key]
+            if gone:
+                # Numba's lookups remember their answers by the argument types: a forgotten
+                # helper's type (a constant of it, a call) would keep it, and all it read
+                for selector in [targetctx._casts, targetctx._get_constants, *defns.values(),
+                                 *targetctx._getattrs.values(), *targetctx._setattrs.values()]:
+                    memo = selector._cache
+                    for sig in [s for s in memo if any(id(t) in gone for t in s)]:
+                        del memo[sig]
+        return True
+    finally:
+        _lock.release()
+
+
+def _unused_definition(key, keep, pyfuncs, serials):
+    """Whether the target context's definition under ``key`` is a compiled function's no code in
+    use calls (one not kept: a caller compiled later gets its callee from the cache, or compiles
+    it again), or the lowering of a call of itself by such a function (resolve._self_call_key)."""
+    if isinstance(key, CompiledFunction):
+        return id(key) not in keep
+    return type(key) is tuple and len(key) == 3 and key[0] == "self-call" and \
+        key[1] not in serials
+
+
+def cached():
+    """The compiled functions in the cache now (with every function each calls)."""
+    with _lock:
+        roots = list(_cache.values())
+    out, seen = [], set()
+    for root in roots:
+        for cf in root.closure():
+            if id(cf) not in seen:
+                seen.add(id(cf))
+                out.append(cf)
+    return out
+
+
 @contextlib.contextmanager
 def uncounted():
     """Compiles made inside, on this thread, are left out of ``stats()``, which counts the

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import threading
 import types as pytypes
+import weakref
 
 import numpy as np
 from numba.core import errors as nb_errors
@@ -287,6 +289,10 @@ class DeviceFunctionType(types.Callable, types.Opaque):
     """The type of a Python function called from device code, in one context and option set."""
 
     _instances = {}
+    #: a number for each Python function, never reused (its type's key: ``id()`` is reused once
+    #: a redefined helper's old function is freed, and Numba interns types by their key)
+    _serials = weakref.WeakKeyDictionary()
+    _next = itertools.count()
 
     @classmethod
     def get(cls, pyfunc, context, mask, options, origin=None):
@@ -299,11 +305,32 @@ class DeviceFunctionType(types.Callable, types.Opaque):
             inst.origin = origin
         return inst
 
+    @classmethod
+    def forget_except(cls, pyfuncs, compiled):
+        """Drop the types made for Python functions whose ids are not in ``pyfuncs`` (no code
+        in use calls them: frontend.retain), and from the others the compiled functions a
+        typing chose that are not among the ids ``compiled`` (a relinked caller's callee was
+        compiled again without typing the call: the old one stayed here); returns the ids of
+        the types dropped."""
+        from .compiled import CompiledFunction
+        gone = set()
+        for key in [k for k in cls._instances if id(k[0]) not in pyfuncs]:
+            gone.add(id(cls._instances.pop(key)))
+        for inst in cls._instances.values():
+            impls = inst._impls
+            for sig in [s for s, cf in impls.items()
+                        if isinstance(cf, CompiledFunction) and id(cf) not in compiled]:
+                del impls[sig]
+        return gone
+
     def __init__(self, pyfunc, context, mask, options, key):
         self.origin = None            # the Override this function implements, if any
         self.declared = ()            # signatures given to cuda.jit: calls convert to one
         self.declared_returns = {}    # their return types, by argument types
         self.pyfunc = pyfunc
+        serial = self._serials.get(pyfunc)
+        self._serial = serial if serial is not None else \
+            self._serials.setdefault(pyfunc, next(self._next))
         self.dispatch_context = context
         self.mask = dict(mask or {})
         self.options = options
@@ -315,7 +342,7 @@ class DeviceFunctionType(types.Callable, types.Opaque):
 
     @property
     def key(self):
-        return (self.name, id(self.pyfunc), self._key[1:])
+        return (self.name, self._serial, self._key[1:])
 
     @property
     def pysig(self):
@@ -496,7 +523,7 @@ def _self_call_key(typingctx, cf, argtypes, restype):
     a call, through the calling convention, of the function being lowered."""
     from .frontend import compilers
     from numba.core import cgutils
-    key = ("self-call", id(cf), tuple(argtypes))
+    key = ("self-call", cf.serial, tuple(argtypes))
     targetctx = compilers(cf.context)[1]
 
     def lower_self_call(context, builder, sig, args):

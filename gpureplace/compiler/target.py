@@ -445,6 +445,11 @@ _compilers = weakref.WeakKeyDictionary()     # Context -> (typing context, targe
 _compilers_lock = threading.Lock()
 
 
+def all_compilers():
+    """The (typing, target) context pairs made so far."""
+    return list(_compilers.values())
+
+
 def compilers(context):
     """The Numba typing and target contexts that compile in ``context`` (made once per Context)."""
     pair = _compilers.get(context)

@@ -30,6 +30,7 @@ from ..arch import normalize_arch
 from ..compiler import diskcache
 from ..compiler.signature import SignatureParseError, normalize_signature
 from ..dask import push_redefinitions, sent_elsewhere
+from ..jit import collect
 from ..dispatch.context import Context
 from ..errors import DeviceFunctionError, GPUReplaceError
 from ..jit import GPUFunction, ahead
@@ -272,6 +273,9 @@ class GPUReplace(Magics):
         if self.check_redefinitions:
             check_bindings(self.verbose)
         born = latest_birth()
+        if world.age != self._ahead_age or born != self._ahead_born or collect.some_died():
+            # (something was redefined, or kernels deleted: the code nothing uses goes)
+            collect.collect()
         if world.age != self._ahead_age or born != self._ahead_born or sent_elsewhere():
             # (the world moved, or the cell defined kernels: their first launch is guessed; or
             # kernels went to Dask workers, which may have changed though nothing here moved)

@@ -26,7 +26,7 @@ from ..errors import CompileError, DeviceFunctionError, LaunchError
 from ..runtime import arguments, launch, prewarm
 from ..tracking import deps, world
 from ..tracking.stats import counters
-from . import adopting, definitions, launchconfig, pickling
+from . import adopting, collect, definitions, launchconfig, pickling
 from .definitions import current_definition, latest_birth, live_functions  # noqa: F401
 from .definitions import superseded  # noqa: F401  (their home before)
 from .launcher import Configurable, Launcher
@@ -303,6 +303,7 @@ class GPUFunction(Configurable, Reflection, Launching, DeviceCallable):
                 else:                  # compiled ahead (jit/ahead.py): shown at the next cell
                     held.append(message)
             self._specs[key] = spec
+        collect.specialised()                 # (now and then: what old definitions left, goes)
         if self.on_compile is not None and not self.device:
             self.on_compile(spec)
         return spec

@@ -31,6 +31,12 @@ class LowOccupancyWarning(PerformanceWarning, NumbaPerformanceWarning):
     """A launch configuration with too few blocks to occupy the GPU."""
 
 
+#: Launch configurations a kernel keeps (``kernel[grid, block, stream]`` checked once): beyond,
+#: the oldest is dropped, so that a loop launching on a new stream or grid each time keeps
+#: neither its streams nor its configurations alive.
+MAX_CONFIGURATIONS = 64
+
+
 class Launcher:
     """``kernel[grid, block, stream, shared]``: a validated launch configuration."""
 
@@ -304,8 +310,12 @@ class Configurable:
                 return launcher
         launcher = self._launcher_class(self, config)
         if isinstance(key, tuple):
+            configs = self._configs
+            if len(configs) >= MAX_CONFIGURATIONS:
+                # (a loop over many grids or fresh streams: the oldest goes, streams with it)
+                del configs[next(iter(configs))]
             try:
-                self._configs[key] = launcher
+                configs[key] = launcher
             except TypeError:
                 pass
         return launcher

@@ -190,6 +190,48 @@ def check():
     return changed
 
 
+def retain(cfs):
+    """Forget every tracked binding and closure cell that none of the compiled functions
+    ``cfs`` (those still in use: tracking/../jit/collect.py) read: the code that read them is
+    gone, and the values held (an old array and its snapshot, a dropped namespace) go with it."""
+    needed, cells = {}, set()
+    for cf in cfs:
+        pyfunc = getattr(cf, "pyfunc", None)
+        for rec in getattr(cf, "global_reads", ()):
+            if rec.kind == "global" and pyfunc is not None:
+                needed.setdefault(id(pyfunc.__globals__), set()).add(rec.name)
+            elif rec.kind == "attr" and rec.owner is not None:
+                needed.setdefault(id(vars(rec.owner)), set()).add(rec.attr)
+            elif rec.kind == "freevar" and pyfunc is not None:
+                try:
+                    cells.add(id(pyfunc.__closure__[pyfunc.__code__.co_freevars.index(
+                        rec.name)]))
+                except (ValueError, IndexError, TypeError):
+                    pass
+    with _lock:
+        for key in list(_tracked):
+            names = needed.get(key)
+            entries = _tracked[key][1]
+            if not names:
+                del _tracked[key]
+                _views.pop(key, None)
+                continue
+            for name in [n for n in entries if n not in names]:
+                del entries[name]
+                _views.pop(key, None)
+        for key in [k for k in _cells if k not in cells]:
+            del _cells[key]
+
+
+def tracked_values():
+    """The values the tracked bindings and cells hold now (functions bound in place of those
+    compiled code was built from among them: tracking/functions.py keeps watching those)."""
+    with _lock:
+        out = [entry[0] for _, names in _tracked.values() for entry in names.values()]
+        out += [entry[0] for _, _, _, entry in _cells.values()]
+    return out
+
+
 def clear():
     with _lock:
         _tracked.clear()

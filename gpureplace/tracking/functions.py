@@ -173,6 +173,19 @@ def check():
         return changed
 
 
+def retain(cfs, bound=()):
+    """Stop watching every function that is neither the Python function of one of the compiled
+    functions ``cfs`` (those still in use) nor among ``bound`` (the values tracked bindings
+    hold: a reload's copy bound in place of one): no code in use was built from it."""
+    global _bulk
+    keep = {id(fn) for fn in map(python_function, cfs) if fn is not None}
+    keep.update(id(v) for v in bound)
+    with _lock:
+        for key in [k for k in _watched if k not in keep]:
+            del _watched[key]
+            _bulk = None
+
+
 def clear():
     global _bulk
     with _lock:
