@@ -17,6 +17,7 @@ types of simulated values (typed overrides, declared signatures) in ``valuetypes
 from __future__ import annotations
 
 import builtins
+import sys
 import threading
 import types as pytypes
 import weakref
@@ -310,6 +311,16 @@ class Resolver:
         lang_value = self.lang.get(id(raw), _MISSING)
         if lang_value is not _MISSING and self._is_stub(raw):
             return lang_value
+        ours = numba_cuda_counterpart(raw)
+        if ours is not None:        # numba-cuda's own name (a cell run from before the port)
+            return self.plain(ours, mask)
+        if _is_numba_intrinsic(raw):
+            name = getattr(raw, "_name", None) or getattr(raw, "__name__", repr(raw))
+            raise NotImplementedError(
+                f"the simulator cannot run {name}(), a Numba @intrinsic: its code is LLVM IR "
+                f"made while the kernel compiles, with no Python meaning to run on the CPU "
+                f"(launch it on a GPU, GPUREPLACE_BACKEND=gpu; or write the helper as Python "
+                f"or with gpureplace.cuda's functions, which the simulator runs)")
         dyn = self.launch.dynamic.get(id(raw))
         if dyn is not None:
             return _Dynamic(dyn)
@@ -527,6 +538,37 @@ def _code_names(code, out):
 
 
 _NUMPY_DISPATCHER = type(np.sum)
+
+
+def _is_numba_intrinsic(raw):
+    from numba.core.extending import _Intrinsic
+    return isinstance(raw, _Intrinsic)
+
+
+_counterparts = {}        # id(numba-cuda object) -> (it, gpureplace.cuda's of the same name)
+
+
+def numba_cuda_counterpart(raw):
+    """gpureplace.cuda's object of the name ``raw`` has in numba-cuda's ``numba.cuda`` (the
+    module itself, ``cuda.grid``, ``cuda.threadIdx``, ``cuda.atomic`` ...), where ``raw`` is one
+    of those and numba-cuda is loaded; None otherwise.  The compiled code takes numba-cuda's
+    kernel language as it is; the simulator runs gpureplace's, which means the same."""
+    module = sys.modules.get("numba.cuda")
+    if module is None:
+        return None
+    if not _counterparts:
+        from .. import cuda as ours
+        pairs = {"cuda": (module, ours)}
+        for name in dir(module):
+            if name.startswith("_") or not hasattr(ours, name):
+                continue
+            theirs = getattr(module, name, None)
+            if theirs is None or isinstance(theirs, (int, float, str, type(None))):
+                continue
+            pairs[name] = (theirs, getattr(ours, name))
+        _counterparts.update({id(t): (t, o) for t, o in pairs.values() if t is not o})
+    found = _counterparts.get(id(raw))
+    return found[1] if found is not None and found[0] is raw else None
 
 
 def _is_numpy_function(raw):
