@@ -7,7 +7,8 @@ it and recompiles exactly the kernels that called ``func``, and another Context 
 again.  The compiler types a call through Numba's own overload template (the generator is called
 with the argument types and returns the implementation, which compiles as a device function in
 the calling kernel's Context); the simulator calls the generator with the values' types and runs
-the implementation in Python.  The disk cache finds an overload's implementation again in another
+the implementation as simulated device code (``simulator/lang/overloads.py``), its names resolved
+through the kernel's Context as the compiler resolves them.  The disk cache finds an overload's implementation again in another
 process by asking its generators again (``answers``, below).
 """
 
@@ -21,6 +22,11 @@ from numba.core import types
 
 class NumbaOverload:
     """``host``'s device implementation chosen by ``generator(*argument types)``."""
+
+    #: ``simulated_call(overload, args, kwargs)``: the call run as simulated device code, or
+    #: NotImplemented outside a simulated launch (the simulator installs it: this layer does
+    #: not import the simulator)
+    simulated_call = None
 
     def __init__(self, host, generator, jit_options=None, strict=True, inline="never",
                  prefer_literal=False, **metadata):
@@ -49,7 +55,13 @@ class NumbaOverload:
         return self._type
 
     def __call__(self, *args, **kwargs):
-        """What the simulator runs: the implementation for the values' types."""
+        """The implementation for the values' types: in a simulated launch, as simulated device
+        code (the kernel language in it has its simulated meaning there); elsewhere, as Python
+        (a host call of the overload: NumPy arrays and numbers)."""
+        if self.simulated_call is not None:
+            done = self.simulated_call(self, args, kwargs)
+            if done is not NotImplemented:
+                return done
         from numba import typeof
         impl = self.generator(*[typeof(a) for a in args],
                               **{k: typeof(v) for k, v in kwargs.items()})

@@ -490,8 +490,15 @@ class SimArray:
         return SimArray(view, self._sim, self._writable)
 
     def __getattr__(self, name):
-        # Anything else (``copy``, ``reshape``, ``view``...) on the underlying array.
-        attr = getattr(self._a, name)
+        # Anything else (``copy``, ``reshape``, ``view``...) on the underlying array; what it
+        # has not, an extending.overload_method / overload_attribute of arrays may give
+        try:
+            attr = getattr(self._a, name)
+        except AttributeError:
+            if name.startswith("__"):
+                raise
+            from .lang.overloads import array_attribute
+            return array_attribute(self, name)
         if isinstance(attr, np.ndarray):
             return SimArray(attr, self._sim, self._writable)
         return attr

@@ -4,12 +4,24 @@ Every synchronising operation of a block shares one condition variable, so the b
 moment how many of its live threads are blocked; when all of them are (a ``syncthreads`` that some
 thread never reaches, a warp operation whose mask names a lane that never calls it), that is a
 deadlock on the device too, and the simulator says so instead of hanging.
+
+A thread can also wait without blocking: a spin-wait on a flag that another thread sets (an atomic
+that reads it in a loop, a fence, ``nanosleep``).  Volta and later GPUs guarantee that the other
+threads, diverged lanes of its warp included, make progress meanwhile (independent thread
+scheduling), so such a thread hands over at those points (``spin``: at every fence and nanosleep,
+every few atomics).  One that spins with nothing else of its block left to
+run, in the same state each time, waits for something no thread of its block can do: another block
+(the launch then runs every block at once), or nothing at all (a clear error: the GPU would hang).
 """
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from collections import deque
+
+import numpy as np
 
 
 class KernelDeadlock(RuntimeError):
@@ -21,11 +33,51 @@ class Abort(BaseException):
 
 
 class NeedThreads(BaseException):
-    """A barrier or warp operation reached in a sequential run (the launch reruns with threads)."""
+    """A barrier or warp operation reached in a sequential run, or a thread that spins there
+    waiting for another (the launch reruns with threads)."""
+
+
+class NeedGrid(BaseException):
+    """A thread spins waiting for what no thread of its block can do, in a run that takes the
+    blocks one after another: it may wait for a later block (the launch reruns with every block
+    at once, the simulator's grid mode)."""
+
+
+#: a thread hands over once its spin points cost SPIN_BUDGET: an atomic that changed memory
+#: costs 1, one that changed nothing (a read of a flag, a failed cas) SPIN_UNCHANGED, a fence or a
+#: nanosleep the whole budget -- often enough for a spin loop, rarely enough for a histogram's
+#: loop of atomics (each hand-over costs a switch of OS threads)
+SPIN_BUDGET = 256
+SPIN_UNCHANGED = 8
+#: a thread that spins with nothing else of its block to run: its kernel frames' state is
+#: compared every SPIN_CHECK_EVERY spins, and found the same SPIN_CHECKS times in a row, it waits
+#: for something its block cannot do
+SPIN_CHECK_EVERY = 256
+SPIN_CHECKS = 4
+#: in grid mode (every block at once) such a thread may wait for another block's plain stores,
+#: which the simulator does not see: it is stuck only once nothing happened in the whole launch
+#: (an atomic that changed memory, a barrier passed, a thread finished) for this long
+GRID_SPIN_TIMEOUT_S = 20.0
+
+
+class _Spin:
+    """What a thread did at its spin points."""
+
+    __slots__ = ("count", "alone", "state", "same", "since", "progress", "names")
+
+    def __init__(self):
+        self.count = 0           # what its spin points cost since it last handed over
+        self.alone = 0           # spins with nothing else of its block to run
+        self.state = None        # its state at the last check (frames, what it last saw)
+        self.same = 0            # checks in a row that found the same state
+        self.since = None        # grid mode: when the launch last did anything, as seen here
+        self.progress = None
+        self.names = set()       # the operations it spins at since it last handed over
 
 
 class ThreadState:
-    __slots__ = ("tid", "bid", "linear", "lane", "warp", "block", "gate", "finished")
+    __slots__ = ("tid", "bid", "linear", "lane", "warp", "block", "gate", "finished", "spin",
+                 "spinning")
 
     def __init__(self, tid, bid, linear, block, gate=None):
         self.tid = tid
@@ -36,6 +88,8 @@ class ThreadState:
         self.block = block
         self.gate = gate          # the worker's turn: released by whoever hands over to it
         self.finished = False
+        self.spin = None          # its _Spin, from its first spin point
+        self.spinning = False     # at a spin point (elsewhere than any activemask call)
 
 
 class _WarpGroup:
@@ -54,13 +108,14 @@ class Block:
     """Per-block state.
 
     ``threaded``: each thread of the block is a Python thread, but they run *cooperatively*: one
-    at a time, handing over at barriers, warp operations and exits (one lock release per
-    hand-over, no thundering herd, and a deterministic order).  A thread that must wait while no
-    other thread can run is a deadlock.
+    at a time, handing over at barriers, warp operations, spin points (``spin``) and exits (one
+    lock release per hand-over, no thundering herd, and a deterministic order).  A thread that
+    must wait while no other thread can run is a deadlock.
     """
 
-    def __init__(self, bid, block_dim, shared_bytes, threaded):
+    def __init__(self, bid, block_dim, shared_bytes, threaded, launch=None):
         self.bid = bid
+        self.launch = launch               # (runner.Launch: its progress, grid mode, names)
         self.nthreads = block_dim[0] * block_dim[1] * block_dim[2]
         self.shared = {}                   # call site -> SimArray (static shared memory)
         self.dynamic = bytearray(shared_bytes)
@@ -85,6 +140,7 @@ class Block:
         self.done = threading.Event()
         self.on_done = None                # called when the block's last thread has exited
         self.threads = []
+        self.spinner = None                # the running thread while it is at a spin point
 
     # -- scheduling -------------------------------------------------------------------------------
     def start(self, states):
@@ -112,17 +168,131 @@ class Block:
         if self.aborted is not None:
             raise Abort()
 
-    def _deadlock(self, what):
+    def _waits(self):
+        """What the block's blocked threads wait at, in words."""
         waiting = [f"{g.what} (warp {w}, mask {m:#010x}, {bin(g.arrived).count('1')} lane(s) "
                    f"arrived)" for (w, _, m), g in self.groups.items()]
         if self.bar_waiters:
-            waiting.append(f"syncthreads ({len(self.bar_waiters) + 1} thread(s) arrived)")
+            # (the thread that waits is among them: it joined before handing over)
+            waiting.append(f"syncthreads ({len(self.bar_waiters)} thread(s) arrived)")
+        return waiting
+
+    def _deadlock(self, what):
         exc = KernelDeadlock(
             f"deadlock in block blockIdx={self.bid}: every live thread of the block is waiting "
-            f"({'; '.join(waiting) or what}). A syncthreads() that not every live thread of the "
-            f"block reaches, or a warp operation whose mask names lanes that never call it "
-            f"(or that exited), hangs on the GPU too.")
+            f"({'; '.join(self._waits()) or what}). A syncthreads() that not every live thread "
+            f"of the block reaches, or a warp operation whose mask names lanes that never call "
+            f"it (or that exited), hangs on the GPU too.")
         raise exc
+
+    def _progress(self):
+        """Something happened that a spinning thread of another block may wait for."""
+        if self.launch is not None:
+            self.launch.progress += 1
+
+    # -- spin-waits ---------------------------------------------------------------------------------
+    def spin(self, ts, what, seen=None, cost=SPIN_BUDGET):
+        """``ts`` is at a spin point: an atomic (``what``: its name, ``seen``: the value it
+        read, ``cost``: 1 or SPIN_UNCHANGED), a fence or a nanosleep (the whole budget).  A
+        thread that repeats such operations may be waiting for another thread (a flag in a
+        loop, a lock): every few of them it hands over to the next runnable thread of its block,
+        as the other threads, diverged lanes of its warp too, run meanwhile on Volta and later
+        GPUs.  A sequential run cannot hand over: a thread that keeps coming back there in the
+        same state (where its frames are, their local variables) reruns the launch with
+        threads."""
+        sp = ts.spin
+        if sp is None:
+            sp = ts.spin = _Spin()
+        sp.names.add(what)
+        if not self.threaded:
+            if self._same_state(sp, None):
+                raise NeedThreads()
+            return
+        sp.count += cost
+        if sp.count < SPIN_BUDGET:
+            return
+        sp.count = 0
+        ts.spinning = True
+        self.spinner = ts
+        try:
+            self._recheck_activemask(ts.warp)
+            if self.runnable:
+                sp.alone = sp.same = 0
+                sp.names.clear()
+                self.runnable.append(ts)
+                self.spinner = None            # (it waits in the queue, still spinning)
+                self._switch(ts, "a spin-wait")
+            elif self._same_state(sp, seen):
+                self._stuck(ts, sp)
+            elif self.launch is not None and self.launch.grid_barrier is not None:
+                time.sleep(0)                  # (every block at once: let the others run)
+        finally:
+            ts.spinning = False
+            if self.spinner is ts:
+                self.spinner = None
+
+    def _same_state(self, sp, seen):
+        """Whether the spinning thread was found in the same state (where its kernel frames
+        are, their local variables, the value its atomic read) at the last SPIN_CHECKS checks:
+        it repeats itself exactly, seeing the same memory each time."""
+        sp.alone += 1
+        if sp.alone % SPIN_CHECK_EVERY:
+            return sp.same >= SPIN_CHECKS
+        state = _frames_state()
+        if state is not None:
+            state.append(_state_value(seen))
+        if state is not None and state == sp.state:
+            sp.same += 1
+        else:
+            sp.state, sp.same = state, 0
+        return sp.same >= SPIN_CHECKS
+
+    def _stuck(self, ts, sp):
+        """``ts`` spins in the same state while nothing else of its block can run."""
+        launch = self.launch
+        if launch is None:
+            raise self._spin_error(ts, "")
+        gx, gy, gz = launch.grid
+        nblocks = gx * gy * gz
+        barrier = launch.grid_barrier
+        if barrier is None:
+            # the blocks run one after another: the earlier ones have finished, and a later
+            # one, which may be what it waits for, can run only with every block at once
+            if self.bid == (gx - 1, gy - 1, gz - 1):
+                raise self._spin_error(ts, " The GPU hangs here too.")
+            if nblocks * self.nthreads <= launch.grid_mode_limit:
+                raise NeedGrid()
+            raise self._spin_error(ts, (
+                f" It may wait for a later block, but the simulator runs the blocks of a launch "
+                f"one after another when it has more than {launch.grid_mode_limit} threads "
+                f"(this one has {nblocks * self.nthreads}), and CUDA does not guarantee that "
+                f"blocks run at the same time either: a block that waits for a later one can "
+                f"hang on the GPU too."))
+        # every block at once: another block may still store what it waits for
+        if len(barrier.finished) >= nblocks - 1:
+            raise self._spin_error(ts, " The other blocks have finished: the GPU hangs here "
+                                       "too.")
+        now = time.monotonic()
+        if sp.progress != launch.progress or sp.since is None:
+            sp.progress, sp.since = launch.progress, now
+        elif now - sp.since >= GRID_SPIN_TIMEOUT_S:
+            raise self._spin_error(ts, (
+                f" The other blocks run at the same time, and none of them changed memory "
+                f"through an atomic, passed a barrier or finished for {GRID_SPIN_TIMEOUT_S:g} "
+                f"s: the value it waits for does not come (the GPU would hang)."))
+        time.sleep(0)
+
+    def _spin_error(self, ts, tail):
+        from .arrays import current_place
+        names = sorted(ts.spin.names)
+        others = "; ".join(self._waits())
+        others = f"every other live thread of the block waits at {others}" if others else \
+            "the other threads of the block have finished"
+        return KernelDeadlock(
+            f"thread threadIdx={ts.tid} of block blockIdx={ts.bid} spins without end in "
+            f"{current_place()}: it repeats {' and '.join(names)}, seeing the same "
+            f"memory each time, waiting for a change that no thread of its block can make; "
+            f"{others}.{tail}")
 
     def abort(self, exc, me=None):
         """Stop the block: every other thread unwinds (or skips the kernel) at once."""
@@ -181,6 +351,7 @@ class Block:
         self.bar_before = None
         self.runnable.extend(self.bar_waiters)
         self.bar_waiters = []
+        self._progress()
 
     # -- warps ------------------------------------------------------------------------------------
     def warp_op(self, ts, kind, mask, payload, compute, what):
@@ -222,11 +393,14 @@ class Block:
 
     def _blocked_lanes(self, key):
         """Lanes of ``key``'s warp waiting at a barrier or in another warp operation (another
-        activemask call site included)."""
+        activemask call site included), or spinning (``spin``)."""
         lanes = 0
         warp = key[0]
         for ts in self.bar_waiters:
             if ts.warp == warp:
+                lanes |= 1 << ts.lane
+        for ts in (*self.runnable, self.spinner):
+            if ts is not None and ts.spinning and ts.warp == warp:
                 lanes |= 1 << ts.lane
         for other, g in self.groups.items():
             if other[0] == warp and other != key:
@@ -260,6 +434,7 @@ class Block:
         for lane, value in out.items():
             self.results[(key[0], lane)] = value
         self.runnable.extend(g.waiters)
+        self._progress()
 
     # -- a thread ends ------------------------------------------------------------------------------
     def exit(self, ts):
@@ -270,6 +445,7 @@ class Block:
             ts.finished = True
             self.live -= 1
             self.warp_live[ts.warp] &= ~(1 << ts.lane)
+            self._progress()
             if self.aborted is not None:
                 if self.live == 0:
                     self.done.set()
@@ -303,6 +479,34 @@ class Block:
 
 def _is_activemask(key):
     return isinstance(key[1], tuple) and key[1][0] == "activemask"
+
+
+def _frames_state():
+    """Where the running thread's kernel frames are and what their local variables hold (a
+    number by value, anything else by identity), or None where that cannot be told."""
+    from .resolve import SimGlobals
+    out = []
+    f = sys._getframe(2)
+    while f is not None:
+        if isinstance(f.f_globals, SimGlobals):
+            try:
+                values = tuple((k, _state_value(v)) for k, v in f.f_locals.items())
+            except Exception:                     # noqa: BLE001 (a value that cannot be told)
+                return None
+            out.append((f.f_code, f.f_lasti, values))
+        f = f.f_back
+    return out
+
+
+_NUMBERS = (int, float, complex, bool, str, bytes, type(None), np.generic)
+
+
+def _state_value(v):
+    if isinstance(v, _NUMBERS):
+        return v
+    if type(v) is tuple:
+        return tuple(_state_value(x) for x in v)
+    return ("id", id(v))
 
 
 class GridBarrier:

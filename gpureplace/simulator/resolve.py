@@ -304,6 +304,11 @@ class Resolver:
             return self.function(impl.py_func, inner)
         if isinstance(impl, pytypes.FunctionType):
             return self.function(impl, inner)
+        from ..compiler.overloads import NumbaOverload
+        if isinstance(impl, NumbaOverload):
+            # (an extending.overload: its implementation as device code, with this mask)
+            from .lang.overloads import simulated_overload
+            return simulated_overload(self, impl, inner)
         return self.plain(impl, inner)
 
     def plain(self, raw, mask):
@@ -556,8 +561,10 @@ def numba_cuda_counterpart(raw):
     module = sys.modules.get("numba.cuda")
     if module is None:
         return None
+    ours = sys.modules.get("gpureplace.cuda")     # (above this layer: loaded by gpureplace)
+    if ours is None:
+        return None
     if not _counterparts:
-        from .. import cuda as ours
         pairs = {"cuda": (module, ours)}
         for name in dir(module):
             if name.startswith("_") or not hasattr(ours, name):

@@ -3,8 +3,10 @@
 A kernel whose call graph uses no barrier or warp operation runs its threads one after another in
 a plain loop.  Otherwise each block's threads run as Python threads, so ``syncthreads`` is a real
 barrier and warp operations a real rendezvous of the 32 lanes of a warp.  Should a sequential run
-reach a barrier after all (a call the static scan could not see), the arguments are restored
-from a snapshot and the launch runs again with threads.  An interrupt (Ctrl-C, Jupyter's
+reach a barrier after all (a call the static scan could not see), or a thread spin there waiting
+for another (``blocks.Block.spin``), the arguments are restored from a snapshot and the launch
+runs again with threads; should a thread of a threaded run spin waiting for what its block cannot
+do (a later block), again with every block at once.  An interrupt (Ctrl-C, Jupyter's
 "Interrupt kernel") ends the launch in KeyboardInterrupt, every thread of it stopped and host
 arrays as they were, as after any failed launch.
 """
@@ -32,9 +34,10 @@ from .arrays import SimArray, wrap_int
 from .pointers import RawPointer
 from .host import SimDeviceRecord
 from .stopping import interrupts_held, stop_workers, wait, worker
-from .blocks import Abort, Block, GridBarrier, NeedThreads, ThreadState
+from .blocks import Abort, Block, GridBarrier, NeedGrid, NeedThreads, ThreadState
 from . import operators
 from .lang import device_format
+from .lang.overloads import running
 from .raises import KernelRaisedWarning, Raises, library_failure  # noqa: F401  (the warning)
 from .resolve import Resolver, compiled_reads
 
@@ -59,6 +62,12 @@ class Launch:
         self.grid_barrier = None       # a blocks.GridBarrier in grid mode
         self.raises = Raises(name)     # raise statements the threads executed
         self.in_kernel = set()         # idents of the worker threads running the kernel's code
+        self.progress = 0              # bumped when memory changes through an atomic, a barrier
+        #                                or warp operation completes, a thread ends (spin-waits)
+        self.grid_mode_limit = GRID_MODE_MAX_THREADS
+        self.onchip = weakref.WeakValueDictionary()   # id -> NumPy owner of shared and local
+        #                                arrays' memory (not global: atomics differ there)
+        self.resolver = None           # the launch's Resolver (overloads run through it)
 
     def thread_raised(self, exc):
         """Whether ``exc`` comes from a raise (or assert) statement of the kernel's code; if
@@ -251,7 +260,7 @@ def _checked(gpufunction, grid, block, stream, shared_bytes, args, compile):
 
 
 def _run(gpufunction, sim, conv, spec):
-    resolver = Resolver(gpufunction.context, sim, *compiled_reads(spec))
+    resolver = sim.resolver = Resolver(gpufunction.context, sim, *compiled_reads(spec))
     kernel = resolver.function(gpufunction.py_func, {})
     threaded = resolver.needs_threads(kernel)
     values = conv.values
@@ -263,18 +272,25 @@ def _run(gpufunction, sim, conv, spec):
     # are copied back only after the kernel succeeded; simulated device arrays keep what the
     # kernel wrote before it failed, as device memory does)
     snapshot = [(a, a.copy()) for a in conv.host_arrays]
+    modes = [_run_sequential, _run_threaded, _run_grid]
+    if resolver.needs_grid(kernel):
+        del modes[:2]
+    elif threaded:
+        del modes[0]
     try:
-        if resolver.needs_grid(kernel):
-            _run_grid(sim, kernel, values)
-        elif threaded:
-            _run_threaded(sim, kernel, values)
-        else:
+        while True:
             try:
-                _run_sequential(sim, kernel, values)
-            except NeedThreads:
+                modes[0](sim, kernel, values)
+                break
+            except (NeedThreads, NeedGrid) as exc:
+                # (a run that found it needs threads, or every block at once: again from the
+                # start, in the mode it needs)
+                if len(modes) == 1:
+                    raise
+                del modes[:2 if isinstance(exc, NeedGrid) and len(modes) == 3 else 1]
                 for a, saved in snapshot:
                     np.copyto(a, saved)
-                _run_threaded(sim, kernel, values)
+                sim.raises = Raises(sim.name)
         if debug:
             # a thread's exception, raised as the GPU's debug launch raises it: before anything
             # is copied back, so host arrays keep what they held (below)
@@ -358,10 +374,11 @@ def _annotate(exc, sim):
 def _run_sequential(sim, kernel, values):
     tls = sim.tls
     threads = list(_threads(sim.block))
+    running.launch = sim
     with np.errstate(all="ignore"):
         try:
             for bid in _blocks(sim.grid):
-                blk = Block(bid, sim.block, sim.shared_bytes, threaded=False)
+                blk = Block(bid, sim.block, sim.shared_bytes, threaded=False, launch=sim)
                 for tid, linear in threads:
                     tls.t = ThreadState(tid, bid, linear, blk)
                     try:
@@ -377,6 +394,7 @@ def _run_sequential(sim, kernel, values):
             raise _annotate(exc, sim)
         finally:
             tls.t = None
+            running.launch = None
 
 
 def _run_thread(sim, kernel, values, ts, errors):
@@ -384,6 +402,7 @@ def _run_thread(sim, kernel, values, ts, errors):
     is recorded and stops its block; the block hears when the thread is done."""
     blk = ts.block
     sim.tls.t = ts
+    running.launch = sim
     ident = threading.get_ident()
     try:
         if blk.aborted is None:
@@ -404,6 +423,7 @@ def _run_thread(sim, kernel, values, ts, errors):
     finally:
         sim.in_kernel.discard(ident)
         sim.tls.t = None
+        running.launch = None
         blk.exit(ts)
 
 
@@ -437,7 +457,7 @@ def _run_threaded(sim, kernel, values):
             for w in workers:
                 w.start()
         for bid in _blocks(sim.grid):
-            blk = Block(bid, sim.block, sim.shared_bytes, threaded=True)
+            blk = Block(bid, sim.block, sim.shared_bytes, threaded=True, launch=sim)
             states = [ThreadState(tid, bid, linear, blk, gates[linear])
                       for tid, linear in threads]
             slots[:] = states
@@ -476,7 +496,7 @@ def _run_grid(sim, kernel, values):
 
     all_blocks, workers = [], []
     for bid in blocks:
-        blk = Block(bid, sim.block, sim.shared_bytes, threaded=True)
+        blk = Block(bid, sim.block, sim.shared_bytes, threaded=True, launch=sim)
         blk.on_done = barrier.block_finished
         states = []
         for tid, linear in threads:

@@ -4,11 +4,15 @@ Signatures and return types follow numba-cuda: ``ballot_sync`` returns an int32 
 ``all_sync`` / ``any_sync`` / ``eq_sync`` a boolean, ``match_any_sync`` an int32 mask,
 ``match_all_sync`` a tuple ``(mask, pred)``, ``activemask`` / ``lanemask_lt`` a uint32.  Shuffles
 return the value's own type (numba-cuda widens uint32 to int64; keeping the type is the useful
-behaviour and converts the same way on assignment).  Everything is an ``llvm.nvvm.*`` intrinsic
+behaviour and converts the same way on assignment).  The shuffles take their arguments by keyword
+too, by numba-cuda's names (its ``@intrinsic`` parameters: ``mask``, ``value``, ``src_lane`` /
+``delta`` / ``lane_mask``); the others by position only.  Everything is an ``llvm.nvvm.*`` intrinsic
 that the NVPTX back end selects; 64-bit values are shuffled as two 32-bit halves.
 """
 
 from __future__ import annotations
+
+import inspect
 
 from llvmlite import ir
 from numba.core import cgutils, types
@@ -79,8 +83,27 @@ def _value_type(fname, val):
 
 
 def _check_count(fname, args, kws, n, names):
-    if kws or len(args) != n:
-        _fail(fname, f"takes {n} arguments ({names}), got {len(args) + len(kws)}")
+    if kws:
+        given = ", ".join(f"{k}=" for k in kws)
+        _fail(fname, f"takes no keyword arguments: pass {names} by position (got {given})"
+              if n else f"takes no arguments, got {given}")
+    if len(args) != n:
+        _fail(fname, f"takes {n} arguments ({names}), got {len(args)}")
+
+
+def _fold_keywords(fname, args, kws, pysig):
+    """``args`` with the keyword arguments ``kws`` put in their places by the parameter names
+    of ``pysig`` (numba-cuda's shuffles are ``@intrinsic`` functions, which take keywords), or
+    a clear error."""
+    names = ", ".join(pysig.parameters)
+    unknown = [k for k in kws if k not in pysig.parameters]
+    if unknown:
+        _fail(fname, f"has no parameter {unknown[0]!r}; it takes ({names})")
+    try:
+        bound = pysig.bind(*args, **kws)
+    except TypeError as exc:
+        _fail(fname, f"takes ({names}): {exc}")
+    return tuple(bound.arguments[name] for name in pysig.parameters)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -88,17 +111,24 @@ def _check_count(fname, args, kws, n, names):
 
 
 def _shuffle_template(stub, third):
+    pysig = inspect.Signature([inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+                               for name in ("mask", "value", third)])
+
     class ShuffleTemplate(AbstractTemplate):
         key = stub
 
         def generic(self, args, kws):
-            _check_count(stub.__name__, args, kws, 3, f"mask, value, {third}")
+            if kws:
+                args = _fold_keywords(stub.__name__, args, kws, pysig)
+            _check_count(stub.__name__, args, {}, 3, f"mask, value, {third}")
             mask, val, lane = args
             _check_mask(stub.__name__, mask)
             vty = _value_type(stub.__name__, val)
             if not isinstance(lane, types.Integer):
                 _fail(stub.__name__, f"{third} must be an integer, got {lane}")
-            return signature(vty, types.uint32, vty, types.int32)
+            sig = signature(vty, types.uint32, vty, types.int32)
+            # (the lowering receives the arguments in this order: Numba folds keywords by it)
+            return sig.replace(pysig=pysig) if kws else sig
 
     return ShuffleTemplate
 
@@ -145,6 +175,8 @@ def _nullary_template(stub, restype):
 
 _SHUFFLE_MODES = {shfl_sync: ("idx", "src_lane"), shfl_up_sync: ("up", "delta"),
                   shfl_down_sync: ("down", "delta"), shfl_xor_sync: ("bfly", "lane_mask")}
+#: each shuffle's third parameter, by numba-cuda's name (its keyword: ``src_lane=1``)
+SHUFFLE_OPERANDS = {_stub: _third for _stub, (_, _third) in _SHUFFLE_MODES.items()}
 for _stub, (_, _third) in _SHUFFLE_MODES.items():
     typing.register_global(_stub, types.Function(_shuffle_template(_stub, _third)))
 

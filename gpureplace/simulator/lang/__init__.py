@@ -4,6 +4,8 @@
 kernel language; the values read the running thread's indices from ``launch.tls``.  Each module
 here gives the meaning of one group of stubs, as ``compiler/intrinsics/`` compiles them
 (``table(launch)``: its part of the language); ``language`` puts the parts together.
+``overloads`` runs the implementations of Numba-style overloads (``extending.overload``,
+``overload_method``) as simulated device code.
 """
 
 from __future__ import annotations

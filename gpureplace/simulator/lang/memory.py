@@ -83,6 +83,15 @@ def table(launch):
     """The memory stubs of ``launch``: ``{id(stub): value}``."""
     tls = launch.tls
     out = {}
+    onchip = launch.onchip
+
+    def _onchip(arr):
+        """Note ``arr``'s memory as shared or local, not global (atomics differ there)."""
+        owner = arr
+        while isinstance(owner.base, np.ndarray):
+            owner = owner.base
+        onchip[id(owner)] = owner
+        return arr
 
     def shared_array(shape, dtype, alignment=None):
         dims = _shape_of(shape, "cuda.shared.array")
@@ -97,7 +106,7 @@ def table(launch):
                     view = block.dynamic_views.get(key)
                     if view is None:
                         n = len(block.dynamic) // dt.itemsize
-                        arr = np.frombuffer(block.dynamic, dtype=dt, count=n)
+                        arr = _onchip(np.frombuffer(block.dynamic, dtype=dt, count=n))
                         view = block.dynamic_views[key] = _wrap(arr, vt)
             return view
         f = sys._getframe(1)
@@ -110,7 +119,8 @@ def table(launch):
                     if 0 in dims:
                         raise ValueError(f"cuda.shared.array: shape {dims} has a zero "
                                          f"dimension (only shape 0 means dynamic shared memory)")
-                    arr = block.shared[site] = _wrap(_storage(dims, dt, vt, alignment), vt)
+                    arr = block.shared[site] = _wrap(_onchip(_storage(dims, dt, vt, alignment)),
+                                                     vt)
         return arr
 
     def local_array(shape, dtype, alignment=None):
@@ -120,7 +130,7 @@ def table(launch):
             raise ValueError(f"cuda.local.array: shape {dims} has a zero dimension (a local "
                              f"array needs a positive size)")
         dt, vt = _element_of(dtype, "cuda.local.array")
-        return _wrap(_storage(dims, dt, vt, alignment), vt)
+        return _wrap(_onchip(_storage(dims, dt, vt, alignment)), vt)
 
     def _wrap(arr, vt):
         """A shared or local array as kernels see it: of scalars, or of vectors ``vt`` (the

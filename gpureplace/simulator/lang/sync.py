@@ -1,5 +1,10 @@
 """Barriers and fences in the simulator: ``syncthreads`` (and its count / and / or forms),
-``syncwarp``, the thread fences and ``nanosleep``."""
+``syncwarp``, the thread fences and ``nanosleep``.
+
+A fence or a ``nanosleep`` is where a spin-wait loop waits for another thread (``while flag[0] ==
+0: cuda.threadfence()``; a back-off with ``nanosleep``): the thread hands over there
+(``blocks.Block.spin``), as the other threads of a Volta or later GPU run meanwhile.
+"""
 
 from __future__ import annotations
 
@@ -36,19 +41,28 @@ def table(launch):
         t.block.warp_op(t, "syncwarp", mask, None, lambda g: dict.fromkeys(g.payload),
                         "cuda.syncwarp")
 
-    def fence():
-        pass
+    def _fence(what):
+        def fence():
+            t = tls.t
+            t.block.spin(t, what)
+        fence.__name__ = what.rpartition(".")[2]
+        return fence
 
     def nanosleep(ns):
         if not isinstance(ns, (int, np.integer)) or isinstance(ns, bool):
             raise TypeError(f"cuda.nanosleep(ns): ns must be an integer number of nanoseconds, "
                             f"got {ns!r}")
-        # the device may sleep anywhere from 0 to 2 * ns: a thread here does not sleep at all
+        # the device may sleep anywhere from 0 to 2 * ns: a thread here does not sleep, it lets
+        # the others run
+        t = tls.t
+        t.block.spin(t, "cuda.nanosleep")
 
     for stub, fn in ((sync.syncthreads, syncthreads), (sync.syncthreads_count, syncthreads_count),
                      (sync.syncthreads_and, syncthreads_and),
                      (sync.syncthreads_or, syncthreads_or), (sync.syncwarp, syncwarp),
-                     (sync.threadfence, fence), (sync.threadfence_block, fence),
-                     (sync.threadfence_system, fence), (sync.nanosleep, nanosleep)):
+                     (sync.threadfence, _fence("cuda.threadfence")),
+                     (sync.threadfence_block, _fence("cuda.threadfence_block")),
+                     (sync.threadfence_system, _fence("cuda.threadfence_system")),
+                     (sync.nanosleep, nanosleep)):
         out[id(stub)] = fn
     return out
