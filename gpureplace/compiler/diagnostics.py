@@ -204,6 +204,11 @@ def convert_error(pyfunc, exc):
             reason = (f"{module}.{name} is a {type(value).__module__}.{type(value).__qualname__}"
                       f" object, which device code cannot read (numbers, arrays, tuples of them "
                       f"and functions can)")
+        elif module.split(".")[:2] == ["numba", "cuda"] and mod is not None and \
+                hasattr(mod, name):
+            # (a cell or module still importing numba-cuda's: the port changes that import)
+            reason = (f"{module}.{name} is numba-cuda's kernel language; gpureplace compiles its "
+                      f"own: import it with `from gpureplace import cuda` (then cuda.{name})")
         elif mod is not None and hasattr(mod, name):
             reason = (f"{module}.{name} has no device implementation: it cannot be called in "
                       f"kernels or device functions (give it one with "

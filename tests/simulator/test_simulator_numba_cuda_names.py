@@ -1,6 +1,7 @@
 """Kernels that reach numba-cuda's own kernel language (``from numba import cuda`` in a cell
 run from before the port: the compiled code takes numba-cuda's intrinsics, ``cuda.grid``, as
-they are) run in the simulator with gpureplace's meaning of the same names; a user's Numba ``@intrinsic``,
+they are) run in the simulator with gpureplace's meaning of the same names (its other names, which the compiler
+does not take, are refused saying what to import instead); a user's Numba ``@intrinsic``,
 whose code is LLVM IR, is refused there with what to do instead.  In a process of its own:
 importing ``numba.cuda`` must not reach the rest of the suite."""
 
@@ -44,6 +45,14 @@ try:
     with_intrinsic[1, 1](np.zeros(1, np.int64))
 except Exception as exc:
     print(type(exc).__name__, "|", str(exc).splitlines()[0])
+
+@cuda.jit
+def numba_stub(out):
+    out[0] = ncuda.threadIdx.x
+try:
+    numba_stub.compile("void(int64[::1])")
+except Exception as exc:
+    print(str(exc).splitlines()[0])
 '''
 
 
@@ -57,3 +66,7 @@ def test_numba_cudas_names_run_and_an_intrinsic_is_refused_clearly():
     assert lines[0] == str([i * 11 for i in range(8)]) + " [8]"
     assert "the simulator cannot run twice(), a Numba @intrinsic" in lines[1], lines[1]
     assert "GPUREPLACE_BACKEND=gpu" in lines[1]
+    # numba-cuda's other names (stubs the compiler does not take): what to import instead
+    assert lines[2].endswith("numba.cuda.threadIdx is numba-cuda's kernel language; gpureplace "
+                             "compiles its own: import it with `from gpureplace import cuda` "
+                             "(then cuda.threadIdx)"), lines[2]
