@@ -25,7 +25,9 @@ from .definitions import live_functions
 def in_use():
     """(compiled functions in use, ids of the live ``cuda.jit`` functions' Python functions)."""
     roots, bodies = [], set()
-    for fn in live_functions():
+    fns = live_functions()
+    _lives[0] = len(fns)
+    for fn in fns:
         bodies.add(id(fn.py_func))
         for spec in list(fn._specs.values()):
             roots.append(spec if fn.device else getattr(spec, "compiled", None))
@@ -61,7 +63,6 @@ def collect():
     bindings.retain(live)
     functions.retain(live, bindings.tracked_values())
     _made[0] = 0
-    _lives[0] = len(bodies)
     return True
 
 
