@@ -11,11 +11,9 @@ import time
 import numpy as np
 import pytest
 from numba import float32
-from numba.core import types
 
 from gpureplace import cuda
 from gpureplace.config import settings
-from gpureplace.cuda import extending
 from gpureplace.errors import CompileError
 from gpureplace.simulator import KernelDeadlock, blocks, runner
 
@@ -508,70 +506,3 @@ def test_keyword_errors_say_what_is_wrong():
     assert "takes 3 arguments (mask, value, src_lane), got 2" in \
         _compile_error("cuda.shfl_sync(FULL, 1)")
 
-
-# ---------------------------------------------------------------------------------------------
-# overloads whose implementation uses the kernel language
-
-
-def warp_bcast(v):
-    pass
-
-
-@extending.overload(warp_bcast)
-def _warp_bcast(v):
-    def impl(v):
-        return cuda.shfl_sync(FULL, v, 0) + cuda.threadIdx.x * 0
-    return impl
-
-
-@cuda.jit
-def bcast_kernel(out):
-    i = cuda.threadIdx.x
-    out[i] = warp_bcast(i + 100)
-
-
-def test_overload_implementation_runs_as_device_code():
-    assert "shfl.sync" in bcast_kernel.compile("void(int64[:])").ptx
-    out = np.zeros(32, np.int64)
-    bcast_kernel[1, 32](out)
-    assert list(out) == [100] * 32
-
-
-@extending.overload_method(types.Array, "_gpr_test_first_plus", target="cuda")
-def _first_plus(a, i):
-    def impl(a, i):
-        return a[0] + i + cuda.threadIdx.x * 0
-    return impl
-
-
-@cuda.jit
-def method_kernel(a, out):
-    i = cuda.threadIdx.x
-    out[i] = a._gpr_test_first_plus(i)
-
-
-def test_overload_method_of_arrays_has_its_meaning():
-    from gpureplace.simulator.lang.overloads import array_attribute, running
-    a = np.arange(4, dtype=np.int64) + 5
-    assert method_kernel.compile("void(int64[:], int64[:])").ptx
-    # the simulator's side, as SimArray.__getattr__ asks it for an attribute NumPy lacks
-    from gpureplace.simulator.arrays import SimArray
-    from gpureplace.simulator.resolve import Resolver
-    launch = runner.Launch("k", (1, 1, 1), (1, 1, 1), 0)
-    launch.resolver = Resolver(method_kernel.context, launch)
-    sim = SimArray(a, launch)
-    launch.tls.t = blocks.ThreadState((0, 0, 0), (0, 0, 0), 0, None)
-    running.launch = launch
-    try:
-        assert array_attribute(sim, "_gpr_test_first_plus")(3) == 8
-        with pytest.raises(AttributeError, match="no attribute 'nothing_like_it'"):
-            array_attribute(sim, "nothing_like_it")
-    finally:
-        running.launch = None
-        launch.tls.t = None
-
-
-def test_overload_method_in_a_kernel():
-    out = np.zeros(4, np.int64)
-    method_kernel[1, 4](np.arange(4, dtype=np.int64) + 5, out)
-    assert list(out) == [5, 6, 7, 8]
