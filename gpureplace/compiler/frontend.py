@@ -334,6 +334,11 @@ def cached():
     """The compiled functions in the cache now (with every function each calls)."""
     with _lock:
         roots = list(_cache.values())
+    return closures(roots)
+
+
+def closures(roots):
+    """Each compiled function of the call graphs of ``roots`` (``closure()``), once."""
     out, seen = [], set()
     for root in roots:
         for cf in root.closure():

@@ -30,6 +30,7 @@ import sys
 import types
 
 from ..tracking import bindings
+from ..tracking.functions import lines_in
 from ..tracking.deps import UNSEEN, current_value, read_changed
 from ..tracking.fingerprint import (argtypes_fingerprint, fingerprint, positions_fingerprint,
                                     stable_filename)
@@ -322,7 +323,7 @@ def _validate(nodes, context, kernel_func, options=None):
     """CachedFunction of the kernel if every recorded read still holds (and, for code with
     line information, every function is where it was), else None."""
     funcs, finder = [], _Finder(context)
-    positions = _has_lines(options)
+    positions = lines_in(options)
     for i, node in enumerate(nodes):
         if i == 0:
             pyfunc = _with_code(node["code"], kernel_func)
@@ -403,7 +404,7 @@ def store(key, spec):
     """Write ``spec`` (a KernelSpecialization) under ``key``; silently skip what cannot be kept."""
     if not diskcache.enabled or key is None:
         return False
-    nodes = describe_for_disk(spec.compiled, _has_lines(spec.options))
+    nodes = describe_for_disk(spec.compiled, lines_in(spec.options))
     if nodes is None:
         return False
     ptx = spec.ptx.encode()
@@ -433,11 +434,6 @@ def store(key, spec):
         _trim(folder, variant)
         return True
     return False
-
-
-def _has_lines(options):
-    """Whether code compiled with ``options`` names source lines (``.loc``)."""
-    return bool(getattr(options, "lineinfo", False) or getattr(options, "debug", False))
 
 
 def load(key, py_func, argtypes, options, context, make=KernelSpecialization):
@@ -561,7 +557,7 @@ def _load_entry(folder, variant, py_func, argtypes, options, context, make):
         _read[meta_path] = ((_identity(meta_path), _read[meta_path][0][1]), meta, text)
     except (OSError, KeyError):
         pass
-    if _has_lines(options):
+    if lines_in(options):
         text = _current_cell_files(text, root)
     spec = make(root, meta["name"], argtypes, text, meta.get("llvm_ir", ""),
                                 options, 0.0)

@@ -34,15 +34,7 @@ def in_use():
         for entry in list(fn._launch_cache.values()):
             spec = getattr(entry, "spec", None)
             roots.append(getattr(spec, "compiled", None))
-    live, seen = [], set()
-    for root in roots:
-        if root is None or id(root) in seen:
-            continue
-        for cf in root.closure():
-            if id(cf) not in seen:
-                seen.add(id(cf))
-                live.append(cf)
-    return live, bodies
+    return frontend.closures([root for root in roots if root is not None]), bodies
 
 
 #: Specialisations made (compiled or loaded) between two collections outside IPython: a script

@@ -85,28 +85,33 @@ def track(namespace, name, value, fp, snap=None):
         _views.pop(id(namespace), None)
 
 
-def _track_cell(pyfunc, rec):
-    code = pyfunc.__code__
-    try:
-        cell = pyfunc.__closure__[code.co_freevars.index(rec.name)]
-    except (ValueError, IndexError, TypeError):
-        return
-    with _lock:
-        _cells[id(cell)] = (cell, pyfunc.__qualname__, rec.name,
-                            [rec.value, rec.fingerprint, rec.snapshot])
+def _places(cf):
+    """Where each binding compiled function ``cf`` read lives: ``(namespace dict, name, rec)``
+    for a global or a module attribute, ``(closure cell, None, rec)`` for a closure variable."""
+    pyfunc = getattr(cf, "pyfunc", None)
+    for rec in getattr(cf, "global_reads", ()):
+        if rec.kind == "global" and pyfunc is not None:
+            yield pyfunc.__globals__, rec.name, rec
+        elif rec.kind == "attr" and rec.owner is not None:
+            yield vars(rec.owner), rec.attr, rec
+        elif rec.kind == "freevar" and pyfunc is not None:
+            try:
+                yield pyfunc.__closure__[pyfunc.__code__.co_freevars.index(rec.name)], None, rec
+            except (ValueError, IndexError, TypeError):
+                pass
 
 
 def track_compiled(cf):
     """Track the globals, module attributes and closure variables that compiled function ``cf``
     read, and the code, defaults and keyword defaults of its own Python function."""
     functions.note_compiled(cf)
-    for rec in cf.global_reads:
-        if rec.kind == "global":
-            track(cf.pyfunc.__globals__, rec.name, rec.value, rec.fingerprint, rec.snapshot)
-        elif rec.kind == "attr" and rec.owner is not None:
-            track(vars(rec.owner), rec.attr, rec.value, rec.fingerprint, rec.snapshot)
-        elif rec.kind == "freevar":
-            _track_cell(cf.pyfunc, rec)
+    for where, name, rec in _places(cf):
+        if name is not None:
+            track(where, name, rec.value, rec.fingerprint, rec.snapshot)
+        else:
+            with _lock:
+                _cells[id(where)] = (where, cf.pyfunc.__qualname__, rec.name,
+                                     [rec.value, rec.fingerprint, rec.snapshot])
 
 
 def _compare(entry, cur):
@@ -196,18 +201,11 @@ def retain(cfs):
     gone, and the values held (an old array and its snapshot, a dropped namespace) go with it."""
     needed, cells = {}, set()
     for cf in cfs:
-        pyfunc = getattr(cf, "pyfunc", None)
-        for rec in getattr(cf, "global_reads", ()):
-            if rec.kind == "global" and pyfunc is not None:
-                needed.setdefault(id(pyfunc.__globals__), set()).add(rec.name)
-            elif rec.kind == "attr" and rec.owner is not None:
-                needed.setdefault(id(vars(rec.owner)), set()).add(rec.attr)
-            elif rec.kind == "freevar" and pyfunc is not None:
-                try:
-                    cells.add(id(pyfunc.__closure__[pyfunc.__code__.co_freevars.index(
-                        rec.name)]))
-                except (ValueError, IndexError, TypeError):
-                    pass
+        for where, name, _ in _places(cf):
+            if name is not None:
+                needed.setdefault(id(where), set()).add(name)
+            else:
+                cells.add(id(where))
     with _lock:
         for key in list(_tracked):
             names = needed.get(key)

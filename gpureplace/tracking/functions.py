@@ -80,18 +80,22 @@ def python_function(cf):
 def note_compiled(cf):
     """Remember what ``cf``'s Python function is made of now, when its code has just been built
     (or, for a disk-loaded kernel, found to be this function's)."""
-    global _bulk
     fn = python_function(cf)
     if fn is None:
         return
     lines = has_lines(cf)
     with _lock:
         _compiled[cf] = _Parts(fn, lines)
-        seen = _watched.get(id(fn))
-        known = seen is not None and seen[0] is fn
-        if not known or (lines and not seen[1].lines):
-            _watched[id(fn)] = (fn, _Parts(fn, lines))
-            _bulk = None
+        _watch(fn, lines)
+
+
+def _watch(fn, lines):
+    """Watch ``fn`` (with ``_lock`` held), noting ``lines`` on a watch that had none."""
+    global _bulk
+    seen = _watched.get(id(fn))
+    if seen is None or seen[0] is not fn or (lines and not seen[1].lines):
+        _watched[id(fn)] = (fn, _Parts(fn, lines))
+        _bulk = None
 
 
 def watch(fn, replacing=None):
@@ -100,16 +104,12 @@ def watch(fn, replacing=None):
     is what that code now calls, so a later change of ``fn`` in place (autoreload's new
     ``__code__``) is one.  Returns whether ``fn`` is at another place in its file than
     ``replacing`` while code with line information was compiled from ``replacing``."""
-    global _bulk
     if not (hasattr(fn, "__code__") and hasattr(fn, "__defaults__")):
         return False
     with _lock:
         old = _watched.get(id(replacing)) if replacing is not None else None
         lines = old is not None and old[0] is replacing and old[1].lines
-        seen = _watched.get(id(fn))
-        if seen is None or seen[0] is not fn or (lines and not seen[1].lines):
-            _watched[id(fn)] = (fn, _Parts(fn, lines))
-            _bulk = None
+        _watch(fn, lines)
     return lines and moved(replacing, fn)
 
 
@@ -121,7 +121,11 @@ def moved(old, new):
 
 def has_lines(cf):
     """Whether ``cf``'s code names source lines (compiled with lineinfo or debug)."""
-    options = getattr(cf, "options", None)
+    return lines_in(getattr(cf, "options", None))
+
+
+def lines_in(options):
+    """Whether code compiled with ``options`` names source lines (``.loc``: lineinfo, debug)."""
     return bool(getattr(options, "lineinfo", False) or getattr(options, "debug", False))
 
 
