@@ -78,6 +78,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def python_process(program, timeout=300, **env):
+    """Run ``program`` in a new Python process of this checkout's gpureplace, with ``env`` set;
+    its stdout (it must exit 0: else the test fails with its stderr)."""
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               **env)
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
 def assemble(ptx, arch="sm_90", verbose=False, relocatable=False):
     """Assemble PTX with ptxas from the nvidia-cuda-nvcc wheel; fail the test on any error.
     Returns True, or with ``verbose`` ptxas's ``-v`` report (registers, spills).

@@ -7,14 +7,10 @@ loaded, not compiled again; the PTX's ``.file`` names this process's file of the
 import json
 import os
 import re
-import subprocess
-import sys
-
 import pytest
+from conftest import python_process
 
 pytest.importorskip("IPython")
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 PROGRAM = r'''
 import json, re
@@ -38,12 +34,9 @@ print(json.dumps({{"from_disk": ns["spec"].from_disk, "files": files,
 
 
 def run(extra, cache):
-    env = dict(os.environ, GPUREPLACE_CACHE_DIR=str(cache), GPUREPLACE_BACKEND="simulator",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", PROGRAM.format(extra=extra)],
-                          capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    out = python_process(PROGRAM.format(extra=extra), GPUREPLACE_CACHE_DIR=str(cache),
+                         GPUREPLACE_BACKEND="simulator")
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def test_a_lineinfo_kernel_of_a_cell_is_loaded_after_a_restart(tmp_path):

@@ -497,10 +497,7 @@ def test_a_host_bfloat16_array_is_taken_as_a_process_first_bfloat16():
     """A host ml_dtypes.bfloat16 array passed before anything else in the process used
     bfloat16: Numba knows the dtype only once gpureplace registers it, which the launch's
     check of host arrays asked about first (it was refused as a dtype kernels cannot take)."""
-    import os
-    import subprocess
-    import sys
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from conftest import python_process
     program = (
         "import numpy as np, ml_dtypes\n"
         "from gpureplace import cuda\n"
@@ -513,9 +510,5 @@ def test_a_host_bfloat16_array_is_taken_as_a_process_first_bfloat16():
         "out = np.zeros(4, np.float32)\n"
         "k[1, 4](out, a)\n"
         "print(out.tolist())\n")
-    env = dict(os.environ, GPUREPLACE_BACKEND="simulator",
-               PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                          env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-1] == "[0.0, 2.0, 4.0, 6.0]"
+    out = python_process(program, GPUREPLACE_BACKEND="simulator")
+    assert out.strip().splitlines()[-1] == "[0.0, 2.0, 4.0, 6.0]"

@@ -5,11 +5,7 @@ does not take, are refused saying what to import instead); a user's Numba ``@int
 whose code is LLVM IR, is refused there with what to do instead.  In a process of its own:
 importing ``numba.cuda`` must not reach the rest of the suite."""
 
-import os
-import subprocess
-import sys
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from conftest import python_process
 
 PROGRAM = r'''
 import warnings
@@ -57,12 +53,7 @@ except Exception as exc:
 
 
 def test_numba_cudas_names_run_and_an_intrinsic_is_refused_clearly():
-    env = dict(os.environ, GPUREPLACE_BACKEND="simulator",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True,
-                          env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.strip().splitlines()
+    lines = python_process(PROGRAM, GPUREPLACE_BACKEND="simulator").strip().splitlines()
     assert lines[0] == str([i * 11 for i in range(8)]) + " [8]"
     assert "the simulator cannot run twice(), a Numba @intrinsic" in lines[1], lines[1]
     assert "GPUREPLACE_BACKEND=gpu" in lines[1]

@@ -4,11 +4,7 @@ code they compile to.  In a process of its own: the overloads register in the de
 and in Numba's registries for the process's life, which other tests (Dask tokens of the
 default context) must not see."""
 
-import os
-import subprocess
-import sys
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from conftest import python_process
 
 PROGRAM = r'''
 import numpy as np
@@ -53,9 +49,5 @@ print(out.tolist())
 
 
 def test_overload_implementations_using_the_kernel_language_run_as_device_code():
-    env = dict(os.environ, GPUREPLACE_BACKEND="simulator",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True,
-                          env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split("\n")[:3] == ["True", "True", "[5, 6, 7, 8]"], proc.stdout
+    out = python_process(PROGRAM, GPUREPLACE_BACKEND="simulator")
+    assert out.split("\n")[:3] == ["True", "True", "[5, 6, 7, 8]"], out
