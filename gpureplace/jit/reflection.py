@@ -181,21 +181,18 @@ class Reflection:
         return self._function_attribute(signature, "max_threads_per_block")
 
     def _function_attribute(self, signature, name):
-        what = launch.RESOURCE_METHODS[name]
+        what = launch.RESOURCE_METHODS.get(name, name)
         self._require_kernel(what)
         if not probe.available():
-            # no GPU (the simulator): what ptxas says of the PTX, for its architecture
-            return self._reflect(signature,
-                                 lambda spec: launch.assembled_resource(spec, name, what),
-                                 single=True)
+            return self._reflect(signature, lambda spec: spec.resource(name, what), single=True)
         dev = probe.current_device()
-        launch.ensure_context(dev)
 
         def read(spec):
+            # (the module a launch on this device loaded answers: no second load of it)
             loaded = next((e for (_, d), e in list(self._launch_cache.items())
                            if d == dev and e.spec is spec), None)
             if loaded is None:
-                loaded = spec.loaded(dev)
+                return spec.resource(name, what)
             return int(loaded.attribute(name))
         return self._reflect(signature, read, single=True)
 
