@@ -150,7 +150,8 @@ class GPUTypingContext(typing.BaseContext):
 
     def numba_resolve_value_type(self, val):
         """Numba's own resolution, without the dispatch resolver (used by the resolver itself)."""
-        if "_cffi_backend" not in sys.modules and _typeof_gives_up(val):
+        if "_cffi_backend" not in sys.modules and (_typeof_gives_up(val) or
+                                                   _class_typeof_gives_up(val)):
             # Numba's typeof knows no such value (a module, an operator, a NumPy function, a
             # device intrinsic), and its last try imports cffi and pycparser (20-40 ms of a
             # first compile) to ask whether the value is a CFFI function -- which none can be
@@ -196,6 +197,25 @@ def _typeof_gives_up(val):
     modules expose no buffer, its other generic question)."""
     return (isinstance(val, pytypes.ModuleType) or callable(val)) and \
         typeof_impl.dispatch(type(val)) is typeof_impl.dispatch(object) and \
+        getattr(val, "_numba_type_", None) is None
+
+
+#: The modules of ``numba.typed``'s classes, which Numba's ``typeof`` of any class imports to
+#: ask whether the class derives from them (50 ms of a first compile: their import builds
+#: Numba's CPU target), though no class can while they are not loaded.
+_TYPED_MODULES = ("numba.typed.typeddict", "numba.typed.typedlist", "numba.typed.typedset")
+
+
+def _class_typeof_gives_up(val):
+    """Whether Numba's ``typeof`` of the class ``val`` (``bool``, a user's class) would find
+    nothing, answered without the import of ``numba.typed`` its last questions make: a class
+    that is no exception, named tuple, NumPy scalar type or Numba type, while ``numba.typed``'s
+    classes are not loaded (so it cannot derive from them)."""
+    return isinstance(val, type) and \
+        typeof_impl.dispatch(type(val)) is typeof_impl.dispatch(type) and \
+        not issubclass(val, (BaseException, np.generic, types.Type)) and \
+        not (issubclass(val, tuple) and hasattr(val, "_asdict")) and \
+        not any(name in sys.modules for name in _TYPED_MODULES) and \
         getattr(val, "_numba_type_", None) is None
 
 

@@ -371,6 +371,36 @@ print(bool(am._HAVE_BLAS), "scipy.linalg.cython_blas" in sys.modules,
     assert res.stdout.split() == ["True", "False", "False", "True", "True", "True"]
 
 
+def test_the_first_compile_does_not_load_numba_typed_to_type_a_class():
+    """Numba's typeof of any class (``bool``, ``float``, a named tuple's) imports numba.typed's
+    Dict, List and Set to ask whether the class derives from them, which builds Numba's CPU
+    target: ~25 ms of a first compile (more on slower hosts).  No class can derive from them
+    while they are not loaded; the classes still type as before."""
+    from conftest import python_process
+    out = python_process("""
+import sys, collections
+import numpy as np
+from gpureplace import cuda
+
+Pair = collections.namedtuple("Pair", "a b")
+
+@cuda.jit
+def k(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        p = Pair(x[i], 2.0)
+        out[i] = (1.0 if bool(x[i]) else 0.0) + np.float32(p.a) * p.b + int(x[i]) + float(x[i])
+        if x[i] < -1e30:
+            raise ValueError("too small")
+
+spec = k.compile("void(float32[::1], float32[::1])")
+print(any(m in sys.modules for m in ("numba.typed.typeddict", "numba.typed.typedlist",
+                                     "numba.typed.typedset")))
+print(".entry" in spec.ptx)
+""", GPUREPLACE_CACHE="0")
+    assert out.split() == ["False", "True"]
+
+
 def test_the_garbage_collector_waits_while_the_front_end_runs():
     """A compile makes many objects; collections of a notebook's whole heap in the middle of it
     cost tens of milliseconds.  None runs while the front end does on the main thread; the
