@@ -19,7 +19,7 @@ from numba import njit
 from gpureplace import cuda, simulator
 from gpureplace.compiler.runtime_helpers import complex_pow
 from gpureplace.simulator.raises import KernelRaisedWarning
-from gpureplace.simulator.resolve import NumbaCompiledCall
+from gpureplace.simulator.hostcalls import NumbaCompiledCall
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 _REALS = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, np.inf, -np.inf, np.nan, 1e30, 800.0, -800.0]
