@@ -25,6 +25,7 @@ from numba.core.types import (b1, bool_, boolean, byte, c8, c16, char, complex64
 # ``cuda.bool`` too, set at the end so that this module's code keeps the builtin)
 
 from . import cuda_random as random          # cuda.random ("gpureplace.cuda.random")
+from . import cuda_types as types            # cuda.types ("gpureplace.cuda.types")
 from . import libdevice                      # cuda.libdevice.X, as in numba-cuda
 from .compiler.intrinsics.indexing import (blockDim, blockIdx, grid, gridDim, gridsize, laneid,
                                            threadIdx, warpsize)
@@ -136,19 +137,19 @@ _sys.modules.setdefault(__name__ + ".launchconfig", launchconfig)
 def _cudadrv():
     """``cuda.cudadrv``: where numba-cuda code finds the driver's classes (``isinstance(s,
     cuda.cudadrv.driver.Stream)``, ``cuda.cudadrv.devicearray.DeviceNDArray``): gpureplace's."""
-    import types
+    import types as pytypes
     from .hostapi import Device, Event, Stream
     from .hostapi.ipc import DeviceMemory, device_to_host, host_to_device
-    pkg = types.ModuleType(__name__ + ".cudadrv", _cudadrv.__doc__)
+    pkg = pytypes.ModuleType(__name__ + ".cudadrv", _cudadrv.__doc__)
     pkg.__path__ = []
-    pkg.driver = types.ModuleType(pkg.__name__ + ".driver", "numba-cuda's driver classes")
+    pkg.driver = pytypes.ModuleType(pkg.__name__ + ".driver", "numba-cuda's driver classes")
     pkg.driver.Stream, pkg.driver.Event, pkg.driver.Device = Stream, Event, Device
     pkg.driver.IpcHandle, pkg.driver.MemoryPointer = IpcHandle, DeviceMemory
     pkg.driver.device_to_host, pkg.driver.host_to_device = device_to_host, host_to_device
-    pkg.devices = types.ModuleType(pkg.__name__ + ".devices", "numba-cuda's contexts")
+    pkg.devices = pytypes.ModuleType(pkg.__name__ + ".devices", "numba-cuda's contexts")
     pkg.devices.get_context, pkg.devices.gpus = current_context, gpus
     pkg.devicearray = devicearray
-    pkg.error = types.ModuleType(pkg.__name__ + ".error", "numba-cuda's driver errors")
+    pkg.error = pytypes.ModuleType(pkg.__name__ + ".error", "numba-cuda's driver errors")
     pkg.error.CudaDriverError = CudaDriverError
     pkg.error.CudaSupportError = CudaSupportError       # no GPU (or CuPy) to use
     for mod in (pkg, pkg.driver, pkg.devices, pkg.error):
@@ -163,9 +164,9 @@ driver, devices = cudadrv.driver, cudadrv.devices     # cuda.driver / cuda.devic
 def _kernels():
     """``cuda.kernels``: numba-cuda's ready-made kernels (``kernels.transpose.transpose``,
     ``kernels.reduction.Reduce``)."""
-    import types
+    import types as pytypes
     from . import cuda_reduce, cuda_transpose
-    pkg = types.ModuleType(__name__ + ".kernels", _kernels.__doc__)
+    pkg = pytypes.ModuleType(__name__ + ".kernels", _kernels.__doc__)
     pkg.__path__ = []                    # a package: its modules are imported by name
     pkg.transpose, pkg.reduction = cuda_transpose, cuda_reduce
     _sys.modules.setdefault(pkg.__name__, pkg)
@@ -180,7 +181,7 @@ kernels = _kernels()
 def _descriptor():
     """``cuda.descriptor.cuda_target``: numba-cuda's handle on its typing and target contexts;
     here those of the default Context (the configured one when asked)."""
-    import types
+    import types as pytypes
 
     class _Target:
         @property
@@ -195,7 +196,7 @@ def _descriptor():
             from .dispatch.context import current_default
             return compilers(current_default())[1]
 
-    mod = types.ModuleType(__name__ + ".descriptor", _descriptor.__doc__)
+    mod = pytypes.ModuleType(__name__ + ".descriptor", _descriptor.__doc__)
     mod.cuda_target = _Target()
     _sys.modules.setdefault(mod.__name__, mod)
     return mod
