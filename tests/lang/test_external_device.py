@@ -250,3 +250,52 @@ def test_cuda_source_and_ptx_in_memory_are_linked_and_the_callbacks_run():
     np.testing.assert_allclose(cp.asnumpy(out), cp.asnumpy(x * 3 + x + 1))
     with pytest.raises(LaunchError, match="LTO-IR is NVVM's link-time format"):
         _kernel(link=[cuda.LTOIR(b"\0", name="f.ltoir")])[1, 128](x, y, out)
+
+
+def test_a_declaration_changed_is_a_new_dependency_on_disk_and_in_the_session(tmp_path):
+    """A kernel calling ``declare_device("f", sig, abi=...)`` compiles its call for that signature
+    and ABI: declaring ``f`` again with another signature, ABI or link code must reach the
+    kernel -- from the disk cache in a new process and after a redefinition in the same one (a
+    declaration was fingerprinted by its name alone, so both served the old call)."""
+    from conftest import python_process
+    program = """
+import sys
+import gpureplace
+from gpureplace import cuda
+f = cuda.declare_device("f", sys.argv[1], abi=sys.argv[2])
+
+@cuda.jit
+def k(x):
+    x[0] = f(x[0])
+
+ptx = k.compile("void(float32[:])").ptx
+print(gpureplace.stats()["disk_hits"], "cvt.f64.f32" in ptx, "func_retval0" in ptx)
+"""
+    env = {"GPUREPLACE_CACHE_DIR": str(tmp_path / "cache")}
+
+    def run(sig, abi):
+        import subprocess
+        import sys
+        import os
+        proc = subprocess.run([sys.executable, "-c", program, sig, abi], capture_output=True,
+                              text=True, env=dict(os.environ, **env), timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.split()
+
+    assert run("float32(float32)", "numba") == ["0", "False", "True"]
+    assert run("float32(float32)", "numba") == ["1", "False", "True"]     # the same: a hit
+    assert run("float64(float64)", "numba") == ["0", "True", "True"]      # converts to f64
+    assert run("float32(float32)", "c")[0] == "0"                          # another ABI
+    out = python_process("""
+from gpureplace import cuda
+from gpureplace.tracking import bindings
+ns = {"cuda": cuda}
+exec('f = cuda.declare_device("f", "float32(float32)")', ns)
+exec("@cuda.jit\\ndef k(x):\\n    x[0] = f(x[0])", ns)
+before = ns["k"].compile("void(float32[:])").ptx
+exec('f = cuda.declare_device("f", "float64(float64)")', ns)
+print([c[1:] for c in bindings.check()])
+after = ns["k"].compile("void(float32[:])").ptx
+print("cvt.f64.f32" in before, "cvt.f64.f32" in after)
+""", GPUREPLACE_CACHE_DIR=str(tmp_path / "cache2"))
+    assert out.split("\n")[:2] == ["[('f', 'redefined')]", "False True"]

@@ -55,10 +55,23 @@ class DeclaredDevice:
     def __repr__(self):
         return f"<declared device function {self.symbol}{self.sig}>"
 
+    def __fingerprint_parts__(self):
+        """What a kernel calling it depends on (tracking/fingerprint.py): the symbol, the
+        signature and ABI the call is compiled for, and the code linked for it (a file by its
+        path -- read when the kernel loads -- in-memory code by its bytes)."""
+        links = tuple(os.fspath(f) if isinstance(f, (str, os.PathLike)) else
+                      (type(f).__name__, _digest(f.data)) for f in (self.link or ()))
+        return (self.symbol, str(self.sig), self.abi, links)
+
     def numba_type(self):
         if self._type is None:
             self._type = _make_type(self)
         return self._type
+
+
+def _digest(data):
+    import hashlib
+    return hashlib.sha256(data.encode() if isinstance(data, str) else bytes(data)).hexdigest()
 
 
 def _make_type(decl):
