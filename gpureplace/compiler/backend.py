@@ -167,9 +167,10 @@ LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
 #: fast_tanhf), libdevice_tuning.lower_newer_intrinsics: pruned libdevice files of before hold
 #: them); 22: a math function of a float32 and a wide integer computes in float64, as numba-cuda
 #: types it (devicemath._float_of); 23: float32 ** the most negative int64 no longer loops
-#: forever (devicemath._make_float_int_power), so that no process is served code that an older
-#: gpureplace compiled.
-CODEGEN_REVISION = 23
+#: forever (devicemath._make_float_int_power); 24: a device function's declared signatures are
+#: chosen by Numba's conversion ranks (an int takes float64 over float32, ranking.py), so that no
+#: process is served code that an older gpureplace compiled.
+CODEGEN_REVISION = 24
 
 
 @functools.lru_cache(maxsize=None)

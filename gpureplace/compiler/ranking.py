@@ -5,7 +5,10 @@ with declared signatures, and the simulator's twin of both.
 
 from __future__ import annotations
 
+import enum
+
 from numba.core import types
+from numba.core.typeconv import Conversion
 
 from ..errors import SignatureError
 
@@ -13,11 +16,13 @@ EXACT, PROMOTE, SAFE, UNSAFE = 0, 1, 2, 3
 
 
 def conversion_rank(src, dst, float_to_int=False):
-    """How a value of Numba type ``src`` converts to ``dst``, as Numba ranks it: EXACT, PROMOTE
-    (a wider type of the same kind), SAFE (no information lost: int -> float64), UNSAFE (int64
-    -> float32, float64 -> float32, narrowing ints); None when it may not (complex -> real,
-    arrays of other dtypes or ranks; float -> int unless ``float_to_int``: Numba allows it in
-    calls of device functions, numba-cuda's launches do not)."""
+    """How a value of Numba type ``src`` converts to ``dst``, as Numba ranks it (its table of
+    number conversions, ``numba/core/typeconv/rules.py``, and the types' own rules): EXACT,
+    PROMOTE (a wider type of the same kind), SAFE (int -> float64, int16 -> float32, a C array
+    where any layout is declared), UNSAFE (int64 -> float32, float64 -> float32, narrowing ints,
+    a number -> bool); None when it may not (complex -> real, arrays of other dtypes or ranks;
+    float -> int or bool unless ``float_to_int``: Numba allows it in calls of device functions,
+    numba-cuda's launches do not)."""
     if src == dst:
         return EXACT
     if isinstance(dst, types.Array):
@@ -27,39 +32,94 @@ def conversion_rank(src, dst, float_to_int=False):
             # read-only or not: a read-only array where a writable one is declared is refused
             # only where the function writes it (``read_only_as`` gives the type that finds out)
             return EXACT
-        return PROMOTE if dst.layout == "A" else None
+        return SAFE if dst.layout == "A" else None          # (Numba's Array.can_convert_to)
     if isinstance(dst, types.CPointer):
         # an integer address where a pointer is declared (only signatures given to cuda.jit
         # declare pointers)
         return SAFE if isinstance(src, types.Integer) else None
-    if isinstance(src, types.Boolean):
-        return SAFE if isinstance(dst, (types.Integer, types.Float, types.Complex)) else None
-    if isinstance(src, types.Integer):
-        if isinstance(dst, types.Integer):
-            if dst.signed == src.signed:
-                return PROMOTE if dst.bitwidth > src.bitwidth else UNSAFE
-            return SAFE if dst.signed and dst.bitwidth > src.bitwidth else UNSAFE
-        if isinstance(dst, types.Float):      # exact when the float's mantissa holds it
-            return SAFE if src.bitwidth <= {16: 8, 32: 16, 64: 32}[dst.bitwidth] else UNSAFE
-        if isinstance(dst, types.Complex):
-            return SAFE if dst.bitwidth == 128 else UNSAFE
-        return None
-    if isinstance(src, types.Float):
-        if isinstance(dst, types.Integer):
-            return UNSAFE if float_to_int else None
-        if isinstance(dst, types.Float):
-            return PROMOTE if dst.bitwidth > src.bitwidth else UNSAFE
-        if isinstance(dst, types.Complex):
-            return SAFE if dst.bitwidth >= 2 * src.bitwidth else UNSAFE
-        return None
-    if isinstance(src, types.Complex) and isinstance(dst, types.Complex):
-        return PROMOTE if dst.bitwidth > src.bitwidth else UNSAFE
+    if isinstance(src, (types.IntegerLiteral, types.BooleanLiteral)):
+        # a constant: as its type, at best a promotion (Numba's Literal.can_convert_to)
+        rank = conversion_rank(src.literal_type, dst, float_to_int)
+        return None if rank is None else max(rank, PROMOTE)
+    if isinstance(src, types.IntEnumMember) and issubclass(src.instance_class, enum.IntEnum):
+        # an IntEnum member: as its value, at best safely (Numba's IntEnumMember.can_convert_to)
+        if not isinstance(dst, (types.Number, types.Boolean)):
+            return None
+        rank = conversion_rank(src.dtype, dst, float_to_int)
+        return None if rank is None else max(rank, SAFE)
+    if isinstance(src, (types.Number, types.Boolean)) and \
+            isinstance(dst, (types.Number, types.Boolean)):
+        return _number_rank(src, dst, float_to_int)
     if isinstance(src, types.BaseTuple) and isinstance(dst, types.BaseTuple):
         if len(src.types) != len(dst.types):
             return None
         ranks = [conversion_rank(s, d, float_to_int) for s, d in zip(src.types, dst.types)]
         return None if None in ranks else max(ranks, default=EXACT)
     return None
+
+
+#: Numba's conversion kinds as ranked here
+_RANKS = {Conversion.exact: EXACT, Conversion.promote: PROMOTE, Conversion.safe: SAFE,
+          Conversion.unsafe: UNSAFE}
+
+
+def _number_rank(src, dst, float_to_int):
+    """``conversion_rank`` of one number (or bool) type to another (``src != dst``).  The
+    table Numba builds from its casting rules, read off here as rules:
+
+    - bool -> any number: SAFE; a number -> bool: UNSAFE (complex: None);
+    - int -> int: PROMOTE to a wider one of the same signedness, SAFE unsigned -> a wider
+      signed one, else UNSAFE;
+    - int -> float64 or complex128: SAFE, every integer (Numba: int64 -> float64 is safe, "to
+      prefer float64 over int64" in mixed arithmetic); -> float32 / complex64: SAFE for the
+      integers an int16 holds (int8, uint8, int16), else UNSAFE; -> float16: SAFE for int8;
+    - float -> float, complex -> complex: PROMOTE wider, UNSAFE narrower; float -> complex:
+      SAFE where the complex's parts are at least as wide (float64 -> complex64: UNSAFE);
+    - float -> int: UNSAFE, allowed only with ``float_to_int``; complex -> real: None.
+
+    Types with their own rules (bfloat16, the 8-bit floats) are ranked by them, as Numba's
+    typing falls back on ``can_convert_to`` / ``can_convert_from``."""
+    if not (_builtin_number(src) and _builtin_number(dst)):
+        forward, backward = src.can_convert_to(None, dst), dst.can_convert_from(None, src)
+        conv = forward if backward is None else backward if forward is None else \
+            min(forward, backward)
+        if conv is None or conv not in _RANKS:
+            return None
+        if isinstance(src, types.Float) and isinstance(dst, (types.Integer, types.Boolean)) \
+                and not float_to_int:
+            return None
+        return _RANKS[conv]
+    if isinstance(src, types.Boolean):
+        return SAFE
+    if isinstance(dst, types.Boolean):
+        if isinstance(src, types.Complex):
+            return None
+        return UNSAFE if float_to_int or isinstance(src, types.Integer) else None
+    if isinstance(src, types.Integer):
+        if isinstance(dst, types.Integer):
+            if dst.signed == src.signed:
+                return PROMOTE if dst.bitwidth > src.bitwidth else UNSAFE
+            return SAFE if dst.signed and dst.bitwidth > src.bitwidth else UNSAFE
+        real = dst.underlying_float if isinstance(dst, types.Complex) else dst
+        # the width of the signed integer type that holds every value of ``src``
+        width = src.bitwidth if src.signed else 2 * src.bitwidth
+        return SAFE if real.bitwidth == 64 or width <= real.bitwidth // 2 else UNSAFE
+    if isinstance(src, types.Float):
+        if isinstance(dst, types.Integer):
+            return UNSAFE if float_to_int else None
+        if isinstance(dst, types.Float):
+            return PROMOTE if dst.bitwidth > src.bitwidth else UNSAFE
+        return SAFE if dst.bitwidth >= 2 * src.bitwidth else UNSAFE
+    if isinstance(dst, types.Complex):                           # complex -> complex
+        return PROMOTE if dst.bitwidth > src.bitwidth else UNSAFE
+    return None
+
+
+def _builtin_number(ty):
+    """Whether ``ty`` is one of the types Numba's table of number conversions ranks: bool,
+    the integers, float16/32/64, complex64/128 (not bfloat16, a Float of its own rules)."""
+    return isinstance(ty, (types.Boolean, types.Integer, types.Complex)) or \
+        isinstance(ty, types.Float) and type(ty) is types.Float
 
 
 def best_signature(signatures, argtypes, what, float_to_int=False, first_of_ties=False):

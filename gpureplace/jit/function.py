@@ -202,6 +202,26 @@ class GPUFunction(Configurable, Reflection, Launching, DeviceCallable):
         if arch is not None:
             arch = normalize_arch(arch, f"{self.__qualname__}.compile(arch=...)")
         argtypes = argument_types(self, sig)
+        if self.declared_signatures and not self.device and \
+                tuple(argtypes) not in self.declared_signatures:
+            # numba-cuda: a kernel given its signatures compiles no others ("Compilation
+            # disabled"); compiled, it would be listed in ``signatures`` while launches refuse it
+            sigs = "; ".join("(" + ", ".join(map(str, s)) + ")"
+                             for s in self.declared_signatures)
+            raise RuntimeError(
+                f"Compilation disabled: {self.__qualname__} was given its signature(s) {sigs} "
+                f"in cuda.jit and compiles no others, so it cannot compile "
+                f"({', '.join(map(str, argtypes))}); compile one of those, or give cuda.jit "
+                f"no signatures to compile any")
+        if self._only_keys is not None and not self._compiles_specialized(tuple(argtypes)):
+            only = ", ".join(str(arguments.numba_type_of_key(k)) for k in self._only_keys)
+            raise RuntimeError(
+                f"Compilation disabled: {self.__qualname__} was specialized for ({only}) by "
+                f"specialize() and compiles nothing else, so it cannot compile "
+                f"({', '.join(map(str, argtypes))})")
+        if self._only_keys is not None:
+            # (types its launches take as the specialized ones: its one specialisation)
+            argtypes = tuple(arguments.numba_type_of_key(k) for k in self._only_keys)
         return self._specialize(argtypes, self.options(arch))
 
     def _from_disk_or_compile(self, argtypes, options, disk):

@@ -6,13 +6,14 @@ Also host arrays (cuda.In/Out/InOut and plain NumPy arrays), record arguments, `
 from __future__ import annotations
 
 import numpy as np
+from numba.core import types
 
 from .. import probe
 from ..errors import CompileError, LaunchError, SignatureError, type_text
 from ..config import settings
 from ..runtime import arguments, conversion, launch, placement, transfers
 from ..compiler import frontend
-from ..compiler.ranking import best_signature, read_only_as, read_only_places
+from ..compiler.ranking import best_signature, conversion_rank, read_only_as, read_only_places
 from ..runtime.hints import ArgHint
 from ..runtime.binder import make_fast_launch
 from ..tracking import world
@@ -91,24 +92,56 @@ class Launching:
         return tuple(keys)
 
     def _check_specialized(self, args):
-        """``args`` as the kernel ``specialize()`` made takes them: scalars converted to the
-        types it was specialized for (numba-cuda launches its one kernel and converts them);
-        anything else of another type refused."""
+        """``args`` as the kernel ``specialize()`` made takes them (numba-cuda launches its one
+        kernel): scalars converted to the types it was specialized for; an array of any layout
+        where an any-layout ('A') one was specialized, a writable one where a read-only one was
+        (``_fits_specialized``: the launch passes it as the specialized type, ``_resolve``);
+        anything else refused, naming the argument."""
         if len(args) != self._nparams:
             self._argument_count_error(args)
         keys = self._type_keys(args, "launch")
         if keys == self._only_keys:
             return args
-        converted = list(args)
+        converted, refused = list(args), None
         for i, (key, want) in enumerate(zip(keys, self._only_keys)):
-            if key != want:
-                converted[i] = conversion.as_scalar_of(args[i], arguments.numba_type_of_key(want))
-        if any(v is None for v in converted):
+            if key == want:
+                continue
+            given, wanted = arguments.numba_type_of_key(key), arguments.numba_type_of_key(want)
+            if _fits_specialized(given, wanted):
+                continue
+            converted[i] = conversion.as_scalar_of(args[i], wanted)
+            if converted[i] is None and refused is None:
+                refused = (i, given, wanted)
+        if refused is not None:
             def show(ks):
                 return ", ".join(str(arguments.numba_type_of_key(k)) for k in ks)
+            i, given, wanted = refused
             raise LaunchError(f"{self.__qualname__} was specialized for ({show(self._only_keys)})"
-                              f" by specialize(); got ({show(keys)})")
+                              f" by specialize(); got ({show(keys)}): argument {i} "
+                              f"({list(self._pysig.parameters)[i]!r}) is {given}, where it "
+                              f"takes {wanted}")
         return tuple(converted)
+
+    def _as_specialized(self, keys, values, per_arg):
+        """(keys, values) of arguments that ``_check_specialized`` let through, as the
+        specialize()d kernel's one specialisation takes them: an array of another layout with
+        the strides its any-layout parameter reads, under the specialized type key."""
+        only = tuple(arguments.numba_type_of_key(k) for k in self._only_keys)
+        if not all(_fits_specialized(arguments.numba_type_of_key(k), t)
+                   for k, t in zip(keys, only)):
+            return keys, values     # (forall's occupancy query, before the launch checks them)
+        hit = conversion.match_signature([only], keys, per_arg, self.__qualname__)
+        if hit is None:
+            return keys, values
+        return list(self._only_keys), hit[1]
+
+    def _compiles_specialized(self, argtypes):
+        """Whether ``compile(argtypes)`` of a kernel ``specialize()`` made gives its one
+        specialisation: the types it was made for, or types its launches take as them
+        (numba-cuda: a specialized kernel compiles nothing new)."""
+        only = tuple(arguments.numba_type_of_key(k) for k in self._only_keys)
+        return len(argtypes) == len(only) and all(
+            _fits_specialized(g, w) or _scalar_converts(g, w) for g, w in zip(argtypes, only))
 
     def _launch(self, config, args):
         arguments.refuse_uninspectable(self.__qualname__, self._pysig, args)
@@ -400,24 +433,40 @@ class Launching:
         copies, flat = [], []
         for v in values:
             if isinstance(v, np.void):
-                host = np.array(v)                      # the record's bytes, contiguous
+                # the record's bytes, contiguous: a copy (np.array(v) would be a view of the
+                # record's array, into which the copy back would write even were it read-only)
+                host = np.asarray(v).copy()
                 dev = cp.cuda.alloc(max(host.nbytes, 1))
                 rt.memcpyAsync(dev.ptr, host.ctypes.data, host.nbytes,
                                rt.memcpyHostToDevice, stream)
-                copies.append((v, host, dev))
+                # a record of a read-only array is not written back: what it held, to see
+                # whether the kernel wrote it (refused then, as in the simulator)
+                copies.append((v, host, dev, None if v.flags.writeable else host.copy()))
                 v = dev.ptr
             flat.append(v)
         if entry.spec.uses_printf:
             launch.note_printf()
         config.run_callbacks(entry.spec)
         entry.launch(config.grid, config.block, stream, config.shared, flat)
-        for v, host, dev in copies:
+        for v, host, dev, _ in copies:
             rt.memcpyAsync(host.ctypes.data, dev.ptr, host.nbytes, rt.memcpyDeviceToHost,
                            stream)
         rt.streamSynchronize(stream)
-        for v, host, _ in copies:
-            for name in host.dtype.names:
-                v[name] = host[name]
+        if any(before is not None for *_, before in copies):
+            # one the kernel wrote fails the launch (as in the simulator): nothing copied back
+            places = arguments.record_places(self.__qualname__, list(self._pysig.parameters),
+                                             entry.spec.argtypes)
+            if len(places) != len(copies):
+                places = [f"{self.__qualname__}: a record argument"] * len(copies)
+            for (_, host, _, before), where in zip(copies, places):
+                refused = None if before is None else \
+                    arguments.read_only_record_written(where, before, host)
+                if refused is not None:
+                    raise refused
+        for v, host, _, before in copies:
+            if before is None:
+                for name in host.dtype.names:
+                    v[name] = host[name]
 
     def _resolve(self, args, host_arrays_as_keys=False, config=None):
         """(type keys, flat parameter values, LoadedKernel) for ``args`` on the current device:
@@ -448,6 +497,8 @@ class Launching:
             per_arg.append(v)
         if self.declared_signatures:
             keys, values = self._explicit_match([_as_declared(k) for k in keys], per_arg)
+        elif self._only_keys is not None and tuple(keys) != self._only_keys:
+            keys, values = self._as_specialized(keys, values, per_arg)
         dev = probe.current_device()
         if placement.multi_gpu():
             placement.check_devices(self, args, dev)
@@ -564,6 +615,33 @@ class Launching:
                               f"{len(names)} ({', '.join(names)}), {len(args)} given{defaults}")
         raise LaunchError(f"{self.__qualname__}() takes {len(names)} argument(s) "
                           f"({', '.join(names)}) but {len(args)} were given")
+
+
+def _fits_specialized(given, want):
+    """Whether an argument of Numba type ``given`` runs as the type ``want`` a kernel was
+    specialize()d for, with no value converted: an array of the same dtype and rank, of any
+    layout where ``want`` takes any ('A'), writable where ``want`` is read-only; tuples of such
+    (of the same namedtuple class)."""
+    if given == want:
+        return True
+    if isinstance(want, types.Array):
+        return isinstance(given, types.Array) and given.dtype == want.dtype and \
+            given.ndim == want.ndim and want.layout in ("A", given.layout) and \
+            (given.mutable or not want.mutable)
+    if isinstance(want, types.BaseTuple):
+        if not isinstance(given, types.BaseTuple) or len(given) != len(want) or \
+                getattr(given, "instance_class", tuple) is not getattr(want, "instance_class",
+                                                                       tuple):
+            return False
+        return all(_fits_specialized(g, w) for g, w in zip(given.types, want.types))
+    return False
+
+
+def _scalar_converts(given, want):
+    """Whether a number of type ``given`` converts to ``want`` at a launch (``as_scalar_of``)."""
+    scalars = (types.Number, types.Boolean)
+    return isinstance(given, scalars) and isinstance(want, scalars) and \
+        conversion_rank(given, want) is not None
 
 
 def _as_declared(key):

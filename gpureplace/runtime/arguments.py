@@ -8,8 +8,10 @@ Numba type is built from the key only when a key is seen for the first time.
 from __future__ import annotations
 
 import enum
+import re
 import sys
 import types as types_module
+from collections.abc import Mapping
 
 import numpy as np
 from numba.core import types
@@ -26,7 +28,36 @@ from .streams import wait_for_interface_stream
 
 
 class ArgumentError(LaunchError, TypeError):
-    pass
+    """An argument no kernel can take.  Its message says what is wrong with the value; a launch
+    prefixes it with the kernel and the argument (``k: argument 0 ('t') is None, ...``).  For an
+    item of a tuple the message starts ``item [1], ...`` (``_tuple_handler``), which that prefix
+    turns into ``k: argument 0 ('t'), item t[1], ...``."""
+
+    def __init__(self, *args):
+        if len(args) == 1 and isinstance(args[0], str) and ") item " in args[0]:
+            args = (_ITEM_OF_ARGUMENT.sub(r"argument \1 ('\2'), item \2", args[0], count=1),)
+        super().__init__(*args)
+
+
+#: ``argument 0 ('t') item [1]...`` (a launch's prefix before a tuple item's message)
+_ITEM_OF_ARGUMENT = re.compile(r"argument (\d+) \('(\w+)'\) item (?=[\[.])")
+
+
+def item_place(where, step):
+    """``where`` (``k: argument 0 ('t')``, what names an argument in a message, or an item of
+    one: ``k: argument 0 ('t'), item t[1],``) for its item ``step`` (``[0]``, or ``.x`` for a
+    namedtuple's field): ``k: argument 0 ('t'), item t[1][0],``, as ``ArgumentError`` says it."""
+    if where.endswith(","):
+        return f"{where[:-1]}{step},"
+    return str(ArgumentError(f"{where} item {step},"))
+
+
+def _in_item(exc, step):
+    """``exc`` (an ArgumentError of an item of a tuple) as the tuple's: ``item [1], is None``."""
+    msg = str(exc)
+    msg = f"item {step}{msg[5:]}" if msg.startswith("item ") else \
+        f"item {step}{'' if msg.startswith('=') else ','} {msg}"
+    return type(exc)(msg)
 
 
 def array_argument(dt, ptr, shape, strides, readonly=False):
@@ -75,18 +106,113 @@ def _torch_dtype(tdt):
 
 def _cai_handler(obj):
     cai = obj.__cuda_array_interface__
+    dt, shape, strides, ptr, readonly = described_array(cai)
     if cai.get("stream") is not None:
         # version 3: the producer's work on that stream comes first (numba-cuda waits too)
         wait_for_interface_stream(cai)
     if cai.get("mask") is not None:
         raise ArgumentError("has a masked __cuda_array_interface__ ('mask'): masked arrays "
                             "are not supported")
-    dt = np.dtype(cai["typestr"])
-    if cai.get("descr") and len(cai["descr"]) > 1:
-        dt = np.dtype(cai["descr"])
-    shape = tuple(cai["shape"])
-    strides = cai.get("strides") or contiguous_strides(shape, dt.itemsize)
-    return array_argument(dt, cai["data"][0] or 0, shape, tuple(strides))
+    # data[1], the read-only flag: typed read-only, as numba-cuda types it (and the simulator)
+    return array_argument(dt, ptr, shape, strides or contiguous_strides(shape, dt.itemsize),
+                          readonly)
+
+
+def _is_int(v):
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def described_array(cai):
+    """``(dtype, shape, strides or None, address, read-only)`` of the array that the
+    ``__cuda_array_interface__`` ``cai`` describes, or an ArgumentError that says what is wrong
+    with it (a message for ``k: argument 0 ('a') ...``): a launch checks it before reading it,
+    on the GPU here (``_cai_handler``), in the simulator through ``simulator.arrays``."""
+    if type(cai) is dict:
+        # the common case, checked quickly (each fast-path launch of such an array asks):
+        # tuples of Python ints, a dtype seen before, no record 'descr', no strides
+        shape, data, typestr = cai.get("shape"), cai.get("data"), cai.get("typestr")
+        dt = _INTERFACE_DTYPES.get(typestr) if type(typestr) is str else None
+        if type(shape) is tuple and type(data) is tuple and len(data) == 2 and \
+                type(data[0]) is int and data[0] >= 0 and isinstance(dt, np.dtype) and \
+                cai.get("strides") is None and cai.get("descr") is None:
+            for n in shape:
+                if type(n) is not int or n < 0:
+                    break
+            else:
+                return dt, shape, None, data[0], bool(data[1])
+    if type(cai) is not dict and not isinstance(cai, Mapping):
+        raise ArgumentError(f"has a __cuda_array_interface__ that is a {type(cai).__qualname__}, "
+                            f"not a dict (the CUDA Array Interface's 'shape', 'typestr', "
+                            f"'data', ...)")
+    for entry in ("shape", "typestr", "data"):
+        if entry not in cai:
+            raise ArgumentError(f"has a __cuda_array_interface__ without {entry!r} (the CUDA "
+                                f"Array Interface requires 'shape', 'typestr' and 'data')")
+    shape = cai["shape"]
+    if not isinstance(shape, (tuple, list)) or not all(_is_int(n) and n >= 0 for n in shape):
+        raise ArgumentError(f"has a __cuda_array_interface__ whose 'shape' is {shape!r}, not a "
+                            f"tuple of non-negative ints")
+    shape = tuple(int(n) for n in shape)
+    dt = _interface_dtype(cai["typestr"], cai.get("descr"))
+    data = cai["data"]
+    if not isinstance(data, (tuple, list)) or len(data) != 2 or not (
+            data[0] is None or _is_int(data[0]) and data[0] >= 0):
+        raise ArgumentError(f"has a __cuda_array_interface__ whose 'data' is {data!r}, not "
+                            f"(address, read-only flag)")
+    strides = cai.get("strides")
+    if strides is not None:
+        if not isinstance(strides, (tuple, list)) or not all(_is_int(s) for s in strides):
+            raise ArgumentError(f"has a __cuda_array_interface__ whose 'strides' is "
+                                f"{strides!r}, not None or a tuple of ints (bytes)")
+        if len(strides) != len(shape):
+            raise ArgumentError(f"has a __cuda_array_interface__ whose 'strides' {strides!r} "
+                                f"has {len(strides)} entries for the {len(shape)} dimensions "
+                                f"of its 'shape' {shape!r}")
+        strides = tuple(int(s) for s in strides)
+    return dt, shape, strides, int(data[0] or 0), bool(data[1])
+
+
+_INTERFACE_DTYPES = {}      # typestr -> dtype, or the ArgumentError's message
+
+
+def _interface_dtype(typestr, descr):
+    """The dtype of a ``__cuda_array_interface__``'s 'typestr' (its 'descr', for a record),
+    checked to be one that kernels take."""
+    fields = descr is not None and isinstance(descr, (list, tuple)) and len(descr) > 1
+    hit = None if fields else _INTERFACE_DTYPES.get(typestr) if isinstance(typestr, str) \
+        else None
+    if hit is None:
+        hit = _dtype_or_problem(typestr, descr if fields else None)
+        if not fields and isinstance(typestr, str):
+            _INTERFACE_DTYPES[typestr] = hit
+    if isinstance(hit, str):
+        raise ArgumentError(hit)
+    return hit
+
+
+def _dtype_or_problem(typestr, descr):
+    said = f"'typestr' {typestr!r}" + ("" if descr is None else f" ('descr' {descr!r})")
+    if not isinstance(typestr, str):
+        return (f"has a __cuda_array_interface__ whose 'typestr' is {typestr!r}, not a NumPy "
+                f"type string ('<f4', '<i8', ...)")
+    try:
+        dt = np.dtype(typestr)
+        if descr is not None:
+            dt = np.dtype([tuple(field) for field in descr])
+    except Exception:
+        return (f"has a __cuda_array_interface__ whose {said} is not a NumPy type string "
+                f"('<f4', '<i8', ...)")
+    if dt.hasobject:
+        return (f"has a __cuda_array_interface__ whose {said} describes Python objects, which "
+                f"kernels cannot take")
+    if is_bfloat16_dtype(dt):
+        register_dtype()
+    try:
+        _from_dtype(dt)
+    except ArgumentError:
+        return (f"has a __cuda_array_interface__ whose {said} is dtype {dt}, which kernels "
+                f"cannot take")
+    return dt
 
 
 def _dlpack_handler(obj):
@@ -148,13 +274,15 @@ def _vector_array_handler(v):
         return cached[1], cached[2]
     where = f"as_vectors(a, {v.count})"
     key, values = value_key(v.array)
-    if key[0] != "array":
+    if key[0] not in ("array", "roarray"):
         raise ArgumentError(f"{where}: a must be a device array, got "
                             f"{type(v.array).__qualname__}")
-    _, dt, ndim, layout = key
+    kind, dt, ndim, layout = key
     vshape = vector_array_layout(tuple(values[1:1 + ndim]), layout == "C", v.vector_type,
                                  values[0], where)
-    out = ("vectors", dt, v.count, ndim), (values[0], *vshape)
+    # (a read-only array, a __cuda_array_interface__ marked so: read-only vectors)
+    out = ("vectors", dt, v.count, ndim) + (("readonly",) if kind == "roarray" else ()), \
+        (values[0], *vshape)
     if handler_of(v.array) is cupy_handler:
         # a CuPy array's address, dtype and strides cannot change; its shape can (in place)
         v._cached = (v.array.shape, *out)
@@ -202,13 +330,16 @@ def _complex_handler(v):
 
 def np_scalar_handler(v):
     dt = v.dtype
-    if dt.kind == "c":
-        return ("scalar", dt), (v.real, v.imag)
     if is_bfloat16_dtype(dt):
         return ("bfloat16",), (int(v.view(np.uint16)),)     # ml_dtypes.bfloat16: its bits
+    key = ("scalar", dt)
+    if key not in _KEY_TYPES:
+        numba_type_of_key(key)     # (a string, bytes, long double: refused now, by name)
+    if dt.kind == "c":
+        return key, (v.real, v.imag)
     if dt.kind in "mM":
-        return ("scalar", dt), (int(v.view(np.int64)),)     # datetime64 / timedelta64: units
-    return ("scalar", dt), (v,)
+        return key, (int(v.view(np.int64)),)     # datetime64 / timedelta64: units
+    return key, (v,)
 
 
 def fp8_handler(v):
@@ -223,16 +354,60 @@ def record_handler(v):
     return ("record", v.dtype), (v,)
 
 
+def record_places(kernel, names, argtypes):
+    """How messages name each record among arguments of types ``argtypes`` (parameter names
+    ``names``), in the order of their parameter values: ``k: argument 0 ('r')``, or
+    ``k: argument 1 ('t'), item t[0],`` for one inside a tuple."""
+    places = []
+
+    def walk(ty, where):
+        if isinstance(ty, types.Record):
+            places.append(where)
+        elif isinstance(ty, types.BaseTuple):
+            fields = ty.fields if isinstance(ty, types.BaseNamedTuple) else None
+            for j, t in enumerate(ty.types):
+                walk(t, item_place(where, f".{fields[j]}" if fields else f"[{j}]"))
+    for i, ty in enumerate(argtypes):
+        walk(ty, f"{kernel}: argument {i} ({names[i] if i < len(names) else i!r})")
+    return places
+
+
+def read_only_record_written(where, before, after):
+    """The error for a record of a read-only NumPy array (argument ``where``, as
+    ``record_places`` names it) that a launch gave the kernel, when the kernel wrote it:
+    ``before`` / ``after`` are its copy's bytes (0-d arrays of its dtype) before and after the
+    launch; None when no field changed.  Such a record is never written back (nothing may be
+    written into a read-only array; numba-cuda types records without a read-only flag and
+    forces its copy back into the array's memory), so a kernel that only reads it runs as with
+    any record, and one that writes it fails the launch, on both backends, as after any failed
+    launch: nothing is copied back into host memory (records, host arrays), and device memory
+    keeps what the kernel wrote."""
+    changed = [name for name in before.dtype.names
+               if before[name].tobytes() != after[name].tobytes()]
+    if not changed:
+        return None
+    fields = ", ".join(repr(n) for n in changed)
+    return ArgumentError(
+        f"{where} is a record of a read-only NumPy array, which the kernel wrote (field"
+        f"{'s' if len(changed) > 1 else ''} {fields}): nothing can be copied back into it, so "
+        f"the launch failed and copied nothing back to the host; pass a record of a writable "
+        f"array (recs.copy()[i])")
+
+
 def device_record_handler(v):
     """``cuda.to_device(record)`` (hostapi's ``DeviceRecord``): the record in device memory,
     passed as its address as a record argument is (no copies around the launch)."""
     return ("device_record", v.dtype), (v.data.ptr,)
 
 
-def _tuple_handler(tup):
+def _tuple_handler(tup, fields=None):
     keys, vals = [], []
-    for item in tup:
-        k, v = value_key(item)
+    for i, item in enumerate(tup):
+        try:
+            k, v = value_key(item)
+        except ArgumentError as exc:
+            # (said of the item, not the whole tuple: "argument 0 ('t'), item t[1], is None")
+            raise _in_item(exc, f"[{i}]" if fields is None else f".{fields[i]}") from None
         keys.append(k)
         vals.extend(v)
     return ("tuple", *keys), tuple(vals)
@@ -240,7 +415,7 @@ def _tuple_handler(tup):
 
 def _namedtuple_handler(tup):
     """A namedtuple keeps its class (fields by name in the kernel); values as a tuple's."""
-    key, vals = _tuple_handler(tup)
+    key, vals = _tuple_handler(tup, type(tup)._fields)
     return ("namedtuple", type(tup), *key[1:]), vals
 
 
@@ -391,8 +566,9 @@ def _key_to_type(key):
     if kind == "pointer":
         return types.CPointer(numpy_support.from_dtype(key[1]))
     if kind == "vectors":
-        _, dt, count, ndim = key
-        return types.Array(vector_types[f"{dt.name}x{count}"], ndim, "C")
+        _, dt, count, ndim = key[:4]
+        return types.Array(vector_types[f"{dt.name}x{count}"], ndim, "C",
+                           readonly=len(key) > 4)
     if kind == "tuple":
         return types.BaseTuple.from_types([numba_type_of_key(k) for k in key[1:]])
     if kind == "namedtuple":

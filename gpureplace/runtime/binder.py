@@ -9,6 +9,7 @@ per-argument function calls, dictionaries or loops on the path of a cached launc
 from __future__ import annotations
 
 from .. import probe
+from ..compiler.abi import leaves
 from ..tracking import world
 from . import arguments, launch, placement
 from .launch import param_offsets
@@ -189,15 +190,17 @@ def make_binder(args, keys):
                   [f"return ({result}{',' if n_outs == 1 else ''})"])
 
 
-def _volatile_packers(args, per_arg, fmt):
+def _volatile_packers(keys, per_arg, fmt):
     """The parameters a launch must pack although the remembered arrays did not change: runs of
     consecutive values, each as (``pack_into`` of a struct with its padding, offset, value
     expressions)."""
     import struct
     offsets, letters = param_offsets(fmt)
     runs, pos = [], 0
-    for arg, (_, outs, kept) in zip(args, per_arg):
-        count = len(arguments.value_key(arg)[1])
+    for key, (_, outs, kept) in zip(keys, per_arg):
+        # the values the parameter's type passes (a contiguous array given for an 'A' parameter
+        # passes its strides too: more than the array's own key has)
+        count = len(leaves(arguments.numba_type_of_key(key)))
         if not kept and count:
             flat = list(range(pos, pos + count))
             if runs and runs[-1][0][-1] == pos - 1:
@@ -285,7 +288,7 @@ def make_fast_launch(args, keys, loaded, age, general, retry=(), label=None):
                 "    _loaded.packed_by = None",
                 f"    _pack_into(_buf, 0, {everything})",
                 "    _loaded.packed_by = _ME"]
-        volatile = _volatile_packers(args, per_arg, loaded.packer.format)
+        volatile = _volatile_packers(keys, per_arg, loaded.packer.format)
         if volatile:
             pack.append("else:")
             for j, (pack_run, offset, outs) in enumerate(volatile):

@@ -333,6 +333,21 @@ def allocation_around(address, arrays=()):
     return None
 
 
+def checked_interface(obj, where):
+    """The ``__cuda_array_interface__`` of ``obj`` (argument ``where`` of a launch: ``k:
+    argument 0 ('a')``), checked before the simulator reads it, as a GPU launch checks it
+    (``runtime.arguments.described_array``): a malformed one (no 'typestr', an unknown one,
+    Python objects, no 'shape' or 'data', 'strides' for other dimensions, not a dict) is
+    refused by name, with the GPU's words."""
+    from ..runtime import arguments
+    desc = obj.__cuda_array_interface__
+    try:
+        arguments.described_array(desc)
+    except arguments.ArgumentError as exc:
+        raise type(exc)(f"{where} {exc}") from None
+    return desc
+
+
 def view_described(desc, owner=None):
     """A NumPy array over the memory that the ``__cuda_array_interface__`` dictionary ``desc``
     describes, which must lie inside a simulated device array (or inside ``owner``, when it is

@@ -30,7 +30,7 @@ from ..jit import GPUFunction
 from ..jit.launcher import check_dynamic_shared
 from ..runtime import arguments, conversion
 from ..runtime.launch import SIMULATED_GRID_THREADS, normalize_dims
-from .arrays import SimArray, wrap_int
+from .arrays import SimArray, checked_interface, wrap_int
 from .pointers import RawPointer
 from .host import SimDeviceRecord
 from .stopping import interrupts_held, stop_workers, wait, worker
@@ -103,6 +103,7 @@ class _Args:
         self.values = []
         self.types = []
         self.copy_back = []            # (original, host copy, how)
+        self.read_only_records = []    # (where, copy, its bytes before): checked, not copied back
         self.host_arrays = []          # writable NumPy arrays the kernel may change
 
     def add(self, value, where):
@@ -133,18 +134,29 @@ class _Args:
         if hasattr(a, "__cuda_array_interface__") or hasattr(a, "__dlpack__"):
             # another library's device array: simulated memory where it is, else via CuPy
             from .host import foreign_view
+            if hasattr(a, "__cuda_array_interface__"):
+                checked_interface(a, where)          # (refused by name, as on the GPU)
             return self.convert(foreign_view(a, where), where)
         if isinstance(a, np.void) and a.dtype.names is not None:
             # a record argument: the kernel works on a copy, written back after the launch (as
-            # on the device); np.record gives it attribute access
-            box = np.array(a)
+            # on the device); np.record gives it attribute access.  A record of a read-only
+            # array is not written back: the launch is refused if the kernel wrote it
+            box = np.asarray(a).copy()    # (np.array(a) is a view of the record's array)
             self.host_arrays.append(box)
-            self.copy_back.append((a, box, "record"))
+            if a.flags.writeable:
+                self.copy_back.append((a, box, "record"))
+            else:
+                self.read_only_records.append((where, box, box.copy()))
             return box.view(np.recarray)[()], _type_from_key(a, where)
         if isinstance(a, arguments.VectorArray):
             return self._vectors(a, where)
         if isinstance(a, tuple):
-            vals, tys = zip(*(self.convert(x, where) for x in a)) if a else ((), ())
+            # (an item is named in what is said of it: "k: argument 0 ('t'), item t[1], ...")
+            fields = getattr(type(a), "_fields", None)
+            vals, tys = zip(*(
+                self.convert(x, arguments.item_place(where, f"[{j}]" if fields is None else
+                                                     f".{fields[j]}"))
+                for j, x in enumerate(a))) if a else ((), ())
             if hasattr(type(a), "_fields"):          # a namedtuple: fields by name
                 return type(a)(*vals), nbtypes.BaseTuple.from_types(list(tys), type(a))
             return tuple(vals), nbtypes.BaseTuple.from_types(list(tys))
@@ -157,8 +169,8 @@ class _Args:
                 return wrap_int(a, np.dtype(np.int64)), nbtypes.int64
             if 0 <= a < (1 << 64):                   # as Numba types it
                 return wrap_int(a, np.dtype(np.uint64)), nbtypes.uint64
-            raise LaunchError(f"{where} = {a} does not fit in 64 bits (kernels take int64 or "
-                              f"uint64 integers)")
+            raise LaunchError(f"{where.rstrip(',')} = {a} does not fit in 64 bits (kernels "
+                              f"take int64 or uint64 integers)")
         if isinstance(a, float):
             return np.float64(a), nbtypes.float64
         if isinstance(a, complex):
@@ -183,8 +195,9 @@ class _Args:
         except LaunchError as exc:
             raise type(exc)(f"{where}: {exc}") from None
         grouped = host.reshape(vshape + (v.count,))
+        # (read-only vectors of a read-only array, as the GPU's key types them)
         return (SimVectorArray(grouped, v.vector_type, self.launch, inner._writable),
-                nbtypes.Array(v.vector_type, len(vshape), "C"))
+                nbtypes.Array(v.vector_type, len(vshape), "C", readonly=not inner._writable))
 
 
 def _type_from_key(a, where):
@@ -305,6 +318,15 @@ def _run(gpufunction, sim, conv, spec):
     finally:
         operators.python_error_model = False
     sim.raises.warn(gpufunction.py_func)
+    for where, host, before in conv.read_only_records:
+        refused = arguments.read_only_record_written(where, before, host)
+        if refused is not None:
+            # a record of a read-only array that the kernel wrote fails the launch, as on the
+            # GPU: host memory as it was (as after any failed launch), nothing copied back
+            for a, saved in snapshot:
+                if type(a) is np.ndarray:
+                    np.copyto(a, saved)
+            raise refused
     for original, host, how in conv.copy_back:
         if how == "record":
             for name in host.dtype.names:
