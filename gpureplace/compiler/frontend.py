@@ -39,7 +39,7 @@ from .fold_shapes import FoldArrayShapes
 from .numba_overhead import GPUFlags, LeanPassManager, install as _lean_numba
 from .relink import relink
 from .rangeloops import constant_trip_counts
-from .records import collect_global_reads
+from .records import collect_global_reads, override_reads
 from .target import compilers
 from .view_returns import typed_passes
 
@@ -563,6 +563,7 @@ def _run_front_end(cf, mask, key):
         for res in cf.resolutions:
             if not res.line:
                 res.line = lines.get(id(res.host), 0)
+        cf.global_reads = override_reads(cf.resolutions, cf.global_reads)
         cf.overrides_used = [(r.host, r.hit) for r in frame.resolutions if r.hit is not None]
         cf.callees = frame.callees
         targetctx.insert_user_function(cf, cf.fndesc, [library])

@@ -10,6 +10,7 @@ change is detected against.
 
 from __future__ import annotations
 
+import sys
 import types as pytypes
 from dataclasses import dataclass, field
 
@@ -80,6 +81,26 @@ def collect_global_reads(func_ir):
                     if isinstance(attr, pytypes.ModuleType):
                         module_vars[inst.target.name] = attr
     return reads
+
+
+def override_reads(resolutions, reads):
+    """``reads`` with a read of the name of each override implementation ``resolutions`` found
+    that stands under its name in its module (``Override.home``): the override follows that
+    name (dispatch/context.py), so code compiled with it depends on the binding as on a
+    helper it calls by name, and the cell that defines it again is a change."""
+    have = {(r.kind, r.namespace, r.name) for r in reads}
+    out = list(reads)
+    for res in resolutions:
+        for ovr in res.candidates:
+            home = getattr(ovr, "home", None)
+            module = None if home is None else sys.modules.get(home[0])
+            name = None if home is None else f"{home[0]}.{home[1]}"
+            if module is None or ("attr", home[0], name) in have:
+                continue
+            have.add(("attr", home[0], name))
+            out.append(GlobalRead("attr", home[0], name, ovr.impl, res.line, module,
+                                  fingerprint(ovr.impl)))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

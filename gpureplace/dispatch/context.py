@@ -89,7 +89,7 @@ def _redefined(cls, name, parent, module, top_level):
 class Override:
     """One entry of a context's table: ``host`` replaced by ``impl`` on the device."""
 
-    __slots__ = ("host", "impl", "context", "types", "serial", "digest")
+    __slots__ = ("host", "impl", "context", "types", "serial", "digest", "home")
 
     def __init__(self, host, impl, context, types=None, digest=None):
         self.host = host
@@ -98,6 +98,20 @@ class Override:
         self.types = types
         self.serial = next(_ids)
         self.digest = digest          # of the pickled implementation, once pickled
+        #: (module name, name) where the implementation stands under its name (a function of
+        #: a notebook or a module): the override follows that name (``current_impl``)
+        self.home = _home_of(impl)
+
+    def current_impl(self):
+        """What the implementation's name holds now, where that is a new definition of it (its
+        cell run again without ``override(...)``): else None."""
+        if self.home is None:
+            return None
+        module = sys.modules.get(self.home[0])
+        now = getattr(module, self.home[1], None) if module is not None else None
+        if now is None or now is self.impl or _home_of(now) != self.home:
+            return None
+        return now
 
     def definition_digest(self):
         """Digest of the implementation as pickled now (cloudpickle: by value, with the globals
@@ -258,6 +272,7 @@ class Context:
         layer = self if start is None else start
         while layer is not None:
             layer._follow_redefinition(host, key)
+            layer._follow_implementations(key)
             typed = layer._typed.get(key)
             if typed:
                 out.extend(typed.values())
@@ -278,11 +293,28 @@ class Context:
         layer = self if start is None else start
         while layer is not None:
             layer._follow_redefinition(host, key)
+            layer._follow_implementations(key)
             hit = layer._table.get(key)
             if hit is not None:
                 return hit
             layer = layer.parent
         return None
+
+    def _follow_implementations(self, key):
+        """Where the implementation of this layer's override of ``key`` was defined again under
+        its name (the cell defining ``my_sin`` run again, ``override(math.sin, my_sin)`` not),
+        the override takes the new definition: an override's implementation is its name, as
+        a helper a kernel calls is.  (Defined again the same way, nothing changes: ``_insert``.)
+        The compiled code that used it reads that name (compiler/frontend.py), so the cell
+        hook finds the change."""
+        if self is builtin_context:
+            return
+        entries = [self._table.get(key)] + list(self._typed.get(key, {}).values())
+        for ovr in entries:
+            now = None if ovr is None else ovr.current_impl()
+            if now is not None:
+                with _lock:
+                    self._insert(Override(ovr.host, now, self, ovr.types))
 
     def _follow_redefinition(self, host, key):
         """Where this layer has no override of ``host`` but has one of an earlier definition of
@@ -478,6 +510,17 @@ class Context:
     def __repr__(self):
         parent = self.parent.name if self.parent else None
         return f"<Context {self.name!r} parent={parent!r} overrides={len(self.overrides())}>"
+
+
+def _home_of(impl):
+    """(module name, name) of a function (or ``cuda.jit`` function) defined at the top level of
+    its module and bound there under its name; None for anything else (a lambda, a closure, a
+    method, a builtin, an object)."""
+    fn = getattr(impl, "py_func", impl)
+    if not inspect.isfunction(fn) or "." in fn.__qualname__ or "<" in fn.__qualname__ or \
+            not _stands_under_its_name(impl):
+        return None
+    return (fn.__module__, fn.__qualname__)
 
 
 def _stands_under_its_name(obj):
