@@ -13,7 +13,9 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
+import warnings
 
 from . import probe
 from .arch import normalize_arch
@@ -228,6 +230,82 @@ def _env_flag(names, default):
         if value is not None and value.strip():
             return value.strip().lower() not in ("0", "false", "no", "off")
     return default
+
+
+#: Units of a size in an environment variable (``env_size``): K, M, G, T and KiB ... TiB are
+#: powers of 1024; KB, MB, GB, TB powers of 1000; B bytes.
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
+               "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
+               "kb": 10 ** 3, "mb": 10 ** 6, "gb": 10 ** 9, "tb": 10 ** 12}
+_SIZE = re.compile(r"(\d(?:_?\d)*(?:\.\d*)?|\.\d+)(e[+-]?\d+)?\s*([a-z]*)\Z", re.I)
+#: Forms ``env_size`` accepts, as its warning names them.
+SIZE_FORMS = ("a whole number of bytes (268435456, or 1e9), or a number with a unit: K, M, G, "
+              "T or KiB, MiB, GiB, TiB (powers of 1024: 256M, 1.5GiB), KB, MB, GB, TB "
+              "(powers of 1000), in any case")
+_warned_env = set()           # (variable, value) already warned about
+
+
+def parse_size(text):
+    """The number of bytes ``text`` says (``SIZE_FORMS``), or None when it is not such a size:
+    not a whole, non-negative number of bytes below 2**63 in one of those forms."""
+    from decimal import Decimal, InvalidOperation
+    m = _SIZE.match(text.strip())
+    if m is None or m.group(3).lower() not in _SIZE_UNITS:
+        return None
+    try:
+        value = Decimal(m.group(1) + (m.group(2) or "")) * _SIZE_UNITS[m.group(3).lower()]
+    except InvalidOperation:
+        return None
+    if not value.is_finite() or value >= 1 << 63 or value != value.to_integral_value():
+        return None
+    return int(value)
+
+
+def size_text(nbytes):
+    """``256 MiB``, ``8 KiB``, ``1000 bytes``: a size as messages write it."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if nbytes and nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift} {unit}"
+    return f"{nbytes} bytes"
+
+
+def env_size(name, default):
+    """The size in bytes that the environment variable ``name`` sets, or ``default`` when it is
+    unset or empty.  A value that is not a size (``parse_size``) costs one warning, naming the
+    variable, its value and the forms accepted, and gives ``default``: a setting read while
+    gpureplace is imported must never make the import fail."""
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    value = parse_size(raw)
+    if value is not None:
+        return value
+    if (name, raw) not in _warned_env:
+        _warned_env.add((name, raw))
+        message = (f"gpureplace ignores {name}={raw!r}: it is not a size. Give {SIZE_FORMS}. "
+                   f"Using the default, {size_text(default)}.")
+        try:
+            warnings.warn(message, UserWarning, stacklevel=_outside_stacklevel())
+        except Warning:             # (-W error: said all the same, and the import goes on)
+            print(f"UserWarning: {message}", file=sys.stderr)
+    return default
+
+
+def _outside_stacklevel():
+    """The ``stacklevel`` that makes a warning of the caller of this function name the first
+    frame outside gpureplace and the import machinery: the user's ``import gpureplace``."""
+    from .errors import _in_package
+
+    def machinery(frame):           # (what ``warnings`` itself skips, and does not count)
+        name = frame.f_code.co_filename
+        return "importlib" in name and "_bootstrap" in name
+    frame, level = sys._getframe(1), 1
+    while frame is not None and _in_package(frame.f_code.co_filename):
+        frame = frame.f_back
+        while frame is not None and machinery(frame):
+            frame = frame.f_back
+        level += 1
+    return level
 
 
 def _host_arrays_mode(value):

@@ -5,7 +5,8 @@ Compiled kernels survive interpreter restarts, are never served stale (``kernel_
 what an entry holds and when it may be used), and never cost the user anything -- a damaged entry
 is a miss, an unusable directory a warning.
 
-Where: ``$GPUREPLACE_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpureplace``, else ``~/.cache/gpureplace``;
+Where: ``$GPUREPLACE_CACHE_DIR``, else ``$XDG_CACHE_HOME/gpureplace`` (an absolute one: a relative
+``XDG_CACHE_HOME`` is ignored, as the XDG specification asks), else ``~/.cache/gpureplace``;
 created 0700.  ``GPUREPLACE_CACHE=0`` (or ``gpureplace.cache.enabled = False``) turns it off.
 
 Layout (``kernel_cache.FORMAT`` 5)::
@@ -29,7 +30,8 @@ What the user can count on:
   it is a file, it holds another program's CACHEDIR.TAG, or it is refused as insecure (others can
   write to it, or another user owns it: code planted there would run on the GPU) -- costs one
   ``UserWarning`` naming it, the reason and what to do; the process then runs without the disk
-  cache.  An insecure directory is never read or written.  Found by gpureplace's own background
+  cache.  A directory removed or replaced while the process runs is checked again before the
+  next write (its marker's inode is the one recorded when it was accepted: one ``stat``).  An insecure directory is never read or written.  Found by gpureplace's own background
   work (the warm-up, a recompile-ahead round: threads named ``gpureplace-...``), where a warning
   reaches no cell, the warning is held and raised by the next use of the cache in the user's own
   code (their first kernel compile: the cell it shows in without the warm-up).  ``info()`` (and
@@ -68,11 +70,13 @@ import threading
 import time
 import warnings
 
+from ..config import env_size
 from ..errors import user_stacklevel
 
 enabled = os.environ.get("GPUREPLACE_CACHE", "1").lower() not in ("0", "false", "no", "off")
-#: Size cap in bytes (LRU eviction beyond it).
-max_bytes = int(os.environ.get("GPUREPLACE_CACHE_MAX_BYTES", 256 << 20))
+#: Size cap in bytes (LRU eviction beyond it): ``GPUREPLACE_CACHE_MAX_BYTES`` (``1G``, ``512MiB``,
+#: ``1e9``: ``config.SIZE_FORMS``; anything else is a warning and the default).
+max_bytes = env_size("GPUREPLACE_CACHE_MAX_BYTES", 256 << 20)
 #: A scan evicts down to this fraction of ``max_bytes``, so the next one is a quarter-cap away.
 LOW_WATER = 0.75
 #: A temp file or half an entry older than this was left by a process that died while writing.
@@ -98,7 +102,7 @@ _OLD_FILE = re.compile(r"(?:[0-9a-f]{40}(?:-[0-9a-f]{12})?\.(?:json|ptx)"
 
 _explicit_dir = None
 write_lock = threading.Lock()
-_usable = set()       # directories checked (and marked) by this process
+_usable = {}          # directory checked (and marked) by this process -> its marker's identity
 _problems = {}        # directory -> why it cannot be used (warned once)
 _held = {}            # directory -> why, found in the background and not warned about yet
 _warn_lock = threading.Lock()
@@ -106,6 +110,15 @@ _warn_lock = threading.Lock()
 #: rounds): a warning raised there is printed outside any cell, so it is held for the user's code.
 BACKGROUND_THREADS = "gpureplace-"
 _NOT_ABSOLUTE = "it is not an absolute path (no home directory: HOME is unset)"
+
+
+def _not_absolute():
+    """Why the default directory is a relative path: HOME is unset (and there is no passwd
+    entry), or HOME itself is relative."""
+    home = os.environ.get("HOME")
+    if home and not os.path.isabs(home):
+        return f"it is not an absolute path (HOME is {home!r}, which is not an absolute path)"
+    return _NOT_ABSOLUTE
 
 
 def set_directory(path):
@@ -125,8 +138,11 @@ def directory():
     if env:
         return os.path.abspath(os.path.expanduser(env))
     # Without HOME (and no passwd entry, as in some containers) "~" stays "~": the path is then
-    # relative, and _prepare refuses it rather than litter the working directory.
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    # relative, and _prepare refuses it rather than litter the working directory.  A relative
+    # XDG_CACHE_HOME is invalid and ignored (the XDG Base Directory specification).
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base or not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "gpureplace")
 
 
@@ -135,14 +151,21 @@ def ensure_dir():
     first time, with a warning that says why and what to do: in gpureplace's background threads
     held for the next use outside them)."""
     path = directory()
-    if path in _usable:
-        return path
+    known = _usable.get(path)
+    if known is not None:
+        if _marker_identity(path) == known:
+            return path
+        # Removed, or replaced (by a folder of the user's, say) since it was accepted: check it
+        # again, as at its first use -- made again, or refused with a warning.
+        _usable.pop(path, None)
     reason = _prepare(path)
     if reason is None:
         with _warn_lock:
             _problems.pop(path, None)
             _held.pop(path, None)
-        _usable.add(path)
+        ident = _marker_identity(path)
+        if ident is not None:
+            _usable[path] = ident
         return path
     background = threading.current_thread().name.startswith(BACKGROUND_THREADS)
     with _warn_lock:
@@ -167,26 +190,69 @@ def ensure_dir():
 
 def forget(path):
     """Check (and mark) ``path`` again at its next use: it went away under this process."""
-    _usable.discard(path)
+    _usable.pop(path, None)
+
+
+def _marker_identity(path):
+    """(device, inode) of ``path``'s marker file, or None: what says, at one ``stat`` a use, that
+    the directory accepted is still there (one removed and made again, by gpureplace or by the
+    user, has no marker, or another)."""
+    try:
+        st = os.stat(os.path.join(path, MARKER))
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _prepare(path):
     """Create ``path`` (0700) and check it; why it cannot be used, or None."""
     if not os.path.isabs(path):
-        return _NOT_ABSOLUTE
+        return _not_absolute()
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
-    except FileExistsError:
-        return "it is a file, not a directory"
+    except FileExistsError as exc:
+        # (the path, or a folder above it, is not a directory: makedirs names which)
+        where = os.path.abspath(exc.filename) if isinstance(exc.filename, str) else path
+        if where == path:
+            return _not_a_directory(path, "it")
+        return f"it cannot be created ({_not_a_directory(where, where)})"
     except OSError as exc:
+        above = _dangling_above(path)
+        if above is not None:
+            return f"it cannot be created ({_not_a_directory(above, above)})"
         return f"it cannot be created ({exc.strerror or exc})"
     return _insecure(path) or _adopt(path)
+
+
+def _dangling_above(path):
+    """The folder above ``path`` that is a symbolic link to a missing path, or None."""
+    parent = os.path.dirname(path)
+    while parent and parent != path:
+        if os.path.lexists(parent):
+            return parent if os.path.islink(parent) and not os.path.exists(parent) else None
+        path, parent = parent, os.path.dirname(parent)
+    return None
+
+
+def _not_a_directory(path, name):
+    """Why ``path`` (called ``name`` in the message), which exists, is no directory."""
+    if os.path.islink(path) and not os.path.exists(path):
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = "?"
+        return f"{name} is a symbolic link to a missing path ({target})"
+    return f"{name} is a file, not a directory"
 
 
 def _insecure(path):
     """Why ``path`` must not be trusted, or None."""
     try:
         st = os.stat(path)
+    except FileNotFoundError as exc:
+        if os.path.islink(path):
+            return _not_a_directory(path, "it")
+        return f"it cannot be read ({exc.strerror or exc})"
     except OSError as exc:
         return f"it cannot be read ({exc.strerror or exc})"
     if not stat.S_ISDIR(st.st_mode):
@@ -245,11 +311,19 @@ def _not_empty(path, found):
 
 def _problem(path):
     """Why ``path`` cannot be used, as ``_prepare`` would find it, without creating or marking
-    anything; None when it can (or will be made and marked at its first use)."""
+    anything -- or, when nothing there says so, why this process found it could not use it
+    (it could not be written, say: a read-only file system); None when it can (or will be made
+    and marked at its first use)."""
     if not os.path.isabs(path):
-        return _NOT_ABSOLUTE
+        return _not_absolute()
+    recorded = None if path in _usable else _problems.get(path) or _held.get(path)
+    return _problem_seen(path) or recorded
+
+
+def _problem_seen(path):
+    """What ``_problem`` finds by looking at ``path``."""
     if not os.path.lexists(path):     # made at the first use, unless that failed already
-        return _problems.get(path) or _held.get(path)
+        return None
     reason = _insecure(path)
     if reason is not None:
         return reason
@@ -313,12 +387,16 @@ def libdevice_path(name):
 
 def write_file(path, data: bytes):
     """Write ``data`` to ``path`` in the cache (from ``libdevice_path``) atomically and count it
-    against the cap; False when it cannot be written."""
+    against the cap; False when it cannot be written, or the cache directory is no longer the one
+    ``path`` was given in (removed or replaced meanwhile: ``ensure_dir`` checks it again)."""
+    d = os.path.dirname(os.path.dirname(path))
+    if ensure_dir() != d:
+        return False
     try:
         atomic_write(path, data)
     except OSError:
         return False
-    account(os.path.dirname(os.path.dirname(path)), len(data))
+    account(d, len(data))
     return True
 
 

@@ -3,7 +3,9 @@ stored kernel may be used in this process (the directory itself: ``diskcache``).
 
 The *key* hashes what is known before compiling: the kernel's own code (fingerprint), argument
 types, options, the context stack (names, fast-math flags and every override's fingerprint), PTX
-ISA and the versions of gpureplace, Numba and llvmlite.  The *metadata* lists every function of
+ISA, the versions of gpureplace, Numba and llvmlite, and the libdevice file in use (its path, size
+and mtime: another ``GPUREPLACE_LIBDEVICE``, an upgraded wheel or another ``CUDA_HOME`` is another
+key; found once per process without reading the file).  The *metadata* lists every function of
 the call graph with the fingerprints of all the globals it read; an entry is used only when each of
 them still has that fingerprint in this process.  So a callee redefined in a new process -- same
 kernel source, different helper -- misses the cache instead of receiving the old binary.  A key
@@ -35,7 +37,7 @@ from ..tracking.deps import UNSEEN, current_value, read_changed
 from ..tracking.fingerprint import (argtypes_fingerprint, fingerprint, positions_fingerprint,
                                     stable_filename)
 from ..version import __version__
-from . import backend, diskcache, overloads
+from . import backend, diskcache, libdevice_bitcode, overloads
 from .pipeline import KernelSpecialization
 from .records import GlobalRead
 
@@ -47,7 +49,8 @@ def _versions():
     import numba
 
     return (f"gpureplace={__version__};numba={numba.__version__};llvmlite={llvmlite.__version__};"
-            f"codegen={backend.CODEGEN_REVISION};llvm={' '.join(backend.llvm_options())}")
+            f"codegen={backend.CODEGEN_REVISION};llvm={' '.join(backend.llvm_options())};"
+            f"libdevice={libdevice_bitcode.key_identity()}")
 
 
 def kernel_key(py_func, argtypes, options, context, ptx_isa):

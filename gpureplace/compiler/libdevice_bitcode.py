@@ -51,18 +51,37 @@ def _candidates():
         yield "GPUREPLACE_LIBDEVICE", env
     # The nvidia-nvvm wheel (CUDA 13: nvidia/cu13/nvvm; CUDA 12: nvidia/cuda_nvcc/nvvm).
     for base in sys.path:
-        if not base or not os.path.isdir(os.path.join(base, "nvidia")):
-            continue
-        for pat in ("nvidia/cu*/nvvm/libdevice/libdevice*.bc",
-                    "nvidia/cuda_nvcc/nvvm/libdevice/libdevice*.bc",
-                    "nvidia/nvvm/libdevice/libdevice*.bc"):
-            for hit in sorted(glob.glob(os.path.join(base, pat))):
+        if base:
+            for hit in _wheel_files(base):
                 yield "the nvidia-nvvm wheel", hit
     for var in ("CUDA_HOME", "CUDA_PATH"):
         root = os.environ.get(var)
         if root:
             yield var, os.path.join(root, "nvvm", "libdevice", "libdevice.10.bc")
     yield "/usr/local/cuda", "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc"
+
+
+def _wheel_files(base):
+    """The files the globs ``nvidia/cu*/nvvm/libdevice/libdevice*.bc``, then ``nvidia/cuda_nvcc/...``
+    and ``nvidia/nvvm/...`` find below ``base`` (each pattern's sorted), found by listing the
+    folders: ``glob`` compiles its patterns at a process's first search, some 0.3 ms, and the
+    kernel cache's key (``key_identity``) searches in every process that loads a kernel."""
+    root = os.path.join(base, "nvidia")
+    try:
+        names = os.listdir(root)
+    except OSError:                 # (no such folder, or not one)
+        return
+    for folders in (sorted(n for n in names if n.startswith("cu")), ["cuda_nvcc"], [""]):
+        hits = []
+        for folder in folders:
+            where = os.path.join(root, folder, "nvvm", "libdevice")
+            try:
+                files = os.listdir(where)
+            except OSError:
+                continue
+            hits += [os.path.join(where, f) for f in files
+                     if f.startswith("libdevice") and f.endswith(".bc")]
+        yield from sorted(hits)
 
 
 def find_libdevice() -> str:
@@ -297,6 +316,28 @@ def _identity():
     path = find_libdevice()
     st = os.stat(path)
     return path, st.st_size, st.st_mtime_ns
+
+
+_key_identity = None       # (the settings that choose the file, key_identity() under them)
+
+
+def key_identity():
+    """What the kernel cache's key says of the libdevice in use: its path, size and mtime as
+    text (``_identity``), or ``"none"`` when none is found.  Found once per process (a search of
+    the places ``_candidates`` names and one ``stat``, never a read of the file), and again only
+    when a setting that chooses the file changes; processes using the same file agree."""
+    global _key_identity
+    settings = (explicit_path, os.environ.get("GPUREPLACE_LIBDEVICE"),
+                os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"))
+    known = _key_identity
+    if known is not None and known[0] == settings:
+        return known[1]
+    try:
+        text = repr(_identity())
+    except (LibdeviceNotFound, OSError):
+        text = "none"       # (a kernel that calls libdevice then fails to compile, and is not kept)
+    _key_identity = (settings, text)
+    return text
 
 
 def _cache_file(prefix, key, suffix):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import operator
-import os
 import re
 import struct
 import sys
@@ -20,7 +19,7 @@ from ..arch import shared_opt_in_bytes
 from ..compiler import toolchain
 from ..compiler.exceptions import EXCEPTION_GLOBAL, EXCEPTION_WORDS, raise_from_record
 from ..compiler.pipeline import KernelSpecialization
-from ..config import settings
+from ..config import env_size, settings
 from ..errors import LaunchError, NoDeviceError
 from . import linking
 
@@ -115,8 +114,9 @@ def fill_device_arrays(module, arrays):
 #: The per-thread stack a kernel with recursive device functions gets (the CUDA default is
 #: 1 KiB: fib(15), at some 72 bytes a frame, overflows it, and an overflow is an illegal
 #: address that ends the CUDA context).  The driver reserves it for every resident thread:
-#: 8 KiB is about 2.2 GB on an H200.  ``GPUREPLACE_RECURSION_STACK`` (bytes) changes it.
-RECURSION_STACK_BYTES = int(os.environ.get("GPUREPLACE_RECURSION_STACK", 8192))
+#: 8 KiB is about 2.2 GB on an H200.  ``GPUREPLACE_RECURSION_STACK`` (bytes: ``16384``,
+#: ``16K``, ``16KiB``; ``config.SIZE_FORMS``; anything else is a warning and the default) changes it.
+RECURSION_STACK_BYTES = env_size("GPUREPLACE_RECURSION_STACK", 8192)
 _stack_raised = set()          # devices whose stack limit was raised for recursion
 _FUNC_BODY = re.compile(r"^\.func\s+(?:\([^)]*\)\s*)?(\w+)\s*\((.*?)^\}", re.M | re.S)
 
