@@ -187,7 +187,7 @@ class Launching:
         keys, values, entry = self._resolve(args, config=config)
         if config.shared > entry.free_shared:
             check_static_shared(self, config, entry)
-        if any(k[0] == "record" for k in keys):
+        if any(_holds_record(k) for k in keys):
             if rec is not None:
                 raise LaunchError(f"{self.__qualname__}: a record argument is copied to the "
                                   f"device and back around each launch, which a CUDA graph "
@@ -316,7 +316,7 @@ class Launching:
         keys, values, entry = self._resolve(args, config=config)
         if config.shared > entry.free_shared:
             check_static_shared(self, config, entry)
-        if any(k[0] == "record" for k in keys):
+        if any(_holds_record(k) for k in keys):
             self._launch_with_records(config, values, entry)
         else:
             if entry.spec.uses_printf:
@@ -361,19 +361,34 @@ class Launching:
         for host, dev in back:
             host[...] = dev
 
-    def _refuse_lost_writes(self, args):
-        """Refuse, on both backends and before anything is copied or run, a read-only host
-        array given as it is to a kernel whose declared signature types that parameter as a
-        writable array (numba-cuda matches it, so a kernel that only reads it runs), when the
-        kernel writes it: nothing can be copied back into a read-only array.  Whether it writes
-        is found once per (signature, parameter): the kernel's front end with that parameter
-        read-only fails where the declared one compiles."""
-        if not self.declared_signatures or not any(
-                hint is None and not host.flags.writeable
-                for _, host, hint in transfers.host_leaves(args)):
+    def _refuse_lost_writes(self, args, keys=None):
+        """Refuse, before anything is copied or run, a read-only array given to a kernel whose
+        declared signature types that parameter as a writable array, when the kernel writes it:
+
+        - a read-only host NumPy array given as it is, on both backends: its device copy is
+          writable, so it matches (as in numba-cuda, and a kernel that only reads it runs),
+          but nothing can be copied back into a read-only array;
+        - on the GPU, a read-only device array (a ``__cuda_array_interface__`` whose data is
+          marked read-only, ``data=(ptr, True)``): the kernel would write into memory its
+          producer lent read-only.  numba-cuda matches it to no writable parameter (No
+          matching definition); the simulator refuses the write when it runs it, and runs a
+          kernel that only reads it, as this does.
+
+        ``keys``: the arguments' type keys, where the caller has them (``_resolve``: a host
+        array is its device copy by then, read-only as the array is).  Whether the kernel
+        writes is found once per (signature, parameter, read-only type): the kernel's front
+        end with that parameter typed read-only fails where the declared one compiles."""
+        if not self.declared_signatures:
             return
+        device = not backends.simulated()
         try:
-            keys = [_launch_key(a) for a in args]
+            if keys is None:
+                if not device and not any(hint is None and not host.flags.writeable
+                                          for _, host, hint in transfers.host_leaves(args)):
+                    return
+                keys = [_launch_key(a) for a in args]
+            if not any(_holds_read_only(k) for k in keys):
+                return
             sig = best_signature(self.declared_signatures,
                                  [arguments.numba_type_of_key(_as_declared(k)) for k in keys],
                                  self.__qualname__)
@@ -382,31 +397,43 @@ class Launching:
         if sig is None:
             return
         names = list(self._pysig.parameters)
-        for i, (key, declared) in enumerate(zip(keys, sig)):
-            given = arguments.numba_type_of_key(key)
-            readonly = read_only_as(given, declared)
-            if readonly is None:
-                continue
-            why = self._writes_parameter(tuple(sig), i, readonly)
-            if why is not None:
-                if key[0] == "roarray":
+        for i, (key, a, declared) in enumerate(zip(keys, args, sig)):
+            for host in (True, False) if device else (True,):
+                # (the read-only arrays of one kind only: each kind is refused in its words)
+                given = arguments.numba_type_of_key(_read_only_of(key, a, host))
+                readonly = read_only_as(given, declared)
+                if readonly is None:
+                    continue
+                why = self._writes_parameter(tuple(sig), i, readonly)
+                if why is None:
+                    continue
+                places = read_only_places(given, declared, names[i])
+                if places == [names[i]]:
                     held, where = "is", ""
                 else:             # (a tuple's item, a namedtuple's field: t[0], p.x)
-                    held = "holds"
-                    where = ", ".join(read_only_places(given, declared, names[i])) + "; "
-                raise arguments.ArgumentError(
-                    f"{self.__qualname__}: argument {i} ({names[i]!r}) {held} a read-only NumPy "
-                    f"array, which the kernel writes ({where}its signature declares "
-                    f"{type_text(declared)}), and nothing can be copied back into it: pass a "
-                    f"writable array (a.copy()), or cuda.In(a) to give the kernel a copy it may "
-                    f"write (not copied back).  Typed read-only, the kernel fails: {why}")
+                    held, where = "holds", ", ".join(places) + "; "
+                what = "NumPy array" if host else \
+                    "device array (its __cuda_array_interface__ has data=(ptr, True))"
+                said = (f"{self.__qualname__}: argument {i} ({names[i]!r}) {held} a read-only "
+                        f"{what}, which the kernel writes ({where}its signature declares "
+                        f"{type_text(declared)})")
+                if host:
+                    raise arguments.ArgumentError(
+                        f"{said}, and nothing can be copied back into it: pass a writable "
+                        f"array (a.copy()), or cuda.In(a) to give the kernel a copy it may "
+                        f"write (not copied back).  Typed read-only, the kernel fails: {why}")
+                raise SignatureError(
+                    f"{said}: no matching definition (numba-cuda matches a read-only device "
+                    f"array to no writable parameter), and the kernel would write into memory "
+                    f"lent read-only; pass a writable array.  Typed read-only, the kernel "
+                    f"fails: {why}")
 
     def _writes_parameter(self, sig, i, readonly):
         """Why the kernel's body does not compile with parameter ``i`` of declared signature
         ``sig`` typed ``readonly`` (the first line of the error), or None where it does (or
         fails as the declared types do too: the launch says so); cached by world age."""
         cache, context = self.__dict__.setdefault("_param_writes", {}), self.context
-        key = (sig, i, context.uid)
+        key = (sig, i, readonly, context.uid)
         hit = cache.get(key)
         if hit is not None and hit[0] == world.age:
             return hit[1]
@@ -424,9 +451,11 @@ class Launching:
         return why
 
     def _launch_with_records(self, config, values, entry):
-        """A launch with structured scalars among the arguments (numba-cuda's semantics): each
-        is copied to device memory, the kernel gets a pointer to it, and what the kernel wrote
-        is copied back into the record once the launch has finished."""
+        """A launch with structured scalars among the arguments, given as they are or inside
+        tuples and namedtuples at any depth (numba-cuda's semantics): each is copied to device
+        memory, the kernel gets a pointer to it (its parameter value, in ``values``: the flat
+        parameters, a tuple's items in place), and what the kernel wrote is copied back into
+        the record once the launch has finished."""
         cp = probe.cupy_module()
         stream = config.stream_ptr()
         rt = cp.cuda.runtime
@@ -496,6 +525,9 @@ class Launching:
             values.extend(v)
             per_arg.append(v)
         if self.declared_signatures:
+            # (a read-only device array that the kernel writes: refused, not matched as a read-only
+            # host array's writable copy is)
+            self._refuse_lost_writes(args, keys)
             keys, values = self._explicit_match([_as_declared(k) for k in keys], per_arg)
         elif self._only_keys is not None and tuple(keys) != self._only_keys:
             keys, values = self._as_specialized(keys, values, per_arg)
@@ -644,10 +676,25 @@ def _scalar_converts(given, want):
         conversion_rank(given, want) is not None
 
 
+def _holds_record(key):
+    """Whether argument type key ``key`` is a record's (``recs[i]``: copied to the device and
+    back around the launch, ``_launch_with_records``) or a tuple's or namedtuple's holding one
+    at any depth."""
+    kind = key[0]
+    if kind == "record":
+        return True
+    if kind == "tuple":
+        return any(_holds_record(k) for k in key[1:])
+    if kind == "namedtuple":
+        return any(_holds_record(k) for k in key[2:])
+    return False
+
+
 def _as_declared(key):
     """``key`` as a declared signature takes it: a read-only host array's copy matches a
     declared array type as any array does (numba-cuda: a kernel given signatures compiles
-    nothing else); the kernel's writes to it are not copied back."""
+    nothing else); the kernel's writes to it are not copied back.  (A read-only device array
+    matches too, once ``_refuse_lost_writes`` has found that the kernel does not write it.)"""
     kind = key[0]
     if kind == "roarray":
         return ("array",) + key[1:]
@@ -656,6 +703,39 @@ def _as_declared(key):
     if kind == "namedtuple":
         return key[:2] + tuple(_as_declared(k) for k in key[2:])
     return key
+
+
+def _holds_read_only(key):
+    """Whether type key ``key`` is a read-only array's, or a tuple's holding one."""
+    kind = key[0]
+    if kind == "roarray":
+        return True
+    if kind == "tuple":
+        return any(_holds_read_only(k) for k in key[1:])
+    if kind == "namedtuple":
+        return any(_holds_read_only(k) for k in key[2:])
+    return False
+
+
+def _is_host_leaf(a):
+    """Whether argument (or tuple item) ``a`` is a host NumPy array, given as it is or in a
+    hint, or the device copy a launch made of one (``transfers.DeviceCopy``)."""
+    if isinstance(a, ArgHint):
+        a = a.value
+    return isinstance(a, transfers.DeviceCopy) or transfers.is_host_array(a)
+
+
+def _read_only_of(key, a, host):
+    """Type key ``key`` of argument ``a`` with only one kind of its read-only arrays kept
+    read-only: host arrays' (``host``; their device copies), or device arrays' (a read-only
+    ``__cuda_array_interface__``); the others as writable."""
+    kind = key[0]
+    if kind == "roarray":
+        return key if _is_host_leaf(a) == host else ("array",) + key[1:]
+    head = 1 if kind == "tuple" else 2 if kind == "namedtuple" else None
+    if head is None or not isinstance(a, tuple) or len(a) != len(key) - head:
+        return key
+    return key[:head] + tuple(_read_only_of(k, x, host) for k, x in zip(key[head:], a))
 
 
 def _launch_key(a):
