@@ -415,7 +415,7 @@ class PreparedLaunch:
             # refused now what the simulated launch would refuse, as the GPU path binds it
             argtypes = backends.simulator().check(kernel, cfg.grid, cfg.block, cfg.stream,
                                                   cfg.shared, self.args)
-            if any(isinstance(t, nbtypes.Record) for t in argtypes):
+            if any(_type_holds_record(t) for t in argtypes):
                 _refuse_record(kernel)
             self._age = None
             type(self).__call__ = type(self).launch = PreparedLaunch._simulate
@@ -429,7 +429,7 @@ class PreparedLaunch:
             with probe.cupy_module().cuda.Device(self._device):
                 return self._bind()
         keys, values, entry = kernel._resolve(self.args)
-        if any(k[0] == "record" for k in keys):
+        if any(arguments.holds_record(k) for k in keys):
             _refuse_record(kernel)
         rec = graphs.recorder()
         if rec is not None:
@@ -509,6 +509,13 @@ class PreparedLaunch:
         raise AssertionError("unbound prepared launch")
 
     launch = __call__
+
+
+def _type_holds_record(ty):
+    """Whether Numba type ``ty`` is a record's or a tuple's holding one at any depth."""
+    if isinstance(ty, nbtypes.Record):
+        return True
+    return isinstance(ty, nbtypes.BaseTuple) and any(_type_holds_record(t) for t in ty.types)
 
 
 def _refuse_record(kernel):

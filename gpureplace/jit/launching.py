@@ -187,7 +187,7 @@ class Launching:
         keys, values, entry = self._resolve(args, config=config)
         if config.shared > entry.free_shared:
             check_static_shared(self, config, entry)
-        if any(_holds_record(k) for k in keys):
+        if any(arguments.holds_record(k) for k in keys):
             if rec is not None:
                 raise LaunchError(f"{self.__qualname__}: a record argument is copied to the "
                                   f"device and back around each launch, which a CUDA graph "
@@ -316,7 +316,7 @@ class Launching:
         keys, values, entry = self._resolve(args, config=config)
         if config.shared > entry.free_shared:
             check_static_shared(self, config, entry)
-        if any(_holds_record(k) for k in keys):
+        if any(arguments.holds_record(k) for k in keys):
             self._launch_with_records(config, values, entry)
         else:
             if entry.spec.uses_printf:
@@ -674,20 +674,6 @@ def _scalar_converts(given, want):
     scalars = (types.Number, types.Boolean)
     return isinstance(given, scalars) and isinstance(want, scalars) and \
         conversion_rank(given, want) is not None
-
-
-def _holds_record(key):
-    """Whether argument type key ``key`` is a record's (``recs[i]``: copied to the device and
-    back around the launch, ``_launch_with_records``) or a tuple's or namedtuple's holding one
-    at any depth."""
-    kind = key[0]
-    if kind == "record":
-        return True
-    if kind == "tuple":
-        return any(_holds_record(k) for k in key[1:])
-    if kind == "namedtuple":
-        return any(_holds_record(k) for k in key[2:])
-    return False
 
 
 def _as_declared(key):

@@ -354,6 +354,20 @@ def record_handler(v):
     return ("record", v.dtype), (v,)
 
 
+def holds_record(key):
+    """Whether argument type key ``key`` is a record's (``recs[i]``: copied to the device and
+    back around the launch, ``_launch_with_records``) or a tuple's or namedtuple's holding one
+    at any depth."""
+    kind = key[0]
+    if kind == "record":
+        return True
+    if kind == "tuple":
+        return any(holds_record(k) for k in key[1:])
+    if kind == "namedtuple":
+        return any(holds_record(k) for k in key[2:])
+    return False
+
+
 def record_places(kernel, names, argtypes):
     """How messages name each record among arguments of types ``argtypes`` (parameter names
     ``names``), in the order of their parameter values: ``k: argument 0 ('r')``, or

@@ -387,3 +387,21 @@ def test_which_item_is_read_only_is_part_of_what_is_checked(backend, request, mo
     assert list(ro) == [1.0, 2.0]
     if fake is not None:
         assert [len(inst.calls) for inst in FakeLoaded.instances] == [1]
+
+
+@pytest.mark.parametrize("backend", ["sim", "gpu"], ids=["sim", "fake-gpu"])
+def test_prepare_refuses_a_record_in_a_tuple_by_name(backend, request, monkeypatch):
+    """A prepared launch binds its arguments once, which a record (copied to the device and back
+    around each launch) cannot be, inside a tuple too: refused by name, as at the top level
+    (on the GPU path it failed packing the parameters, naming nothing)."""
+    fake = _on(backend, request)
+    recs = _records()
+    out = np.zeros(1) if fake is None else _interface(shape=(1,), data=(0x8000, False))
+    with _kernel_body(fake, monkeypatch, lambda values: None):
+        with pytest.raises(LaunchError, match=r"write_in_tuple: prepare\(\) cannot bind a "
+                                              r"record argument"):
+            write_in_tuple[1, 1].prepare((recs[1], 3.0), out)
+        with pytest.raises(LaunchError, match=r"prepare\(\) cannot bind a record"):
+            write_in_tuple[1, 1].prepare(Pair(recs[0], 1.0), out)
+    assert list(recs["a"]) == [1, 2, 3]
+    assert fake is None or not any(inst.calls for inst in FakeLoaded.instances)
