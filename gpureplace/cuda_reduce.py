@@ -60,12 +60,9 @@ def reduce_blocks(arr, n, out):
         out[blockIdx.x] = vals[0]
 
 
-def fold_init(partial, n, res, init):
+def fold_init(partial, res, init):
     if grid(1) == 0:
-        if n > 0:
-            res[0] = op(init, partial[0])
-        else:
-            res[0] = init
+        res[0] = op(init, partial[0])
 '''
 
 
@@ -98,19 +95,34 @@ class Reduce:
 
         Returns the result as a NumPy scalar, or writes it into ``res[0]`` (a device array) and
         returns None.  A host array is copied to the device first.
+
+        As numba-cuda's ``Reduce.__call__``: ``size`` is a slice's stop, ``arr[:size]`` (a size
+        beyond the array takes all of it, a negative one counts from its end; not an integer,
+        a TypeError), and where that leaves no element the call returns ``init`` (of the
+        array's type) and launches nothing, even with ``res`` given: ``res`` is left as it
+        was.  Where numba-cuda differs: a 1-D array is checked with a ValueError (numba-cuda
+        raises TypeError), lists and tuples are taken as host arrays, and ``res`` is checked
+        to be an array of at least one element of the array's type.
         """
+        if isinstance(arr, (list, tuple)):
+            arr = np.asarray(arr)
         if getattr(arr, "ndim", 1) != 1:
             raise ValueError(f"cuda.reduce works on 1-D arrays, got shape {arr.shape}")
-        if not (hostapi.is_cuda_array(arr) or simulated()) or isinstance(
-                arr, (list, tuple)):
-            arr = hostapi.to_device(np.asarray(arr), stream=stream)
+        length = int(arr.shape[0])
+        # numba-cuda's ``arr = arr[:size]``: a slice's stop, clamped to the array
+        if size is not None and (isinstance(size, bool) or not hasattr(size, "__index__")):
+            raise TypeError(f"reduce: size must be an int (a slice's stop, arr[:size]) or None, "
+                            f"got {size!r}")
+        n = length if size is None else len(range(*slice(None, size).indices(length)))
+        on_host = not (hostapi.is_cuda_array(arr) or simulated())
+        if on_host:
+            arr = hostapi.to_device(np.asarray(arr)[:n], stream=stream)
         elif simulated() and not isinstance(arr, np.ndarray):
             arr = np.asarray(arr)
-        n = arr.shape[0] if size is None else int(size)
-        if not 0 <= n <= arr.shape[0]:
-            raise ValueError(f"cuda.reduce: size {size} is outside 0..{arr.shape[0]}")
         dtype = np.dtype(arr.dtype)
         init = dtype.type(init)
+        if n < 1:
+            return init                       # (numba-cuda: ``res`` is not written)
         if res is not None and (getattr(res, "dtype", None) != dtype or res.shape[0] < 1):
             raise ValueError(f"cuda.reduce: res must be a device array of at least one {dtype} "
                              f"element, got {res!r}")
@@ -118,12 +130,11 @@ class Reduce:
         cap = 4 if simulated() else _MAX_BLOCKS
         blocks = max(1, min((n + _TPB - 1) // _TPB, cap))
         partial = hostapi.device_array(blocks, dtype, stream=stream)
-        if n:
-            self._reduce_blocks[blocks, _TPB, stream](arr, n, partial)
-            if blocks > 1:
-                self._reduce_blocks[1, _TPB, stream](partial, blocks, partial)
+        self._reduce_blocks[blocks, _TPB, stream](arr, n, partial)
+        if blocks > 1:
+            self._reduce_blocks[1, _TPB, stream](partial, blocks, partial)
         out = res if res is not None else hostapi.device_array(1, dtype, stream=stream)
-        self._fold_init[1, 1, stream](partial, n, out, init)
+        self._fold_init[1, 1, stream](partial, out, init)
         if res is not None:
             return None
         return out.copy_to_host(stream=stream)[0]

@@ -42,6 +42,11 @@ class CUDAGUFunc:
     """What ``@cuda.guvectorize`` returns: a generalised ufunc over the loop dimensions."""
 
     def __init__(self, func, signatures, layout, identity=None, writable_args=(), **options):
+        if writable_args:
+            # (as numba-cuda: a device input is written where it is; a host input is a copy)
+            raise TypeError("guvectorize(writable_args=...): writable_args are not supported on "
+                            "the GPU: a device array given as input is written in place, a host "
+                            "array is copied to the device and not back")
         jit_options = check_options("guvectorize", options)
         # what a pickle rebuilds it from: the function, the signatures added, the options
         self._given = (func, [], dict(options, identity=identity))
@@ -140,13 +145,11 @@ class CUDAGUFunc:
         shapes = [loop + tuple(sizes[d] for d in dims) for dims in self._out_dims]
         any_device = any(op.kind == "device" for op in ops)
         n = int(np.prod(loop)) if loop else 1
-        flat_in = []
-        for op, dims, ty in zip(ops, self._in_dims, sig[:nin]):
+        flat_in, copied_back = [], []
+        for i, (op, dims, ty) in enumerate(zip(ops, self._in_dims, sig[:nin])):
             arr = op.on_device(dtype_of(getattr(ty, "dtype", ty)), stream)
-            core = tuple(sizes[d] for d in dims)
-            with on_stream(stream):
-                arr = xp.broadcast_to(arr, loop + core).reshape((n,) + core)
-            flat_in.append(arr)
+            flat_in.append(self._rows(i, op, arr, loop, tuple(sizes[d] for d in dims), sig,
+                                      stream, copied_back))
         targets, flat_out = [], []
         for k, (shape, dt) in enumerate(zip(shapes, out_dtypes)):
             given = outs[k] if outs is not None else None
@@ -176,6 +179,9 @@ class CUDAGUFunc:
             flat_in = [a.reshape((n, 1)) if not dims and isinstance(ty, types.Array) else a
                        for a, dims, ty in zip(flat_in, self._in_dims, sig[:nin])]
             self._kernel()[blocks_for(n), TPB, stream](*flat_in, *flat_out)
+            for user, rows in copied_back:   # (a device input the kernel wrote, through a copy)
+                with on_stream(stream):
+                    user[...] = rows.reshape(user.shape)
         results = []
         for k, dev in enumerate(targets):
             given = outs[k] if outs is not None else None
@@ -186,6 +192,48 @@ class CUDAGUFunc:
             else:
                 results.append(as_result(dev) if any_device else to_host(dev, stream))
         return results[0] if nout == 1 else tuple(results)
+
+    def _rows(self, i, op, arr, loop, core, sig, stream, copied_back):
+        """Input ``i`` (``arr``, on the device as the signature's type) as one row per element
+        of the loop, ``(n,) + core``.  As numba-cuda: an input whose loop dimensions hold as
+        many elements as the loop is only reshaped, so that what the element function writes
+        into a device input reaches it (a host input is a copy, not copied back); one spread
+        over the loop (broadcast, zero strides) is refused where the function writes it, as
+        every row would be the same memory, written by many threads at once (numba-cuda lets
+        them race)."""
+        xp = array_module()
+        n = int(np.prod(loop)) if loop else 1
+        own = op.shape[:len(op.shape) - len(core)]
+        if (int(np.prod(own)) if own else 1) == n:
+            with on_stream(stream):
+                rows = arr.reshape((n,) + core)
+            if op.kind == "device" and n and rows.size:
+                if arr is not op.value and self._writes_input(sig, i):
+                    raise TypeError(
+                        f"{self.__qualname__}: argument {i} is a device array of "
+                        f"{op.value.dtype}, which the signature takes as {arr.dtype}: the "
+                        f"function writes that argument, and would write a converted copy of "
+                        f"it, not it; pass a device array of {arr.dtype}")
+                if not _shares(rows, arr) and self._writes_input(sig, i):
+                    copied_back.append((arr, rows))     # (not viewable as rows: a copy)
+            return rows
+        if n and self._writes_input(sig, i):
+            raise ValueError(
+                f"{self.__qualname__}: argument {i} (shape {op.shape}) is broadcast over the "
+                f"loop dimensions {loop}, and the function writes it: every one of the {n} "
+                f"calls would write the same memory at once; pass an array of loop dimensions "
+                f"{loop} (e.g. np.broadcast_to(a, {loop + core}).copy())")
+        with on_stream(stream):
+            return xp.broadcast_to(arr, loop + core).reshape((n,) + core)
+
+    def _writes_input(self, sig, i):
+        """Whether the element function writes input ``i`` of signature ``sig``: its front end
+        fails with that parameter typed read-only (cached per signature and world age)."""
+        ty = sig[i]
+        if not isinstance(ty, types.Array) or not ty.mutable:
+            return False
+        return self._element._writes_parameter(tuple(sig), i, ty.copy(readonly=True)) \
+            is not None
 
     @staticmethod
     def _show(dims):

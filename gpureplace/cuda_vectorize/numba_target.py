@@ -37,6 +37,10 @@ class CUDAGUFuncVectorize(_Builder):
 
     def __init__(self, func, signature, identity=None, cache=False, targetoptions=None,
                  writable_args=()):
+        if writable_args:
+            raise TypeError("guvectorize(writable_args=...): writable_args are not supported on "
+                            "the GPU: a device array given as input is written in place, a host "
+                            "array is copied to the device and not back")
         super().__init__(func, identity, targetoptions)
         self._layout = signature
 
