@@ -505,8 +505,15 @@ class SimArray:
         return SimArray(view, self._sim, self._writable)
 
     def __getattr__(self, name):
-        # Anything else (``copy``, ``reshape``, ``view``...) on the underlying array; what it
-        # has not, an extending.overload_method / overload_attribute of arrays may give
+        # Anything else (``copy``, ``reshape``, ``view``...) on the underlying array, unless the
+        # compiled code runs a user's extending.overload_method / overload_attribute of arrays
+        # for the name (``a.trace()``: a target's own template comes before Numba's own); what
+        # the array has not, such an overload (a user's or Numba's) may give
+        if name[:1] != "_":
+            from .lang.overloads import NOT_OVERLOADED, overloaded_array_attribute
+            found = overloaded_array_attribute(self, name)
+            if found is not NOT_OVERLOADED:
+                return found
         try:
             attr = getattr(self._a, name)
         except AttributeError:

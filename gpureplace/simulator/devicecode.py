@@ -133,3 +133,55 @@ def typing_plan(pyfunc, typed):
         if isinstance(ty, _SCALARS):
             plan[("<return>", 0)] = ty
     return plan
+
+
+# ---------------------------------------------------------------------------------------------
+# The calls whose arguments Numba's typing of a function saw as literals
+
+#: the literal types an argument is asked about with (Numba's literal int, bool and str)
+_LITERAL_VALUES = (int, bool, str)
+
+
+def _callee_key(fnty):
+    """What ``lang.overloads.literal_types`` compares a call's callee with: the host function a
+    ``Function`` type types, a method's name for a bound method; None for any other."""
+    if isinstance(fnty, nbtypes.Function):
+        return fnty.typing_key
+    if isinstance(fnty, nbtypes.BoundFunction):
+        key = fnty.typing_key
+        if isinstance(key, tuple) and len(key) == 2 and isinstance(key[1], str):
+            return key[1]
+    return None
+
+
+def literal_calls(annotation, out):
+    """Add to ``out`` the calls of one typed function (its Numba type annotation) that pass an
+    argument Numba typed as a literal (``f(3)``, ``f(n)`` where ``n = 3`` is n's only binding,
+    ``f(N)`` of a global int): ``{(file, line): [(callee, argument types, keyword types)]}``,
+    the types as Numba gave them (literal where they are), for the simulated call to ask an
+    overload's generator as the compiler did."""
+    from numba.core import ir
+    typemap = annotation.typemap
+    for block in annotation.blocks.values():
+        for stmt in block.body:
+            if not (isinstance(stmt, ir.Assign) and isinstance(stmt.value, ir.Expr) and
+                    stmt.value.op == "call"):
+                continue
+            expr = stmt.value
+            if expr.vararg is not None or getattr(expr, "varkwarg", None) is not None:
+                continue
+            try:
+                fnty = typemap[expr.func.name]
+                args = tuple(typemap[a.name] for a in expr.args)
+                kws = tuple((k, typemap[v.name]) for k, v in expr.kws)
+            except (KeyError, AttributeError):
+                continue
+            if not any(isinstance(t, nbtypes.Literal) and
+                       type(t.literal_value) in _LITERAL_VALUES
+                       for t in args + tuple(t for _, t in kws)):
+                continue
+            entry = (_callee_key(fnty), args, kws)
+            site = out.setdefault((stmt.loc.filename, stmt.loc.line), [])
+            if entry not in site:
+                site.append(entry)
+    return out

@@ -17,6 +17,7 @@ types of simulated values (typed overrides, declared signatures) in ``valuetypes
 from __future__ import annotations
 
 import builtins
+import sys
 import types as pytypes
 import weakref
 
@@ -24,6 +25,7 @@ import numpy as np
 from numba.core import types as nbtypes
 from numba.np import numpy_support
 
+from ..compiler.diagnostics import in_standard_library
 from ..compiler.intrinsics import stubs as _stubs
 from ..compiler.intrinsics.devicemath import MathStub
 from ..compiler.intrinsics.libdevice_calls import LibdeviceStub
@@ -34,10 +36,11 @@ from ..jit import GPUFunction
 from . import hostmath, lang, operators
 from .arrays import DeviceCaster, SimArray
 from .pointers import PointerArrays
-from .devicecode import device_code, device_const, is_library, typing_plan
+from .devicecode import device_code, device_const, is_library, literal_calls, typing_plan
 from .hostcalls import (NumbaCompiledCall, NumpyFunction, SimFFI, UfuncOnArrays,
                         _is_cmath_function, _is_numba_intrinsic, _is_numpy_function,
                         numba_cuda_counterpart)
+from .lang.overloads import extension_value
 from .pybuiltins import device_builtin
 from .valuetypes import declared_call, numba_type_of
 
@@ -57,7 +60,9 @@ def compiled_reads(spec):
     that it runs what the GPU runs even where a name was bound again since and nothing told
     gpureplace yet (a script that did not call ``gpureplace.refresh()``; a notebook's cell
     hook does).  Its ``plans``: ``{python function: typing plan}`` (``devicecode.typing_plan``),
-    the conversions that give the simulated values the types Numba gave the compiled code."""
+    the conversions that give the simulated values the types Numba gave the compiled code; its
+    ``literals``: the calls whose arguments Numba typed as literals (``devicecode.literal_calls``),
+    for the overloads that choose by them."""
     from ..tracking import contents
     frozen, recorded = {}, _Recorded()
     compiled = getattr(spec, "compiled", None)
@@ -76,50 +81,91 @@ def compiled_reads(spec):
                 copy = snap.copy_at(path)
                 if copy is not None and copy.array is not None:
                     frozen.setdefault(id(live), (live, copy.array))
-    recorded.plans = _typing_plans(spec, compiled)
+    recorded.plans, recorded.literals = _typing_plans(spec, compiled)
     return frozen, recorded
 
 
 class _Recorded(dict):
-    """``compiled_reads``'s records, with the typing plans of the functions (``plans``)."""
+    """``compiled_reads``'s records, with the typing plans of the functions (``plans``) and the
+    calls with literal arguments (``literals``)."""
 
     plans = {}
+    literals = {}
 
 
-_plans = weakref.WeakKeyDictionary()       # kernel specialisation -> {function: typing plan}
+_plans = weakref.WeakKeyDictionary()   # kernel specialisation -> (typing plans, literal calls)
 
 
 def _typing_plans(spec, compiled):
+    """``({function: typing plan}, {(file, line): calls with literal arguments})`` of the
+    kernel's call graph (once per specialisation)."""
     try:
-        plans = _plans.get(spec)
+        hit = _plans.get(spec)
     except TypeError:                          # (not weakly referable)
-        return {}
-    if plans is None:
+        return {}, {}
+    if hit is None:
         try:
-            typed = {}
+            typed, literals = {}, {}
             for cf in _typed_closure(spec, compiled):
                 typed.setdefault(cf.pyfunc, []).append((cf.type_annotation, cf.restype))
-            plans = {f: typing_plan(f, each) for f, each in typed.items()}
+                if cf.type_annotation is not None:
+                    literal_calls(cf.type_annotation, literals)
+            hit = ({f: typing_plan(f, each) for f, each in typed.items()}, literals)
         except Exception:                      # noqa: BLE001 (no plan: the values' own types)
-            plans = {}
-        _plans[spec] = plans
-    return plans
+            hit = ({}, {})
+        _plans[spec] = hit
+    return hit
 
 
 def _typed_closure(spec, compiled):
     """The compiled functions of the kernel's call graph, with Numba's type annotations: the
     compile's own, or for a kernel loaded from the disk cache (which keeps none) its front end
     run again (not counted as a compile), where a function of it could need one: one that
-    stores to a variable twice or has several returns."""
+    stores to a variable twice or has several returns, or one that calls an overload (whose
+    generator may choose by a literal argument)."""
     if getattr(compiled, "type_annotation", None) is not None:
         return compiled.closure()
-    if not any(_may_unify(cf.pyfunc.__code__) for cf in compiled.closure()):
+    if not any(_may_unify(cf.pyfunc.__code__) or _calls_overloads(cf, compiled.context)
+               for cf in compiled.closure()):
         return []
     from ..compiler import frontend
     with frontend.uncounted():
         cf = frontend.compile_device(compiled.pyfunc, compiled.context, {}, spec.argtypes,
                                      spec.options.for_device())
     return cf.closure()
+
+
+def _calls_overloads(cf, context):
+    """Whether the function of ``cf`` reads a name bound to a function with a Numba-style
+    overload (``extending.overload``, ``numba.extending.overload``), or calls a method that a
+    user's ``overload_method`` may give."""
+    from .lang.overloads import _attribute_templates
+    from ..compiler.overload_redefinitions import overload_site
+    from ..compiler.overloads import NumbaOverload
+    pyfunc = cf.pyfunc
+    names = set()
+    _code_names(pyfunc.__code__, names)
+    glb = pyfunc.__globals__
+    cells = dict(zip(pyfunc.__code__.co_freevars, pyfunc.__closure__ or ()))
+    for name in names:
+        if any(overload_site(t) is not None for t in _attribute_templates(name)):
+            return True
+        value = glb.get(name, _BUILTINS.get(name))
+        if name in cells:
+            try:
+                value = cells[name].cell_contents
+            except ValueError:                 # (an empty cell)
+                continue
+        if not callable(value) or isinstance(value, type):
+            continue
+        try:
+            if any(isinstance(c.impl, NumbaOverload) for c in context.candidates(value)):
+                return True
+        except TypeError:                      # (no host key: no override)
+            pass
+        if isinstance(value, pytypes.FunctionType) and overloads_for_kernels(value):
+            return True
+    return False
 
 
 def _may_unify(code):
@@ -225,9 +271,14 @@ class TypedChoice:
 
 
 class NumbaOverloadChoice:
-    """A function with Numba overloads (``numba.extending.overload(func, target="cuda")``): per
-    call, the implementation the first template gives for the arguments' Numba types, simulated
-    (the function's own body where none does, as typing would fail over to nothing else)."""
+    """A function (or class) whose device meaning is the templates of Numba's typing registered
+    for it: ``numba.extending.overload(func, target="cuda")`` (its generator gives an
+    implementation, simulated) and ``type_callable`` / ``infer_global`` (a typing whose code is a
+    lowering).  Per call, the first template (in the order Numba's typing tries them: the
+    target's own first) that types the arguments' Numba types, each asked with literal
+    arguments as Numba asks (``lang.overloads.ask``).  A lowering's function is refused (it has
+    no Python meaning: its Python body is not what the compiled code runs); a class typed so is
+    its Python class, whose instances are the values ``typeof_impl`` types."""
 
     def __init__(self, resolver, host, templates, mask):
         self.resolver, self.host, self.templates, self.mask = resolver, host, templates, mask
@@ -235,26 +286,73 @@ class NumbaOverloadChoice:
         self.__name__ = getattr(host, "__name__", "overload")
 
     def choose(self, args, kwargs):
-        argtypes = tuple(nbtypes.unliteral(numba_type_of(a)) for a in args)
-        kwtypes = tuple((k, nbtypes.unliteral(numba_type_of(v))) for k, v in kwargs.items())
-        key = (argtypes, kwtypes)
+        from .lang.overloads import _types, ask, literal_types
+        plain = _types(args, kwargs)
+        literal = literal_types(self.resolver, self.host, args, kwargs)
+        key = (plain, literal)
         impl = self._chosen.get(key)
         if impl is None:
             for template in self.templates:
-                made = template._overload_func(*argtypes, **dict(kwtypes))
-                if isinstance(made, tuple):           # (signature, implementation)
-                    made = made[1]
+                generator = getattr(template, "_overload_func", None)
+                if generator is None:
+                    if _lowered_types(self.resolver, template, plain, literal):
+                        impl = self.resolver.lowered(self.host)
+                        break
+                    continue
+                made = ask(generator, getattr(template, "prefer_literal", False), (), plain,
+                           literal)
                 if made is not None:
-                    impl = self.resolver.function(getattr(made, "py_func", made), self.mask)
+                    impl = self.resolver.function(made, self.mask)
                     break
             else:
                 raise TypeError(f"{self.__name__}: no numba.extending.overload of it takes "
-                                f"({', '.join(str(t) for t in argtypes)})")
+                                f"({', '.join(str(t) for t in plain[0])})")
             self._chosen[key] = impl
         return impl
 
     def __call__(self, *args, **kwargs):
         return self.choose(args, kwargs)(*args, **kwargs)
+
+
+def _lowered_types(resolver, template, plain, literal):
+    """Whether a typing template without a Python implementation (``type_callable``'s, a
+    ``ConcreteTemplate``) types the call (``plain``, ``literal``: as ``lang.overloads.ask``
+    takes them), as Numba's typing asks it."""
+    from numba.core import errors as nb_errors
+    typingctx = resolver.typing_ready()
+    if typingctx is None:
+        return True
+    order = [plain] if literal is None else \
+        [literal, plain] if getattr(template, "prefer_literal", False) else [plain, literal]
+    for argtypes, kwtypes in order:
+        try:
+            if template(typingctx).apply(tuple(argtypes), dict(kwtypes)) is not None:
+                return True
+        except nb_errors.NumbaError:
+            continue
+        except Exception:                      # noqa: BLE001 (Numba's typing raises this:
+            return True                        # refused rather than guessed)
+    return False
+
+
+class ExtensionConstructor:
+    """A user's class typed by ``type_callable`` (its construction in the compiled code is a
+    lowering): the Python class, whose instances are what ``typeof_impl`` types, each seen as
+    device code sees a value of its Numba type (``lang.overloads.extension_value``)."""
+
+    __slots__ = ("resolver", "cls", "__name__")
+
+    def __init__(self, resolver, cls):
+        self.resolver, self.cls, self.__name__ = resolver, cls, cls.__name__
+
+    def __call__(self, *args, **kwargs):
+        from .lang.overloads import extension_value
+        made = self.cls(*args, **kwargs)
+        wrapped = extension_value(self.resolver, made)
+        return made if wrapped is None else wrapped
+
+    def __repr__(self):
+        return f"<simulated constructor of {self.cls!r}>"
 
 
 class Resolver:
@@ -266,7 +364,9 @@ class Resolver:
         self.frozen = frozen or {}    # id(live global ndarray) -> (it, the copy compiled code read)
         self.recorded = recorded or {}    # what the compiled code read (compiled_reads)
         self.plans = getattr(recorded, "plans", {})     # {function: typing plan}
+        self.literal_calls = getattr(recorded, "literals", {})   # {(file, line): calls}
         self.ops_typing = _typing_context(context)
+        self._typing_refreshed = False
         self.ops = operators.ops_for(self.ops_typing)
         self.lang = lang.language(launch)
         self.functions = {}           # (python function, mask key) -> simulated function
@@ -346,10 +446,19 @@ class Resolver:
         if isinstance(raw, pytypes.FunctionType):
             if is_library(raw):
                 return raw
+            # numba.extending.overload(raw): its implementation; type_callable(raw) and a
+            # lowering: refused (its body is a placeholder)
+            registered = self._registered(raw, mask)
+            if registered is not None:
+                return registered
             templates = overloads_for_kernels(raw)
-            if templates:             # numba.extending.overload(raw): its implementation
+            if templates:
                 return NumbaOverloadChoice(self, raw, templates, mask)
             return self.function(raw, mask)
+        if isinstance(raw, type) and _users_class(raw):
+            registered = self._registered(raw, mask)
+            if registered is not None:
+                return registered
         if isinstance(raw, GPUFunction):
             fn = self.function(raw.py_func, mask)
             return declared_call(raw, fn) if raw.declared_signatures else fn
@@ -374,7 +483,84 @@ class Resolver:
         if isinstance(raw, nbtypes.Integer) or (isinstance(raw, type) and
                                                 issubclass(raw, np.integer)):
             return self._caster(raw)
+        if not isinstance(raw, (type, pytypes.ModuleType)):
+            # an object of a user's extension type with overload_method / overload_attribute
+            wrapped = extension_value(self, raw)
+            if wrapped is not None:
+                return wrapped
         return raw
+
+    # -- what Numba's typing registered for a value -----------------------------------------------
+    def typing_ready(self):
+        """The compiler's typing context (None where there is none), with every registration
+        made so far installed in it and in its target context (a kernel loaded from the disk
+        cache compiled nothing here), once per launch."""
+        typingctx = self.ops_typing
+        if typingctx is not None and not self._typing_refreshed:
+            from numba.core.target_extension import target_override
+
+            from ..compiler import frontend
+            from ..compiler import resolve as compiler_resolve
+            targetctx = getattr(typingctx, "lowering_context", None)
+            try:
+                with frontend._lock, target_override("gpureplace"), \
+                        compiler_resolve.outside_a_compile(typingctx.dispatch_context):
+                    typingctx.refresh()
+                    if targetctx is not None:
+                        # (installing typing templates registers their lowerings)
+                        targetctx.refresh()
+            except Exception:                  # noqa: BLE001 (as it is)
+                pass
+            self._typing_refreshed = True
+        return typingctx
+
+    def registered_templates(self, raw):
+        """The typing templates Numba's registry holds for the global ``raw`` (a user's function
+        or class: ``numba.extending.overload``, ``type_callable``, ``infer_global``), in the order
+        the compiler's typing tries them (its target's own first), or None where it has none."""
+        typingctx = self.typing_ready()
+        if typingctx is None:
+            return None
+        try:
+            fnty = typingctx._lookup_global(raw)
+        except Exception:                      # noqa: BLE001 (none)
+            return None
+        if not isinstance(fnty, nbtypes.Function):
+            return None
+        from numba.core.target_extension import target_registry
+        from numba.core.utils import order_by_target_specificity
+        try:
+            return order_by_target_specificity(target_registry["gpureplace"], fnty.templates,
+                                               fnkey=getattr(raw, "__name__", ""))
+        except Exception:                      # noqa: BLE001 (none for this target)
+            return None
+
+    def lowered(self, raw):
+        """The meaning of ``raw`` where the compiled code types it by a template without a
+        Python implementation (``type_callable`` and ``lower``): a class's Python class (its
+        instances are the values ``typeof_impl`` types); a function is refused (the compiled code
+        runs its lowering, LLVM IR; its Python body is a placeholder)."""
+        if isinstance(raw, type):
+            return ExtensionConstructor(self, raw)
+        name = getattr(raw, "__qualname__", None) or getattr(raw, "__name__", repr(raw))
+        raise NotImplementedError(
+            f"the simulator cannot run {name}(){_reading_site()}: its device meaning is "
+            f"implemented by Numba's low-level extension API (type_callable / lower, or "
+            f"infer_global), whose lowering makes LLVM IR while the kernel compiles; its Python "
+            f"body is not what the compiled code runs, and the simulator will not run it in its "
+            f"place (launch the kernel on a GPU, GPUREPLACE_BACKEND=gpu; or give {name} an "
+            f"@overload with a Python implementation, gpureplace.cuda.extending.overload, which "
+            f"the simulator runs and the compiler compiles)")
+
+    def _registered(self, raw, mask):
+        """``raw``'s meaning from the typing Numba's registry holds for it (a user's function
+        or class), or None where it holds none."""
+        templates = self.registered_templates(raw)
+        if not templates:
+            return None
+        if not any(getattr(t, "_overload_func", None) is not None for t in templates):
+            return self.lowered(raw)
+        return NumbaOverloadChoice(self, raw, templates, mask)
 
     @staticmethod
     def _is_stub(raw):
@@ -524,6 +710,33 @@ class Resolver:
         if isinstance(v, pytypes.SimpleNamespace):
             return any(id(x) in impls for x in vars(v).values())
         return False
+
+
+def _users_class(cls):
+    """Whether ``cls`` is a class of a user's code (not a library's, nor the standard
+    library's), whose typing a user may have registered."""
+    from .lang.overloads import _LIBRARY_ROOTS
+    from .devicecode import _LIBRARY_PACKAGES
+    root = (getattr(cls, "__module__", None) or "").split(".", 1)[0]
+    if root in _LIBRARY_ROOTS or root in _LIBRARY_PACKAGES:
+        return False
+    mod = sys.modules.get(getattr(cls, "__module__", None) or "")
+    filename = getattr(mod, "__file__", None)
+    return filename is None or not in_standard_library(filename)
+
+
+def _reading_site():
+    """`` (read at line N of f, file)``: where the simulated device code that is reading the
+    name being resolved is (the nearest frame running a re-created function), or ''."""
+    frame = sys._getframe(1)
+    for _ in range(16):
+        if frame is None:
+            return ""
+        if type(frame.f_globals) is SimGlobals:
+            code = frame.f_code
+            return f" (read at line {frame.f_lineno} of {code.co_name}, {code.co_filename})"
+        frame = frame.f_back
+    return ""
 
 
 def _typing_context(context):

@@ -27,9 +27,12 @@ def numba_type_of(value):
         ty = typeof(value._a)
         return ty if value._writable else ty.copy(readonly=True)
     from .lang import SimVector
+    from .lang.overloads import ExtensionValue
     from .pointers import RawPointer
     if isinstance(value, SimVector):
         return value.vector_type
+    if isinstance(value, ExtensionValue):
+        return value._sim_type
     if isinstance(value, RawPointer):
         return nbtypes.CPointer(numpy_support.from_dtype(value.dtype))
     if type(value) is tuple:
