@@ -154,7 +154,91 @@ def _unexplained(pyfunc, exc):
             f"or with plainer types)"), line
 
 
+def _generator_frames(exc):
+    """``(template, traceback entry of the generator, entries before it)`` where ``exc`` was
+    raised inside an ``@overload`` generator that Numba's typing called (a bug in the code that
+    picks the implementation: a ``KeyError``, a ``NameError``), else None.  Numba's own errors
+    (a ``TypingError`` a generator raises on purpose) are Numba's protocol, not this."""
+    if isinstance(exc, nb_errors.NumbaError):
+        return None
+    from numba.core.typing.templates import _OverloadFunctionTemplate
+    tb, outer = exc.__traceback__, []
+    while tb is not None and tb.tb_next is not None:
+        frame = tb.tb_frame
+        template = frame.f_locals.get("self") if frame.f_code.co_name == "_build_impl" else None
+        if isinstance(template, _OverloadFunctionTemplate):
+            generator = getattr(template, "_overload_func", None)
+            if tb.tb_next.tb_frame.f_code is getattr(generator, "__code__", None):
+                return template, tb.tb_next, outer
+        outer.append(tb)
+        tb = tb.tb_next
+    return None
+
+
+def raised_by_generator(exc):
+    """Whether ``exc`` was raised inside an ``@overload`` generator Numba's typing called."""
+    return _generator_frames(exc) is not None
+
+
+def _generator_error(pyfunc, exc):
+    """The CompileError for ``exc``, raised inside an ``@overload`` (``overload_method``,
+    ``overload_attribute``) generator while ``pyfunc`` was typed, or None: the exception's type
+    and message, the generator's line where it raised (and the innermost line of the user's
+    code below it, where that is another function's), at the line of ``pyfunc`` that makes the
+    call."""
+    from numba.core import ir as nb_ir
+
+    from ..errors import describe_location, is_library_file
+    found = _generator_frames(exc)
+    if found is None:
+        return None
+    template, gen_tb, outer = found
+    generator = template._overload_func
+    path = file_of(pyfunc)
+    call_line = None
+    for tb in outer:                  # (the innermost statement of pyfunc being typed)
+        for name in ("loc", "inst", "expr"):
+            value = tb.tb_frame.f_locals.get(name)
+            at = value if isinstance(value, nb_ir.Loc) else getattr(value, "loc", None)
+            if isinstance(at, nb_ir.Loc) and at.filename == path and at.line:
+                call_line = at.line
+                break
+    raised_at, tb = None, gen_tb.tb_next
+    while tb is not None:             # (a helper of the user's that the generator called)
+        code = tb.tb_frame.f_code
+        if not is_library_file(code.co_filename):
+            raised_at = (code, tb.tb_lineno)
+        tb = tb.tb_next
+    from .overload_redefinitions import method_templates
+    methods = method_templates(generator)
+    if methods:
+        key = methods[0].key
+        kind = "overload_attribute" if not getattr(methods[0], "is_method", False) \
+            else "overload_method"
+        of = f"{getattr(key, '__name__', key)}.{methods[0]._attr}"
+    else:
+        kind, of = "overload", getattr(template.key, "__name__", None) or str(template.key)
+    said = str(exc)
+    reason = f"{type(exc).__name__}: {said}" if said else type(exc).__name__
+    where = describe_location(generator.__code__.co_filename, gen_tb.tb_lineno)
+    reason += (f" raised by {generator.__name__}, the @{kind} generator of {of} "
+               f"({where})")
+    if raised_at is not None:
+        code, line = raised_at
+        reason += f", in {code.co_name} ({describe_location(code.co_filename, line)})"
+    import traceback
+    detail = "".join(traceback.format_exception(type(exc), exc, gen_tb))
+    err = CompileError(reason, function=name_of(pyfunc), filename=path,
+                       lineno=call_line or first_line_of(pyfunc), chain=(name_of(pyfunc),),
+                       detail=detail)
+    err.typing = err.lowering = err.array_return = False     # (the user's own exception)
+    return err
+
+
 def convert_error(pyfunc, exc):
+    generated = _generator_error(pyfunc, exc)
+    if generated is not None:
+        return generated
     loc = getattr(exc, "loc", None)
     filename = getattr(loc, "filename", None) or file_of(pyfunc)
     lineno = getattr(loc, "line", None) or first_line_of(pyfunc)

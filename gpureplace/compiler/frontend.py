@@ -34,9 +34,10 @@ from . import constructs, libdevice_link, resolve
 from .compiled import CompiledFunction
 from .constructs import instructions_with_lines
 from .diagnostics import (convert_error, file_of, first_line_of, line_referring_to, name_of,
-                          package_of)
+                          package_of, raised_by_generator)
 from .fold_shapes import FoldArrayShapes
 from .numba_overhead import GPUFlags, LeanPassManager, install as _lean_numba
+from .overloads import generator_reads
 from .relink import relink
 from .rangeloops import constant_trip_counts
 from .records import collect_global_reads, override_reads
@@ -553,6 +554,12 @@ def _run_front_end(cf, mask, key):
                 TypeError, ValueError, AttributeError, KeyError, IndexError,
                 AssertionError) as exc:
             raise convert_error(cf.pyfunc, exc) from None
+        except Exception as exc:
+            # (any other exception an @overload generator raised: said as a compile error
+            # naming the generator's line and the call)
+            if isinstance(exc, (RecursionError, MemoryError)) or not raised_by_generator(exc):
+                raise
+            raise convert_error(cf.pyfunc, exc) from None
         state = pipeline.state
         cf.restype = state.return_type
         cf.fndesc = state["fndesc"]
@@ -564,6 +571,7 @@ def _run_front_end(cf, mask, key):
             if not res.line:
                 res.line = lines.get(id(res.host), 0)
         cf.global_reads = override_reads(cf.resolutions, cf.global_reads)
+        cf.global_reads = generator_reads(cf, cf.global_reads)
         cf.overrides_used = [(r.host, r.hit) for r in frame.resolutions if r.hit is not None]
         cf.callees = frame.callees
         targetctx.insert_user_function(cf, cf.fndesc, [library])

@@ -2,8 +2,11 @@
 the new template after the old one, which would go on answering, for kernels compiled before and
 after alike.  ``latest_overloads`` is what the typing context keeps of a function's templates
 (``typing_context.GPUTypingContext``); ``note_overload_redefinitions`` tells redefinition tracking which
-functions were defined again, so that the kernels that read them recompile.  Imports nothing
-heavy: Numba's registry is read only once something was compiled."""
+functions were defined again, so that the kernels that read them recompile.  An
+``overload_method`` / ``overload_attribute`` defined again (for the same type and name) is told
+the same way: the generators it replaces are the functions redefined, and the code that used one
+recorded it (``method_marker``).  Imports nothing heavy: Numba's registry is read only once
+something was compiled."""
 
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ def latest_overloads(templates):
 
 
 _registrations_seen = [0]
+_attributes_seen = [0]
 _registrations_lock = threading.Lock()
 
 
@@ -52,14 +56,16 @@ def superseded_overloads():
     """The functions whose ``numba.extending.overload`` was defined again (a cell run again)
     since the last call, in Numba's registry of global typings (where generic and "cuda"
     overloads reach our kernels): what the cell hook and ``gpureplace.refresh()`` treat as a
-    redefinition of those functions' device meaning.  Costs a length comparison when nothing
-    was registered."""
+    redefinition of those functions' device meaning -- and the generators of the
+    ``overload_method`` / ``overload_attribute`` templates defined again since
+    (``superseded_methods``).  Costs a length comparison when nothing was registered."""
     from numba.core.typing.templates import builtin_registry
     entries = builtin_registry.globals
+    methods = superseded_methods()
     with _registrations_lock:
         start, _registrations_seen[0] = _registrations_seen[0], len(entries)
         if start == len(entries):
-            return []
+            return methods
         sites, again = {}, []
         for i, (value, ty) in enumerate(entries):
             for template in getattr(ty, "templates", ()):
@@ -72,7 +78,99 @@ def superseded_overloads():
                         all(v is not value for v in again):
                     again.append(value)
                 seen[where] = code
+        return again + [m for m in methods if all(m is not v for v in again)]
+
+
+def method_site(template):
+    """``(type, attribute name, target)`` of a user's ``overload_method`` /
+    ``overload_attribute`` template (what a later definition for the same type and name
+    replaces: Numba lowers the name with the latest one), or None for any other template."""
+    attr = getattr(template, "_attr", None)
+    if not isinstance(attr, str) or overload_site(template) is None:
+        return None
+    metadata = getattr(template, "metadata", None) or {}
+    return template.key, attr, metadata.get("target")
+
+
+def superseded_methods():
+    """The generators of the user's ``overload_method`` / ``overload_attribute`` templates
+    that a template registered since the last call replaces: one for the same type and name
+    from other code (its cell run again, or another definition).  Templates one definition
+    made (the same code, as a factory in a loop makes them) replace none."""
+    from numba.core.typing.templates import builtin_registry
+    entries = builtin_registry.attributes
+    with _registrations_lock:
+        start, _attributes_seen[0] = _attributes_seen[0], len(entries)
+        if start == len(entries):
+            return []
+        sites, again = {}, []
+        for i, template in enumerate(list(entries)):
+            try:
+                where = method_site(template)
+                hash(where)
+            except TypeError:               # (a key that is no dictionary key)
+                continue
+            if where is None:
+                continue
+            generator = template._overload_func
+            earlier = sites.setdefault(where, [])
+            if i >= start and any(g.__code__ is not generator.__code__ for g in earlier):
+                again.extend(g for g in earlier
+                             if g is not generator and all(g is not a for a in again))
+            earlier.append(generator)
         return again
+
+
+_methods = {"size": -1, "by_generator": {}}
+
+
+def method_templates(generator):
+    """The user's ``overload_method`` / ``overload_attribute`` templates whose generator is
+    ``generator`` (Numba types a method's call through an ``@overload`` of its generator)."""
+    from numba.core.typing.templates import builtin_registry
+    entries = builtin_registry.attributes
+    with _registrations_lock:
+        if _methods["size"] != len(entries):
+            found = {}
+            for template in list(entries):
+                if method_site(template) is not None:
+                    found.setdefault(id(template._overload_func), []).append(template)
+            _methods.update(size=len(entries), by_generator=found)
+        return [t for t in _methods["by_generator"].get(id(generator), ())
+                if t._overload_func is generator]
+
+
+class _MethodGenerators:
+    """Holds each ``overload_method`` / ``overload_attribute`` generator that compiled code
+    used, under a name of its own (``method_marker``): never rebound, so the record of it
+    changes only when ``superseded_methods`` reports the generator replaced."""
+
+
+_method_generators = _MethodGenerators()
+_method_names = {}          # id(generator) -> its name in _method_generators
+
+
+def method_marker(generator, line):
+    """A read (``records.GlobalRead``) recording that code used the ``overload_method`` /
+    ``overload_attribute`` whose generator is ``generator`` -- stale once a later definition
+    for the same type and name replaces it (``tracking.deps.overloads_redefined``) -- or None
+    for a generator of no such template.  It has no fingerprint: code that used one is not
+    kept on disk (what a method's name means is not recorded there)."""
+    templates = method_templates(generator)
+    if not templates:
+        return None
+    from .records import GlobalRead
+    with _registrations_lock:
+        name = _method_names.get(id(generator))
+        if name is None or vars(_method_generators).get(name.rsplit(".", 1)[1]) \
+                is not generator:
+            key = templates[0].key
+            shown = getattr(key, "__name__", None) or str(key).replace(".", "_")
+            name = f"{shown}.{templates[0]._attr}#{len(_method_names)}"
+            _method_names[id(generator)] = name
+            vars(_method_generators)[name.rsplit(".", 1)[1]] = generator
+    return GlobalRead("attr", "overload_method", name, generator, line, _method_generators,
+                      None)
 
 
 def note_overload_redefinitions():

@@ -8,13 +8,18 @@ again.  The compiler types a call through Numba's own overload template (the gen
 with the argument types and returns the implementation, which compiles as a device function in
 the calling kernel's Context); the simulator calls the generator with the values' types and runs
 the implementation as simulated device code (``simulator/lang/overloads.py``), its names resolved
-through the kernel's Context as the compiler resolves them.  The disk cache finds an overload's implementation again in another
-process by asking its generators again (``answers``, below).
+through the kernel's Context as the compiler resolves them.  What a user's generator reads (a
+global flag, the implementation it returns by name) is a dependency of the code compiled with its
+answer (``generator_reads``, below).  The disk cache finds an overload's implementation again in
+another process by asking its generators again (``answers``, below).
 """
 
 from __future__ import annotations
 
+import dis
+import functools
 import re
+import sys
 import types as pytypes
 
 from numba.core import types
@@ -92,6 +97,257 @@ class NumbaOverload:
 
 def _sorted_items(mapping):
     return tuple(sorted(mapping.items(), key=lambda item: repr(item[0])))
+
+
+# ---------------------------------------------------------------------------------------------
+# What a generator read: dependencies of the code compiled with its answer
+#
+# A generator chooses the implementation from what it reads when it is called -- a global flag
+# (``impl_a if MODE == "a" else impl_b``), a module-level implementation by name, an attribute
+# of one of the user's modules -- and Numba keeps its answer per typing context and argument
+# types (the template's ``_impl_cache``).  So each function whose typing asked a user's
+# generator (the call of the overloaded function, or of an ``overload_method`` /
+# ``overload_attribute``) records what the generator read as reads of its own
+# (``generator_reads``): the module-level names its code loads (and attributes of the user's
+# modules read through them), and the implementation it returned where that stands under its
+# name in its module, as a helper called by name is recorded.  A change to any of them is a
+# redefinition of that function alone (in this process and for the disk cache), and the
+# template's kept answers are dropped the next time it is asked (``_Watch``), so the
+# recompile asks the generator again.  Library generators (Numba's, NumPy's) are not watched.
+
+_UNSET = object()
+_MISSING = object()
+#: Nested code a generator runs itself (not the implementations it defines): comprehensions.
+_RUN_INLINE = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
+#: Top-level packages whose modules a generator reads as library code (attributes not tracked).
+_LIBRARY_PACKAGES = frozenset({"numba", "numpy", "llvmlite", "gpureplace", "IPython"})
+
+
+@functools.lru_cache(maxsize=2048)
+def _loaded_names(code):
+    """``((name, attr, ...), ...)``: the global names ``code`` loads (and the comprehensions it
+    runs load), each with the chain of attributes read from it straight after."""
+    out, chain = [], None
+    for ins in dis.get_instructions(code):
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+            if chain:
+                out.append(tuple(chain))
+            chain = [ins.argval]
+        elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and chain is not None:
+            chain.append(ins.argval)
+        elif chain:
+            out.append(tuple(chain))
+            chain = None
+    if chain:
+        out.append(tuple(chain))
+    for const in code.co_consts:
+        if isinstance(const, pytypes.CodeType) and const.co_name in _RUN_INLINE:
+            out.extend(_loaded_names(const))
+    return tuple(dict.fromkeys(out))
+
+
+def _library_module(module):
+    name = getattr(module, "__name__", None) or ""
+    top = name.split(".")[0]
+    if top in _LIBRARY_PACKAGES or top in sys.stdlib_module_names:
+        return True
+    from ..errors import is_library_file
+    path = getattr(module, "__file__", None)
+    return not path or is_library_file(path)
+
+
+def _module_of(namespace):
+    """The module whose namespace is the dict ``namespace``, or None."""
+    module = sys.modules.get(namespace.get("__name__", None) or "")
+    return module if module is not None and vars(module) is namespace else None
+
+
+def _generator_bindings(generator):
+    """``[(module or None, namespace dict, name, value)]``: the module-level bindings that
+    ``generator``'s code reads, as they are now (names its module does not define -- builtins
+    -- left out; attributes only of the user's modules)."""
+    namespace = generator.__globals__
+    out = []
+    for chain in _loaded_names(generator.__code__):
+        value = namespace.get(chain[0], _MISSING)
+        if value is _MISSING:
+            continue
+        out.append((_MISSING, namespace, chain[0], value))
+        for attr in chain[1:]:
+            if not isinstance(value, pytypes.ModuleType) or _library_module(value):
+                break
+            where = vars(value)
+            owner, value = value, where.get(attr, _MISSING)
+            if value is _MISSING:
+                break
+            out.append((owner, where, attr, value))
+    return out
+
+
+def _implementation_binding(impl, bindings):
+    """``(module or None, namespace, name, impl)`` where the implementation ``impl`` stands
+    under its name in its module -- unless the generator read it from a container (a table of
+    implementations: a new definition of the name is not what it would return) -- or None."""
+    if not isinstance(impl, pytypes.FunctionType) or "<" in impl.__qualname__ or \
+            "." in impl.__qualname__:
+        return None
+    namespace = impl.__globals__
+    if namespace.get(impl.__name__) is not impl:
+        return None
+    for _, _, _, value in bindings:
+        held = value.values() if isinstance(value, dict) else \
+            value if isinstance(value, (list, tuple)) else ()
+        try:
+            if any(item is impl for item in held):
+                return None
+        except Exception:            # (a user's container that fails being looked at)
+            return None
+    return (_MISSING, namespace, impl.__name__, impl)
+
+
+class _Watch:
+    """A user's generator whose template's kept answers hold only while what it read when it
+    answered still means the same."""
+
+    __slots__ = ("generator", "seen")
+
+    def __init__(self, generator):
+        self.generator = generator
+        #: ``[[namespace, name, value, fingerprint]]`` read when the kept answers were made
+        self.seen = None
+
+    def revalidate(self, template):
+        from ..tracking.fingerprint import fingerprint
+        seen = self.seen
+        if seen is None:
+            return
+        for entry in seen:
+            now = entry[0].get(entry[1], _MISSING)
+            if now is entry[2]:
+                continue
+            if now is not _MISSING:
+                fp = fingerprint(now)
+                if fp is not None and fp == entry[3]:
+                    entry[2] = now          # (the same meaning: fast next time)
+                    continue
+            template._impl_cache.clear()    # (the class's dictionary, every typing context's)
+            self.seen = None
+            return
+
+    def note(self, template, got):
+        """``got`` (the template's answer: a dispatcher of the implementation, or None) was
+        given to the function being compiled: remember what the generator read then, and tell
+        the function (``generator_reads``)."""
+        from ..tracking.fingerprint import fingerprint
+        from .frontend import current_compiled
+        impl = getattr(got[0], "py_func", None) if isinstance(got, tuple) and got else None
+        if self.seen is None:
+            self.seen = [[ns, name, value, fingerprint(value)]
+                         for _, ns, name, value in _generator_bindings(self.generator)]
+        if impl is not None:
+            named = _implementation_binding(impl, [(None, e[0], e[1], e[2]) for e in self.seen])
+            if named is not None and not any(e[0] is named[1] and e[1] == named[2]
+                                             for e in self.seen):
+                self.seen.append([named[1], named[2], impl, fingerprint(impl)])
+        cf = current_compiled()
+        if cf is not None:
+            used = cf.__dict__.setdefault("overload_generators", {})
+            impls = used.setdefault(template, [])
+            if impl is not None and all(i is not impl for i in impls):
+                impls.append(impl)
+
+
+def _watch_of(template):
+    """The ``_Watch`` of an overload template class (made once), or None for a library's
+    generator."""
+    watch = template.__dict__.get("_gpureplace_watch", _UNSET)
+    if watch is _UNSET:
+        from .overload_redefinitions import _library_file
+        generator = getattr(template, "_overload_func", None)
+        code = getattr(generator, "__code__", None)
+        watch = _Watch(generator) if isinstance(generator, pytypes.FunctionType) and \
+            code is not None and not _library_file(code.co_filename) else None
+        type.__setattr__(template, "_gpureplace_watch", watch)
+    return watch
+
+
+def _install_watch():
+    """Numba's ``_OverloadFunctionTemplate._get_impl`` (what every ``@overload`` template --
+    function, method, attribute -- asks for its implementation), watched in gpureplace's
+    typing contexts."""
+    from numba.core.typing.templates import _OverloadFunctionTemplate
+    numba_get_impl = _OverloadFunctionTemplate._get_impl
+    if getattr(numba_get_impl, "gpureplace_watched", False):
+        return
+
+    def _get_impl(self, args, kws):
+        template = type(self)
+        watch = _watch_of(template) if getattr(self.context, "dispatch_context", None) \
+            is not None else None
+        if watch is None:
+            return numba_get_impl(self, args, kws)
+        from .resolve import active
+        active()          # (a dependency is recorded: call_types.py keeps no answer of it)
+        watch.revalidate(template)
+        got = numba_get_impl(self, args, kws)
+        watch.note(template, got)
+        return got
+
+    _get_impl.gpureplace_watched = True
+    _get_impl.__wrapped__ = numba_get_impl
+    _OverloadFunctionTemplate._get_impl = _get_impl
+
+
+def generator_reads(cf, reads):
+    """``reads`` (those of compiled function ``cf``) with what the user's generators whose
+    answers its typing used read (``_Watch.note``): the module-level bindings their code
+    loads, the implementation each returned where it stands under its name, and for an
+    ``overload_method`` / ``overload_attribute`` the template it came from
+    (``overload_redefinitions.method_marker``).  Each is recorded at the line of the call."""
+    used = cf.__dict__.pop("overload_generators", None)
+    if not used:
+        return reads
+    from ..tracking.contents import arrays_in
+    from ..tracking.fingerprint import fingerprint
+    from .overload_redefinitions import method_marker
+    from .records import GlobalRead
+    have = {(r.kind, r.namespace, r.name) for r in reads}
+    out = list(reads)
+    lines = {}
+    for res in cf.resolutions:
+        if res.line:
+            lines.setdefault(id(res.host), res.line)
+    own = cf.pyfunc.__globals__
+    for template, impls in used.items():
+        watch = _watch_of(template)
+        line = lines.get(id(getattr(template, "key", None)), 0)
+        found = _generator_bindings(watch.generator)
+        for impl in impls:
+            named = _implementation_binding(impl, found)
+            if named is not None:
+                found.append(named)
+        for owner, namespace, name, value in found:
+            if arrays_in(value) and not hasattr(value, "__cuda_array_interface__"):
+                # (the code does not read it: a record of it would put a copy of it in the
+                # kernel's module, as for the arrays the code reads)
+                continue
+            if namespace is own:
+                rec = GlobalRead("global", cf.pyfunc.__module__, name, value, line, None,
+                                 fingerprint(value))
+            else:
+                owner = _module_of(namespace) if owner is _MISSING else owner
+                if owner is None:
+                    continue          # (a namespace no module holds: nothing to find it by)
+                rec = GlobalRead("attr", owner.__name__, f"{owner.__name__}.{name}", value,
+                                 line, owner, fingerprint(value))
+            if (rec.kind, rec.namespace, rec.name) not in have:
+                have.add((rec.kind, rec.namespace, rec.name))
+                out.append(rec)
+        marker = method_marker(watch.generator, line)
+        if marker is not None and (marker.kind, marker.namespace, marker.name) not in have:
+            have.add((marker.kind, marker.namespace, marker.name))
+            out.append(marker)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -317,3 +573,6 @@ def _parse(text, depth):
     if m is not None and m.group(0) in _named():
         return _named()[m.group(0)], text[m.end():]
     raise ValueError(f"not a type: {text!r}")
+
+
+_install_watch()
