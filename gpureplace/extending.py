@@ -11,8 +11,9 @@ Code written against ``numba.cuda.extending`` ports by changing the import:
   compiles as a device function in the calling kernel's Context.  ``target="cpu"`` (or any target
   that is not a GPU) is Numba's own ``overload``.
 - ``overload_method``, ``overload_attribute``, ``overload_classmethod`` register with Numba for
-  gpureplace's target (kernels see them; a redefinition adds a template rather than replacing
-  one, as in Numba).
+  gpureplace's target (kernels see them; defined again -- its cell run again -- the new
+  definition replaces the old one for typing and lowering, and the kernels that used it
+  recompile).
 - ``intrinsic``, ``register_jitable``, ``typeof_impl``, ``type_callable``, ``register_model``,
   ``models`` / ``core_models``, ``make_attribute_wrapper``, ``lower`` (``lower_builtin``),
   ``lower_cast``, ``lower_getattr``, ``lower_setattr``, ``infer``, ``infer_getattr``,

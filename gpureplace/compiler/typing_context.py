@@ -72,6 +72,21 @@ class GPUTypingContext(typing.BaseContext):
                 gty = types.Function(tuple(kept))
         super()._insert_global(gv, gty)
 
+    def insert_attributes(self, at):
+        # Numba adds a type's attribute templates to those it had, and the first that answers
+        # types the call while its lowering is the latest registered: a user's
+        # ``overload_method`` / ``overload_attribute`` defined again (its cell run again) was
+        # typed by the old one and lowered by the new (a new return type failed to compile).
+        # Here the new one replaces the templates of the same type and name from other code
+        # (those one definition made, as a factory in a loop, stay).
+        where = _site_of(at)
+        if where is not None:
+            code = at._overload_func.__code__
+            self._attributes[at.key] = [
+                t for t in self._attributes[at.key]
+                if _site_of(t) != where or t._overload_func.__code__ is code]
+        super().insert_attributes(at)
+
     def resolve_argument_type(self, val):
         register_dtype()                     # (a bfloat16 array, if ml_dtypes is loaded)
         return super().resolve_argument_type(val)
@@ -163,6 +178,18 @@ class GPUTypingContext(typing.BaseContext):
             if ty is not None:
                 return ty
         return super().resolve_value_type(val)
+
+
+def _site_of(template):
+    """``method_site`` of ``template`` (None for anything but a user's method or attribute
+    overload, or where its key is no dictionary key)."""
+    from .overload_redefinitions import method_site
+    try:
+        where = method_site(template)
+        hash(where)
+    except TypeError:
+        return None
+    return where
 
 
 #: Where the global's name goes in ``unreadable_array``'s text (compiler/diagnostics.py puts

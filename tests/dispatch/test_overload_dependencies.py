@@ -428,3 +428,39 @@ def test_an_exception_inside_a_method_generator_names_it():
                               f"ov_twice, the @overload_method generator of Array.twice "
                               f"(<string>, line {raises})"), message
     assert lineno == call
+
+
+def test_a_method_defined_again_with_another_return_type_types_as_it_lowers(tmp_path):
+    """Numba types a method's call with the first template that answers and lowers it with the
+    latest: an ``overload_method`` defined again (its cell run again) returning another type
+    failed to compile ("cannot store i64 to double*").  The new definition replaces the old one
+    for typing too."""
+    out = python_process("""
+import numpy as np
+import gpureplace
+from gpureplace import cuda
+from gpureplace.cuda.extending import overload_method
+from numba import types
+
+@overload_method(types.Array, "pair_or_num")
+def ov(a):
+    return lambda a: a[0] * 2.0
+
+@cuda.jit
+def k(a, out):
+    out[0] = a.pair_or_num()
+
+a, out = np.array([3.0]), np.zeros(1)
+k[1, 1](a, out)
+print(out[0])
+
+@overload_method(types.Array, "pair_or_num")
+def ov(a):
+    return lambda a: int(a[0]) * 7
+
+gpureplace.refresh()
+k[1, 1](a, out)
+ir = k.inspect_llvm((types.float64[::1], types.float64[::1]))
+print(out[0], "mul nsw i64" in ir and ", 7" in ir)
+""", GPUREPLACE_CACHE_DIR=str(tmp_path))
+    assert out.split() == ["6.0", "21.0", "True"]
