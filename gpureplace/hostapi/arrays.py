@@ -11,7 +11,7 @@ import numpy as np
 from ..runtime.arguments import VectorArray
 from ..runtime.launch import describe_kind
 from .common import cupy, sim, simulated
-from .streams import checked_stream, cupy_stream, wait_for_interface_stream
+from .streams import checked_stream, cupy_stream, stream_handle, wait_for_interface_stream
 
 
 def as_vectors(array, count=4):
@@ -71,20 +71,34 @@ class NumbaArrayMethods:
         return out
 
     def ravel(self, order="C", stream=0):
-        """The elements as a 1-D view (refused where that needs a copy, as numba-cuda's)."""
+        """The elements as a 1-D view (refused where that needs a copy, as numba-cuda's),
+        bound to ``stream`` or this array's."""
+        checked_stream(stream, "ravel")
         out = super().ravel(order)
         _refuse_copy(self, out)
-        return out
+        return self._bound_view(out, stream)
 
     def split(self, section, stream=0):
-        """Views of consecutive ``section``-element pieces of a 1-D contiguous array."""
+        """Views of consecutive ``section``-element pieces of a 1-D contiguous array, bound to
+        ``stream`` or this array's (as numba-cuda's)."""
+        checked_stream(stream, "split")
         if self.ndim != 1 or not self.flags.c_contiguous:
             raise ValueError("split() needs a 1-D contiguous array")
         if isinstance(section, np.integer):
             section = int(section)
         if not isinstance(section, int) or section <= 0:
             raise ValueError(f"split(section): section must be a positive int, got {section!r}")
-        return [self[i:i + section] for i in range(0, self.shape[0], section)]
+        return [self._bound_view(self[i:i + section], stream)
+                for i in range(0, self.shape[0], section)]
+
+    def _bound_view(self, out, stream):
+        """``out``, a view of this array (which keeps its stream), bound to ``stream`` where
+        one is given."""
+        if stream:
+            if not isinstance(out, type(self)):
+                out = out.view(type=type(self))
+            out._gr_stream = stream
+        return out
 
     def as_cuda_arg(self):
         """The device memory passed for the array (numba-cuda's: its ``gpu_data``)."""
@@ -246,6 +260,7 @@ class RecordMethods:
 
     def getitem(self, key, stream=0):
         """``self[key]`` (numba-cuda's ``DeviceRecord.getitem``): a field's value."""
+        checked_stream(stream, "getitem")
         return self[key] if isinstance(key, str) else super().getitem(key, stream)
 
     def __setitem__(self, key, value):
@@ -254,6 +269,7 @@ class RecordMethods:
     def setitem(self, key, value, stream=0):
         """``self[key] = value`` (numba-cuda's ``DeviceRecord.setitem``): the field ``key``
         set to ``value`` in device memory, in order with ``stream``'s work."""
+        checked_stream(stream, "setitem")
         if not isinstance(key, str):
             return super().setitem(key, value, stream)
         if key not in (self.dtype.names or ()):
@@ -302,6 +318,7 @@ def device_array_class():
                 """The array's contents in host memory: a new NumPy array, or written into
                 ``ary`` (the same dtype, the same shape but for axes of length 1, as
                 ``check_copy`` says); asynchronous when ``stream`` is given."""
+                checked_stream(stream, "copy_to_host")
                 base = self.view(type=cp.ndarray)
                 s = cupy_stream(stream)
                 if ary is None:
@@ -324,6 +341,7 @@ def device_array_class():
 
             def copy_to_device(self, ary, stream=0):
                 """Fill the array from ``ary``: a host array (or list) or a device array."""
+                checked_stream(stream, "copy_to_device")
                 base = self.view(type=cp.ndarray)
                 s = cupy_stream(stream)
                 if hasattr(ary, "__cuda_array_interface__") or isinstance(ary, cp.ndarray):
@@ -366,6 +384,7 @@ def device_array_class():
             def getitem(self, key, stream=0):
                 """``self[key]`` (numba-cuda's ``getitem``), the views it makes bound to
                 ``stream`` (or this array's) and an element read in order with its work."""
+                checked_stream(stream, "getitem")
                 stream = stream or self.stream
                 out = cp.ndarray.__getitem__(self, key)
                 if out.ndim == 0 and self.ndim and out.dtype.names is not None:
@@ -380,6 +399,7 @@ def device_array_class():
             def setitem(self, key, value, stream=0):
                 """``self[key] = value`` (numba-cuda's ``setitem``) on ``stream`` (or this
                 array's): a scalar, a host array or a device array, broadcast."""
+                checked_stream(stream, "setitem")
                 s = cupy_stream(stream or self.stream)
                 with (s if s is not None else contextlib.nullcontext()):
                     if not (isinstance(value, cp.ndarray) or np.isscalar(value)):
@@ -390,6 +410,7 @@ def device_array_class():
             def squeeze(self, axis=None, stream=0):
                 """A view without the axes of length 1 (all of them, or ``axis``: an int or
                 a tuple of ints, each of length 1), bound to ``stream`` or this array's."""
+                checked_stream(stream, "squeeze")
                 out = cp.ndarray.squeeze(self, squeeze_axes(self.shape, axis))
                 return with_stream(out.view(type=type(self)), stream or self.stream)
 
@@ -415,6 +436,7 @@ def device_array_class():
             def bind(self, stream=0):
                 """A view of the array bound to ``stream`` (numba-cuda's ``bind``): its
                 ``stream``, the one its ``__cuda_array_interface__`` names."""
+                checked_stream(stream, "bind")
                 out = self.view(type=type(self))
                 out._gr_stream = stream or 0
                 return out
@@ -451,8 +473,7 @@ def interface_stream(stream):
     for none (consumers need not wait), else its handle (1 for the legacy default stream)."""
     if not stream:
         return None
-    ptr = getattr(stream, "ptr", stream)
-    return int(ptr) or 1
+    return stream_handle(stream) or 1
 
 
 def with_stream(arr, stream):

@@ -35,7 +35,7 @@ from ..errors import CudaDriverError, NoDeviceError
 from .arrays import as_cuda_array, device_array_class, shape_tuple
 from .common import cupy, simulated
 from .devices import current_context
-from .streams import cupy_stream
+from .streams import checked_stream, cupy_stream
 
 IPC_HANDLE_SIZE = 64                     # sizeof(cudaIpcMemHandle_t)
 _LAZY_ENABLE_PEER_ACCESS = 1             # cudaIpcMemLazyEnablePeerAccess
@@ -484,6 +484,7 @@ def _host_buffer(ary, size, what):
 def device_to_host(dst, src, size, stream=0):
     """numba-cuda's ``cuda.driver.device_to_host``: ``size`` bytes of device memory ``src``
     into the host array ``dst`` (asynchronous on ``stream``)."""
+    checked_stream(stream, "device_to_host")
     _copy(_host_buffer(dst, size, "device_to_host(dst)"),
           device_address(src, "device_to_host(src)"), size, stream, "memcpyDeviceToHost")
 
@@ -491,6 +492,7 @@ def device_to_host(dst, src, size, stream=0):
 def host_to_device(dst, src, size, stream=0):
     """numba-cuda's ``cuda.driver.host_to_device``: ``size`` bytes of the host array ``src``
     into device memory ``dst``."""
+    checked_stream(stream, "host_to_device")
     _copy(device_address(dst, "host_to_device(dst)"),
           _host_buffer(src, size, "host_to_device(src)"), size, stream, "memcpyHostToDevice")
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import probe
 from .arrays import (array_interface, as_shape, device_array_class, host_target, order_of,
-                     shape_tuple, span)
+                     shape_tuple, span, with_stream)
 from .common import cupy, sim, simulated
 from .streams import checked_stream, synchronize
 
@@ -176,8 +176,6 @@ def _registered(arrays, flags):
     done = []
     try:
         for a in arrays:
-            if not isinstance(a, np.ndarray):
-                raise TypeError(f"expected NumPy arrays, got {type(a).__name__}")
             if a.nbytes:
                 cp.cuda.runtime.hostRegister(a.ctypes.data, a.nbytes, flags)
                 done.append(a)
@@ -187,9 +185,27 @@ def _registered(arrays, flags):
             cp.cuda.runtime.hostUnregister(a.ctypes.data)
 
 
-@contextlib.contextmanager
+def _host_arrays(arylist, what):
+    """Refuse, with TypeError naming the argument, what ``what`` (``pinned`` / ``mapped``)
+    cannot lock in place: anything but a NumPy array.  (A list would become a temporary copy,
+    which the block would pin or map while the list itself stayed as it was; numba-cuda needs
+    the memory of a buffer too.)"""
+    for i, a in enumerate(arylist):
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"cuda.{what}(*arylist): arylist[{i}] must be a NumPy array (host "
+                            f"memory to {'map' if what == 'mapped' else 'page-lock'} in "
+                            f"place), got a {type(a).__name__}; make it one first "
+                            f"(a = np.asarray(...)) and use that array")
+
+
 def pinned(*arylist):
-    """Page-lock existing host arrays for the duration of the block."""
+    """Page-lock existing host arrays (NumPy arrays) for the duration of the block."""
+    _host_arrays(arylist, "pinned")
+    return _pinned(arylist)
+
+
+@contextlib.contextmanager
+def _pinned(arylist):
     if simulated():
         yield
         return
@@ -197,12 +213,24 @@ def pinned(*arylist):
         yield
 
 
-@contextlib.contextmanager
 def mapped(*arylist, **kws):
-    """Map existing host arrays into the GPU for the block: yields device arrays (one, or a
-    list) over the same memory."""
+    """Map existing host arrays (NumPy arrays) into the GPU for the block: yields device arrays
+    (one, or a list) over the same memory, bound to ``stream`` (the only keyword, as
+    numba-cuda's ``mapped(*arylist, stream=0)``)."""
+    unknown = sorted(set(kws) - {"stream"})
+    if unknown:
+        raise TypeError(f"cuda.mapped(*arylist, stream=0): only accepts 'stream' as keyword, "
+                        f"got {', '.join(map(repr, unknown))}")
+    stream = kws.get("stream", 0)
+    checked_stream(stream, "mapped")
+    _host_arrays(arylist, "mapped")
+    return _mapped(arylist, stream)
+
+
+@contextlib.contextmanager
+def _mapped(arylist, stream):
     if simulated():
-        views = sim().mapped_views(arylist)
+        views = [with_stream(v, stream) for v in sim().mapped_views(arylist)]
         yield views[0] if len(views) == 1 else views
         return
     cp = cupy()
@@ -210,8 +238,9 @@ def mapped(*arylist, **kws):
         views = []
         for a in arylist:
             mem = cp.cuda.UnownedMemory(_device_pointer(a.ctypes.data), a.nbytes, a)
-            views.append(cp.ndarray(a.shape, a.dtype, cp.cuda.MemoryPointer(mem, 0),
-                                    a.strides).view(type=device_array_class()))
+            views.append(with_stream(cp.ndarray(a.shape, a.dtype, cp.cuda.MemoryPointer(mem, 0),
+                                                a.strides).view(type=device_array_class()),
+                                     stream))
         try:
             yield views[0] if len(views) == 1 else views
         finally:

@@ -500,8 +500,14 @@ def stream_ptr(stream):
         if isinstance(val, int):
             STREAM_TYPES.add(type(stream))
             return val
-    raise LaunchError(f"stream must be a CuPy or PyTorch stream, an int handle or None, "
-                      f"got {stream!r}{describe_kind(stream)}")
+    from .streams import protocol_handle
+    handle = protocol_handle(stream)      # (cuda.core's streams and others of the protocol)
+    if handle is not None:
+        STREAM_TYPES.add(type(stream))
+        return handle
+    raise LaunchError(f"stream must be a CuPy or PyTorch stream, an object with "
+                      f"__cuda_stream__, an int handle or None, got {stream!r}"
+                      f"{describe_kind(stream)}")
 
 
 #: Types of the stream objects launches were given (see same_kinds).

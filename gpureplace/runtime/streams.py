@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import operator
 
 from numba.core import config as numba_config
 
 from .. import probe
 from ..config import settings
+from ..errors import LaunchError
 
 
 class _Handle(ctypes.c_void_p):
@@ -45,6 +47,11 @@ class Stream:
     def __int__(self):
         return int(self.cupy.ptr)
 
+    def __cuda_stream__(self):
+        """The CUDA stream protocol (as numba-cuda's and cuda.core's streams speak it):
+        ``(0, handle)``, the version and the ``cudaStream_t`` as an int."""
+        return (0, int(self.cupy.ptr))
+
     def synchronize(self):
         self.cupy.synchronize()
 
@@ -79,6 +86,52 @@ class Stream:
         return f"<gpureplace.cuda.Stream {self.cupy.ptr:#x}>"
 
 
+def protocol_handle(stream):
+    """The ``cudaStream_t`` (an int) of ``stream`` where it speaks the CUDA stream protocol
+    (``__cuda_stream__()`` returning ``(0, handle)``: cuda.core's streams, numba-cuda's,
+    gpureplace's, recent CuPy's and PyTorch's), else None.  A protocol answer that is not
+    ``(0, handle)`` is refused (LaunchError), as numba-cuda refuses it."""
+    method = getattr(stream, "__cuda_stream__", None)
+    if method is None:
+        return None
+    answer = method()
+    handle = None
+    if isinstance(answer, tuple) and len(answer) == 2 and type(answer[0]) is int \
+            and answer[0] == 0 and not isinstance(answer[1], bool):
+        try:
+            handle = operator.index(answer[1])
+        except TypeError:                   # cuda-bindings' CUstream: an object int() takes
+            if hasattr(answer[1], "getPtr"):
+                handle = int(answer[1])
+    if handle is None:
+        raise LaunchError(f"stream {stream!r}: its __cuda_stream__() must return (0, handle), "
+                          f"the protocol's version 0 and an int handle, got {answer!r}")
+    return handle
+
+
+class _ProtocolHandle:
+    """A bare ``cudaStream_t`` speaking the CUDA stream protocol, for CuPy's
+    ``Stream.from_external``."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle):
+        self.handle = handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+def external_cupy_stream(cp, handle):
+    """CuPy's stream over the foreign ``cudaStream_t`` ``handle`` (an int), not owned by CuPy:
+    ``cupy.cuda.Stream.from_external`` where CuPy has it (CuPy 14 deprecates
+    ``ExternalStream`` in its favour), else ``cupy.cuda.ExternalStream``."""
+    from_external = getattr(getattr(cp.cuda, "Stream", None), "from_external", None)
+    if from_external is not None:
+        return from_external(_ProtocolHandle(handle))
+    return cp.cuda.ExternalStream(handle)
+
+
 def when_done(stream, add_callback):
     """``stream.async_done()``: a future of the running loop set by ``add_callback``'s call."""
     import asyncio
@@ -110,7 +163,7 @@ def wait_for_interface_stream(cai, sync=True):
         raise ValueError(f"__cuda_array_interface__['stream'] must be None or a stream handle "
                          f"(a non-zero int: 1 is the legacy default stream, 2 the per-thread "
                          f"one), got {handle!r}")
-    s = Stream(probe.cupy_module().cuda.ExternalStream(handle), external=True)
+    s = Stream(external_cupy_stream(probe.cupy_module(), handle), external=True)
     # (numba-cuda's switch, NUMBA_CUDA_ARRAY_INTERFACE_SYNC=0, is honoured too)
     if sync and settings.cuda_array_interface_sync and getattr(
             numba_config, "CUDA_ARRAY_INTERFACE_SYNC", True):

@@ -18,7 +18,8 @@ from gpureplace.errors import LaunchError
 from gpureplace.hostapi import arrays, memory
 
 REC = np.dtype([("x", np.float64), ("n", np.int32)], align=True)
-BAD_STREAM = r"stream must be a CuPy or PyTorch stream, an int handle or None, got 'x'"
+BAD_STREAM = (r"stream must be a CuPy or PyTorch stream, an object with __cuda_stream__, an int "
+              r"handle or None, got 'x'")
 
 
 @pytest.fixture
