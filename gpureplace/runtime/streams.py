@@ -124,12 +124,18 @@ class _ProtocolHandle:
 
 def external_cupy_stream(cp, handle):
     """CuPy's stream over the foreign ``cudaStream_t`` ``handle`` (an int), not owned by CuPy:
-    ``cupy.cuda.Stream.from_external`` where CuPy has it (CuPy 14 deprecates
-    ``ExternalStream`` in its favour), else ``cupy.cuda.ExternalStream``."""
-    from_external = getattr(getattr(cp.cuda, "Stream", None), "from_external", None)
-    if from_external is not None:
-        return from_external(_ProtocolHandle(handle))
-    return cp.cuda.ExternalStream(handle)
+    ``cupy.cuda.ExternalStream`` (its deprecation warning in CuPy 14 silenced: the handles here
+    include the legacy and per-thread default streams, 1 and 2, which its successor
+    ``Stream.from_external`` has not been run with on a GPU yet), else, in a CuPy without it,
+    ``cupy.cuda.Stream.from_external``."""
+    external = getattr(cp.cuda, "ExternalStream", None)
+    if external is not None:
+        import warnings
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "ExternalStream is deprecated",
+                                    DeprecationWarning)
+            return external(handle)
+    return cp.cuda.Stream.from_external(_ProtocolHandle(handle))
 
 
 def when_done(stream, add_callback):

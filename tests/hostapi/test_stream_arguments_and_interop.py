@@ -7,7 +7,9 @@
   NumPy arrays (a list would be a temporary copy).
 * The CUDA stream protocol (``__cuda_stream__() -> (0, handle)``, cuda.core's and numba-cuda's
   streams): gpureplace's ``Stream`` speaks it, and the host API accepts objects that speak it;
-  CuPy's ``Stream.from_external`` replaces the deprecated ``ExternalStream`` where CuPy has it.
+  CuPy's ``ExternalStream`` is used without its CuPy 14 deprecation warning (its successor
+  ``Stream.from_external`` only where it is gone: not yet run on a GPU with the default
+  streams' handles).
 * ``elapsed_time`` of an event that cannot time is numba-cuda's driver error (CudaDriverError,
   still a RuntimeError).
 
@@ -320,7 +322,7 @@ def test_the_interface_of_an_array_names_its_protocol_streams_handle():
 def test_cupys_stream_for_a_protocol_stream_on_the_gpu(fake_gpu):
     p = ProtoStream(0x77)
     s = hstreams.cupy_stream(p)
-    assert isinstance(s, FakeStream) and s.ptr == 0x77
+    assert isinstance(s, FakeExternalStream) and s.ptr == 0x77
     e = cuda.event()
     e.record(p)
     assert e.cupy.stream.ptr == 0x77
@@ -328,31 +330,40 @@ def test_cupys_stream_for_a_protocol_stream_on_the_gpu(fake_gpu):
     assert hstreams.cupy_stream(own) is own.cupy
 
 
-# --- CuPy's Stream.from_external over ExternalStream -----------------------------------------------
+# --- CuPy's ExternalStream, its deprecation silenced; Stream.from_external without it ----------
 
-def test_from_external_is_used_where_cupy_has_it():
-    s = rstreams.external_cupy_stream(fake_cupy(), 0x99)
-    assert isinstance(s, FakeStream) and s.ptr == 0x99
-    assert s.foreign.__cuda_stream__() == (0, 0x99)
-    old = rstreams.external_cupy_stream(fake_cupy(OldFakeStream), 0x99)
-    assert isinstance(old, FakeExternalStream) and old.ptr == 0x99
-    only_external = types.SimpleNamespace(cuda=types.SimpleNamespace(
-        ExternalStream=FakeExternalStream))
-    assert isinstance(rstreams.external_cupy_stream(only_external, 1), FakeExternalStream)
+class WarningExternalStream(FakeExternalStream):
+    def __init__(self, ptr):
+        import warnings
+        warnings.warn("ExternalStream is deprecated. Use Stream.from_external() instead",
+                      DeprecationWarning, stacklevel=2)
+        super().__init__(ptr)
 
 
-@pytest.mark.parametrize("stream_class, made", [(FakeStream, FakeStream),
-                                                (OldFakeStream, FakeExternalStream)])
-def test_the_stream_an_interface_names_and_external_streams_use_from_external(
-        monkeypatch, fake_gpu, stream_class, made):
+def test_external_streams_are_cupys_external_stream_without_its_warning():
+    import warnings
+    cp = fake_cupy()
+    cp.cuda.ExternalStream = WarningExternalStream
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = rstreams.external_cupy_stream(cp, 0x99)
+    assert isinstance(s, WarningExternalStream) and s.ptr == 0x99
+    # a CuPy without ExternalStream: Stream.from_external over the protocol
+    only_new = types.SimpleNamespace(cuda=types.SimpleNamespace(Stream=FakeStream))
+    s = rstreams.external_cupy_stream(only_new, 0x98)
+    assert isinstance(s, FakeStream) and s.foreign.__cuda_stream__() == (0, 0x98)
+
+
+@pytest.mark.parametrize("stream_class", [FakeStream, OldFakeStream])
+def test_the_stream_an_interface_names_and_external_streams(monkeypatch, fake_gpu, stream_class):
     fake = fake_cupy(stream_class)
     monkeypatch.setattr(probe, "cupy_module", lambda: fake)
     monkeypatch.setattr(hstreams, "cupy", lambda: fake)
     s = rstreams.wait_for_interface_stream({"stream": 0x42}, sync=False)
-    assert isinstance(s.cupy, made) and s.ptr == 0x42 and s.external
+    assert isinstance(s.cupy, FakeExternalStream) and s.ptr == 0x42 and s.external
     e = cuda.external_stream(0x43)
-    assert isinstance(e.cupy, made) and e.ptr == 0x43 and e.external
-    assert isinstance(hstreams.cupy_stream(0x44), made)
+    assert isinstance(e.cupy, FakeExternalStream) and e.ptr == 0x43 and e.external
+    assert isinstance(hstreams.cupy_stream(0x44), FakeExternalStream)
 
 
 # --- elapsed_time --------------------------------------------------------------------------------
