@@ -64,13 +64,13 @@ def default_stream():
 
 def legacy_default_stream():
     if simulated():
-        return sim().SimStream()
+        return sim().SimStream(sim().LEGACY_DEFAULT_STREAM)
     return Stream(cupy().cuda.Stream.null)
 
 
 def per_thread_default_stream():
     if simulated():
-        return sim().SimStream()
+        return sim().SimStream(sim().PER_THREAD_DEFAULT_STREAM)
     return Stream(cupy().cuda.Stream.ptds)
 
 
@@ -142,3 +142,4 @@ def synchronize():
     else:
         from ..jit.graphs import refuse_host_sync
         refuse_host_sync("cuda.synchronize()")
+        sim().wait_for_callbacks()           # (stream callbacks run on a thread of their own)

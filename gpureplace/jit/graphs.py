@@ -21,7 +21,17 @@ launch does).  Arguments are bound at capture, as in any CUDA graph: arrays must
 (the graph keeps references to them), and rebinding a Python name does not reach the graph.
 Launches inside a capture must use the current stream (no explicit stream in ``[grid, block,
 stream]``); host synchronisation (``.get()``, ``synchronize``) is not allowed while capturing.
-With the CPU simulator as backend, capturing records the launches and replaying runs them.
+With the CPU simulator as backend, capturing records the launches and replaying runs them; the
+device-memory operations made on the capturing stream meanwhile (``d.copy_to_device(src)``,
+``d[...] = value``), which a GPU captures as nodes of the graph, are recorded too and run in
+their place at each replay, never at capture (device arrays are read in place then), and reads
+of device memory on the host are refused as a GPU refuses them.  A graph holding such
+operations is one with work gpureplace did not launch: after a redefinition its ``with`` form
+raises ``GraphStaleError``, as on the GPU.
+
+Pre-launch callbacks (``kernel[grid, block].pre_launch_callbacks``) of a captured launch run at
+the capture, as that launch is issued, and again before each replay (on the GPU all of them
+before the one ``cudaGraphLaunch``, in the simulator each before its launch).
 """
 
 from __future__ import annotations
@@ -45,10 +55,30 @@ class GraphStaleError(GPUReplaceError, RuntimeError):
 
 _tls = threading.local()
 
+#: Captures in progress in the process (any thread): host code of the simulator's device arrays
+#: looks at ``recorder()`` (a thread's) only while this is non-zero, so that the element reads
+#: and writes kernels make cost one test of it.
+capturing = 0
+_capturing_lock = threading.Lock()
+
 
 def recorder():
     """The capture in progress in this thread, or None (read by the general launch path)."""
     return getattr(_tls, "recording", None)
+
+
+def deferred(what, run):
+    """Under the simulator, while this thread captures a graph: record ``run()``, a device-memory
+    operation (``what``: a copy or fill) made on the capturing stream, to run at each replay in
+    order with the captured launches, as a GPU captures it into the graph; True when recorded
+    (the caller must not do it now).  False otherwise: the caller does it now."""
+    if not capturing:
+        return False
+    rec = recorder()
+    if rec is None or not rec.defer:
+        return False
+    rec.add_operation(what, run)
+    return True
 
 
 def refuse_host_sync(what):
@@ -71,8 +101,12 @@ class _Launch:
         self.keys, self.device, self.entry = keys, device, entry
 
     def current_entry(self):
-        """The specialisation a launch with these arguments would use now (revalidated)."""
+        """The specialisation a launch with these arguments would use now (revalidated): the
+        loaded kernel on the GPU; under the simulator (no device) the specialisation its check
+        compiled for these argument types, None where it compiled none."""
         kernel = self.kernel
+        if self.device is None:
+            return None if self.entry is None else kernel.compile(tuple(self.keys))
         cache_key = (tuple(self.keys), self.device)
         entry = kernel._launch_cache.get(cache_key)
         if entry is None or entry.spec.world != world.age:
@@ -81,19 +115,43 @@ class _Launch:
         return entry
 
 
+class _Operation:
+    """A device-memory operation captured under the simulator (a copy, a fill): run at each
+    replay, in its place among the launches."""
+
+    __slots__ = ("what", "run")
+
+    def __init__(self, what, run):
+        self.what, self.run = what, run
+
+
 class _Recording:
     def __init__(self, stream_ptr, defer):
         self.stream_ptr = stream_ptr
         self.defer = defer              # simulator: record instead of running
         self.launches = []
+        self.steps = []                 # launches and (simulator) operations, in order
+        self.operations = 0
 
     def add(self, kernel, config, args, keys=None, device=None, entry=None):
         explicit = getattr(config, "_stream_ptr", None)
-        if explicit is not None and explicit != self.stream_ptr:
+        if self.defer:
+            # (the simulator resolves no stream handle, and its capture has no stream: any
+            # stream named is not the capture's, as on the GPU, where k[g, b, 0] is refused too)
+            own = config.stream is not None
+        else:
+            own = explicit is not None and explicit != self.stream_ptr
+        if own:
             raise LaunchError(f"{kernel.__qualname__}: a launch inside a graph capture must use "
                               f"the current stream; this one names its own stream "
                               f"({config.stream!r}), which the graph would not capture")
-        self.launches.append(_Launch(kernel, config, args, keys, device, entry))
+        launch_ = _Launch(kernel, config, args, keys, device, entry)
+        self.launches.append(launch_)
+        self.steps.append(launch_)
+
+    def add_operation(self, what, run):
+        self.steps.append(_Operation(what, run))
+        self.operations += 1
 
 
 def graph(fn, *args, **kwargs):
@@ -127,6 +185,8 @@ class Graph:
         self.name = name
         self.recaptures = 0
         self._launches = []
+        self._steps = []
+        self._callbacks = ()
         self._graph = None
         self._age = None
         self._complete = False
@@ -172,11 +232,14 @@ class Graph:
                 raise
         else:
             self._state = (rec, None, None)
+            _count_capture(1)
 
     def _end(self, failed):
         rec, stream, _ = self._state
         self._state = None
         _tls.recording = None
+        if stream is None:
+            _count_capture(-1)
         world.bump()
         captured = None
         if stream is not None:
@@ -195,10 +258,16 @@ class Graph:
         if failed:
             return
         self._launches = rec.launches
+        self._steps = rec.steps
         self._graph = captured
         self._printf = any(getattr(getattr(rl.entry, "spec", None), "uses_printf", False)
                            for rl in rec.launches)
-        self._complete = captured is None or _node_count(captured) == len(rec.launches)
+        # Complete: the graph holds nothing but these launches, so that it can capture itself
+        # again by issuing them (the simulator's copies and fills are work gpureplace did not
+        # launch, as a GPU's memcpy and memset nodes are)
+        self._complete = not rec.operations if captured is None else \
+            _node_count(captured) == len(rec.launches)
+        self._note_callbacks()
         if captured is not None:
             self._exec = captured.graphExec
             captured.upload()
@@ -211,11 +280,18 @@ class Graph:
         if self._age is None:
             raise GraphCaptureError(f"{self.name}: the graph was never captured (its capture "
                                     f"raised, or the with block has not ended)")
-        if self._graph is None:                       # simulator: run the recorded launches
+        if self._graph is None:                       # simulator: run what was recorded
+            if stream is not None:
+                launch.stream_ptr(stream)             # (refused as the GPU's replay refuses it)
+                if hasattr(stream, "synchronize"):
+                    stream.synchronize()              # (after the callbacks queued on it)
             if self._age != world.age:
                 self._revalidate()
-            for rl in self._launches:
-                rl.kernel._launch(rl.config, rl.args)
+            for step in self._steps:
+                if type(step) is _Operation:
+                    step.run()
+                else:                 # (the launch runs its configuration's callbacks)
+                    step.kernel._launch(step.config, step.args)
             return
         if probe.current_device() != self.device:
             # A graph belongs to the device it was captured on: it replays (and captures again,
@@ -226,6 +302,8 @@ class Graph:
             self._revalidate()
         if self._printf:
             launch.note_printf()
+        for rl in self._callbacks:    # before each launch of a configuration with callbacks
+            rl.config.run_callbacks(rl.entry.spec)
         probe.cupy_module().cuda.runtime.graphLaunch(self._exec, launch.stream_ptr(stream))
 
     __call__ = launch
@@ -235,10 +313,11 @@ class Graph:
         kernel it launched was redefined under its name (a re-run cell)."""
         from .definitions import current_definition
         for rl in self._launches:
-            if current_definition(rl.kernel) is not rl.kernel or (
-                    self._graph is not None and rl.current_entry() is not rl.entry):
+            if current_definition(rl.kernel) is not rl.kernel or \
+                    rl.current_entry() is not rl.entry:
                 break
         else:
+            self._note_callbacks()            # (a configuration may have got callbacks)
             self._age = world.age
             return
         name = rl.kernel.__qualname__
@@ -254,12 +333,22 @@ class Graph:
             old = self._launches
 
             def body():                   # issue the recorded launches again
-                for each in old:          # (each kernel as its name stands now)
-                    cfg = each.config
-                    current_definition(each.kernel)[cfg.grid, cfg.block, None,
-                                                    cfg.shared](*each.args)
+                for each in old:          # (each kernel as its name stands now; the same
+                    cfg = each.config     # configuration, its callbacks with it, if unchanged)
+                    kernel = current_definition(each.kernel)
+                    if kernel is not each.kernel or cfg.stream is not None:
+                        cfg = kernel[cfg.grid, cfg.block, None, cfg.shared]
+                    cfg(*each.args)
         self._capture(body)
         self.recaptures += 1
+
+    def _note_callbacks(self):
+        """The captured launches whose configuration has pre-launch callbacks (a list, maybe
+        empty yet), which a GPU replay runs before its ``cudaGraphLaunch``.  (A configuration
+        that gets its list later moves the world: the next replay notes it here.)"""
+        if self._graph is not None:
+            self._callbacks = tuple(rl for rl in self._launches
+                                    if getattr(rl.config, "callbacks", None) is not None)
 
     # -- reflection -------------------------------------------------------------------------------
     @property
@@ -267,8 +356,9 @@ class Graph:
         """The launches captured, in order: ``[(kernel name, argument types), ...]``."""
         out = []
         for rl in self._launches:
-            spec = getattr(rl.entry, "spec", None)
-            out.append((rl.kernel.__qualname__, spec.argtypes if spec is not None else None))
+            spec = getattr(rl.entry, "spec", None) if rl.device is not None else rl.entry
+            out.append((rl.kernel.__qualname__, spec.argtypes if spec is not None else
+                        tuple(rl.keys) if rl.device is None and rl.keys is not None else None))
         return out
 
     def __len__(self):
@@ -276,6 +366,12 @@ class Graph:
 
     def __repr__(self):
         return f"<gpureplace Graph {self.name}: {len(self._launches)} launch(es)>"
+
+
+def _count_capture(step):
+    global capturing
+    with _capturing_lock:
+        capturing += step
 
 
 def _node_count(captured):

@@ -111,13 +111,19 @@ class Launcher:
     @property
     def pre_launch_callbacks(self):
         """numba-cuda's list of ``callback(kernel, launch_config)`` run on the host just before
-        each launch of this configuration (``kernel``: the specialisation launched).  Asking
-        for it takes this configuration off the generated fast launch; callbacks must not
-        launch CUDA work themselves."""
+        each launch of this configuration (``kernel``: the specialisation launched; None under
+        the simulator when it compiles nothing, ``GPUREPLACE_SIM_COMPILE=0``), on both
+        backends: each call of a prepared launch of it (``prepare``) too, and for a launch a
+        graph captured, once as the capture issues it and again before each replay (on the
+        GPU all of a graph's before its one ``cudaGraphLaunch``).  Asking for it takes this
+        configuration off the generated fast launch (and moves the world, so that prepared
+        launches and graphs of it bind again and see the list); callbacks must not launch CUDA
+        work themselves."""
         callbacks = getattr(self, "callbacks", None)
         if callbacks is None:
             callbacks = self.callbacks = []
             self.__class__ = WithCallbacks
+            world.bump()
         return callbacks
 
     def __repr__(self):
@@ -262,9 +268,9 @@ def interrupted(cfg, exc):
 
 
 def _refuse_keywords(kernel, kwargs):
-    raise TypeError(f"{kernel.__qualname__}[blocks, threads]() got an unexpected keyword argument "
-                    f"{next(iter(kwargs))!r}: kernels take their arguments by position, as "
-                    f"numba-cuda's do")
+    raise render_as_one_block(TypeError(
+        f"{kernel.__qualname__}[blocks, threads]() got an unexpected keyword argument "
+        f"{next(iter(kwargs))!r}: kernels take their arguments by position, as numba-cuda's do"))
 
 
 def configure(kernel, config):
@@ -452,6 +458,10 @@ class PreparedLaunch:
         self._keep = (entry, params, graph)           # what the raw pointers point into
         # One call, with every value a constant: nothing to look up but the world age.
         printf = "    _note_printf()\n" if entry.spec.uses_printf else ""
+        if getattr(cfg, "callbacks", None) is not None:
+            # the configuration's pre-launch callbacks, before each launch (its list, as it is
+            # at each call: one asked for later moves the world, which binds this again)
+            printf += "    _run_callbacks(_spec)\n"
         if graph is not None:
             go = f"{printf}    _run({int(graph.graphExec)}, {int(stream)})\n"
             run = probe.cupy_module().cuda.runtime.graphLaunch
@@ -469,7 +479,8 @@ class PreparedLaunch:
                f"{go}\ndef _go(self):\n{go}")
         env = {"_world": world, "_run": run, "_note_printf": launch.note_printf,
                "_check": entry.raise_device_exception if debug else None,
-               "_current_device": probe.current_device}
+               "_current_device": probe.current_device,
+               "_run_callbacks": cfg.run_callbacks, "_spec": entry.spec}
         exec(compile(src, "<gpureplace prepared launch>", "exec"), env)
         own = type(self)
         own.__call__ = own.launch = env["__call__"]
@@ -495,9 +506,9 @@ class PreparedLaunch:
         return bool(keep) and keep[2] is not None
 
     def _refuse_arguments(self):
-        raise TypeError(f"a prepared launch of {self.config.kernel.__qualname__} takes no "
-                        f"arguments: they were bound by prepare(); prepare again to launch "
-                        f"with others")
+        raise render_as_one_block(TypeError(
+            f"a prepared launch of {self.config.kernel.__qualname__} takes no arguments: they "
+            f"were bound by prepare(); prepare again to launch with others"))
 
     def _simulate(self, *args):
         if args:

@@ -172,12 +172,18 @@ class Launching:
                 transfers.refuse_overlaps(self.__qualname__, args, list(self._pysig.parameters))
                 self._refuse_lost_writes(args)
             if rec is not None:          # run when the graph is replayed; refused now
-                backends.simulator().check(self, config.grid, config.block, config.stream,
-                                           config.shared, args)
-                return rec.add(self, config, args)
+                argtypes, spec = backends.simulator().check(
+                    self, config.grid, config.block, config.stream, config.shared, args,
+                    with_spec=True)
+                rec.add(self, config, args, argtypes, None, spec)
+                # (as the GPU path runs them when its capture issues the launch)
+                return config.run_callbacks(spec)
             try:
+                # (the configuration's pre-launch callbacks run once the launch is checked and
+                # compiled, just before it runs, as on the GPU)
                 return backends.simulator().launch(self, config.grid, config.block,
-                                                   config.stream, config.shared, args)
+                                                   config.stream, config.shared, args,
+                                                   before=config.run_callbacks)
             except CompileError as exc:
                 noted = transfers.read_only_note(self.__qualname__, self._pysig, exc, args) \
                     if hosts else None

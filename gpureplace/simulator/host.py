@@ -5,19 +5,26 @@ the backend."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import difflib
+import itertools
+import os
+import threading
 import time
+import warnings
 
 import numpy as np
 
 from .. import arch
-from ..errors import LaunchError
+from ..errors import CudaDriverError, LaunchError
+from ..jit import graphs
 from ..hostapi.arrays import (NumbaArrayMethods, RecordMethods, array_interface, as_shape,
                               copy_source, host_target, is_record, not_a_device_array,
                               record_copy, span, squeeze_axes)
 from ..hostapi.streams import checked_stream
+from ..runtime import arguments
 from .arrays import allocation_around, remember_allocation, view_described
 
 try:
@@ -26,32 +33,73 @@ except ImportError:                      # NumPy < 2
     _byte_bounds = np.byte_bounds
 
 
+#: The handles of the simulator's default streams, the CUDA driver's ``CU_STREAM_LEGACY`` and
+#: ``CU_STREAM_PER_THREAD`` (numba-cuda's ``legacy_default_stream()`` and
+#: ``per_thread_default_stream()`` have them): ``SimStream(LEGACY_DEFAULT_STREAM)``.
+LEGACY_DEFAULT_STREAM = 1
+PER_THREAD_DEFAULT_STREAM = 2
+
+#: Fake handles of the simulator's own streams (``SimStream()``): distinct, non-zero, never 1 or
+#: 2, aligned as a driver's ``CUstream`` pointers are.
+_stream_handles = itertools.count(0x5100_0000, 0x10)
+
+
+class _Handle(ctypes.c_void_p):
+    """A stream's ``handle``: a ``ctypes.c_void_p`` that ``int()`` also converts."""
+
+    def __int__(self):
+        return self.value or 0
+
+
 class SimStream:
-    """A stream under the simulator: launches run at once, so there is nothing to wait for."""
+    """A stream under the simulator: launches and copies run at once, in the calling thread;
+    callbacks (``add_callback``) run in a thread of their own, in order after the work queued
+    before them (all of it done already), and ``synchronize()`` waits for them.
+
+    ``SimStream()`` is a new stream with a handle of its own (a fake ``cudaStream_t``, distinct
+    and non-zero, which a ``__cuda_array_interface__`` of an array made on it names);
+    ``SimStream(handle)`` one over ``handle`` (``cuda.external_stream``, the default streams
+    ``LEGACY_DEFAULT_STREAM`` and ``PER_THREAD_DEFAULT_STREAM``).  Streams of one handle are one
+    stream: callbacks added through either run in one order."""
 
     __slots__ = ("ptr",)
     simulated = True
 
-    def __init__(self, ptr=0):
-        self.ptr = ptr
+    def __init__(self, ptr=None):
+        self.ptr = next(_stream_handles) if ptr is None else ptr
 
-    handle = property(lambda self: ctypes.c_void_p(self.ptr))
+    @property
+    def handle(self):
+        return _Handle(self.ptr)
 
     def __int__(self):
         return self.ptr
 
+    def __cuda_stream__(self):
+        """The CUDA stream protocol: ``(0, handle)``."""
+        return (0, self.ptr)
+
     def synchronize(self):
-        return None
+        """Wait for the callbacks added to the stream so far (all else has run already)."""
+        wait_for_callbacks(self.ptr)
 
     def query(self):
-        return True
+        """True when everything queued on the stream has finished: its callbacks too."""
+        return not _callbacks.pending.get(self.ptr)
 
     @contextlib.contextmanager
     def auto_synchronize(self):
-        yield self
+        with self:
+            yield self
+        self.synchronize()
 
     def add_callback(self, callback, arg=None):
-        callback(self, 0, arg)               # (the launches before it have all run)
+        """Call ``callback(stream, status, arg)`` (status 0) in a thread of its own, as the
+        driver does, once the work queued on the stream so far has finished (in the simulator
+        it has, but for the callbacks added before this one, which run first).  An exception it
+        raises is a warning ``Exception in stream callback: ...``, as numba-cuda says it;
+        ``add_callback`` itself returns at once."""
+        _callbacks.add(self, callback, arg)
 
     def async_done(self):
         from ..runtime.streams import when_done
@@ -64,7 +112,86 @@ class SimStream:
         return False
 
     def __repr__(self):
-        return "<gpureplace.cuda.Stream (simulated)>"
+        return f"<gpureplace.cuda.Stream {self.ptr:#x} (simulated)>"
+
+
+class _Callbacks:
+    """The simulator's stand-in for the driver thread that runs stream callbacks: one worker
+    thread while any are queued, running them in the order they were added (one stream's after
+    another's, as the driver's one thread runs them), so that a callback never runs in the
+    thread that added it (which may hold a lock it takes)."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.queue = collections.deque()        # (stream, callback, arg)
+        self.pending = {}                       # stream handle -> callbacks not finished
+        self.worker = None                      # the thread running them, while there is one
+
+    def add(self, stream, callback, arg):
+        with self.cond:
+            self.queue.append((stream, callback, arg))
+            self.pending[stream.ptr] = self.pending.get(stream.ptr, 0) + 1
+            if self.worker is None:
+                self.worker = threading.Thread(target=self._work, daemon=True,
+                                               name="gpureplace-sim-stream-callbacks")
+                self.worker.start()
+
+    def _work(self):
+        while True:
+            with self.cond:
+                if not self.queue:
+                    self.worker = None
+                    self.cond.notify_all()
+                    return
+                stream, callback, arg = self.queue.popleft()
+            try:
+                callback(stream, 0, arg)
+            except Exception as exc:
+                # (numba-cuda's Stream._stream_callback: the driver's thread goes on)
+                warnings.warn(f"Exception in stream callback: {exc}")
+            finally:
+                with self.cond:
+                    left = self.pending[stream.ptr] - 1
+                    if left:
+                        self.pending[stream.ptr] = left
+                    else:
+                        del self.pending[stream.ptr]
+                    self.cond.notify_all()
+
+    def wait(self, handle=None):
+        """Until the callbacks of the stream ``handle`` (None: of every stream) have run; at
+        once in a callback itself, which no wait can end (the GPU refuses CUDA calls there)."""
+        if not self.pending or threading.current_thread() is self.worker:
+            return
+        with self.cond:
+            while self.pending.get(handle) if handle is not None else self.pending:
+                self.cond.wait(0.05)          # (short waits: an interrupt is seen)
+
+
+_callbacks = _Callbacks()
+
+
+def _callbacks_after_fork():
+    # (the parent's callback thread is not in a forked child, nor its queue's work)
+    global _callbacks
+    _callbacks = _Callbacks()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_callbacks_after_fork)
+
+
+def wait_for_callbacks(handle=None):
+    """Wait for the stream callbacks queued so far on the stream ``handle`` (an int; None:
+    every stream's, as a device synchronisation waits for them), as ``synchronize`` does."""
+    _callbacks.wait(handle)
+
+
+def _in_order(stream):
+    """Before work on ``stream`` (a stream object or handle given to a host API call): the
+    callbacks queued on it before, which a stream runs first."""
+    if stream and _callbacks.pending:
+        _callbacks.wait(getattr(stream, "ptr", stream))
 
 
 class SimEvent:
@@ -91,10 +218,14 @@ class SimEvent:
 
     def elapsed_time(self, evtend):
         if not (self.timing and evtend.timing):
-            raise RuntimeError("elapsed_time needs two events created with timing=True")
+            raise CudaDriverError("elapsed_time needs two events created with timing=True")
         if self._t is None or evtend._t is None:
-            raise RuntimeError("elapsed_time needs both events recorded")
+            raise CudaDriverError("elapsed_time needs both events recorded")
         return (evtend._t - self._t) * 1e3
+
+
+#: Values ``d[key] = value`` stores as they are (no ``__cuda_array_interface__`` to convert)
+_PLAIN_VALUES = (np.ndarray, np.generic, int, float, complex)
 
 
 class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
@@ -140,6 +271,10 @@ class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
                 out = super().__getitem__((*(key if isinstance(key, tuple) else (key,)),
                                            Ellipsis))
             return out.view(SimDeviceRecord)
+        if graphs.capturing and not isinstance(out, np.ndarray):
+            # an element copied to the host (numba-cuda's DeviceNDArray reads it so): a host
+            # synchronisation, which a capture refuses, before what it captured ever ran
+            graphs.refuse_host_sync(f"reading an element of a device array (d[{key!r}])")
         return out
 
     def getitem(self, key, stream=0):
@@ -153,16 +288,47 @@ class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
 
     def setitem(self, key, value, stream=0):
         """``self[key] = value`` (numba-cuda's ``setitem``): a scalar, a host array or a device
-        array, broadcast as NumPy broadcasts."""
+        array, broadcast as NumPy broadcasts, on ``stream`` (or this array's).  On the stream
+        of a graph capture in progress (0: the current one) it is captured, as a GPU captures
+        it: checked now, done at each replay (a device or host array given is read then; a
+        list or a scalar is taken now)."""
         checked_stream(stream, "setitem")
         if hasattr(value, "__cuda_array_interface__") and not isinstance(value, np.ndarray):
             value = as_cuda_array(value)
+        stream = stream or self.stream
+        if graphs.capturing and not stream and graphs.recorder() is not None:
+            if not isinstance(value, np.ndarray) and not np.isscalar(value):
+                value = np.array(value)           # (a list: its values now)
+            _check_assignment(self, key, value)
+            if graphs.deferred("setitem", lambda: np.ndarray.__setitem__(self, key, value)):
+                return
+        _in_order(stream)
+        np.ndarray.__setitem__(self, key, value)
+
+    def __setitem__(self, key, value):
+        # ``d[key] = value``: numba-cuda's setitem (on the array's stream), captured as it is;
+        # a number or an array stored with no capture and no stream callback queued (a
+        # kernel's store to a global device array) is stored at once
+        if graphs.capturing or _callbacks.pending or not isinstance(value, _PLAIN_VALUES):
+            return self.setitem(key, value)
         np.ndarray.__setitem__(self, key, value)
 
     def __iter__(self):
         if self.ndim and self.dtype.names is not None:      # (DeviceRecords, as __getitem__)
             return (self[i] for i in range(self.shape[0]))
+        if graphs.capturing and self.ndim == 1 and self.shape[0]:
+            graphs.refuse_host_sync("iterating over the elements of a device array")
         return super().__iter__()
+
+    def item(self, *args):
+        if graphs.capturing:
+            graphs.refuse_host_sync("d.item()")
+        return super().item(*args)
+
+    def tolist(self):
+        if graphs.capturing:
+            graphs.refuse_host_sync("d.tolist()")
+        return super().tolist()
 
     def __repr__(self):
         # (NumPy's printer reads each element with a[i, j]: a DeviceRecord here, which it
@@ -192,9 +358,9 @@ class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
         """The elements in a new host array, or written into ``ary``: a NumPy array of the same
         dtype and shape, but for axes of length 1 (numba-cuda's ``check_array_compatibility``:
         TypeError for another dtype, ValueError for another shape)."""
-        from ..jit.graphs import refuse_host_sync
-        refuse_host_sync("copy_to_host()")
+        graphs.refuse_host_sync("copy_to_host()")
         checked_stream(stream, "copy_to_host")
+        _in_order(stream)
         if ary is None:
             return np.array(self, copy=True, order="K").view(np.ndarray)
         host_target(self, ary)
@@ -203,11 +369,18 @@ class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
 
     def copy_to_device(self, ary, stream=0):
         """Fill the array from ``ary`` (host or device), refused as numba-cuda refuses it (see
-        ``hostapi.arrays.copy_source``); an empty ``ary`` copies nothing."""
+        ``hostapi.arrays.copy_source``); an empty ``ary`` copies nothing.  On the stream of a
+        graph capture in progress (0: the current one) the copy is captured, as a GPU captures
+        it: checked now, made at each replay (reading an array ``ary`` then; a list now)."""
         checked_stream(stream, "copy_to_device")
         host = copy_source(self, ary)           # (as the GPU's: no dtype conversion)
-        if host is not None:
-            np.ndarray.__setitem__(self, Ellipsis, host)
+        if host is None:
+            return
+        if graphs.capturing and not stream and graphs.deferred(
+                "copy_to_device", lambda: np.ndarray.__setitem__(self, Ellipsis, host)):
+            return
+        _in_order(stream)
+        np.ndarray.__setitem__(self, Ellipsis, host)
 
     def __array_wrap__(self, obj, context=None, return_scalar=False):
         # A result NumPy made for an operation on simulated device arrays is a plain array (a
@@ -223,8 +396,39 @@ class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
     @property
     def __cuda_array_interface__(self):
         # The simulator's "device" is the host, so the address is the host memory's (as in
-        # numba's simulator): code that hands raw pointers to kernels runs there too.
-        return array_interface(self, self.ctypes.data)
+        # numba's simulator): code that hands raw pointers to kernels runs there too.  Version
+        # 3: it names the array's stream (its handle), as the GPU's arrays do.
+        return array_interface(self, self.ctypes.data, self.stream)
+
+
+def _check_assignment(arr, key, value):
+    """Refuse now what ``arr[key] = value`` would refuse (an index out of bounds, a shape that
+    does not broadcast, a value the dtype cannot take), without writing: a captured fill is
+    refused at its call, as a GPU's is, not at the replay."""
+    target = np.ndarray.__getitem__(arr.view(np.ndarray), key)
+    dtype = target.dtype if isinstance(target, (np.ndarray, np.generic)) else arr.dtype
+    shape = np.shape(target)
+    # (one element written over and over: no memory of the target's size)
+    scratch = np.lib.stride_tricks.as_strided(np.empty(1, dtype), shape, (0,) * len(shape),
+                                              writeable=True)
+    scratch[...] = value
+
+
+def _array_key(arr):
+    """A simulated device array as a kernel argument (its type key and values), where the launch
+    path asks for one: as its ``__cuda_array_interface__`` describes it, without the stream it
+    names, which is the simulator's (no GPU stream to wait for; the GPU's own device arrays are
+    not waited for either)."""
+    return arguments.value_key(_Described(array_interface(arr, arr.ctypes.data)))
+
+
+class _Described:
+    """Memory described by a ``__cuda_array_interface__`` dictionary (that names no stream)."""
+
+    __slots__ = ("__cuda_array_interface__",)
+
+    def __init__(self, desc):
+        self.__cuda_array_interface__ = desc
 
 
 #: The simulated device's attributes, under numba-cuda's names (the driver's
@@ -317,6 +521,10 @@ class SimDeviceRecord(RecordMethods, SimDeviceNDArray):
     """``cuda.to_device(record)`` under the simulator (hostapi's ``DeviceRecord``)."""
 
 
+arguments.register_handler(SimDeviceNDArray, _array_key)
+arguments.register_handler(SimDeviceRecord, _array_key)
+
+
 def _bound(arr, stream):
     """``arr`` belonging to ``stream`` (its ``.stream``, as numba-cuda's arrays made with a
     ``stream=`` report it); 0 or None: none."""
@@ -328,6 +536,7 @@ def _bound(arr, stream):
 def to_device(obj, copy=True, stream=0):
     if isinstance(obj, SimDeviceNDArray):
         return obj
+    _in_order(stream)
     if is_record(obj):
         rec = record_copy(obj) if copy else np.empty((), obj.dtype)
         return _bound(rec.view(SimDeviceRecord), stream)

@@ -32,7 +32,7 @@ from ..runtime import arguments, conversion
 from ..runtime.launch import SIMULATED_GRID_THREADS, normalize_dims
 from .arrays import SimArray, checked_interface, wrap_int
 from .pointers import RawPointer
-from .host import SimDeviceRecord
+from .host import SimDeviceNDArray, SimDeviceRecord
 from .stopping import interrupts_held, stop_workers, wait, worker
 from .blocks import Abort, Block, GridBarrier, NeedGrid, NeedThreads, ThreadState
 from . import operators
@@ -119,7 +119,10 @@ class _Args:
             from numba import typeof
             if a.flags.writeable:
                 self.host_arrays.append(a)
-            return SimArray(a, self.launch), typeof(a)
+            # (a simulated device array's elements as a plain NumPy array's: the kernel's reads
+            # and writes skip the host API's indexing, which captures and refuses host reads)
+            return SimArray(a.view(np.ndarray) if isinstance(a, SimDeviceNDArray) else a,
+                            self.launch), typeof(a)
         cls = type(a)
         mod = cls.__module__ or ""
         if mod.startswith("cupy") and cls.__name__ == "ndarray":
@@ -212,23 +215,32 @@ def _type_from_key(a, where):
 # Running
 
 
-def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, compile=None):
+def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, compile=None,
+           before=None):
     """Run ``gpufunction`` (a kernel from ``cuda.jit``) on the host with the device's semantics.
 
     ``grid`` / ``block``: ints or tuples of 1 to 3 ints.  ``args``: NumPy arrays (changed in
     place), CuPy arrays or torch tensors (copied in and back), scalars, tuples.  ``compile``: type
-    check and compile to PTX first (default: ``compile_kernels``).  Returns None.
+    check and compile to PTX first (default: ``compile_kernels``).  ``before(spec)``: called
+    once the launch is checked and compiled, just before it runs (``spec``: the specialisation
+    compiled, None without a compile), as the GPU path runs a configuration's pre-launch
+    callbacks.  Returns None.
     """
     sim, conv, spec = _checked(gpufunction, grid, block, stream, shared_bytes, args, compile)
+    if before is not None:
+        before(spec)
     _run(gpufunction, sim, conv, spec)
 
 
-def check(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, compile=None):
+def check(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, compile=None,
+          with_spec=False):
     """What ``launch`` refuses before it runs anything, refused now (a prepared launch or a graph
     capture binds its launch here, as the GPU path does when it binds one): the configuration,
     the arguments, the declared signatures, the compile and the shared memory.  Returns the
-    argument types."""
-    return tuple(_checked(gpufunction, grid, block, stream, shared_bytes, args, compile)[1].types)
+    argument types; with ``with_spec``, (the argument types, the specialisation compiled for
+    them or None without a compile)."""
+    _, conv, spec = _checked(gpufunction, grid, block, stream, shared_bytes, args, compile)
+    return (tuple(conv.types), spec) if with_spec else tuple(conv.types)
 
 
 def _checked(gpufunction, grid, block, stream, shared_bytes, args, compile):
