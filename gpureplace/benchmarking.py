@@ -283,6 +283,9 @@ def benchmark(launch, *args, warmup=1, min_repeat=None, max_repeat=None, min_tim
     ``min_repeat`` if that is more); in between, runs repeat until ``min_time`` seconds of them.
     ``flops`` / ``bytes``: what a run computes and moves (any non-negative finite real number,
     NumPy's included).  Returns a ``BenchmarkResult``."""
+    # (an error of the code timed -- a function of the user's -- shows the user's frames in
+    # IPython and pytest, which leave out the frames that set this)
+    __tracebackhide__ = True  # noqa: F841
     warmup = checked_option("warmup", warmup)
     min_time = checked_option("min_time", min_time)
     flops = checked_option("flops", flops)
@@ -390,6 +393,7 @@ def _host_timed(launch, args, warmup, min_repeat, max_repeat, min_time):
     """The simulator: host-clock times of whole runs (the simulator runs a launch to its end):
     at least ``min_repeat`` (benchmark's default is small here: the simulator is slow), then
     until ``min_time`` seconds have passed, at most ``max_repeat``."""
+    __tracebackhide__ = True  # noqa: F841  (see benchmark)
     for _ in range(warmup):
         launch(*args)
     times, start = [], time.perf_counter()
@@ -406,10 +410,12 @@ def _event_timed(launch, args, warmup, min_repeat, max_repeat, min_time, flush_l
                  stream_of=None):
     """``stream_of``: the launch's stream's pointer (a launch configuration's ``stream_ptr``);
     None for the current stream."""
+    __tracebackhide__ = True  # noqa: F841  (see benchmark)
     from . import probe
     cp = probe.cupy_module()
     ptr = stream_of() if callable(stream_of) else cp.cuda.get_current_stream().ptr
-    stream = cp.cuda.ExternalStream(ptr)
+    from .runtime.streams import external_cupy_stream
+    stream = external_cupy_stream(cp, ptr)
     peaks = device_peaks()
     scratch = None
     if flush_l2:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import types
 
+from ..errors import signature_text
 from ..tracking.names import qualified_name
 from .intrinsics.devicemath import MathStub
 from .intrinsics.libdevice_calls import LibdeviceStub
@@ -31,16 +32,68 @@ def _is_language_builtin(host):
         isinstance(host, type) and getattr(builtins, host.__name__, None) is host)
 
 
+_HEADER = ("function", "line", "callable", "context layer", "implementation")
+
+
 class DispatchReport(list):
-    """A list of dicts (function, line, callable, layer, implementation), printable as a table."""
+    """A list of dicts (function, line, callable, layer, implementation), shown as a table:
+    printed, as a value in IPython (``_repr_pretty_``) and in a notebook (``_repr_html_``).
+    ``title``: the specialisation it reports on, ``k(float32[::1])`` (a line above the table
+    where it is shown, not printed)."""
+
+    title = None
+
+    def _rows(self):
+        return [(r["function"], str(r["line"]), r["callable"], r["layer"], r["implementation"])
+                for r in self]
 
     def __str__(self):
-        rows = [("function", "line", "callable", "context layer", "implementation")]
-        rows += [(r["function"], str(r["line"]), r["callable"], r["layer"], r["implementation"])
-                 for r in self]
+        rows = [_HEADER] + self._rows()
         widths = [max(len(row[i]) for row in rows) for i in range(5)]
         return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
                          for row in rows)
+
+    def shown(self):
+        """The table under its title."""
+        return str(self) if self.title is None else f"{self.title}\n{self}"
+
+    def __repr__(self):
+        return self.shown()
+
+    def _repr_pretty_(self, p, cycle):
+        p.text("DispatchReport(...)" if cycle else self.shown())
+
+    def _repr_html_(self):
+        import html
+        cells = "".join(f"<th style='text-align: left'>{html.escape(h)}</th>" for h in _HEADER)
+        body = "".join("<tr>" + "".join(f"<td style='text-align: left'><code>{html.escape(c)}"
+                                        f"</code></td>" for c in row) + "</tr>"
+                       for row in self._rows())
+        title = "" if self.title is None else \
+            f"<p><code>{html.escape(self.title)}</code></p>"
+        return (f"<div class='gpureplace-dispatch-report'>{title}<table><thead><tr>{cells}"
+                f"</tr></thead><tbody>{body}</tbody></table></div>")
+
+
+class DispatchReports(dict):
+    """``kernel.dispatch_report()`` without a signature: ``{argument types: DispatchReport}``,
+    shown as one titled table per specialisation."""
+
+    def _reports(self):
+        return [report if isinstance(report, DispatchReport) else DispatchReport(report)
+                for report in self.values()]
+
+    def __str__(self):
+        return "\n\n".join(report.shown() for report in self._reports())
+
+    def __repr__(self):
+        return str(self) if self else "DispatchReports({})"
+
+    def _repr_pretty_(self, p, cycle):
+        p.text("DispatchReports(...)" if cycle else repr(self))
+
+    def _repr_html_(self):
+        return "".join(report._repr_html_() for report in self._reports()) or None
 
 
 def _key(value):
@@ -112,6 +165,7 @@ def dispatch_report(cf):
     """One row per call site of each callable the call graph resolved (a callable read but not
     called: the line that reads it), in the order of the functions, then of their lines."""
     out = DispatchReport()
+    out.title = signature_text(cf.pyfunc.__qualname__, cf.argtypes)
     for each in cf.closure():
         fastmath = each.options.fastmath if hasattr(each, "options") else False
         calls, reads = _call_sites(each)

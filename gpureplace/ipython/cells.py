@@ -102,8 +102,10 @@ def decorate_definitions(body):
                     decorate_definitions([block] if isinstance(block, ast.stmt) else
                                          getattr(block, "body", ()))
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            deco = ast.parse("__import__('gpureplace.ipython.cells').ipython.cells"
-                             ".define_in_cell", mode="eval").body
+            given = decorator_options(stmt)
+            deco = ast.parse("__import__('gpureplace.ipython.cells').ipython.cells" + (
+                f".defined_with({', '.join(map(repr, given))})" if given else
+                ".define_in_cell"), mode="eval").body
             # (placed where the first decorator or the def is: the code's first line stays)
             at = stmt.decorator_list[0] if stmt.decorator_list else stmt
             for sub in ast.walk(deco):
@@ -112,9 +114,24 @@ def decorate_definitions(body):
             stmt.decorator_list.insert(0, deco)
 
 
-def define_in_cell(fn):
+#: The cell options a ``@cuda.jit(...)`` decorator may give itself, where its value stands
+#: against the cell's (``context`` and ``arch`` are None when not given; ``fastmath`` is False
+#: both when not given and when given False, so whether the decorator names it is read from
+#: the cell's code)
+DECORATOR_OPTIONS = ("fastmath",)
+
+
+def decorator_options(stmt):
+    """The options of ``DECORATOR_OPTIONS`` that a decorator of the ``def`` ``stmt`` gives by
+    keyword (``@cuda.jit(fastmath=False)``), sorted."""
+    return sorted({kw.arg for deco in stmt.decorator_list if isinstance(deco, ast.Call)
+                   for kw in deco.keywords if kw.arg in DECORATOR_OPTIONS})
+
+
+def define_in_cell(fn, given=()):
     """The decorator ``decorate_definitions`` gives: ``fn`` as the running ``%%cuda`` cell makes
-    it (a plain function becomes a gpureplace function with the cell's options).  A generator
+    it (a plain function becomes a gpureplace function with the cell's options; ``given``: the
+    options its own decorator sets, which the cell's leave alone).  A generator
     or an ``async def`` fails the cell at its ``def`` (``constructs.refuse_in_cuda_cell``), as
     any error does: what the cell defined above it is converted all the same, and the name
     keeps what it was bound to before the cell."""
@@ -124,7 +141,12 @@ def define_in_cell(fn):
         return fn
     if isinstance(fn, types.FunctionType) and "." not in fn.__qualname__:
         refuse_in_cuda_cell(fn)
-    return ext.define_in_cell(fn)
+    return ext.define_in_cell(fn, given)
+
+
+def defined_with(*given):
+    """``define_in_cell`` for a ``def`` whose decorator sets the options ``given`` itself."""
+    return functools.partial(define_in_cell, given=frozenset(given))
 
 
 def show_first_line_as_typed(shell):
@@ -162,6 +184,17 @@ class OpenCell:
         self.context = context
         self.before = before           # the namespace when the body began (name -> object)
         self.result = result           # the running cell's ExecutionResult (None: unknown)
+        self._given = {}               # id(GPUFunction) -> (it, the options its decorator set)
+
+    def note_given(self, fn, given):
+        """``fn``, a ``@cuda.jit`` function of the cell, sets the options ``given`` itself."""
+        if given:
+            self._given[id(fn)] = (fn, frozenset(given))
+
+    def given(self, fn):
+        """The options ``fn``'s decorator sets itself (``note_given``)."""
+        held = self._given.get(id(fn))
+        return held[1] if held is not None and held[0] is fn else frozenset()
 
 
 # -- what the cell's functions become ----------------------------------------------------------
@@ -176,11 +209,12 @@ def made_in_cell(fn, opened):
     return made
 
 
-def cell_option_changes(fn, context, args):
+def cell_option_changes(fn, context, args, given=()):
     """What the ``%%cuda`` cell's options change of ``fn``, a ``@cuda.jit`` function the cell
     defined, where its decorator left them unset: ``(changes, kept)``, ``changes`` for
     ``fn.rebuilt`` (``--context`` and ``--arch`` unless the decorator gave another,
-    ``--fastmath`` added), ``kept`` the options its decorator's value stands against."""
+    ``--fastmath`` added unless it gave ``fastmath=False``: ``given``, the options it names),
+    ``kept`` the options its decorator's value stands against."""
     changes, kept = {}, []
     if context is not None:
         if fn._context is None:
@@ -195,14 +229,17 @@ def cell_option_changes(fn, context, args):
         elif fn._arch != arch:
             kept.append(f"--arch {args.arch} (its decorator gives arch={fn._arch!r})")
     if args.fastmath and not fn._fastmath:
-        changes["fastmath"] = True
+        if "fastmath" in given:
+            kept.append("--fastmath (its decorator gives fastmath=False)")
+        else:
+            changes["fastmath"] = True
     return changes, kept
 
 
-def with_cell_options(name, fn, context, args):
+def with_cell_options(name, fn, context, args, given=()):
     """``fn`` (a ``@cuda.jit`` function the ``%%cuda`` cell defined) with the cell's options
     (``cell_option_changes``; a line says which its decorator's values override)."""
-    changes, kept = cell_option_changes(fn, context, args)
+    changes, kept = cell_option_changes(fn, context, args, given)
     for what in kept:
         print(f"gpureplace: %%cuda {what} does not apply to {name}")
     return fn.rebuilt(**changes) if changes else fn
@@ -214,7 +251,7 @@ def show_compiled(name, what, fn, spec):
     not the options a launch uses now), as ``%cuda_ptx`` and the others show it.  The typed IR
     of a specialisation loaded from the disk cache (which keeps none) comes from compiling its
     front end, which shows it through the hook."""
-    variants = [v for v in fn._compiled_variants() if v.argtypes == spec.argtypes]
+    variants = [v for v in fn._compiled_variants(calls=False) if v.argtypes == spec.argtypes]
     found = next((v for v in variants if v.value is spec), None)
     read, from_disk_too = fn._reader(what)
     if not from_disk_too and getattr(spec, "from_disk", False) and found is not None:
@@ -246,7 +283,7 @@ def show_from_now(name, what, fn):
     if fn.device or shows(fn):
         return
     fn.on_compile = show_hook(name, what, fn)
-    compiled = [v.value for v in fn._compiled_variants()]
+    compiled = [v.value for v in fn._compiled_variants(calls=False)]
     for spec in compiled:
         show_compiled(name, what, fn, spec)
     if not compiled:

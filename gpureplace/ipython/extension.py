@@ -15,6 +15,7 @@ launches the module's new code (cells.AutoreloadWatch).  Unloading removes all o
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 
@@ -63,9 +64,12 @@ def load_ipython_extension(ip):
     ip.events.register("pre_run_cell", ext.pre_run_cell)
     errors.location_formatter = ext.location
     errors.source_formatter = ext.source_line
+    _show_refusals_as_one_block(ip)
+    _name_cells_in_warnings()
     launch.set_printf_listener(ext.start_capture)
     _loaded = ext
     _notice_backend(ip)
+    _say_config_notes(ip, ext)
     if ext.prewarm:
         # the compiler and CUDA warmed while the user types (gpureplace/runtime/prewarm.py: what it
         # does, and its hazards)
@@ -84,6 +88,93 @@ def _notice_backend(ip):
     if running and not settings.no_gpu_noticed and settings.gpu_surely_absent():
         settings.no_gpu_noticed = True
         print(config.NO_GPU_NOTICE)
+
+
+_LAUNCHER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jit",
+                         "launcher.py")
+
+
+def _launch_refusal(exc):
+    """Whether ``exc`` is a ``TypeError`` that a launch raised to refuse what it was given --
+    a keyword argument (``k[1, 32](x, stream=0)``), arguments to a prepared launch -- from one
+    of the ``_refuse_...`` functions of ``jit/launcher.py``, without the one-block rendering
+    gpureplace's other launch errors have."""
+    if not isinstance(exc, TypeError) or getattr(exc, "_render_traceback_", None) is not None:
+        return False
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    return code.co_name.startswith("_refuse") and \
+        os.path.abspath(code.co_filename) == _LAUNCHER
+
+
+def _show_refusals_as_one_block(ip):
+    """IPython shows a launch's refusal of what it was given (``_launch_refusal``) as it shows
+    gpureplace's other launch errors: one block naming the user's line
+    (``errors.render_one_block``), not a traceback through gpureplace's launcher.  The shell's
+    ``showtraceback`` (which every error shown goes through) gives it that rendering first;
+    unloading puts IPython's back."""
+    if getattr(ip.__dict__.get("showtraceback"), "_gpureplace", False):
+        return
+    shown = ip.showtraceback
+
+    def showtraceback(exc_tuple=None, *args, **kwargs):
+        try:
+            exc = exc_tuple[1] if exc_tuple is not None else sys.exc_info()[1]
+            if _launch_refusal(exc):
+                errors.render_as_one_block(exc)
+        except Exception:                    # showing an error must never fail over this
+            pass
+        return shown(exc_tuple, *args, **kwargs)
+    showtraceback._gpureplace = True
+    showtraceback.__wrapped__ = shown
+    ip.showtraceback = showtraceback
+
+
+def _name_cells_in_warnings():
+    """gpureplace's warnings about a line of a cell (a kernel's raise in the simulator, named
+    by the kernel's line) say ``Cell In[3], line 5`` as its other messages do
+    (``errors.describe_location``), not the cell's file (``<ipython-input-3-...>:5``, in
+    Jupyter ``/tmp/ipykernel_.../....py:5``): ``warnings.formatwarning`` is wrapped while the
+    extension is loaded.  Other warnings, and lines outside cells, are left as they are."""
+    if getattr(warnings.formatwarning, "_gpureplace", False):
+        return
+    formatted = warnings.formatwarning
+
+    def formatwarning(message, category, filename, lineno, line=None):
+        text = formatted(message, category, filename, lineno, line)
+        try:
+            if getattr(category, "__module__", "").partition(".")[0] != "gpureplace":
+                return text
+            ext = _loaded
+            where = ext.location(filename, lineno) if ext is not None else None
+            if where is None or not where.startswith("Cell In["):
+                return text
+            prefix = f"{filename}:{lineno}: "
+            if text.startswith(prefix):
+                return f"{where}: {text[len(prefix):]}"
+        except Exception:                    # a warning must never fail over this
+            pass
+        return text
+    formatwarning._gpureplace = True
+    formatwarning.__wrapped__ = formatted
+    warnings.formatwarning = formatwarning
+
+
+def _say_config_notes(ip, ext):
+    """The configured values loading left out (``GPUReplace._load_config``), one line each:
+    now when the extension is loaded from a cell (``%load_ext``, ``%reload_ext``), else --
+    a kernel started with them in its configuration -- at the top of the first cell, where the
+    notebook shows them."""
+    if not ext.config_notes:
+        return
+    if getattr(ip.displayhook, "exec_result", None) is not None:
+        for note in ext.config_notes:
+            print(note)
+        ext.config_notes = []
 
 
 def unload_ipython_extension(ip):
@@ -110,6 +201,10 @@ def unload_ipython_extension(ip):
         ip.configurables.remove(ext)
     errors.location_formatter = None
     errors.source_formatter = None
+    if getattr(ip.__dict__.get("showtraceback"), "_gpureplace", False):
+        del ip.showtraceback                 # (IPython's own again)
+    if getattr(warnings.formatwarning, "_gpureplace", False):
+        warnings.formatwarning = warnings.formatwarning.__wrapped__
     config.settings.notice_stream = "stderr"
     launch.set_printf_listener(None)
     ext.capture.stop()

@@ -39,7 +39,8 @@ from ..runtime import launch
 from ..tracking import world
 from ..tracking.stats import snapshot as stats_snapshot
 from . import render
-from .cells import OpenCell, cell_option_changes, check_bindings, made_in_cell
+from .cells import OpenCell, cell_option_changes, check_bindings, decorate_definitions
+from .cells import made_in_cell
 from .cells import show_first_line_as_typed, show_from_now, with_cell_options
 from .output import FdCapture
 
@@ -185,7 +186,19 @@ class GPUReplace(Magics):
         return proposal["value"]
 
     def __init__(self, shell=None, **kwargs):
-        super().__init__(shell=shell, **kwargs)
+        # (a configured value the options refuse never fails loading: _load_config)
+        self._config_refusals = []      # (name, value, why) of the values left out
+        self._loading = True
+        try:
+            super().__init__(shell=shell, **kwargs)
+        finally:
+            self._loading = False
+        #: one line for each configured value left out, said where the user sees it
+        #: (extension.py: now in a cell, else at the top of the next one)
+        self.config_notes = [
+            f"gpureplace: ignoring the configured GPUReplace.{name} = {value!r}: {why}; "
+            f"using {getattr(self, name)!r}"
+            for name, value, why in self._config_refusals]
         self._open_cells = []
         self.capture = FdCapture()      # device printf output of the running cell
         self._cells_started = 0         # (a round of jit/ahead.py stops once it moves)
@@ -196,6 +209,39 @@ class GPUReplace(Magics):
         for name in ("arch", "fastmath", "context", "verbose", "cache", "cache_dir", "backend",
                      "host_arrays", "cuda_array_interface_sync", "low_occupancy_warnings"):
             self._apply({"name": name, "new": getattr(self, name)})
+
+    def _load_config(self, cfg, section_names=None, traits=None):
+        """traitlets' loading of the configured values, which refuses them all for one bad one
+        (a ``%config`` refused is kept in the shell's configuration, and ``c.GPUReplace...`` in
+        a kernel's config file): while the extension loads, the values are taken one by one
+        instead, each refused one left out of the shell's configuration and noted
+        (``config_notes``), so that loading never fails on a value.  A ``%config`` at run time
+        is refused as before (IPython says why)."""
+        if not getattr(self, "_loading", False):
+            return super()._load_config(cfg, section_names=section_names, traits=traits)
+        try:
+            return super()._load_config(cfg, section_names=section_names, traits=traits)
+        except Exception:       # (nothing was set: traitlets rolls the values back)
+            pass
+        from traitlets.config import Config
+        for name, value in self._find_my_config(cfg).items():
+            try:
+                super()._load_config(Config({type(self).__name__: {name: value}}),
+                                     section_names=section_names, traits=traits)
+            except Exception as exc:
+                why = str(exc).strip().splitlines()[0] if str(exc).strip() else \
+                    type(exc).__name__
+                self._config_refusals.append((name, value, why))
+                self._drop_configured(cfg, name)
+
+    def _drop_configured(self, cfg, name):
+        """Leave the option ``name`` out of ``cfg`` and the shell's configuration."""
+        configs = [cfg] + [c for c in (getattr(self.parent, "config", None),)
+                           if c is not None and c is not cfg]
+        for held in configs:
+            for section in self.section_names():
+                if held._has_section(section) and name in held[section]:
+                    del held[section][name]
 
     @validate("backend")
     def _valid_backend(self, proposal):
@@ -256,7 +302,10 @@ class GPUReplace(Magics):
     def pre_run_cell(self, info=None):
         try:
             self._cells_started += 1
-            for message in ahead.take_messages():   # recompiled while the user typed
+            notes, self.config_notes = self.config_notes, []
+            for message in notes + ahead.take_messages():
+                # (configured values left out when the kernel started; what was recompiled
+                # while the user typed)
                 print(message)
             if self.check_redefinitions and self.reloads.reloaded():
                 # %autoreload's hook, run before this one, reloaded a module: this cell's
@@ -362,10 +411,14 @@ class GPUReplace(Magics):
             self._open_cells.append(self._open(line))
             return None
         opened = self._open(line)
-        # Called with the body as a string (get_ipython().run_cell_magic("cuda", line, body)).
+        # Called with the body as a string (get_ipython().run_cell_magic("cuda", line, body)):
+        # its functions too are converted as they are defined (define_in_cell)
+        self._open_cells.append(opened)
         try:
             self._run_body(cell)
         finally:
+            if opened in self._open_cells:
+                self._open_cells.remove(opened)
             self._convert(opened)
         return None
 
@@ -394,8 +447,9 @@ class GPUReplace(Magics):
         number = running.execution_count if running is not None else shell.execution_count
         source = shell.transform_cell(body)
         name = shell.compile.cache(source, number, raw_code=body)
-        code = shell.compile(shell.transform_ast(shell.compile.ast_parse(source, filename=name)),
-                             name, "exec")
+        tree = shell.transform_ast(shell.compile.ast_parse(source, filename=name))
+        decorate_definitions(tree.body)
+        code = shell.compile(tree, name, "exec")
         exec(code, shell.user_global_ns, shell.user_ns)
 
     def finish_cells(self):
@@ -412,19 +466,21 @@ class GPUReplace(Magics):
                     errors.append(exc)
         return errors
 
-    def define_in_cell(self, fn):
+    def define_in_cell(self, fn, given=()):
         """A top-level function of the running ``%%cuda`` cell as it is defined: a plain one
         becomes a gpureplace function with the cell's options (``_convert`` passes it when the
-        cell ends), anything else stays as it is."""
+        cell ends: ``given``, the options its decorator sets itself), anything else stays as it
+        is."""
         if not self._open_cells:
             return fn
         opened = self._open_cells[-1]
         if isinstance(fn, GPUFunction):
+            opened.note_given(fn, given)
             # (a @cuda.jit one the cell's options leave as it is: with --show, what its given
             # signatures compiled and what it compiles from now on; _convert does the others)
             if opened.args.show and self._cell_defines(fn.py_func, fn.__name__) and \
-                    fn._parent is None and not cell_option_changes(fn, opened.context,
-                                                                   opened.args)[0]:
+                    fn._parent is None and not cell_option_changes(
+                        fn, opened.context, opened.args, given)[0]:
                 show_from_now(fn.__name__, opened.args.show, fn)
             return fn
         if not isinstance(fn, pytypes.FunctionType) or \
@@ -447,7 +503,8 @@ class GPUReplace(Magics):
                 continue
             if isinstance(value, GPUFunction):      # @cuda.jit in the cell: the cell's options
                 if self._cell_defines(value.py_func, name) and value._parent is None:
-                    ns[name] = with_cell_options(name, value, opened.context, args)
+                    ns[name] = with_cell_options(name, value, opened.context, args,
+                                                 opened.given(value))
                     defined.append(name)
                 continue
             if not isinstance(value, pytypes.FunctionType) or \
@@ -566,6 +623,7 @@ class GPUReplace(Magics):
         [--min-time SECONDS] [-o] kernel[blocks, threads](args)``: CUDA-event timing, as
         ``gpureplace.benchmark``, with bandwidth and FLOP/s against the device's peaks (no rates
         in the simulator); values are expressions, spaces allowed or quoted (``--flops 2 * n``)."""
+        __tracebackhide__ = True  # noqa: F841  (the error of code timed: the user's frames)
         from .timing import cuda_timeit
         return cuda_timeit(self.shell, line)
 

@@ -19,7 +19,9 @@ user's is timed as a whole (it may launch several kernels).
 from __future__ import annotations
 
 import ast
+import dis
 import re
+import sys
 import types
 
 import numpy as np
@@ -38,6 +40,8 @@ _FLAGS = ("--warm", "-o")
 #: Where a value may end: before a run of spaces; and where it must, before a long option
 _GAP = re.compile(r"\s+")
 _LONG_OPTION = re.compile(r"--[A-Za-z]")
+#: An option word after a space, where the launch should have ended
+_OPTION_WORD = re.compile(r"\s(--[A-Za-z][\w-]*|-o)(?=\s|$)")
 
 
 def parse(line):
@@ -84,6 +88,8 @@ def _parse_uncached(text, memo):
             failed = exc                    # (the longest value's: the likeliest reading)
             continue
         return {_VALUED[word]: source, **options}, flags, call
+    if getattr(failed, "misplaced_option", None):
+        raise failed                        # (the value read, an option follows the launch)
     if span is not None and (not values or values[-1][1] != span[1]):
         # the text before the next option is the value, and it is no expression
         raise UsageError(f"%cuda_timeit: {word} {span[0]!r} is not a Python expression\n"
@@ -126,13 +132,35 @@ def _launch_call(text):
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
+        _refuse_options_after(text)
         raise UsageError(f"%cuda_timeit: {text!r} is not a Python expression ({exc.msg})\n"
                          f"{USAGE}") from None
     call = tree.body
     if not isinstance(call, ast.Call) or call.keywords:
+        _refuse_options_after(text)
         raise UsageError(f"%cuda_timeit: {text!r} is not a launch: write "
                          f"kernel[blocks, threads](args) (positional arguments)\n{USAGE}")
     return call
+
+
+def _refuse_options_after(text):
+    """A ``UsageError`` where ``text``, which is no launch, is a launch followed by one of the
+    options (``k[1, 32](x) --flops 2``, ``k[1, 32](x) -o``); its ``misplaced_option`` names
+    it.  (A UsageError itself: IPython shows that class alone as one line, no traceback.)"""
+    for found in _OPTION_WORD.finditer(text):
+        word = found.group(1)
+        if word not in _VALUED and word not in _FLAGS:
+            continue
+        launch = text[:found.start()].rstrip()
+        try:
+            call = ast.parse(launch, mode="eval").body
+        except SyntaxError:
+            continue
+        if isinstance(call, ast.Call) and not call.keywords:
+            error = UsageError(f"%cuda_timeit: options go before the launch: {word} is "
+                               f"written after {launch!r}\n{USAGE}")
+            error.misplaced_option = word
+            raise error
 
 
 def refuse_non_launch(launch, call):
@@ -166,6 +194,9 @@ def cuda_timeit(shell, line):
     from IPython.display import display
 
     from ..benchmarking import benchmark, checked_option
+    # (an error of the code timed -- a function of the user's -- shows the user's frames, as
+    # %timeit's: IPython leaves out the frames that set this)
+    __tracebackhide__ = True  # noqa: F841
     options, flags, call = parse(line)
     ns = shell.user_ns
 
@@ -203,8 +234,33 @@ def cuda_timeit(shell, line):
         if getattr(exc, "_render_traceback_", None) is not None or not _raised_by_benchmark(exc):
             raise           # gpureplace's own (rendered as it is), or the user's code's own error
         raise UsageError(f"%cuda_timeit: {exc}") from None
-    display(result)
-    return result if "-o" in flags else None
+    if "-o" not in flags:
+        display(result)
+        return None
+    if not _shown_as_value(shell):
+        display(result)     # (``r = %cuda_timeit -o ...``: shown all the same, as %timeit's)
+    return result
+
+
+def _shown_as_value(shell):
+    """Whether the value the running line magic returns is shown as its cell's value (its
+    ``Out[]``): the magic's line is an expression whose value the cell's code prints (IPython
+    compiles the cell's last expression, or each one with ``ast_node_interactivity = 'all'``,
+    to print it through the display hook) and no ``;`` silences it."""
+    files = getattr(shell.compile, "_filename_map", None) or {}
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename not in files:
+        frame = frame.f_back
+    if frame is None or frame.f_code.co_name != "<module>":
+        return False          # (a function of the user's calling the magic)
+    if not any(ins.opname == "PRINT_EXPR" or (ins.opname == "CALL_INTRINSIC_1" and
+                                              ins.argrepr == "INTRINSIC_PRINT")
+               for ins in dis.get_instructions(frame.f_code)):
+        return False
+    try:
+        return not shell.displayhook.quiet()
+    except Exception:         # (a display hook of another shape: shown as its value)
+        return True
 
 
 def _raised_by_benchmark(exc):

@@ -6,7 +6,14 @@ A function may hold several specialisations of the same argument types, compiled
 options (``%config GPUReplace.fastmath``, ``arch``, ``kernel.compile(sig, arch=...)``).  The
 ``{argtypes: ...}`` answers give, for each argument types, the specialisation of the options a
 launch uses now where there is one (``_launch_options``), the most recently compiled otherwise;
-``inspect_all`` lists every one with its options."""
+``inspect_all`` lists every one with its options.
+
+A device function's answers include what the kernels calling it compiled of it; so do a
+kernel's where kernels call it as a device function (a ``%%cuda`` cell's helper is a kernel
+and a device function both): its compiles as a device function are listed with its own, and a
+signature with a return type asks for them (a kernel that nothing calls refuses one, as
+numba-cuda's kernels do).  What only a kernel has (SASS, the driver's attributes) leaves them
+out."""
 
 from __future__ import annotations
 
@@ -17,8 +24,9 @@ from numba.core import types
 from numba.core.typing import signature as numba_signature
 
 from .. import probe
+from ..compiler import frontend
 from ..compiler.compiled import CompiledFunction, Options
-from ..compiler.dispatch_report import dispatch_report
+from ..compiler.dispatch_report import DispatchReports, dispatch_report
 from ..compiler.pipeline import device_ptx
 from ..compiler.signature import SignatureParseError, normalize_signature
 from ..config import settings
@@ -82,16 +90,17 @@ class Reflection:
         argument types."""
         fn, disk = self._reader(what)
         return [v._replace(value=fn(self._front_ended(v, disk).value))
-                for v in self._compiled_variants(sig, disk)]
+                for v in self._compiled_variants(sig, disk, calls=what not in _KERNEL_ONLY)]
 
     def _reader(self, what):
-        """(the code ``what`` of one specialisation, whether a disk-loaded one has it)."""
+        """(the code ``what`` of one specialisation -- a kernel's, or a device function's
+        compiled function --, whether a disk-loaded one has it)."""
         if what == "ptx":
-            return (device_ptx if self.device else _ptx), True
+            return _either(device_ptx, _ptx), True
         if what == "llvm":
-            return (_device_llvm if self.device else _llvm), True
+            return _either(_device_llvm, _llvm), True
         if what == "types":
-            return (_annotated if self.device else _annotated_kernel), False
+            return _either(_annotated, _annotated_kernel), False
         if what == "sass":
             self._require_kernel("inspect_sass")
             return _sass, True
@@ -103,11 +112,11 @@ class Reflection:
 
     def dispatch_report(self, sig=None):
         """Each callable the call graph uses: function, line, context layer, implementation."""
-        return self._reflect(sig, lambda s: dispatch_report(s if self.device else s.compiled),
-                             disk=False)
+        out = self._reflect(sig, lambda s: dispatch_report(_code(s)), disk=False)
+        return out if sig is not None else DispatchReports(out)     # (shown as tables)
 
     def dependencies(self, sig=None):
-        return self._reflect(sig, lambda s: describe(s if self.device else s.compiled))
+        return self._reflect(sig, lambda s: describe(_code(s)))
 
     def inspect_asm(self, signature=None):
         """numba-cuda's name for the kernel's assembly: its PTX."""
@@ -118,13 +127,13 @@ class Reflection:
         sass}`` of all compiled so far: the PTX assembled by ptxas for the specialisation's
         architecture and listed by nvdisasm (from the ``nvidia-cuda-nvcc`` and
         ``nvidia-cuda-nvdisasm`` wheels; no GPU needed)."""
-        return self._reflect(signature, *self._reader("sass"))
+        return self._reflect(signature, *self._reader("sass"), calls=False)
 
     def inspect_sass_cfg(self, signature=None):
         """The control-flow graph of the SASS of the specialisation for ``signature`` in DOT
         (``nvdisasm -cfg`` of the PTX assembled by ptxas, from NVIDIA's wheels; no GPU needed),
         or ``{argtypes: cfg}`` of all compiled so far, as numba-cuda's."""
-        return self._reflect(signature, *self._reader("sass_cfg"))
+        return self._reflect(signature, *self._reader("sass_cfg"), calls=False)
 
     @property
     def signatures(self):
@@ -135,7 +144,8 @@ class Reflection:
     def nopython_signatures(self):
         """numba-cuda's: the Numba signature (``restype(argtypes)``) of each compiled
         specialisation: ``none(...)`` for a kernel, a device function's return type for it."""
-        return [numba_signature(types.none if not self.device else cf.restype, *argtypes)
+        return [numba_signature(cf.restype if isinstance(cf, CompiledFunction) else types.none,
+                                *argtypes)
                 for argtypes, cf in self.overloads.items()]
 
     @property
@@ -160,7 +170,8 @@ class Reflection:
         """``{argument types: specialisation}`` of everything compiled so far (numba-cuda's
         ``kernel.overloads``): for argument types compiled under several options, the
         specialisation of the current ones (``_reflect``).  A device function's include what
-        kernels and device functions calling it compiled (``_reached_variants``)."""
+        kernels and device functions calling it compiled (``_reached_variants``), and so do a
+        kernel's that kernels call (its compiled functions as a device function)."""
         return self._by_argtypes(self._compiled_variants(), lambda v: v.value)
 
     # The driver's view of a specialisation loaded on the current device (numba-cuda's
@@ -184,7 +195,8 @@ class Reflection:
         what = launch.RESOURCE_METHODS.get(name, name)
         self._require_kernel(what)
         if not probe.available():
-            return self._reflect(signature, lambda spec: spec.resource(name, what), single=True)
+            return self._reflect(signature, lambda spec: spec.resource(name, what), single=True,
+                                 calls=False)
         dev = probe.current_device()
 
         def read(spec):
@@ -194,12 +206,14 @@ class Reflection:
             if loaded is None:
                 return spec.resource(name, what)
             return int(loaded.attribute(name))
-        return self._reflect(signature, read, single=True)
+        return self._reflect(signature, read, single=True, calls=False)
 
-    def _reflect(self, sig, fn, disk=True, single=False):
+    def _reflect(self, sig, fn, disk=True, single=False, calls=True):
+        """``fn`` of the specialisation for ``sig``, or ``{argtypes: ...}`` of all compiled so
+        far (``calls``: a kernel's compiles as a device function too)."""
         if sig is not None:
-            return fn(self._compiled_variants(sig, disk)[0].value)
-        out = self._by_argtypes(self._compiled_variants(None, disk),
+            return fn(self._compiled_variants(sig, disk, calls)[0].value)
+        out = self._by_argtypes(self._compiled_variants(None, disk, calls),
                                 lambda v: fn(self._front_ended(v, disk).value))
         if single and self.specialized and len(out) == 1:
             # (a kernel of one signature -- given to cuda.jit, or made by specialize -- answers
@@ -234,14 +248,20 @@ class Reflection:
             arch = probe.arch_of(probe.current_device())
         return self.options(arch)
 
-    def _compiled_variants(self, sig=None, disk=True):
+    def _compiled_variants(self, sig=None, disk=True, calls=True):
         """``Variant(argtypes, options, current, specialisation)`` of each specialisation
         compiled so far, by argument types in the order first compiled, the current options'
         first and the others in the order compiled.  With ``sig``: those of its argument types,
         the current options' compiled (or revalidated) first, ``disk=False`` compiling it again
-        if it was loaded from the disk cache (``_front_ended`` does the others)."""
+        if it was loaded from the disk cache (``_front_ended`` does the others).  ``calls``: a
+        kernel's compiles as a device function, made by the kernels that call it, too (and a
+        signature with a return type asks for those: ``_called_variants``); without it, its
+        kernel specialisations alone."""
         now = self._launch_options()
         if sig is not None:
+            called = self._called_variants(sig, now) if calls and not self.device else None
+            if called is not None:
+                return called
             argtypes = argument_types(self, sig)
             first = self._specialize(argtypes, now, disk=disk)
             found = [((argtypes, now), first)] + [
@@ -249,16 +269,49 @@ class Reflection:
                 if key[0] == argtypes and key[1] != now]
         else:
             found = list(self._specs.items())
-            if self.device:
+            if self.device or calls:
                 found += self._reached_variants(found)
+        return self._grouped(found, now)
+
+    def _grouped(self, found, now):
+        """``found``, ``[((argtypes, options), specialisation)]``, as ``Variant`` objects
+        grouped by argument types, those of the options ``now`` first in each group."""
         groups = {}
         for (argtypes, options), spec in found:
             groups.setdefault(argtypes, []).append((options, spec))
+        # (a kernel's compile as a device function has the device's options: without the
+        # kernel entry's directives)
+        device_now = now if self.device else now.for_device()
+
+        def current(options, spec):
+            return options == (device_now if isinstance(spec, CompiledFunction) else now)
         out = []
         for argtypes, group in groups.items():
-            group.sort(key=lambda item: item[0] != now)       # (stable: then as compiled)
-            out += [Variant(argtypes, options, options == now, spec) for options, spec in group]
+            group.sort(key=lambda item: not current(*item))   # (stable: then as compiled)
+            out += [Variant(argtypes, options, current(options, spec), spec)
+                    for options, spec in group]
         return out
+
+    def _called_variants(self, sig, now):
+        """For a kernel that kernels call as a device function (a ``%%cuda`` cell's helper),
+        asked about with a signature that has a return type: its compiles as a device function
+        for those argument types (compiled now, as its callers would, where none has them); the
+        return type is the caller's to give, as for a device function's reflection.  None for
+        a signature without one, or where nothing calls the kernel (``argument_types`` refuses
+        a return type then)."""
+        argtypes, ret = normalize_signature(sig)
+        if ret is None or ret == types.none:
+            return None
+        own = list(self._specs.items())
+        reached = self._reached_variants(own)
+        if not reached:
+            return None
+        found = [item for item in reached if item[0][0] == argtypes]
+        if not found:
+            options = now.for_device()
+            found = [((argtypes, options), frontend.compile_device(
+                self.py_func, self.context, {}, argtypes, options))]
+        return self._grouped(found, now)
 
     def _reached_variants(self, own):
         """A device function's specialisations compiled for the calls of kernels and device
@@ -270,6 +323,8 @@ class Reflection:
         code, as for ``inspect_types``); one that no longer compiles is left out (its launch
         says why)."""
         seen = {id(value) for _, value in own}
+        # (a kernel's own specialisations: their kernel's compiled function is no call of it)
+        seen |= {id(value.compiled) for _, value in own if hasattr(value, "compiled")}
         found = []
         for fn in definitions.live_functions():
             if fn is self:
@@ -284,6 +339,8 @@ class Reflection:
                     except CompileError:
                         continue
                 for each in cf.closure():
+                    if each is cf and not fn.device and not self.device:
+                        continue     # (a kernel of the same code, specialize()'s: no call)
                     if each.pyfunc is self.py_func and each.context is self.context and \
                             not each.mask and each.fndesc is not None and \
                             id(each) not in seen:
@@ -298,6 +355,21 @@ class Reflection:
                 what, f"Cannot ask {what}() of a device function")
             raise DeviceFunctionError(f"{what_of}: {what}() is for kernels; {self.__qualname__} "
                                       f"is a device function (use inspect_llvm)")
+
+
+#: What only a kernel has: its compiles as a device function are left out
+_KERNEL_ONLY = ("sass", "sass_cfg")
+
+
+def _either(device, kernel):
+    """A reader of one specialisation: ``device`` of a device function's compiled function
+    (a device function's, or a kernel's compile as one), ``kernel`` of a kernel's."""
+    return lambda value: device(value) if isinstance(value, CompiledFunction) else kernel(value)
+
+
+def _code(value):
+    """The compiled function of a specialisation (a kernel's, or a compiled function)."""
+    return value if isinstance(value, CompiledFunction) else value.compiled
 
 
 def _ptx(spec):
