@@ -8,8 +8,14 @@ compiler types with), with the GPU's own: ``bfloat16`` and the cooperative-group
 
 # ruff: noqa: F401, F403  (this module is a namespace: every import is an export)
 
+from numba.core import types as _numba_types
 from numba.core.types import *
 from numba.core.types import bool as bool  # noqa: PLC0414 (numba-cuda's ``types.bool``)
+
+# every public name of Numba's module, not only those its ``__all__`` exports (``signed_domain``,
+# ``number_domain``, ``integer_domain`` ... that numba-cuda's module has too)
+globals().update({_k: _v for _k, _v in vars(_numba_types).items()
+                  if not _k.startswith("_") and _k not in globals()})
 from numba.core.types import (Array, Boolean, Complex, Float, Integer, NoneType, Number, Record,
                               Tuple, Type, UniTuple, float16, none, void)
 

@@ -17,6 +17,9 @@ def test_types_is_a_module_of_numbas_types_with_the_gpus_own():
     assert types.UniTuple(types.int64, 2) == nb_types.UniTuple(nb_types.int64, 2)
     assert types.bool is nb_types.boolean
     assert bfloat16 is cuda.bfloat16 and str(grid_group) == "GridGroup"
+    # the names Numba's module has beyond its __all__ too (numba-cuda's tests read them)
+    assert types.signed_domain is nb_types.signed_domain
+    assert types.number_domain is nb_types.number_domain
 
 
 def test_a_kernel_declared_with_types_objects_runs():
