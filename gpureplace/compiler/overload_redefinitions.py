@@ -84,12 +84,18 @@ def superseded_overloads():
 def method_site(template):
     """``(type, attribute name, target)`` of a user's ``overload_method`` /
     ``overload_attribute`` template (what a later definition for the same type and name
-    replaces: Numba lowers the name with the latest one), or None for any other template."""
+    replaces: Numba lowers the name with the latest one), or None for any other template, and
+    where its key is no dictionary key."""
     attr = getattr(template, "_attr", None)
     if not isinstance(attr, str) or overload_site(template) is None:
         return None
     metadata = getattr(template, "metadata", None) or {}
-    return template.key, attr, metadata.get("target")
+    where = template.key, attr, metadata.get("target")
+    try:
+        hash(where)
+    except TypeError:
+        return None
+    return where
 
 
 def superseded_methods():
@@ -105,11 +111,7 @@ def superseded_methods():
             return []
         sites, again = {}, []
         for i, template in enumerate(list(entries)):
-            try:
-                where = method_site(template)
-                hash(where)
-            except TypeError:               # (a key that is no dictionary key)
-                continue
+            where = method_site(template)
             if where is None:
                 continue
             generator = template._overload_func

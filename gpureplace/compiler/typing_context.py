@@ -24,7 +24,7 @@ from .call_types import CallTypes
 from .global_arrays import device_array_type
 from .host_only import reject_host_only
 from .hostconstants import install_cffi, int_constant_class, int_constants
-from .overload_redefinitions import latest_overloads, overload_site
+from .overload_redefinitions import latest_overloads, method_site, overload_site
 
 
 def _in_our_target(method):
@@ -79,12 +79,12 @@ class GPUTypingContext(typing.BaseContext):
         # typed by the old one and lowered by the new (a new return type failed to compile).
         # Here the new one replaces the templates of the same type and name from other code
         # (those one definition made, as a factory in a loop, stay).
-        where = _site_of(at)
+        where = method_site(at)
         if where is not None:
             code = at._overload_func.__code__
             self._attributes[at.key] = [
                 t for t in self._attributes[at.key]
-                if _site_of(t) != where or t._overload_func.__code__ is code]
+                if method_site(t) != where or t._overload_func.__code__ is code]
         super().insert_attributes(at)
 
     def resolve_argument_type(self, val):
@@ -178,18 +178,6 @@ class GPUTypingContext(typing.BaseContext):
             if ty is not None:
                 return ty
         return super().resolve_value_type(val)
-
-
-def _site_of(template):
-    """``method_site`` of ``template`` (None for anything but a user's method or attribute
-    overload, or where its key is no dictionary key)."""
-    from .overload_redefinitions import method_site
-    try:
-        where = method_site(template)
-        hash(where)
-    except TypeError:
-        return None
-    return where
 
 
 #: Where the global's name goes in ``unreadable_array``'s text (compiler/diagnostics.py puts
