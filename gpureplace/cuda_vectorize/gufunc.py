@@ -38,15 +38,20 @@ def parse_gufunc_signature(layout):
     return side(left), side(right)
 
 
+def refuse_writable_args(writable_args):
+    """numba-cuda's refusal of ``guvectorize(writable_args=...)``: a device array given as input
+    is written where it is, a host input is a copy."""
+    if writable_args:
+        raise TypeError("guvectorize(writable_args=...): writable_args are not supported on "
+                        "the GPU: a device array given as input is written in place, a host "
+                        "array is copied to the device and not back")
+
+
 class CUDAGUFunc:
     """What ``@cuda.guvectorize`` returns: a generalised ufunc over the loop dimensions."""
 
     def __init__(self, func, signatures, layout, identity=None, writable_args=(), **options):
-        if writable_args:
-            # (as numba-cuda: a device input is written where it is; a host input is a copy)
-            raise TypeError("guvectorize(writable_args=...): writable_args are not supported on "
-                            "the GPU: a device array given as input is written in place, a host "
-                            "array is copied to the device and not back")
+        refuse_writable_args(writable_args)
         jit_options = check_options("guvectorize", options)
         # what a pickle rebuilds it from: the function, the signatures added, the options
         self._given = (func, [], dict(options, identity=identity))

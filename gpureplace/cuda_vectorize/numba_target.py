@@ -3,7 +3,7 @@ answered with gpureplace's ufuncs."""
 
 from __future__ import annotations
 
-from .gufunc import CUDAGUFunc
+from .gufunc import CUDAGUFunc, refuse_writable_args
 from .ufunc import CUDAUFunc
 
 class _Builder:
@@ -37,10 +37,7 @@ class CUDAGUFuncVectorize(_Builder):
 
     def __init__(self, func, signature, identity=None, cache=False, targetoptions=None,
                  writable_args=()):
-        if writable_args:
-            raise TypeError("guvectorize(writable_args=...): writable_args are not supported on "
-                            "the GPU: a device array given as input is written in place, a host "
-                            "array is copied to the device and not back")
+        refuse_writable_args(writable_args)
         super().__init__(func, identity, targetoptions)
         self._layout = signature
 
