@@ -363,7 +363,7 @@ class Launching:
         if rec is not None:
             return rec.add(self, config, args)
         backends.simulator().launch(self, config.grid, config.block, config.stream,
-                                    config.shared, args)
+                                    config.shared, args, before=config.run_callbacks)
         for host, dev in back:
             host[...] = dev
 

@@ -196,6 +196,20 @@ def test_pre_launch_callbacks_run_before_each_launch_of_their_configuration(simu
     assert len(seen) == 6 and _host(d) == [6.0] * 4
 
 
+def test_launches_with_in_out_hints_and_host_arrays_run_callbacks(simulated):
+    ns = _module(KERNELS)
+    h = np.zeros(4, np.float32)
+    cfg = ns["add1"][1, 32]
+    seen = []
+    cfg.pre_launch_callbacks.append(lambda spec, config: seen.append(float(h[0])))
+    cfg(cuda.InOut(h))                           # before the launch ran
+    cfg(cuda.In(h))                              # (its copy is not written back)
+    cfg(h)
+    assert seen == [0.0, 1.0, 1.0] and list(h) == [2.0] * 4
+    cfg(cuda.Out(np.zeros(4, np.float32)))
+    assert len(seen) == 4
+
+
 def test_callbacks_asked_for_after_a_prepare_or_capture_still_run(simulated):
     ns = _module(KERNELS)
     d = cuda.to_device(np.zeros(4, np.float32))
