@@ -245,6 +245,73 @@ def k(out):
         "BIG = np.full(100_000, 23.0)",
         "expect_data(k, 3, 23.0, 23.0)",
     ],
+    # a cell that changes what older kernels read and, before its end, compiles code that reads
+    # the new value: the older kernels see the change too, in every later cell
+    "same_cell_redefinition_and_compile": [
+        """
+def h(v):
+    return v * 31.0
+SCALE = 37.0
+@cuda.jit
+def k_old(out):
+    out[0] = h(out[0])
+@cuda.jit
+def k_const(out):
+    out[0] = out[0] * SCALE
+""",
+        "expect(k_old, 31.0, 31.0); expect(k_const, 37.0, 37.0)",
+        COMPILED,
+        """
+def h(v):
+    return v * 41.0
+SCALE = 43.0
+@cuda.jit
+def k_new(out):
+    out[0] = h(out[0]) * SCALE
+expect(k_new, 41.0, 41.0 * 43.0)
+""",
+        "expect(k_old, 41.0, 41.0); expect(k_const, 43.0, 43.0)",
+        "x = 1",
+        "expect(k_old, 41.0, 41.0); expect(k_const, 43.0, 43.0)",
+    ],
+    # a NumPy record (a view of a structured array's element) compiled into the code as a
+    # constant, changed in place through its array
+    "global_record_changed_in_place": [
+        """
+REC = np.zeros(2, dtype=[("x", "f8"), ("y", "f8")])
+REC[0] = (47.0, 53.0)
+R = REC[0]
+@cuda.jit
+def k(out):
+    out[0] = out[0] * (R["x"] + R["y"])
+""",
+        "expect(k, 100.0, 100.0)",
+        COMPILED,
+        "REC[0] = (59.0, 61.0)",
+        "expect(k, 120.0, 120.0)",
+        "R[\"x\"] = 67.0",         # (a record assigned to directly)
+        "expect(k, 128.0, 128.0)",
+    ],
+    # reflection without a signature lists what a launch would run now, not the code compiled
+    # before a redefinition
+    "reflection_without_signature": [
+        """
+def h(v):
+    return v * 71.0
+@cuda.jit
+def k(out):
+    out[0] = h(out[0])
+""",
+        "expect(k, 71.0, 71.0)",
+        COMPILED,
+        "def h(v):\n    return v * 73.0",
+        """
+texts = list(k.inspect_ptx().values())
+assert texts and all(lit(73.0) in t and lit(71.0) not in t for t in texts), texts
+current = [v for v in k.inspect_all() if v.current]
+assert current and all(lit(73.0) in v.value for v in current)
+""",
+    ],
     "unrelated_redefinition_compiles_nothing": [
         """
 def used(v):

@@ -251,7 +251,8 @@ def show_compiled(name, what, fn, spec):
     not the options a launch uses now), as ``%cuda_ptx`` and the others show it.  The typed IR
     of a specialisation loaded from the disk cache (which keeps none) comes from compiling its
     front end, which shows it through the hook."""
-    variants = [v for v in fn._compiled_variants(calls=False) if v.argtypes == spec.argtypes]
+    variants = [v for v in fn._compiled_variants(calls=False, current=False)
+                if v.argtypes == spec.argtypes]
     found = next((v for v in variants if v.value is spec), None)
     read, from_disk_too = fn._reader(what)
     if not from_disk_too and getattr(spec, "from_disk", False) and found is not None:
@@ -283,7 +284,7 @@ def show_from_now(name, what, fn):
     if fn.device or shows(fn):
         return
     fn.on_compile = show_hook(name, what, fn)
-    compiled = [v.value for v in fn._compiled_variants(calls=False)]
+    compiled = [v.value for v in fn._compiled_variants(calls=False, current=False)]
     for spec in compiled:
         show_compiled(name, what, fn, spec)
     if not compiled:

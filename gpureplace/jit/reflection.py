@@ -116,7 +116,9 @@ class Reflection:
         return out if sig is not None else DispatchReports(out)     # (shown as tables)
 
     def dependencies(self, sig=None):
-        return self._reflect(sig, lambda s: describe(_code(s)))
+        # (without a signature, what each specialisation compiled so far read, not revalidated
+        # first: ``%cuda_deps`` marks what changed since, which its next launch recompiles for)
+        return self._reflect(sig, lambda s: describe(_code(s)), current=False)
 
     def inspect_asm(self, signature=None):
         """numba-cuda's name for the kernel's assembly: its PTX."""
@@ -208,12 +210,13 @@ class Reflection:
             return int(loaded.attribute(name))
         return self._reflect(signature, read, single=True, calls=False)
 
-    def _reflect(self, sig, fn, disk=True, single=False, calls=True):
+    def _reflect(self, sig, fn, disk=True, single=False, calls=True, current=True):
         """``fn`` of the specialisation for ``sig``, or ``{argtypes: ...}`` of all compiled so
-        far (``calls``: a kernel's compiles as a device function too)."""
+        far (``calls``: a kernel's compiles as a device function too; ``current``: see
+        ``_compiled_variants``)."""
         if sig is not None:
             return fn(self._compiled_variants(sig, disk, calls)[0].value)
-        out = self._by_argtypes(self._compiled_variants(None, disk, calls),
+        out = self._by_argtypes(self._compiled_variants(None, disk, calls, current),
                                 lambda v: fn(self._front_ended(v, disk).value))
         if single and self.specialized and len(out) == 1:
             # (a kernel of one signature -- given to cuda.jit, or made by specialize -- answers
@@ -248,7 +251,7 @@ class Reflection:
             arch = probe.arch_of(probe.current_device())
         return self.options(arch)
 
-    def _compiled_variants(self, sig=None, disk=True, calls=True):
+    def _compiled_variants(self, sig=None, disk=True, calls=True, current=True):
         """``Variant(argtypes, options, current, specialisation)`` of each specialisation
         compiled so far, by argument types in the order first compiled, the current options'
         first and the others in the order compiled.  With ``sig``: those of its argument types,
@@ -256,7 +259,9 @@ class Reflection:
         if it was loaded from the disk cache (``_front_ended`` does the others).  ``calls``: a
         kernel's compiles as a device function, made by the kernels that call it, too (and a
         signature with a return type asks for those: ``_called_variants``); without it, its
-        kernel specialisations alone."""
+        kernel specialisations alone.  Without ``sig``, those of the current options are
+        revalidated first (recompiled if a dependency changed), as a launch would, unless
+        ``current`` is false."""
         now = self._launch_options()
         if sig is not None:
             called = self._called_variants(sig, now) if calls and not self.device else None
@@ -268,7 +273,13 @@ class Reflection:
                 (key, spec) for key, spec in list(self._specs.items())
                 if key[0] == argtypes and key[1] != now]
         else:
-            found = list(self._specs.items())
+            # (the current options' specialisations revalidated first, as a launch would: after
+            # a redefinition their listing is the new code, never the old one labelled current)
+            order = {key: i for i, key in enumerate(list(self._specs))}
+            for argtypes, options in list(order) if current else ():
+                if options == now:
+                    self._specialize(argtypes, now, disk=disk)
+            found = sorted(self._specs.items(), key=lambda item: order.get(item[0], len(order)))
             if self.device or calls:
                 found += self._reached_variants(found)
         return self._grouped(found, now)

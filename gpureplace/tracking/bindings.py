@@ -76,13 +76,35 @@ class Change(tuple):
         return self
 
 
+_pending = []       # changes a compile found while tracking (reported by the next check)
+
+
 def track(namespace, name, value, fp, snap=None):
+    """Track ``namespace[name]`` as compiled code read it: ``value``, its fingerprint and the
+    snapshot of its arrays.  A binding already tracked with another meaning (a cell redefined a
+    helper and, before its end, compiled code reading the new one) moves the world now: the
+    code compiled against the old meaning is stale, and the end-of-cell check, which compares
+    with what is tracked, would no longer see the change."""
     with _lock:
         entry = _tracked.get(id(namespace))
         if entry is None or entry[0] is not namespace:
             entry = _tracked[id(namespace)] = (namespace, {})
+        old = entry[1].get(name)
         entry[1][name] = [value, fp, snap]
         _views.pop(id(namespace), None)
+    if old is not None:
+        _note_replaced(old, value, namespace.get("__name__", "?"), name, namespace)
+
+
+def _note_replaced(old, value, ns_name, name, namespace):
+    """Move the world if ``value`` does not mean what the tracked entry ``old`` saw."""
+    if old[0] is value and old[2] is None:
+        return                                  # the common case: read again, unchanged
+    how = _compare(old, value)
+    if how is not None:
+        with _lock:
+            _pending.append(Change(ns_name, name, how, namespace))
+        world.bump()
 
 
 def _places(cf):
@@ -110,8 +132,11 @@ def track_compiled(cf):
             track(where, name, rec.value, rec.fingerprint, rec.snapshot)
         else:
             with _lock:
+                held = _cells.get(id(where))
                 _cells[id(where)] = (where, cf.pyfunc.__qualname__, rec.name,
                                      [rec.value, rec.fingerprint, rec.snapshot])
+            if held is not None and held[0] is where:
+                _note_replaced(held[3], rec.value, f"closure of {held[1]}", rec.name, None)
 
 
 def _compare(entry, cur):
@@ -154,9 +179,9 @@ def check():
 
     Returns the changed bindings as ``(namespace name, name, how)``.
     """
-    changed = []
     bdict = vars(builtins)
     with _lock:
+        changed, _pending[:] = list(_pending), []
         for key, (ns, names) in _tracked.items():
             view = _views.get(key)
             if view is None or view.names is not names:
@@ -232,6 +257,7 @@ def tracked_values():
 
 def clear():
     with _lock:
+        _pending.clear()
         _tracked.clear()
         _cells.clear()
         _views.clear()

@@ -91,7 +91,7 @@ class Copy:
                 return False
         except AttributeError:
             return False
-        if not isinstance(a, np.ndarray):
+        if not isinstance(a, (np.ndarray, np.void)):
             return False
         if self.key is not None:
             return a.tobytes() == self.key
@@ -165,7 +165,11 @@ def arrays_in(value, path=(), depth=0):
 
 
 def snapshot(value):
-    """A ``Snapshot`` of the arrays in ``value``, or None when it holds none."""
+    """A ``Snapshot`` of the arrays in ``value``, or None when it holds none.  A NumPy record
+    (``R = REC[0]`` of a structured array, a view of its element; or one assigned to, ``R.x =
+    1``) changes in place as an array does: it is kept as a one-record copy."""
+    if isinstance(value, np.void) and value.dtype.names is not None:
+        return Snapshot([((), Copy(value))])
     if not isinstance(value, (np.ndarray, tuple)) or hasattr(value, "__cuda_array_interface__"):
         return None          # (a device array is used where it is: nothing to compare)
     found = arrays_in(value)
