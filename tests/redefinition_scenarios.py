@@ -309,7 +309,7 @@ def k(out):
 texts = list(k.inspect_ptx().values())
 assert texts and all(lit(73.0) in t and lit(71.0) not in t for t in texts), texts
 current = [v for v in k.inspect_all() if v.current]
-assert current and all(lit(73.0) in v.value for v in current)
+assert current and all(lit(73.0) in v.text and v.text is v.value for v in current)
 """,
     ],
     "unrelated_redefinition_compiles_nothing": [

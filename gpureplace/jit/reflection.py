@@ -45,6 +45,12 @@ class Variant(NamedTuple):
     #: the specialisation (``_compiled_variants``), or its code (``inspect_all``)
     value: object
 
+    @property
+    def text(self):
+        """The code ``inspect_all`` listed (``value``), under the name its documentation and
+        the README give it."""
+        return self.value
+
 
 class Reflection:
     """``inspect_ptx``, ``inspect_llvm``, ``inspect_types``, ``inspect_sass``, ``overloads``,
