@@ -28,13 +28,17 @@ def _is_function(value):
 
 
 def _constant_index_on_line(pyfunc, name, lineno):
-    """The int constant that indexes the global ``name`` read on ``lineno`` (``FUNCS[1]``), or
-    None."""
+    """The int constant that indexes the global ``name`` read on ``lineno`` (``FUNCS[1]``; a
+    named tuple's field, ``OPS.f``, as its index), or None."""
     after = False
+    fields = getattr(pyfunc.__globals__.get(name), "_fields", ())
     for ins, line in instructions_with_lines(pyfunc):
         if after:
-            return ins.argval if ins.opname == "LOAD_CONST" and type(ins.argval) is int \
-                else None
+            if ins.opname == "LOAD_CONST" and type(ins.argval) is int:
+                return ins.argval
+            if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and ins.argval in fields:
+                return fields.index(ins.argval)
+            return None
         after = line == lineno and ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and \
             ins.argval == name
     return None
@@ -56,13 +60,16 @@ def functions_tuple_reason(name, value, index=None):
     first = next(i for i, v in enumerate(value) if _is_function(v))
     if index is not None and -len(value) <= index < len(value) and _is_function(value[index]):
         first = index
-    callee = names[first] or "f"
+    fields = getattr(value, "_fields", ())
+    # (as the user reaches it: a named tuple's field by its name)
+    item = f"{name}.{fields[first]}" if first < len(fields) else f"{name}[{first}]"
+    callee = names[first] if names[first] and names[first].isidentifier() else None
+    by_name = f"call the function by its name ({callee}(...)), " if callee else ""
+    alias = (callee or "op").upper()
     return (f"{name} is {which} {shown}: device code cannot take a function out of a "
-            f"{container} "
-            f"({name}[{first}](...)); call the function by its name ({callee}(...)), bind "
-            f"it to a global of its own ({callee.upper()} = {name}[{first}]) and call that, "
-            f"or choose by a number: if which == 0: ... elif which == 1: ..., each branch "
-            f"calling one function by name")
+            f"{container} ({item}(...)); {by_name}bind it to a global of its own ({alias} = "
+            f"{item}) and call that, or choose by a number: if which == 0: ... elif "
+            f"which == 1: ..., each branch calling one function by name")
 
 
 def functions_container_reason(pyfunc, lineno):

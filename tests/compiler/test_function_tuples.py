@@ -2,6 +2,7 @@
 error names the global, the functions it holds and the index, and says what works instead
 (calling the function by its name, a global of its own, a branch on a number)."""
 
+import collections
 import math
 
 import numpy as np
@@ -28,6 +29,8 @@ def fc(v):
 FUNCS = (fa, fb)
 MIXED = (1.0, fc, math.sqrt)
 FB = FUNCS[1]
+OPS = collections.namedtuple("OPS", "f g")(fa, lambda v: v + 21.0)
+OP = OPS.g
 
 
 @cuda.jit
@@ -43,6 +46,16 @@ def through_mixed_tuple(x, i):
 @cuda.jit
 def through_own_global(x):
     x[0] = FB(x[0])
+
+
+@cuda.jit
+def through_named_field(x):
+    x[0] = OPS.g(x[0])
+
+
+@cuda.jit
+def through_own_global_lambda(x):
+    x[0] = OP(x[0])
 
 
 def _error(kernel, sig, launch):
@@ -79,3 +92,15 @@ def test_what_the_message_suggests_works():
     x = np.zeros(1)
     through_own_global[1, 1](x)
     assert x[0] == 2.0
+
+
+def test_a_named_tuples_lambda_is_named_as_written_and_the_suggestion_is_python():
+    reason = _error(through_named_field, SIG, False)
+    # the field as the user wrote it; a lambda has no name to call it by, and <lambda> is no
+    # name to bind
+    assert "(OPS.g(...)); bind it to a global of its own (OP = OPS.g) and call that" in reason, \
+        reason
+    assert "<LAMBDA>" not in reason and "(<lambda>(...))" not in reason
+    x = np.zeros(1)
+    through_own_global_lambda[1, 1](x)            # what it suggests works
+    assert x[0] == 21.0
