@@ -250,12 +250,21 @@ def _splitmix64(seed):
 
 
 def _as_u64(value, what):
-    if isinstance(value, (np.floating, float)):
-        value = int(value)
+    """``value`` as numba-cuda's ``uint64(value)`` takes it: an integer from -2**63 (an int64,
+    whose negatives wrap) to 2**64 - 1 (a uint64).  Outside that range numba-cuda refuses it
+    (its @njit seeding function types the argument: "Int value is too large"); wrapping it
+    instead would silently give another seed's states (2**64 + 1 would be seed 1)."""
+    range_error = ValueError(f"{what} must fit in 64 bits (an int64 or a uint64: from -2**63 "
+                             f"to 2**64 - 1), got {value!r}")
     try:
-        return int(value) & _U64            # numba-cuda casts to uint64: negatives wrap
+        number = int(value)                 # (a float truncated)
+    except OverflowError:                   # (an infinite float)
+        raise range_error from None
     except (TypeError, ValueError):
         raise TypeError(f"{what} must be an integer, got {value!r}") from None
+    if not -(1 << 63) <= number <= _U64:
+        raise range_error
+    return number & _U64                    # numba-cuda casts to uint64: negatives wrap
 
 
 def init_xoroshiro128p_states_cpu(states, seed, subsequence_start=0):

@@ -88,15 +88,43 @@ def _no_implementation(msg):
     return f"{name}() has no implementation for argument types ({', '.join(args)})"
 
 
+#: What ``inspect.Signature.bind`` says of arguments that do not fit a signature.
+_BIND_FAILURE = re.compile(r"missing a required argument|too many positional arguments|got an "
+                           r"unexpected keyword argument|multiple values for argument|missing a "
+                           r"required keyword-only argument")
+
+
+def _says_nothing(m, msg):
+    """Whether the specific error a typing template raised (``m``, a match of "raised a specific
+    error" in Numba's message ``msg``: the error's class and text) says nothing about the call
+    the user wrote: an assertion inside Numba (parfors' typing of ``reduce``, "len(args) != 3"),
+    or the arguments not binding to the signature of one of several ``@overload`` generators
+    while another candidate took them and refused their types (``np.dot(x, y)`` of two floats:
+    its three-argument overload says "missing a required argument: 'out'"), which only means
+    that candidate takes other arguments.  Then Numba's "No implementation ... for argument
+    types (...)" is the truthful reason.  (When every candidate fails to bind, the binding
+    error is the reason: the call has the wrong number of arguments.)"""
+    if "Assertion" in (m.group(1) or ""):
+        return True
+    raised_from = re.search(r"raised from (\S+)", msg[m.end():])
+    where = raised_from.group(1).replace("\\", "/") if raised_from else ""
+    if not (_BIND_FAILURE.search(m.group(2)) and "numba/core/typing/templates.py" in where):
+        return False
+    candidates = re.split(r"- Of which \d+ did not match due to:", msg)[1:]
+    return any(not _BIND_FAILURE.search(c) for c in candidates)
+
+
 def _short_reason(msg):
     """The first meaningful lines of a Numba message, without its pipeline boilerplate."""
     msg = re.sub(r"\x1b\[[0-9;]*m", "", str(msg))
-    # A typing template that raised says why in its own words: prefer those.
-    m = re.search(r"raised a specific error:\s*\n\s*(?:\w+Error: )?(.+)", msg)
+    # A typing template that raised says why in its own words: prefer those (the first that
+    # says something about the call: see _says_nothing).
+    m = next((m for m in re.finditer(r"raised a specific error:\s*\n\s*(?:(\w+Error): )?(.+)",
+                                     msg) if not _says_nothing(m, msg)), None)
     if m:
         # with the lines that go on saying it (the two signatures of an overload whose typing
         # and implementation differ), up to Numba's "raised from" line
-        said = [m.group(1).strip()]
+        said = [m.group(2).strip()]
         for line in msg[m.end():].splitlines()[1:]:
             s = line.strip()
             if not s or s.startswith(("raised from", "During:", "File ")) or len(said) >= 4:
@@ -218,6 +246,13 @@ def _generator_error(pyfunc, exc):
         of = f"{getattr(key, '__name__', key)}.{methods[0]._attr}"
     else:
         kind, of = "overload", getattr(template.key, "__name__", None) or str(template.key)
+    if is_linalg_check(exc):
+        # (np.linalg.inv, norm ...: Numba's generator asks for SciPy's LAPACK first)
+        err = CompileError(linalg_reason(pyfunc, call_line), function=name_of(pyfunc),
+                           filename=path, lineno=call_line or first_line_of(pyfunc),
+                           chain=(name_of(pyfunc),), detail=str(exc))
+        err.typing, err.lowering, err.array_return = True, False, False
+        return err
     said = str(exc)
     reason = f"{type(exc).__name__}: {said}" if said else type(exc).__name__
     where = describe_location(generator.__code__.co_filename, gen_tb.tb_lineno)
@@ -260,6 +295,22 @@ def convert_error(pyfunc, exc):
                   f"a cuda.jit(device=True) function with its element code instead)")
     elif isinstance(exc, nb_errors.TypingError) and "Untyped global name" in reason:
         reason = reason.replace("Untyped global name", "cannot use global name")
+    no_impl = re.match(r"(\w+)\(\) has no implementation for argument types", reason)
+    if no_impl:
+        # the callable as the user's line spells it (np.dot, functools.reduce), not as Numba
+        # names its implementation (pow's device meaning is the intrinsic ufunc_pow)
+        shown = _spelled_at(pyfunc, lineno, no_impl.group(1))
+        if shown:
+            reason = shown + reason[len(no_impl.group(1)):]
+    returned = re.match(r"No conversion from (.+) to (.+) for '\$[^']*return_value[^']*'",
+                        reason)
+    if returned:
+        # a function whose declared return type (a cuda.jit signature) its return cannot
+        # convert to: Numba names its internal return variable, "defined at None"
+        got, declared = returned.groups()
+        reason = (f"{pyfunc.__name__} returns {got}, which cannot convert to {declared}, the "
+                  f"return type its signature declares: return a {declared}, or declare the "
+                  f"return type it has")
     array_return = reason.startswith("Only accept returning of array passed into the function")
     if array_return:
         # Numba's check, for a function (often one of Numba's NumPy implementations) that
@@ -293,6 +344,8 @@ def convert_error(pyfunc, exc):
             # (a cell or module still importing numba-cuda's: the port changes that import)
             reason = (f"{module}.{name} is numba-cuda's kernel language; gpureplace compiles its "
                       f"own: import it with `from gpureplace import cuda` (then cuda.{name})")
+        elif debugger_entry(value) is not None:
+            reason = debugger_reason(debugger_entry(value))      # (sys.breakpointhook)
         elif mod is not None and hasattr(mod, name):
             reason = (f"{module}.{name} has no device implementation: it cannot be called in "
                       f"kernels or device functions (give it one with "
@@ -344,6 +397,12 @@ def convert_error(pyfunc, exc):
     err.typing = isinstance(exc, nb_errors.TypingError)
     err.lowering = isinstance(exc, nb_errors.LoweringError)
     err.array_return = array_return
+    # (what it needs a heap for: said as its caller's call having no device implementation when
+    # this is a library's code, library_call_error)
+    err.heap_use = _heap_use(reason)
+    # (pdb.set_trace(), breakpoint(): the simulator, which runs the kernel as Python, can skip
+    # its compile to PTX, the one thing that refuses them)
+    err.simulator_only = DEBUGGER_PHRASE in reason
     return err
 
 
@@ -426,6 +485,7 @@ def for_user(exc):
     out = make(exc.reason, function=exc.function, filename=exc.filename, lineno=exc.lineno,
                chain=exc.chain, detail=exc.detail)
     out.typing, out.lowering = make is TypingCompileError, make is LoweringCompileError
+    out.simulator_only = getattr(exc, "simulator_only", False)
     return out.with_traceback(exc.__traceback__)
 
 
@@ -482,39 +542,272 @@ def library_call_error(caller, callee, exc, loc):
     """The CompileError for a call from the user's ``caller`` into library code ``callee``
     that failed to compile (``exc``), at the caller's line: a library function other than
     Numba's implementations of builtins is host code; for those, what failed inside is said,
-    prefixed with the builtin the line calls."""
+    prefixed with the builtin the line calls.  ``exc`` None: ``callee`` was not compiled (a
+    debugger's entry, a library function whose parameters device code cannot have)."""
+    line = _call_line(caller, callee, loc)
+    name = _name_called(caller, callee, line)
+    debugger = debugger_entry(callee)
+    if package_of(callee) == "numba" and exc is not None and debugger is None:
+        reason = exc.reason
+        numpy_call = _numpy_call_at(caller, line)
+        array_return = numpy_call and getattr(exc, "array_return", False)
+        if array_return:
+            # the NumPy function the user called, not the library function inside it
+            reason = _array_return_reason(
+                f"{numpy_call}() returns an array that is not one of its arguments")
+        hosts = _host_callables_at(caller, line)
+        # (a builtin that builds a container on the line is the one at fault: str in
+        # len(str(x)), not len)
+        host = next((h for h in hosts if h[0] in _CONTAINER_BUILTINS), None) or \
+            (hosts[0] if hosts else None)
+        heap = getattr(exc, "heap_use", None) if exc.filename != file_of(caller) else None
+        what = None
+        if heap is not None and not array_return:
+            what = f"{host[0]}()" if host is not None else \
+                f"{numpy_call}()" if numpy_call else _method_called_at(caller, line)
+        if host is not None and host[0] in _CONTAINER_BUILTINS:
+            reason = _host_callable_reason(host)
+        elif what is not None:
+            # a heap refusal inside Numba's implementation (quicksort's lists under a.sort(),
+            # the string hash() asks hasattr with): not the user's construct, which is what
+            # has no device implementation
+            reason = _no_device_implementation(what, heap)
+        elif host is not None and not reason.startswith(f"{host[0]}()"):
+            reason = f"{host[0]}(): {reason}"
+    else:
+        reason = host_function_reason(name or callee.__name__, callee)
+    detail = (exc.detail or str(exc)) if exc is not None else None
+    new = CompileError(reason, function=name_of(caller), filename=file_of(caller),
+                       lineno=line, chain=(), detail=detail)
+    new.at_caller = True          # the caller's own line: its compile starts the chain anew
+    # (still a TypingError for the user; a call that was not compiled fails in typing)
+    new.typing = getattr(exc, "typing", False) if exc is not None else True
+    new.lowering = getattr(exc, "lowering", False)
+    new.simulator_only = debugger is not None
+    return new
+
+
+def linalg_error(caller, callee, exc, loc):
+    """The CompileError for a call from the user's ``caller`` whose implementation (``callee``,
+    Numba's ``np.dot`` or ``@``) is linear algebra: Numba's lowering asked for SciPy's BLAS
+    (``exc``, its ImportError), which device code could not call anyway."""
+    line = _call_line(caller, callee, loc)
+    new = CompileError(linalg_reason(caller, line), function=name_of(caller),
+                       filename=file_of(caller), lineno=line, chain=(), detail=str(exc))
+    new.at_caller = True
+    new.typing = new.lowering = False
+    return new
+
+
+def is_linalg_check(exc):
+    """Whether ``exc`` is the ImportError of Numba's check for SciPy's BLAS / LAPACK
+    (``numba/np/linalg.py``'s ``ensure_blas`` / ``ensure_lapack``), which its linear algebra
+    (``np.dot``, ``@``, ``np.linalg``) makes while typing or lowering a call."""
+    if not isinstance(exc, ImportError):
+        return False
+    tb, last = exc.__traceback__, None
+    while tb is not None:
+        last, tb = tb, tb.tb_next
+    if last is None:
+        return False
+    code = last.tb_frame.f_code
+    return code.co_name in ("ensure_blas", "ensure_lapack") and \
+        code.co_filename.replace("\\", "/").endswith("numba/np/linalg.py")
+
+
+def linalg_reason(pyfunc, lineno):
+    """Why the linear algebra called on ``lineno`` of ``pyfunc`` cannot run in device code."""
+    what = _linalg_call_at(pyfunc, lineno) if lineno else None
+    return (f"{what or 'this line'}: linear algebra (BLAS/LAPACK) has no device implementation "
+            f"(Numba's calls the host's BLAS and LAPACK libraries); write the loop yourself (a "
+            f"dot product: s = 0.0, then for i in range(a.size): s += a[i] * b[i]), or do it on "
+            f"the host before or after the launch")
+
+
+def _linalg_call_at(pyfunc, lineno):
+    """``np.dot()`` / ``np.linalg.inv()`` as ``lineno`` spells it, or "a @ b" for the
+    operator, or None."""
+    import numpy
+    dotted = _dotted_at(pyfunc, lineno)
+    globs = getattr(pyfunc, "__globals__", {})
+    for parts in dotted:
+        root = globs.get(parts[0])
+        if len(parts) > 1 and getattr(root, "__name__", "").split(".")[0] == "numpy":
+            return ".".join(parts) + "()"
+        if len(parts) == 1 and callable(root) and root in (numpy.dot, numpy.vdot,
+                                                           numpy.matmul):
+            return parts[0] + "()"             # (from numpy import dot)
+    for ins, line in instructions_with_lines(pyfunc):
+        if line == lineno and ins.opname in ("BINARY_OP", "BINARY_MATRIX_MULTIPLY",
+                                             "INPLACE_MATRIX_MULTIPLY") and \
+                (ins.opname != "BINARY_OP" or ins.argrepr.startswith("@")):
+            return "the @ operator (matrix product)"
+    return None
+
+
+def _call_line(caller, callee, loc):
+    """The line of ``caller`` whose call reached ``callee``: the statement Numba is typing
+    (``loc``) when it is the caller's, else the caller's statement being compiled further out
+    on the stack (Numba lowering ``a.sort()`` compiles its quicksort there, typing Numba's code
+    at Numba's own lines), else the line that reads ``callee`` by name."""
+    if loc is not None and getattr(loc, "filename", None) == file_of(caller):
+        return loc.line
+    return _line_on_stack(caller) or line_referring_to(caller, callee.__name__)
+
+
+def _line_on_stack(pyfunc):
+    """The line of ``pyfunc`` that Numba is typing or lowering further out on the Python stack
+    (the innermost ``loc``, ``inst`` or ``expr`` of a frame that is one of ``pyfunc``'s lines),
+    or None."""
+    from numba.core import ir as nb_ir
+    path = file_of(pyfunc)
+    try:
+        lines = {line for _, line in instructions_with_lines(pyfunc)}
+    except (TypeError, ValueError):
+        return None
+    frame = sys._getframe(1)
+    while frame is not None:
+        local = frame.f_locals
+        for name in ("loc", "inst", "expr"):
+            value = local.get(name)
+            at = value if isinstance(value, nb_ir.Loc) else getattr(value, "loc", None)
+            if isinstance(at, nb_ir.Loc) and at.filename == path and at.line in lines:
+                return at.line
+        frame = frame.f_back
+    return None
+
+
+def _name_called(caller, callee, line):
+    """The name by which ``line`` of ``caller`` reads ``callee`` (a global, or an attribute of
+    that name), or None."""
     import builtins
-    line = loc.line if loc is not None and getattr(loc, "filename", None) == file_of(caller) \
-        else line_referring_to(caller, callee.__name__)
-    name = None
     for ins, at in instructions_with_lines(caller):
         if at == line and ins.opname in ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR",
                                          "LOAD_METHOD"):
             value = caller.__globals__.get(ins.argval, getattr(builtins, ins.argval, None))
             if value is callee or ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and \
                     ins.argval == callee.__name__:
-                name = ins.argval
-                break
-    if package_of(callee) == "numba":
-        reason = exc.reason
-        numpy_call = _numpy_call_at(caller, line)
-        if numpy_call and getattr(exc, "array_return", False):
-            # the NumPy function the user called, not the library function inside it
-            reason = _array_return_reason(
-                f"{numpy_call}() returns an array that is not one of its arguments")
-        host = _host_callable_at(caller, line)
-        if host is not None and host[0] in _CONTAINER_BUILTINS:
-            reason = _host_callable_reason(host)
-        elif host is not None and not reason.startswith(f"{host[0]}()"):
-            reason = f"{host[0]}(): {reason}"
-    else:
-        reason = host_function_reason(name or callee.__name__, callee)
-    new = CompileError(reason, function=name_of(caller), filename=file_of(caller),
-                       lineno=line, chain=(), detail=exc.detail or str(exc))
-    new.at_caller = True          # the caller's own line: its compile starts the chain anew
-    new.typing = getattr(exc, "typing", False)     # (still a TypingError for the user)
-    new.lowering = getattr(exc, "lowering", False)
-    return new
+                return ins.argval
+    return None
+
+
+def _dotted_at(pyfunc, lineno):
+    """The dotted names ``lineno`` of ``pyfunc`` reads (``["np", "linalg", "inv"]``: a global
+    and the attributes read from it one after another), in order."""
+    dotted, current = [], None
+    try:
+        pairs = list(instructions_with_lines(pyfunc))
+    except (TypeError, ValueError):
+        return []
+    for ins, line in pairs:
+        if line != lineno:
+            current = None
+        elif ins.opname in ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF"):
+            current = [ins.argval]
+            dotted.append(current)
+        elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and current is not None:
+            current.append(ins.argval)
+        else:
+            current = None
+    return dotted
+
+
+def _method_called_at(pyfunc, lineno):
+    """``a.sort()`` for the first method ``lineno`` of ``pyfunc`` calls on a local variable (a
+    parameter, an array it made), or None."""
+    previous = None
+    for ins, line in instructions_with_lines(pyfunc):
+        if line != lineno:
+            previous = None
+            continue
+        method = ins.opname == "LOAD_METHOD" or (
+            ins.opname == "LOAD_ATTR" and sys.version_info >= (3, 12) and (ins.arg or 0) & 1)
+        if method and previous is not None and previous.opname in ("LOAD_FAST", "LOAD_DEREF"):
+            return f"{previous.argval}.{ins.argval}()"
+        previous = ins
+    return None
+
+
+#: What to write instead of a call whose Numba implementation device code cannot run, by the
+#: name of the function or method called (the rest: _NO_DEVICE_HINT).
+_NO_DEVICE_HINTS = {
+    "sort": "sort with a loop of your own over the array (an insertion sort suits a few elements "
+            "a thread), or sort on the host before the launch",
+    "getattr": "read the attribute itself (a.size, not getattr(a, \"size\"))",
+}
+_NO_DEVICE_HINTS["argsort"] = _NO_DEVICE_HINTS["sort"]
+_NO_DEVICE_HINT = "write it as a loop over the values, or do it on the host before or after " \
+    "the launch"
+
+
+def _no_device_implementation(what, heap):
+    """``what`` (``a.sort()``, ``hash()``) has no device implementation: Numba's implementation
+    of it does what ``heap`` says (``uses lists``), which needs a heap."""
+    called = what[:-2].rsplit(".", 1)[-1]
+    hint = _NO_DEVICE_HINTS.get(called, _NO_DEVICE_HINT)
+    return (f"{what} has no device implementation: Numba's implementation of it {heap}, and "
+            f"device code has no heap; {hint}")
+
+
+def _heap_use(reason):
+    """What a refusal of ``convert_error`` (its ``reason``) says the code needs a heap for, as
+    "uses lists" / "allocates memory through Numba's runtime" / "makes a new array"; None for
+    other refusals.  A caller that reached this code inside a library says so of its own
+    call (library_call_error)."""
+    m = re.search(r"\b(\w+(?: \w+)?) are not supported in device code \(they need a heap\)",
+                  reason)
+    if m:
+        return f"uses {m.group(1)}"
+    if "needs Numba's runtime to allocate memory" in reason or \
+            "copies through a temporary array" in reason:
+        return "allocates memory through Numba's runtime"
+    if "makes a new array" in reason or "allocates a new array" in reason or \
+            "returns a new array" in reason:
+        return "makes a new array"
+    return None
+
+
+#: The words of every refusal of a debugger's entry (what the simulator's compile looks for).
+DEBUGGER_PHRASE = "stops in the debugger only in the CPU simulator"
+
+
+def debugger_entry(value):
+    """``pdb.set_trace()`` / ``breakpoint()``: how a refusal names ``value`` when it is a way
+    into a Python debugger, else None."""
+    import builtins
+    if value is None:
+        return None
+    if value is getattr(builtins, "breakpoint", None):
+        return "breakpoint()"
+    # (what is bound there now: pytest, for one, puts its own debugger's methods in
+    # pdb.set_trace and sys.breakpointhook)
+    if _same(value, getattr(sys, "breakpointhook", None)) or \
+            _same(value, getattr(sys, "__breakpointhook__", None)):
+        return "sys.breakpointhook()"
+    if _same(value, getattr(sys.modules.get("pdb"), "set_trace", None)):
+        return "pdb.set_trace()"
+    module = getattr(value, "__module__", None) or ""
+    if module.split(".")[0] in ("pdb", "bdb", "ipdb", "pudb") or \
+            module == "IPython.core.debugger":
+        return f"{module}.{getattr(value, '__name__', 'set_trace')}()"
+    return None
+
+
+def _same(value, other):
+    """``value`` is ``other`` (a bound method: the same method of the same object)."""
+    if value is other:
+        return True
+    return inspect.ismethod(value) and inspect.ismethod(other) and \
+        value.__func__ is other.__func__ and value.__self__ is other.__self__
+
+
+def debugger_reason(shown):
+    """Why ``shown`` (a debugger's entry, ``pdb.set_trace()``) cannot be compiled: the simulator
+    runs kernels as Python, where it stops; compiled device code cannot stop in pdb."""
+    return (f"{shown} {DEBUGGER_PHRASE}, which runs kernels as Python "
+            f"(GPUREPLACE_BACKEND=simulator); compiled device code cannot stop in pdb, so the "
+            f"compile to PTX refuses it (the simulator skips that compile with "
+            f"GPUREPLACE_SIM_COMPILE=0); remove the call to run the kernel on the GPU")
 
 
 def _construct_reason(pyfunc, exc, reason, lineno):
@@ -646,8 +939,15 @@ def _numpy_call_at(pyfunc, lineno):
 def _host_callable_at(pyfunc, lineno):
     """(name, value) of a builtin function or class read on ``lineno`` that Numba cannot
     type, or None."""
+    found = _host_callables_at(pyfunc, lineno)
+    return found[0] if found else None
+
+
+def _host_callables_at(pyfunc, lineno):
+    """[(name, value)] of the builtin functions and classes read on ``lineno``, in order."""
     import builtins
     import types as pytypes
+    found = []
     for ins, line in instructions_with_lines(pyfunc):
         if line != lineno or ins.opname not in ("LOAD_GLOBAL", "LOAD_NAME"):
             continue
@@ -655,8 +955,8 @@ def _host_callable_at(pyfunc, lineno):
         value = pyfunc.__globals__.get(name, getattr(builtins, name, None))
         if isinstance(value, (pytypes.BuiltinFunctionType, type)) or \
                 getattr(builtins, name, None) is value is not None:
-            return name, value
-    return None
+            found.append((name, value))
+    return found
 
 
 def _host_callable_reason(host):
@@ -672,6 +972,9 @@ def host_function_reason(name, value=None):
     """Why ``name`` (a host function: a builtin such as open or input, or a library's Python
     function) cannot be called in device code."""
     import builtins
+    debugger = debugger_entry(value)
+    if debugger is not None:
+        return debugger_reason(debugger)
     if hasattr(builtins, name) or value is None:
         what = "a Python builtin"
     else:
@@ -754,6 +1057,20 @@ def _cell_variable_reason(pyfunc, lineno):
     return ("a function defined inside this one reads a variable of it that device code cannot "
             "share (a cell variable); define that function at module level and pass it what it "
             "needs as arguments"), lineno
+
+
+def _spelled_at(pyfunc, lineno, name):
+    """How ``lineno`` of ``pyfunc`` spells the callable Numba calls ``name`` (``np.dot`` for
+    ``dot``, ``pow`` for its device intrinsic ``ufunc_pow``): the dotted global read there whose
+    last part is ``name`` (or ends it after an underscore), or None."""
+    names = [".".join(parts) for parts in _dotted_at(pyfunc, lineno)]
+    for shown in names:
+        if shown.rsplit(".", 1)[-1] == name:
+            return shown
+    for shown in names:
+        if name.endswith("_" + shown.rsplit(".", 1)[-1]):
+            return shown
+    return None
 
 
 def line_reading_attribute(pyfunc, name):

@@ -364,8 +364,21 @@ class DeviceFunctionType(types.Callable, types.Opaque):
         from . import constructs, diagnostics, frontend
         from .intrinsics.stubs import IntrinsicArgumentError
         active()
+        frame = current_frame()
+        loc = nb_errors.loc_info.get("loc")       # the statement of the caller being typed
+        # (a call the user's code makes, not one inside a library's code)
+        users = frame is not None and frame.pyfunc is not None and \
+            not diagnostics.is_library(frame.pyfunc)
+        if users and diagnostics.debugger_entry(self.pyfunc) is not None:
+            # pdb.set_trace() (ipdb's ...): compiled code cannot stop in a debugger; the
+            # simulator, which runs the kernel as Python, can (diagnostics.debugger_reason)
+            raise diagnostics.library_call_error(frame.pyfunc, self.pyfunc, None, loc)
         why = constructs.signature_reason(self.pyfunc, "a device function")
         if why is not None:
+            if users and diagnostics.is_library(self.pyfunc):
+                # a library function's parameters are not the user's to change: it is host
+                # code called from device code, said at the user's call
+                raise diagnostics.library_call_error(frame.pyfunc, self.pyfunc, None, loc)
             raise IntrinsicArgumentError(why)
         try:
             folded = tuple(self.fold(args, kws))
@@ -374,18 +387,21 @@ class DeviceFunctionType(types.Callable, types.Opaque):
         given = folded
         if self.declared:
             folded = self._declared_types(folded)
-        frame = current_frame()
-        loc = nb_errors.loc_info.get("loc")       # the statement of the caller being typed
         try:
             cf = frontend.compile_device(self.pyfunc, self.dispatch_context, self.mask, folded,
                                        self.options, self.declared_returns.get(folded))
         except CompileError as exc:
-            if frame is None or frame.pyfunc is None or diagnostics.is_library(frame.pyfunc) or \
-                    not diagnostics.is_library(self.pyfunc):
+            if not users or not diagnostics.is_library(self.pyfunc):
                 raise
             # Numba's implementation of a builtin, IPython's open, a standard-library function:
             # what failed inside is said at the user's call, not in the library's file.
             raise diagnostics.library_call_error(frame.pyfunc, self.pyfunc, exc, loc) from None
+        except ImportError as exc:
+            if not users or not diagnostics.is_linalg_check(exc):
+                raise
+            # np.dot / @: Numba's lowering of its linear algebra asks for SciPy's BLAS first
+            # (a raw ImportError through the front end otherwise); device code has none anyway
+            raise diagnostics.linalg_error(frame.pyfunc, self.pyfunc, exc, loc) from None
         if cf.fndesc is None:                     # it is calling itself
             restype = self._self_call_type(context, cf, folded, args, kws)
             self._impls[folded] = _self_call_key(context, cf, folded, restype)

@@ -87,12 +87,27 @@ def _check_array(fname, ary, supported):
         _fail(fname, "the array is read-only")
 
 
+def _check_arguments(fname, params, args, kws):
+    """Refuse a call that does not pass exactly the parameters ``params`` by position."""
+    if kws:
+        # (numba-cuda's templates take positional arguments only, as do these)
+        given = ", ".join(f"{k}=" for k in kws)
+        _fail(fname, f"keyword arguments are not accepted ({given}): pass "
+                     f"{', '.join(params)} by position")
+    if len(args) != len(params):
+        _fail(fname, f"takes {len(params)} arguments ({', '.join(params)}), got {len(args)}")
+
+
 def _check_index(fname, ary, idx):
-    """The index type to put in the signature: intp for 1-D integer indices, else the tuple."""
-    if isinstance(idx, types.Integer):
+    """The index type to put in the signature: intp for a 1-D array's one index, else the
+    tuple."""
+    if isinstance(idx, (types.Integer, types.Float)):
         if ary.ndim != 1:
             _fail(fname, f"a {ary.ndim}-D array needs a tuple of {ary.ndim} integer indices, "
-                         f"got one integer")
+                         f"got one {'integer' if isinstance(idx, types.Integer) else idx}")
+        # numba-cuda types a 1-D atomic (ary, intp, dtype): the call converts a float index to
+        # intp (truncated toward zero, a histogram's bin x // w), as a float in a tuple index
+        # below
         return types.intp
     if isinstance(idx, types.BaseTuple):
         if not all(isinstance(t, (types.Integer, types.Float)) for t in idx.types):
@@ -117,8 +132,7 @@ def _make_rmw_template(fname, supported):
         key = RMW_STUBS[fname]
 
         def generic(self, args, kws):
-            if kws or len(args) != 3:
-                _fail(fname, f"takes 3 arguments (ary, idx, val), got {len(args) + len(kws)}")
+            _check_arguments(fname, ("ary", "idx", "val"), args, kws)
             ary, idx, val = args
             _check_array(fname, ary, supported)
             idxty = _check_index(fname, ary, idx)
@@ -137,8 +151,7 @@ class _CasTemplate(AbstractTemplate):
     key = cas
 
     def generic(self, args, kws):
-        if kws or len(args) != 4:
-            _fail("cas", f"takes 4 arguments (ary, idx, old, val), got {len(args) + len(kws)}")
+        _check_arguments("cas", ("ary", "idx", "old", "val"), args, kws)
         ary, idx, old, val = args
         _check_array("cas", ary, _INTS)
         idxty = _check_index("cas", ary, idx)
@@ -151,9 +164,7 @@ class _CompareAndSwapTemplate(AbstractTemplate):
     key = compare_and_swap
 
     def generic(self, args, kws):
-        if kws or len(args) != 3:
-            _fail("compare_and_swap", f"takes 3 arguments (ary, old, val), got "
-                                      f"{len(args) + len(kws)}")
+        _check_arguments("compare_and_swap", ("ary", "old", "val"), args, kws)
         ary, old, val = args
         _check_array("compare_and_swap", ary, _INTS)
         if ary.ndim != 1:
