@@ -361,7 +361,7 @@ class DeviceFunctionType(types.Callable, types.Opaque):
                               lambda i, p, vs: types.StarArgTuple(vs))
 
     def get_call_type(self, context, args, kws):
-        from . import constructs, diagnostics, frontend
+        from . import constructs, diagnostics, frontend, library_calls
         from .intrinsics.stubs import IntrinsicArgumentError
         active()
         frame = current_frame()
@@ -372,13 +372,13 @@ class DeviceFunctionType(types.Callable, types.Opaque):
         if users and diagnostics.debugger_entry(self.pyfunc) is not None:
             # pdb.set_trace() (ipdb's ...): compiled code cannot stop in a debugger; the
             # simulator, which runs the kernel as Python, can (diagnostics.debugger_reason)
-            raise diagnostics.library_call_error(frame.pyfunc, self.pyfunc, None, loc)
+            raise library_calls.library_call_error(frame.pyfunc, self.pyfunc, None, loc)
         why = constructs.signature_reason(self.pyfunc, "a device function")
         if why is not None:
             if users and diagnostics.is_library(self.pyfunc):
                 # a library function's parameters are not the user's to change: it is host
                 # code called from device code, said at the user's call
-                raise diagnostics.library_call_error(frame.pyfunc, self.pyfunc, None, loc)
+                raise library_calls.library_call_error(frame.pyfunc, self.pyfunc, None, loc)
             raise IntrinsicArgumentError(why)
         try:
             folded = tuple(self.fold(args, kws))
@@ -395,13 +395,13 @@ class DeviceFunctionType(types.Callable, types.Opaque):
                 raise
             # Numba's implementation of a builtin, IPython's open, a standard-library function:
             # what failed inside is said at the user's call, not in the library's file.
-            raise diagnostics.library_call_error(frame.pyfunc, self.pyfunc, exc, loc) from None
+            raise library_calls.library_call_error(frame.pyfunc, self.pyfunc, exc, loc) from None
         except ImportError as exc:
             if not users or not diagnostics.is_linalg_check(exc):
                 raise
             # np.dot / @: Numba's lowering of its linear algebra asks for SciPy's BLAS first
             # (a raw ImportError through the front end otherwise); device code has none anyway
-            raise diagnostics.linalg_error(frame.pyfunc, self.pyfunc, exc, loc) from None
+            raise library_calls.linalg_error(frame.pyfunc, self.pyfunc, exc, loc) from None
         if cf.fndesc is None:                     # it is calling itself
             restype = self._self_call_type(context, cf, folded, args, kws)
             self._impls[folded] = _self_call_key(context, cf, folded, restype)
