@@ -238,6 +238,42 @@ def to_dtype_value(value, dtype):
     return value
 
 
+def record_of(box):
+    """The record held by ``box``, a 0-d structured array, as device code reads it: an
+    ``np.record``, whose fields are attributes (``r.x``) as well as items (``r["x"]``), as
+    Numba's Record type gives them (``np.void`` has items only); a write goes to ``box``."""
+    return box.view(np.recarray)[()]
+
+
+def constant_record(value):
+    """A global record (``np.void``, as ``REC[0]`` gives it) as device code reads it: the
+    compiled code folds its fields in as constants, so a copy whose fields read as
+    ``record_of``'s and which refuses writes (``_ConstantRecord``)."""
+    box = np.asarray(value).copy()     # (np.asarray(value) is a view of the record's array)
+    box.flags.writeable = False
+    return box.view(np.dtype((_ConstantRecord, box.dtype)))[()]
+
+
+class _ConstantRecord(np.record):
+    """A global record in device code.  Numba lowers each read of the global as a fresh
+    copy of its bytes, so a write changes a temporary that a later read may or may not see
+    (and never the host's record): the simulator refuses it, by name, rather than guess."""
+
+    __slots__ = ()
+
+    def __setattr__(self, name, value):
+        self._refuse(name)
+
+    def __setitem__(self, key, value):
+        self._refuse(key)
+
+    @staticmethod
+    def _refuse(field):
+        raise TypeError(f"a global record is a constant in device code: cannot write its field "
+                        f"{field!r}, in {current_place()} (pass the record as a kernel argument "
+                        f"to write it, or copy the field into a local variable)")
+
+
 def _reader_of(dtype):
     """Conversion of elements read: integers become device integers of the element type
     (``_device_int_type``), floats stay NumPy scalars of the element type, as Numba types them.
@@ -248,6 +284,15 @@ def _reader_of(dtype):
     if dtype.kind in "iu":
         return _device_int_type(dtype)
     return None
+
+
+def _check_step(index):
+    """A slice of step 0 is an error of the device code: Numba's compiled slicing raises it
+    (a ValueError that stops the thread, reported with debug=True), where NumPy's would be an
+    error of the simulator."""
+    if type(index) is slice and index.step is not None and index.step == 0:
+        from .raises import device_error
+        raise device_error(ValueError("slice step cannot be zero"))
 
 
 class DeviceCaster:
@@ -403,6 +448,8 @@ class SimArray:
         if type(idx) is tuple:
             if len(idx) != len(shape) or not all(isinstance(i, (int, np.integer)) for i in idx):
                 if any(isinstance(i, (slice, type(None), type(Ellipsis))) for i in idx):
+                    for i in idx:
+                        _check_step(i)
                     return idx             # a slice: NumPy makes the view, bounds are clamped
                 if len(idx) > len(shape):
                     self._oob(idx, f"too many indices ({len(idx)}) for a {len(shape)}-D array")
@@ -431,6 +478,7 @@ class SimArray:
             elif i >= n:
                 self._oob(idx, f"index {i} is out of bounds for axis 0 with size {n}")
             return i
+        _check_step(idx)
         return idx
 
     def _oob(self, idx, what):

@@ -96,8 +96,10 @@ def _in_float32(fn):
 
 
 def _saturate(x):
+    """Clamped to [+0.0, 1.0] as compiled: ``min.bf16(max.bf16(x, +0.0), 1.0)``, where max
+    takes +0.0 over -0.0 (PTX ISA) and a NaN operand gives the other one."""
     v = _f(x)
-    return rounded(0.0 if math.isnan(v) else min(max(v, 0.0), 1.0))
+    return rounded(0.0 if math.isnan(v) or v <= 0.0 else min(v, 1.0))
 
 
 def _exact(x):
@@ -105,9 +107,17 @@ def _exact(x):
 
 
 def _fma(a, b, c):
-    if any(math.isnan(_f(v)) or math.isinf(_f(v)) for v in (a, b, c)):
-        return rounded(_f(a) * _f(b) + _f(c))
-    return rounded(_exact(a) * _exact(b) + _exact(c))
+    """a * b + c rounded once, as ``fma.rn.bf16``."""
+    x, y, z = _f(a), _f(b), _f(c)
+    if any(math.isnan(v) or math.isinf(v) for v in (x, y, z)):
+        return rounded(x * y + z)
+    exact = _exact(a) * _exact(b) + _exact(c)
+    if exact == 0:
+        # a Fraction has no sign: IEEE's exact zero is -0.0 where the product and c are both
+        # -0.0 (else +0.0, rounding to nearest), as float64 computes it (the product of two
+        # bfloat16 values, and a sum that is zero, are exact there)
+        return rounded(x * y + z)
+    return rounded(exact)
 
 
 def _relu(x):

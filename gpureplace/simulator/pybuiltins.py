@@ -8,9 +8,10 @@ import weakref
 
 import numpy as np
 from numba.core import types as nbtypes
+from numba.np import numpy_support
 
 from . import hostbf16
-from .arrays import wrap_int
+from .arrays import DeviceCaster, wrap_int
 from .hostmath import cvt_rzi
 from .raises import device_error
 from .valuetypes import class_numba_type, converter, numba_type_of, typed_call, unified
@@ -43,18 +44,52 @@ def device_builtin(raw, typingctx=None):
 
 
 def _device_isinstance(value, classinfo):
-    """``isinstance(x, t)`` in device code, where ``t`` may be a Numba type (``float32``,
-    ``cuda.bf16.bfloat16``): whether x has that type on the device."""
+    """``isinstance(x, t)`` in device code, as Numba's typing answers it: where ``t`` stands for
+    a Numba type (``float``, ``int``, ``bool``, ``np.int32``, ``float32``,
+    ``cuda.bf16.bfloat16``), whether x has exactly that type on the device (an int32 is no
+    ``int``, a float32 no ``float``); any other class (``tuple``) as Python answers it."""
     infos = classinfo if type(classinfo) is tuple else (classinfo,)
-    if not any(isinstance(c, nbtypes.Type) for c in infos):
-        return isinstance(value, classinfo)
+    value_type = _MISSING
     for c in infos:
-        if isinstance(c, nbtypes.Type):
-            if numba_type_of(value) == c:
+        t = _class_type(c)
+        if isinstance(t, nbtypes.Type):
+            if value_type is _MISSING:
+                value_type = numba_type_of(value)
+            if value_type == t:
                 return True
-        elif isinstance(value, c):
+        elif isinstance(value, t):
             return True
     return False
+
+
+def _class_type(c):
+    """The Numba type the class ``c`` of an ``isinstance`` stands for (Numba's
+    ``as_numba_type``), or ``c`` itself.  The simulator's globals have put the device meanings
+    in the builtins' places (``float`` is ``_FLOAT``, ``np.int32`` a ``DeviceCaster``), which
+    Python's isinstance does not take as classes."""
+    if c is _FLOAT:
+        return nbtypes.float64
+    if c is _INT:
+        return nbtypes.int64
+    if c is bool:
+        return nbtypes.boolean
+    if isinstance(c, DeviceCaster):
+        return _dtype_type(c.dtype, c)
+    if isinstance(c, type) and issubclass(c, (np.number, np.bool_)) and c in _NUMPY_SCALARS:
+        # (np.float64, np.bool_, complex's np.complex128: compared as Numba types, since a
+        # value of that type may be a Python one, True or a constant, which is no instance)
+        return _dtype_type(np.dtype(c), c)
+    return c
+
+
+_NUMPY_SCALARS = frozenset(np.sctypeDict.values())     # (the concrete classes, not np.floating)
+
+
+def _dtype_type(dtype, c):
+    try:
+        return numpy_support.from_dtype(dtype)
+    except NotImplementedError:            # (np.longdouble: no Numba type, never a device value)
+        return c
 
 
 def _FLOAT(value=0.0):

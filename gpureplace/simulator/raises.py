@@ -17,7 +17,10 @@ import os
 import threading
 import warnings
 
+import numpy as np
+
 from ..errors import describe_location, render_as_one_block
+from .arrays import wrap_int
 
 
 class KernelRaisedWarning(RuntimeWarning):
@@ -133,7 +136,7 @@ class Raises:
             return
         _, exc, where, _, _, filename, line = first
         n = len(self._records)
-        what = f"{type(exc).__name__}({', '.join(map(repr, exc.args))})"
+        what = f"{type(exc).__name__}({', '.join(repr(_host_value(a)) for a in exc.args)})"
         warnings.warn_explicit(
             f"{self.name}: {n} thread{'s' * (n > 1)} raised {what} and stopped there (the first: "
             f"{where}); on the GPU a raised exception stops its thread just so, unreported "
@@ -150,9 +153,29 @@ class Raises:
             return
         _, exc, _, position, function, filename, line = first
         pos = f"tid={position[0]} ctaid={position[1]}" if position else ""
-        args = exc.args
+        args = tuple(_host_value(a) for a in exc.args)
         where = describe_location(filename, line, f"file {filename}, line {line}")
         # (the function whose line raised, a device function's too, as numba-cuda names it)
         prefix = f"In function {function!r}, {where}, {pos}"
         exc.args = (f"{prefix}: {args[0]}",) + tuple(args[1:]) if args else (prefix,)
         raise render_as_one_block(exc)
+
+
+def _host_value(arg):
+    """An argument of a raised exception as the host gets it from a debug kernel: the constant
+    of the raise statement itself (the compiled code takes only constants, and numba-cuda
+    raises the exception with them), where the simulator ran the statement with the constant
+    as Numba types it (``devicecode.device_const``: ``3`` an int64, ``2.5`` a float64)."""
+    cls = type(arg)
+    if cls is _DEVICE_INT64:
+        return int(arg)
+    if cls is np.float64:
+        return float(arg)
+    if cls is np.complex128:
+        return complex(arg)
+    if cls is tuple:
+        return tuple(_host_value(a) for a in arg)
+    return arg
+
+
+_DEVICE_INT64 = type(wrap_int(0, np.dtype(np.int64)))

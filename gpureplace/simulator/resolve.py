@@ -34,7 +34,7 @@ from ..compiler.resolve import mask_key
 from ..dispatch.context import host_key
 from ..jit import GPUFunction
 from . import hostmath, lang, operators
-from .arrays import DeviceCaster, SimArray
+from .arrays import DeviceCaster, SimArray, constant_record
 from .pointers import PointerArrays
 from .devicecode import device_code, device_const, is_library, literal_calls, typing_plan
 from .hostcalls import (NumbaCompiledCall, NumpyFunction, SimFFI, UfuncOnArrays,
@@ -467,6 +467,8 @@ class Resolver:
             return self.function(py_func, mask)          # a Numba CPU dispatcher
         if isinstance(raw, np.ndarray):
             return self.global_array(raw)
+        if isinstance(raw, np.void) and raw.dtype.names is not None:
+            return constant_record(raw)       # (a global record: its fields by name, read-only)
         if isinstance(raw, (_stubs.Stub, _stubs.Namespace, _stubs.Dim3Stub)):
             raise NotImplementedError(f"the simulator has no meaning for {raw!r}")
         if type(raw) in (int, float, complex, tuple):

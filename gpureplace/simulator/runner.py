@@ -30,7 +30,7 @@ from ..jit import GPUFunction
 from ..jit.launcher import check_dynamic_shared
 from ..runtime import arguments, conversion
 from ..runtime.launch import SIMULATED_GRID_THREADS, normalize_dims
-from .arrays import SimArray, checked_interface, wrap_int
+from .arrays import SimArray, checked_interface, record_of, wrap_int
 from .pointers import RawPointer
 from .host import SimDeviceNDArray, SimDeviceRecord
 from .stopping import interrupts_held, stop_workers, wait, worker
@@ -114,7 +114,7 @@ class _Args:
     def convert(self, a, where):
         if isinstance(a, SimDeviceRecord):
             # cuda.to_device(record): the kernel works on the record in place
-            return a.view(np.ndarray).view(np.recarray)[()], a._numba_type_
+            return record_of(a.view(np.ndarray)), a._numba_type_
         if isinstance(a, np.ndarray):
             from numba import typeof
             if a.flags.writeable:
@@ -150,7 +150,7 @@ class _Args:
                 self.copy_back.append((a, box, "record"))
             else:
                 self.read_only_records.append((where, box, box.copy()))
-            return box.view(np.recarray)[()], _type_from_key(a, where)
+            return record_of(box), _type_from_key(a, where)
         if isinstance(a, arguments.VectorArray):
             return self._vectors(a, where)
         if isinstance(a, tuple):
