@@ -25,7 +25,8 @@ from numba.core import types as nbtypes
 from ..compiler.bfloat16 import register_dtype
 from ..compiler.constructs import refuse_as_kernel
 from ..compiler.ranking import best_signature, conversion_rank
-from ..errors import DeviceFunctionError, LaunchError, SignatureError, render_as_one_block
+from ..errors import (CompileError, DeviceFunctionError, LaunchError, SignatureError,
+                      render_as_one_block)
 from ..jit import GPUFunction
 from ..jit.launcher import check_dynamic_shared
 from ..runtime import arguments, conversion
@@ -275,7 +276,13 @@ def _checked(gpufunction, grid, block, stream, shared_bytes, args, compile):
         _match_explicit(gpufunction, conv)
     spec = None
     if compile_kernels if compile is None else compile:
-        spec = gpufunction.compile(tuple(conv.types))
+        try:
+            spec = gpufunction.compile(tuple(conv.types))
+        except CompileError as exc:
+            if not getattr(exc, "simulator_only", False):
+                raise
+            # pdb.set_trace() / breakpoint(): what only the simulator can run (it stops in the
+            # debugger there); run as without the compile to PTX, GPUREPLACE_SIM_COMPILE=0
     if shared_bytes > 48 * 1024:
         # refused before anything runs, as the GPU path refuses it (jit/launcher.py's
         # check_static_shared): the dynamic bytes with the kernel's static shared arrays

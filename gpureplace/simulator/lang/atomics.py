@@ -69,6 +69,8 @@ def table(launch):
         if type(idx) is tuple and not all(isinstance(i, (int, np.integer)) for i in idx) and \
                 all(isinstance(i, (int, float, np.integer, np.floating)) for i in idx):
             idx = tuple(_index(i) for i in idx)
+        elif isinstance(idx, (float, np.floating)):
+            idx = _index(idx)           # (a 1-D array's float index: intp, as the compiled code)
         return ary._a, ary._check(idx)
 
     def _global(a):
