@@ -220,6 +220,35 @@ def check_dynamic_shared(kernel, config, nbytes, static=0):
                       f"{max(most - static, 0)}, and keep larger data in global memory")
 
 
+#: A block of this many threads or fewer always fits the register file: the most registers a
+#: thread has, 255, take 8,192 of a block's 64 K in each warp: 8 warps.
+REGISTER_SAFE_THREADS = 256
+
+
+def check_block_registers(kernel, grid, block, attribute):
+    """Refuse, on both backends, a block of more threads than ``kernel``'s registers allow (the
+    driver's ``CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES``, said with the numbers).  ``attribute(name)``
+    asks the loaded kernel (the driver) or, in the simulator, ptxas for ``max_threads_per_block``
+    and ``num_regs``; only for blocks over ``REGISTER_SAFE_THREADS``."""
+    threads = block[0] * block[1] * block[2]
+    if threads <= REGISTER_SAFE_THREADS:
+        return
+    try:
+        most = int(attribute("max_threads_per_block"))
+        regs = int(attribute("num_regs"))
+    except Exception:           # (nothing to ask, no ptxas: the driver says it at the launch)
+        return
+    if threads <= most:
+        return
+    shown = ", ".join(str(d[0]) if d[1:] == (1, 1) else str(d) for d in (grid, block))
+    raise driver_refusal(
+        f"{kernel.__qualname__}[{shown}]: a block of {threads} threads is more than this "
+        f"kernel can run: its {regs} registers per thread allow at most {most} (a block has 64 K "
+        f"registers); launch blocks of at most {most} threads, or cap its registers "
+        f"(cuda.jit(max_registers=...), or launch_bounds={threads})",
+        "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES")
+
+
 def check_static_shared(kernel, cfg, entry):
     """``check_dynamic_shared`` with the static shared arrays of the loaded specialisation
     ``entry`` counted (asked of the driver: only for a launch past the 48 KiB a block has
@@ -449,6 +478,7 @@ class PreparedLaunch:
         stream = cfg.stream_ptr()
         if cfg.shared > entry.free_shared:
             check_static_shared(kernel, cfg, entry)
+        check_block_registers(kernel, cfg.grid, cfg.block, entry.attribute)
         entry.allow_shared(cfg.shared)
         # While a graph is being captured, each call binds again so the graph records it.
         self._age = world.age if rec is None else -1

@@ -19,7 +19,7 @@ from ..runtime.binder import make_fast_launch
 from ..tracking import world
 from . import backends, graphs, guesses
 from . import launchconfig
-from .launcher import ForAll, Launcher, check_static_shared
+from .launcher import ForAll, Launcher, check_block_registers, check_static_shared
 
 
 class Launching:
@@ -193,6 +193,7 @@ class Launching:
         keys, values, entry = self._resolve(args, config=config)
         if config.shared > entry.free_shared:
             check_static_shared(self, config, entry)
+        check_block_registers(self, config.grid, config.block, entry.attribute)
         if any(arguments.holds_record(k) for k in keys):
             if rec is not None:
                 raise LaunchError(f"{self.__qualname__}: a record argument is copied to the "
@@ -322,6 +323,7 @@ class Launching:
         keys, values, entry = self._resolve(args, config=config)
         if config.shared > entry.free_shared:
             check_static_shared(self, config, entry)
+        check_block_registers(self, config.grid, config.block, entry.attribute)
         if any(arguments.holds_record(k) for k in keys):
             self._launch_with_records(config, values, entry)
         else:

@@ -408,7 +408,10 @@ RESOURCE_METHODS = {"num_regs": "get_regs_per_thread",
 def assembled_resource(spec, name, what):
     """The driver attribute ``name`` of kernel ``spec`` as ptxas reports it, for the kernel's
     architecture (``toolchain.resources``); ``what`` is the user's call the errors name."""
-    found = toolchain.resources(spec.ptx, spec.name)
+    kept = spec.__dict__          # (one ptxas run a specialisation: its answers do not change)
+    found = kept.get("_assembled_resources")
+    if found is None:
+        found = kept["_assembled_resources"] = toolchain.resources(spec.ptx, spec.name)
     if found is not None:
         return found[name]
     if toolchain.find_tool("ptxas") is None:

@@ -28,9 +28,9 @@ from ..compiler.ranking import best_signature, conversion_rank
 from ..errors import (CompileError, DeviceFunctionError, LaunchError, SignatureError,
                       render_as_one_block)
 from ..jit import GPUFunction
-from ..jit.launcher import check_dynamic_shared
+from ..jit.launcher import check_block_registers, check_dynamic_shared
 from ..runtime import arguments, conversion
-from ..runtime.launch import SIMULATED_GRID_THREADS, normalize_dims
+from ..runtime.launch import SIMULATED_GRID_THREADS, assembled_resource, normalize_dims
 from .arrays import SimArray, checked_interface, record_of, wrap_int
 from .pointers import RawPointer
 from .host import SimDeviceNDArray, SimDeviceRecord
@@ -283,6 +283,9 @@ def _checked(gpufunction, grid, block, stream, shared_bytes, args, compile):
                 raise
             # pdb.set_trace() / breakpoint(): what only the simulator can run (it stops in the
             # debugger there); run as without the compile to PTX, GPUREPLACE_SIM_COMPILE=0
+    if spec is not None:      # (a block its registers cannot hold, refused as the GPU path does)
+        check_block_registers(gpufunction, grid, block,
+                              lambda name: assembled_resource(spec, name, "launch"))
     if shared_bytes > 48 * 1024:
         # refused before anything runs, as the GPU path refuses it (jit/launcher.py's
         # check_static_shared): the dynamic bytes with the kernel's static shared arrays
