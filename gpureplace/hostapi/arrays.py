@@ -8,6 +8,7 @@ import ctypes
 
 import numpy as np
 
+from ..jit import graphs
 from ..runtime.arguments import VectorArray
 from ..runtime.launch import describe_kind
 from .common import cupy, sim, simulated
@@ -352,6 +353,8 @@ def device_array_class():
                     with (s if s is not None else contextlib.nullcontext()):
                         cp.copyto(base, as_shape(src, base.shape))
                     return
+                if s is None:       # (on another stream it is asynchronous: no capture's)
+                    graphs.refuse_host_copy("d.copy_to_device(host data)")
                 host = copy_source(self, ary)
                 if host is None:
                     return
@@ -517,6 +520,8 @@ def to_device(obj, stream=0, copy=True, to=None):
         return sim().to_device(obj, copy, stream)
     if is_cuda_array(obj):
         return as_cuda_array(obj)
+    if copy and not stream:
+        graphs.refuse_host_copy("cuda.to_device(host data)")
     if is_record(obj):
         host = record_copy(obj)
         rec = with_stream(cupy().empty((), host.dtype).view(type=device_record_class()), stream)

@@ -20,12 +20,15 @@ A graph replays on the device it was captured on, whichever device is current th
 launch does).  Arguments are bound at capture, as in any CUDA graph: arrays must stay alive and are read in place
 (the graph keeps references to them), and rebinding a Python name does not reach the graph.
 Launches inside a capture must use the current stream (no explicit stream in ``[grid, block,
-stream]``); host synchronisation (``.get()``, ``synchronize``) is not allowed while capturing.
+stream]``); host synchronisation (``.get()``, ``synchronize``) is not allowed while capturing,
+nor is a copy from host memory (``d.copy_to_device(host array)``, ``cuda.to_device(host
+array)``: synchronous), refused on both backends as ``GraphCaptureError`` naming the call.
 With the CPU simulator as backend, capturing records the launches and replaying runs them; the
-device-memory operations made on the capturing stream meanwhile (``d.copy_to_device(src)``,
-``d[...] = value``), which a GPU captures as nodes of the graph, are recorded too and run in
-their place at each replay, never at capture (device arrays are read in place then), and reads
-of device memory on the host are refused as a GPU refuses them.  A graph holding such
+device-memory operations made on the capturing stream meanwhile (``d.copy_to_device(d_src)``,
+``d[...] = value``, ``d += 1`` and other NumPy operations into device arrays), which a GPU
+captures as nodes of the graph, are recorded too and run in their place at each replay, never at
+capture (device arrays are read in place then), and reads of device memory on the host are
+refused as a GPU refuses them.  A graph holding such
 operations is one with work gpureplace did not launch: after a redefinition its ``with`` form
 raises ``GraphStaleError``, as on the GPU.
 
@@ -89,6 +92,19 @@ def refuse_host_sync(what):
                                 f"(.get(), copy_to_host, synchronize) is not allowed while "
                                 f"capturing (a GPU refuses the capture); do it after the "
                                 f"capture, or outside the captured function")
+
+
+def refuse_host_copy(what):
+    """Refuse, on both backends, a copy from host memory on the current stream while this
+    thread captures a graph (``what``: the call): it is synchronous, which a capture does not
+    allow -- on the GPU CuPy refuses it ("synchronous API calls are disallowed"); the simulator,
+    which could record it, refuses it too, so that what runs there runs on a GPU."""
+    if capturing and recorder() is not None:
+        raise GraphCaptureError(
+            f"{what} while a graph is being captured: a copy from host memory is synchronous, "
+            f"which a capture does not allow (a GPU refuses it); copy the data into a device "
+            f"array before the capture (cuda.to_device), and inside it copy from that device "
+            f"array (d.copy_to_device(d_src))")
 
 
 class _Launch:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import ctypes
+import functools
 import difflib
 import itertools
 import os
@@ -373,6 +374,9 @@ class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
         graph capture in progress (0: the current one) the copy is captured, as a GPU captures
         it: checked now, made at each replay (reading an array ``ary`` then; a list now)."""
         checked_stream(stream, "copy_to_device")
+        if not stream and not isinstance(ary, SimDeviceNDArray) and \
+                not hasattr(ary, "__cuda_array_interface__"):
+            graphs.refuse_host_copy("d.copy_to_device(host data)")     # (as the GPU refuses it)
         host = copy_source(self, ary)           # (as the GPU's: no dtype conversion)
         if host is None:
             return
@@ -381,6 +385,29 @@ class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
             return
         _in_order(stream)
         np.ndarray.__setitem__(self, Ellipsis, host)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # NumPy's operations on the plain arrays; a result in a given output array (``d += 1``,
+        # ``np.add(d, 1, out=d)``) is that array, any other a plain (host) array, as
+        # __array_wrap__ says.  Into device arrays while this thread captures a graph on their
+        # stream, the operation is captured: a GPU runs it (CuPy's kernel) on the capturing
+        # stream, so it runs at each replay in order with the launches, never at the capture
+        # (checked now, as CuPy checks it at its call).
+        out = kwargs.get("out")
+        args = tuple(_plain(x) for x in inputs)
+        if out is not None:
+            kwargs["out"] = tuple(_plain(o) for o in out)
+        run = functools.partial(getattr(ufunc, method), *args, **kwargs)
+        if out and graphs.capturing and method == "__call__" and \
+                all(isinstance(o, SimDeviceNDArray) and not o.stream for o in out) and \
+                graphs.recorder() is not None:
+            _check_ufunc(ufunc, args, kwargs)
+            if graphs.deferred(f"np.{ufunc.__name__}(..., out=d)", run):
+                return out[0] if len(out) == 1 else out
+        result = run()
+        if out is not None:
+            return out[0] if len(out) == 1 else out
+        return result
 
     def __array_wrap__(self, obj, context=None, return_scalar=False):
         # A result NumPy made for an operation on simulated device arrays is a plain array (a
@@ -399,6 +426,26 @@ class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
         # numba's simulator): code that hands raw pointers to kernels runs there too.  Version
         # 3: it names the array's stream (its handle), as the GPU's arrays do.
         return array_interface(self, self.ctypes.data, self.stream)
+
+
+def _plain(x):
+    """A simulated device array as the plain NumPy array of its memory; anything else as it is."""
+    return x.view(np.ndarray) if isinstance(x, SimDeviceNDArray) else x
+
+
+def _scratch(a, writeable=False):
+    """An array of ``a``'s shape and dtype over one element (no memory of its size)."""
+    return np.lib.stride_tricks.as_strided(np.zeros(1, a.dtype), a.shape, (0,) * a.ndim,
+                                           writeable=writeable)
+
+
+def _check_ufunc(ufunc, args, kwargs):
+    """Refuse now what ``ufunc(*args, **kwargs)`` would refuse (shapes that do not broadcast, a
+    result its output cannot take), without touching the arrays: run on scratch arrays."""
+    args = tuple(_scratch(a) if isinstance(a, np.ndarray) else a for a in args)
+    checked = dict(kwargs, out=tuple(_scratch(o, True) for o in kwargs["out"]))
+    with np.errstate(all="ignore"):
+        ufunc(*args, **checked)
 
 
 def _check_assignment(arr, key, value):
@@ -536,6 +583,8 @@ def _bound(arr, stream):
 def to_device(obj, copy=True, stream=0):
     if isinstance(obj, SimDeviceNDArray):
         return obj
+    if copy and not stream and not hasattr(obj, "__cuda_array_interface__"):
+        graphs.refuse_host_copy("cuda.to_device(host data)")      # (as the GPU refuses it)
     _in_order(stream)
     if is_record(obj):
         rec = record_copy(obj) if copy else np.empty((), obj.dtype)

@@ -385,10 +385,12 @@ def test_without_a_gpu_function_attributes_come_from_ptxas(simulated, monkeypatc
     from gpureplace import probe
     from gpureplace.compiler import toolchain
     from gpureplace.errors import NoDeviceError
+    never_asked = cuda.jit(uses_every_memory.py_func)      # (ptxas's answers are kept)
+    never_asked.compile(sig)
     monkeypatch.setattr(probe, "available", lambda: False)
     monkeypatch.setattr(toolchain, "find_tool", lambda name: None)
     with pytest.raises(NoDeviceError, match="pip install nvidia-cuda-nvcc"):
-        bounded.get_regs_per_thread()
+        never_asked.get_regs_per_thread()
 
 
 @pytest.mark.gpu

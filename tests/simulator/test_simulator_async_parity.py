@@ -93,30 +93,55 @@ def test_a_captured_copy_and_fill_run_at_each_replay_and_not_at_the_capture(simu
     assert _host(e) == [1.0, 5.0, 1.0, 1.0]
 
 
-def test_captured_host_data_arrays_are_read_at_the_replay_lists_at_the_capture(simulated):
+def test_copies_from_host_memory_are_refused_in_a_capture_as_the_gpu_refuses_them(simulated):
+    # (on the H200, CuPy: "the current stream is capturing, so synchronous API calls are
+    # disallowed", for d.copy_to_device(host array) and cuda.to_device(host array))
     d = cuda.device_array(3, np.float64)
+    d.copy_to_device(np.zeros(3))
     host = np.array([1.0, 2.0, 3.0])
     with gpureplace.capture() as g:
-        d.copy_to_device(host)
-    host[:] = [4.0, 5.0, 6.0]                     # an array is read in place, at the replay
+        with pytest.raises(cudagraph.GraphCaptureError, match=r"d.copy_to_device\(host data\) "
+                           "while a graph is being captured: a copy from host memory"):
+            d.copy_to_device(host)
+        with pytest.raises(cudagraph.GraphCaptureError, match="cuda.to_device"):
+            cuda.to_device(host)
+        with pytest.raises(cudagraph.GraphCaptureError):
+            d.copy_to_device([7.0, 8.0, 9.0])
+        src = cuda.to_device(host, stream=cuda.stream())   # (another stream: not the capture's)
+        d.setitem(slice(0, 2), [0.5, 0.25])               # (a list's values, taken now)
     g()
-    assert _host(d) == [4.0, 5.0, 6.0]
-    values = [7.0, 8.0, 9.0]
-    with gpureplace.capture() as g2:
-        d.copy_to_device(values)
-        d.setitem(slice(0, 2), [0.5, 0.25])
-    values[0] = -1.0                              # a list is taken at the capture
-    g2()
-    assert _host(d) == [0.5, 0.25, 9.0]
+    assert _host(d) == [0.5, 0.25, 0.0] and _host(src) == [1.0, 2.0, 3.0]
+
+
+def test_operations_into_device_arrays_are_captured_as_cupys_kernels_are(simulated):
+    # (on the H200: d += 1 in a capture ran at each replay, not at the capture)
+    ns = _module(KERNELS)
+    d = cuda.to_device(np.zeros(4, np.float32))
+    with gpureplace.capture() as g:
+        ns["add1"][1, 32](d)
+        d += 1
+        d *= 3.0
+        np.add(d, d, out=d)
+        with pytest.raises(ValueError):               # refused at its call, as CuPy's
+            np.add(d, np.ones(3, np.float32), out=d)
+    assert _host(d) == [0.0] * 4 and isinstance(d, type(cuda.to_device(np.zeros(1))))
+    g()
+    assert _host(d) == [12.0] * 4
+    g()
+    assert _host(d) == [84.0] * 4
+    d += 1                                          # no capture: at once
+    assert _host(d) == [85.0] * 4
+    assert (d + 1).tolist() == [86.0] * 4 and type(d + 1) is np.ndarray
 
 
 def test_captured_operations_are_refused_at_their_call_as_the_gpus_are(simulated):
     d = cuda.to_device(np.zeros(4, np.float32))
+    five, doubles = cuda.to_device(np.zeros(5, np.float32)), cuda.to_device(np.zeros(4))
     with gpureplace.capture() as g:
         with pytest.raises(ValueError, match="incompatible shape"):
-            d.copy_to_device(np.zeros(5, np.float32))
+            d.copy_to_device(five)
         with pytest.raises(TypeError, match="incompatible dtype"):
-            d.copy_to_device(np.zeros(4, np.float64))
+            d.copy_to_device(doubles)
         with pytest.raises(IndexError):
             d[4] = 1.0
         with pytest.raises(ValueError, match="could not broadcast"):
@@ -375,9 +400,10 @@ def test_host_reads_of_device_memory_inside_a_capture_are_refused(simulated, rea
 
 def test_views_and_rows_are_no_host_reads(simulated):
     m = cuda.to_device(np.zeros((2, 3), np.float32))
+    ones = cuda.to_device(np.ones((1, 3), np.float32))
     with gpureplace.capture() as g:
         rows = list(m)                            # device arrays, as the GPU's views
-        m[1:].copy_to_device(np.ones((1, 3), np.float32))
+        m[1:].copy_to_device(ones)
     g()
     assert [type(r).__name__ for r in rows] == ["SimDeviceNDArray"] * 2
     assert _host(m) == [[0.0] * 3, [1.0] * 3]
