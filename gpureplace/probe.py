@@ -8,7 +8,9 @@ import os
 from .arch import DEFAULT_ARCH
 
 
-_why_not = {}       # what failed on the way to a GPU: "cupy", "devices" -> the exception
+#: What failed on the way to a GPU: "cupy", "devices" -> the exception, without its traceback
+#: (whose frames reach the caller's: the first launch's, whose locals would live on)
+_why_not = {}
 
 
 @functools.lru_cache(maxsize=None)
@@ -18,7 +20,7 @@ def cupy_module():
         import cupy
         return cupy
     except Exception as exc:       # ImportError, or CUDA libraries missing
-        _why_not["cupy"] = exc
+        _why_not["cupy"] = exc.with_traceback(None)
         return None
 
 
@@ -40,7 +42,7 @@ def device_count() -> int:
     try:
         return cp.cuda.runtime.getDeviceCount()
     except Exception as exc:       # no driver, no device
-        _why_not["devices"] = exc
+        _why_not["devices"] = exc.with_traceback(None)
         return 0
 
 

@@ -67,6 +67,8 @@ def load_ipython_extension(ip):
     _show_refusals_as_one_block(ip)
     _name_cells_in_warnings()
     launch.set_printf_listener(ext.start_capture)
+    from ..tracking import bindings
+    bindings.reporting = True           # (the cell hook says what each cell changed)
     _loaded = ext
     _notice_backend(ip)
     _say_config_notes(ip, ext)
@@ -214,6 +216,7 @@ def unload_ipython_extension(ip):
     # unloads it and loads it again at once).
     from ..tracking import bindings
     bindings.check()
+    bindings.reporting = False
     if not _reloading():
         print("gpureplace: extension unloaded: kernels no longer recompile by themselves when a "
               "cell redefines what they use; call gpureplace.refresh() after a redefinition, "

@@ -9,6 +9,7 @@ NumPy 2's weak Python floats would make it).
 
 from __future__ import annotations
 
+import weakref
 import types as pytypes
 
 import numpy as np
@@ -22,7 +23,9 @@ _LIBRARY_PACKAGES = frozenset(["numpy", "numba", "llvmlite", "cupy", "torch", "I
                                "pdb", "bdb", "pytest", "_pytest", "scipy", "gpureplace",
                                "pydevd", "debugpy", "logging", "traceback", "warnings"])
 
-_code_cache = {}
+#: code object -> its device version; weak, so that the code of a function defined again goes
+#: with its function (the device version holds other constants, never its key)
+_code_cache = weakref.WeakKeyDictionary()
 
 
 def is_library(fn):

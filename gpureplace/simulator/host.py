@@ -63,7 +63,7 @@ class SimStream:
     ``LEGACY_DEFAULT_STREAM`` and ``PER_THREAD_DEFAULT_STREAM``).  Streams of one handle are one
     stream: callbacks added through either run in one order."""
 
-    __slots__ = ("ptr",)
+    __slots__ = ("ptr", "__weakref__")     # (numba-cuda code finalizes streams: weakref)
     simulated = True
 
     def __init__(self, ptr=None):

@@ -77,6 +77,10 @@ class Change(tuple):
 
 
 _pending = []       # changes a compile found while tracking (reported by the next check)
+#: Whether something reads ``check()``'s answers after each cell (the IPython extension, while
+#: loaded): only then are the changes a compile found kept for it to report.  Elsewhere nothing
+#: would take them, and each holds its namespace.
+reporting = False
 
 
 def track(namespace, name, value, fp, snap=None):
@@ -102,8 +106,9 @@ def _note_replaced(old, value, ns_name, name, namespace):
         return                                  # the common case: read again, unchanged
     how = _compare(old, value)
     if how is not None:
-        with _lock:
-            _pending.append(Change(ns_name, name, how, namespace))
+        if reporting:
+            with _lock:
+                _pending.append(Change(ns_name, name, how, namespace))
         world.bump()
 
 
