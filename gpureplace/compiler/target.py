@@ -12,6 +12,7 @@ import functools
 import threading
 import weakref
 
+import numpy as np
 from llvmlite import ir
 from numba.core import itanium_mangler, types
 from numba.core.base import BaseContext
@@ -367,7 +368,7 @@ class GPUTargetContext(BaseContext):
                 _refuse(f"an array of {_size(ary.nbytes)} that is not a global or closure "
                         f"variable (a default argument?) cannot be device data: pass it to the "
                         f"kernel as an argument")
-            return super().make_constant_array(builder, typ, ary)   # an untracked constant
+            return super().make_constant_array(builder, typ, _as_bytes_numba_takes(ary))
         rec, path, part = hit
         if part.array is None:
             _refuse(f"the global array {rec.name!r} is {_size(part.nbytes)}; kernels read "
@@ -376,7 +377,7 @@ class GPUTargetContext(BaseContext):
                     f"an argument instead (e.g. cupy.asarray({rec.attr}))")
         copy = part.array
         if not contents.is_resident(copy):
-            return super().make_constant_array(builder, typ, copy)
+            return super().make_constant_array(builder, typ, _as_bytes_numba_takes(copy))
         symbol = resident_symbol(cf.pyfunc, rec, path)
         mod = builder.module
         gv = mod.globals.get(symbol)
@@ -439,6 +440,13 @@ class GPUTargetContext(BaseContext):
                         instr.flags.extend(flags)
         if fast:
             fastmathpass.FastFloatCallVisitor(flags).visit(mod)
+
+
+def _as_bytes_numba_takes(ary):
+    """``ary``, or for a datetime64 / timedelta64 array a view of its bytes as int64 (the same
+    shape and strides): Numba's constant array reads the data through Python's buffer
+    protocol, which has no such dtypes (their device values are int64s anyway)."""
+    return ary.view(np.int64) if ary.dtype.kind in "mM" else ary
 
 
 _compilers = weakref.WeakKeyDictionary()     # Context -> (typing context, target context)
