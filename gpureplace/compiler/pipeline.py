@@ -14,13 +14,16 @@ without the kernel wrapper: ``device_ptx`` and ``device_ptx_c_abi``.
 
 from __future__ import annotations
 
+import inspect
 import re
+import struct
 import time
 
 import llvmlite.binding as llvm
 from llvmlite import ir
 from numba.core import types
 
+from ..arch import arch_number
 from ..errors import CompileError, KernelReturnsValue
 from . import abi, backend, constructs, frontend, trig_slowpath
 from .constructs import instructions_with_lines
@@ -106,6 +109,7 @@ def compile_kernel(pyfunc, argtypes, context, options, make=KernelSpecialization
     runtime's subclass that can also ask the GPU about it)."""
     t0 = time.perf_counter()
     constructs.refuse_as_kernel(pyfunc, pyfunc.__qualname__)
+    _check_parameter_space(pyfunc, argtypes, options)
     cf = frontend.compile_device(pyfunc, context, {}, argtypes, options.for_device())
     if not isinstance(cf.restype, types.NoneType):
         raise KernelReturnsValue(
@@ -123,6 +127,41 @@ def compile_kernel(pyfunc, argtypes, context, options, make=KernelSpecialization
     if options.debug:
         spec.exceptions = exceptions_of(cf)
     return spec
+
+
+#: The bytes of parameters a kernel may take (ptxas's limit): 4,352 up to PTX ISA 8.0, 32,764
+#: from PTX 8.1 on sm_70 and newer.
+PARAMETER_BYTES = 4352
+PARAMETER_BYTES_PTX81 = 32764
+
+
+def _check_parameter_space(pyfunc, argtypes, options):
+    """Refuse, naming the largest parameters, arguments whose values take more bytes than a
+    kernel's parameters may (a tuple of hundreds of numbers): ptxas would refuse the PTX, and
+    the simulator would run what no GPU can."""
+    total = struct.calcsize(abi.struct_format(argtypes))
+    if total <= PARAMETER_BYTES:
+        return
+    newer = backend.compile_ptx_isa(options.arch) >= 81 and arch_number(options.arch) >= 70
+    most = PARAMETER_BYTES_PTX81 if newer else PARAMETER_BYTES
+    if total <= most:
+        return
+    try:
+        names = list(inspect.signature(pyfunc).parameters)
+    except (TypeError, ValueError):
+        names = []
+    sizes = [struct.calcsize(abi.struct_format((ty,))) for ty in argtypes]
+    largest = sorted(range(len(sizes)), key=lambda i: -sizes[i])[:3]
+    shown = ", ".join(f"{names[i] if i < len(names) else i!r} ({argtypes[i]}: {sizes[i]:,} "
+                      f"bytes)" for i in largest)
+    later = "" if newer else (f"; {PARAMETER_BYTES_PTX81:,} from PTX ISA 8.1 (a CUDA 12.1 "
+                              f"driver) on sm_70 and newer")
+    raise CompileError(
+        f"the kernel's arguments take {total:,} bytes of parameters, more than the {most:,} a "
+        f"kernel may have ({options.arch}, PTX ISA {backend.compile_ptx_isa(options.arch) / 10}"
+        f"{later}); the largest: {shown}: pass that many values in an array instead",
+        function=pyfunc.__qualname__, filename=pyfunc.__code__.co_filename,
+        lineno=pyfunc.__code__.co_firstlineno, chain=(pyfunc.__qualname__,))
 
 
 def entry_directives(ptx, name, options):
