@@ -169,9 +169,10 @@ LLVM_OPTIONS = (f"-unroll-threshold={UNROLL_THRESHOLD}",
 #: types it (devicemath._float_of); 23: float32 ** the most negative int64 no longer loops
 #: forever (devicemath._make_float_int_power); 24: a device function's declared signatures are
 #: chosen by Numba's conversion ranks (an int takes float64 over float32, ranking.py), and the
-#: code generator runs at LLVM's level 2 (target_machine), so that no process is served code
-#: that an older gpureplace compiled.
-CODEGEN_REVISION = 24
+#: code generator runs at LLVM's level 2 (target_machine); 25: a write into a global record is
+#: refused (constant_writes.py: it compiled, and the write was lost), so that no process is
+#: served code that an older gpureplace compiled.
+CODEGEN_REVISION = 25
 
 
 @functools.lru_cache(maxsize=None)

@@ -65,6 +65,10 @@ class CompiledFunction:
         self.typing_self_call = False  # Numba is re-typing it to find a self-call's type
         self.exception_codes = set()   # status codes its lowering returns for raised exceptions
         self.constant_range_trips = []  # step counts of its loops over constant-bound ranges
+        #: the parameters it writes, directly or through a callee: {index: (record field or
+        #: None, line, functions down to the write)}; a caller may not pass them a host
+        #: constant (compiler/constant_writes.py)
+        self.written_params = {}
         self._ir_texts = None
 
     def ir_texts(self):

@@ -32,6 +32,7 @@ from ..tracking.stats import counters
 from . import builtins as _builtins  # noqa: F401  (fills the built-in table)
 from . import constructs, libdevice_link, resolve
 from .compiled import CompiledFunction
+from .constant_writes import RefuseConstantWrites
 from .constructs import instructions_with_lines
 from .diagnostics import (convert_error, file_of, first_line_of, line_referring_to, name_of,
                           package_of, raised_by_generator)
@@ -217,6 +218,7 @@ class GPUPipeline(CompilerBase):
         pm.add_pass(BindOwnName, "bind the function's own name")
         pm.add_pass(FoldArrayShapes, "fold constant array shapes")
         pm.passes.extend(typed_passes(self.state))
+        pm.add_pass(RefuseConstantWrites, "refuse writes into host constants")
         pm.add_pass(NoPythonSupportedFeatureValidation, "check supported features")
         pm.add_pass(IRLegalization, "legalise IR")
         pm.add_pass(AnnotateTypes, "annotate types")

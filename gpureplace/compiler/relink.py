@@ -68,6 +68,8 @@ def relink(hit, compile_device):
             return None                   # the full compile reports it, in the caller's terms
         if n.restype != c.restype:
             return None                   # the caller's typing depends on it: retype
+        if getattr(n, "written_params", {}).keys() != getattr(c, "written_params", {}).keys():
+            return None                   # what the caller may pass it: checked anew
         if n.mangled_name != c.mangled_name:
             renames[c.mangled_name] = n.mangled_name
         callees.append(n)
@@ -75,6 +77,7 @@ def relink(hit, compile_device):
     for attr in ("restype", "fndesc", "library", "type_annotation", "overrides_used",
                  "bad_calls", "mask", "constant_range_trips", "born"):
         setattr(cf, attr, getattr(hit, attr))
+    cf.written_params = getattr(hit, "written_params", {})
     cf.global_reads = reads
     cf.callees = callees
     hosts = {id(old): new for old, new, _ in replaced.values()}

@@ -166,6 +166,11 @@ class Launching:
                 if not simulated or settings.host_arrays == "error":
                     return self._launch_with_transfers(config, args, rec)
                 hosts += 1
+        if not hosts and any(transfers.holds_host_record(a) for a in args):
+            # records without host arrays (the same record twice): each copied apart, so one
+            # copy-back would overwrite what the kernel wrote through the other (refused by
+            # name, as two views of one host array are)
+            transfers.refuse_overlaps(self.__qualname__, args, list(self._pysig.parameters))
         if simulated:
             if hosts:     # refused as on the GPU, whose copies of them would lose writes
                 transfers.refuse_untyped(self.__qualname__, args, list(self._pysig.parameters))

@@ -350,7 +350,10 @@ def fp8_handler(v):
 def record_handler(v):
     """A structured scalar (``arr[i]`` of a record array): passed as a pointer to a device copy
     that the launch makes and copies back afterwards, as numba-cuda does (see
-    ``kernel.GPUFunction._launch``); the value here is the record itself."""
+    ``kernel.GPUFunction._launch``); the value here is the record itself.  Each record gets a
+    copy of its own, so a launch that also gives its array, or gives it twice, is refused
+    (``transfers.refuse_overlaps``): one copy-back would overwrite what the kernel wrote
+    through the other."""
     return ("record", v.dtype), (v,)
 
 

@@ -247,31 +247,79 @@ def _read_only_places(a, name):
     return [name] if is_host_array(a) and not a.flags.writeable else []
 
 
+def is_host_record(a):
+    """A structured scalar (``recs[i]``: ``np.void``, or ``np.record`` of a recarray) given to a
+    launch: copied to the device and back on its own, as numba-cuda does (unless its array is
+    read-only: ``arguments.record_handler``), on both backends."""
+    return isinstance(a, np.void) and a.dtype.names is not None
+
+
+def holds_host_record(a):
+    """A host record, or a tuple holding one (at any depth)."""
+    if isinstance(a, tuple):
+        return any(holds_host_record(x) for x in a)
+    return is_host_record(a)
+
+
+def _copied_back(args):
+    """(argument index, host memory, is a record) for each host array and host record among
+    ``args`` (as they are, in a cuda.In / Out / InOut, or inside a tuple at any depth) that is
+    copied back after the launch; a record as the 0-d array of its bytes in its array."""
+    def leaves(a, top):
+        if top and isinstance(a, ArgHint):
+            if is_host_array(a.value) and transfer_of(a.value, a)[2]:
+                yield a.value, False
+        elif is_host_array(a):
+            if transfer_of(a, None)[2]:
+                yield a, False
+        elif is_host_record(a):
+            if a.flags.writeable:         # (a read-only array's record is not written back)
+                yield np.asarray(a), True
+        elif isinstance(a, tuple):
+            for x in a:
+                yield from leaves(x, False)
+    for i, a in enumerate(args):
+        for host, record in leaves(a, True):
+            yield i, host, record
+
+
 def refuse_overlaps(kernel, args, names):
-    """Refuse, naming them, two host arrays of one launch that are different views of
-    overlapping memory and are both copied back: each would get its own device copy, and the
+    """Refuse, naming them, two host arrays or records of one launch that are different views
+    of overlapping memory and are both copied back: each would get its own device copy, and the
     second copy-back would overwrite what the kernel wrote through the first (the same array,
-    or the same view, given twice is one copy: see ``Staged``).  Both backends refuse, though
-    the simulator, whose device memory is the host's, could run it."""
+    or the same view, given twice is one copy: see ``Staged``; a record, ``recs[i]``, always
+    gets a copy of its own, so a record and its array, or the same record given twice, are
+    refused).  Both backends refuse, though the simulator, whose device memory is the host's,
+    could run two array views."""
     written = {}
-    for i, host, hint in host_leaves(args):
-        if not transfer_of(host, hint)[2]:
-            continue
+    for i, host, record in _copied_back(args):
         key = buffer_key(host)
-        if key in written:
-            continue
-        for key2, (j, other) in written.items():
-            if _overlap(host, other):
-                def said(k):
-                    return f"{k} ({names[k]!r})" if k < len(names) else str(k)
-                which = f"argument {said(j)} and argument {said(i)} are" if i != j else \
-                    f"argument {said(i)} holds"
-                raise arguments.ArgumentError(
-                    f"{kernel}: {which} different views of overlapping host memory, each "
-                    f"copied to the device and back on its own: one copy-back would overwrite "
-                    f"what the kernel wrote through the other. Pass the array once (or the "
-                    f"same view), or device arrays (cuda.to_device(a), cupy.asarray(a))")
-        written[key] = (i, host)
+        if key in written and not record and not written[key][2]:
+            continue                     # the same array or view again: one copy
+        for j, other, other_record in written.values():
+            if not _overlap(host, other):
+                continue
+
+            def said(k):
+                return f"{k} ({names[k]!r})" if k < len(names) else str(k)
+            which = f"argument {said(j)} and argument {said(i)} are" if i != j else \
+                f"argument {said(i)} holds"
+            if not record and not other_record:
+                what, advice = "different views of overlapping host memory", \
+                    "Pass the array once (or the same view)"
+            elif record and other_record and buffer_key(other) == key:
+                what, advice = "the same host record given twice", "Pass the record once"
+            elif record and other_record:
+                what, advice = "host records of overlapping memory", "Pass one of them"
+            else:
+                what = "a host record and the array it is part of" if other_record else \
+                    "a host array and a record of it (a[i])"
+                advice = "Pass the array alone (and index it in the kernel)"
+            raise arguments.ArgumentError(
+                f"{kernel}: {which} {what}, each copied to the device and back on its own: "
+                f"one copy-back would overwrite what the kernel wrote through the other. "
+                f"{advice}, or device arrays (cuda.to_device(a), cupy.asarray(a))")
+        written[key] = (i, host, record)
 
 
 class Staged:
