@@ -48,7 +48,13 @@ class NumbaArrayMethods:
 
     @property
     def alloc_size(self):
-        return int(self.nbytes)
+        """The bytes the elements span, from the lowest to the highest address (numba-cuda's
+        ``memory_size_from_info``): ``nbytes`` for a contiguous array, more for a strided view
+        (``a[:, :2]`` of a 4 x 6 float32 array spans 80); 0 for an empty one."""
+        if any(n == 0 for n in self.shape):
+            return 0
+        return sum((n - 1) * abs(s) for n, s in zip(self.shape, self.strides)) + \
+            self.dtype.itemsize
 
     @property
     def gpu_data(self):
