@@ -16,7 +16,24 @@ def _attribute_key(name):
     return name.replace("_", "").lower()
 
 
-class Device:
+class NumberFormats:
+    """numba-cuda's ``Device.supports_float16`` / ``supports_bfloat16`` / ``supports_fp8``: the
+    arithmetic of those formats its compute capability has (5.3, 8.0, 8.9 and newer)."""
+
+    @property
+    def supports_float16(self):
+        return tuple(self.compute_capability) >= (5, 3)
+
+    @property
+    def supports_bfloat16(self):
+        return tuple(self.compute_capability) >= (8, 0)
+
+    @property
+    def supports_fp8(self):
+        return tuple(self.compute_capability) >= (8, 9)
+
+
+class Device(NumberFormats):
     """A GPU (numba-cuda's ``Device``): ``id``, ``name``, ``compute_capability`` and the driver's
     attributes under numba-cuda's names (``MAX_THREADS_PER_BLOCK``, ``MULTIPROCESSOR_COUNT``,
     ``WARP_SIZE``, ...).  ``with device:`` makes it current for the block."""

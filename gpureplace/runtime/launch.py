@@ -315,11 +315,13 @@ class Specialization(KernelSpecialization):
         launch would be refused: jit/launcher.py's ``shared_limit``)."""
         dims = normalize_dims(blockdim, "block")
         threads = dims[0] * dims[1] * dims[2]
+        dynsmemsize = dynamic_shared_size(dynsmemsize, "max_cooperative_grid_blocks()")
         if settings.launch_backend() == "simulator":
             most = shared_opt_in_bytes("sm_90")
-            if dynsmemsize + toolchain.ptx_static_shared(self.ptx) > most:
+            static = toolchain.ptx_static_shared(self.ptx)
+            if dynsmemsize + static > most:
                 return 0
-            return SIMULATED_GRID_THREADS // threads
+            return simulated_cooperative_blocks(threads, dynsmemsize + static)
         require_device("max_cooperative_grid_blocks()")
         return self.loaded(probe.current_device()).max_cooperative_blocks(threads, dynsmemsize)
 
@@ -396,6 +398,43 @@ class Specialization(KernelSpecialization):
 #: The simulator runs a kernel that syncs the grid with all its threads at once, as Python
 #: threads: at most this many (simulator/runner.py refuses a larger cooperative launch).
 SIMULATED_GRID_THREADS = 16384
+
+#: The simulated device's multiprocessors and shared memory (simulator/host.py's device
+#: attributes take them from here): what its cooperative launches may hold at once.
+SIMULATED_DEVICE = {"MULTIPROCESSOR_COUNT": 1,
+                    "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 228 * 1024,
+                    "RESERVED_SHARED_MEMORY_PER_BLOCK": 1024}
+
+
+def simulated_cooperative_blocks(threads, block_shared):
+    """How many blocks of ``threads`` threads, each with ``block_shared`` bytes of shared memory
+    (static and dynamic), a cooperative launch may have in the simulator: no more than its
+    grid mode runs at once (``SIMULATED_GRID_THREADS`` threads), and, for blocks that use shared
+    memory, no more than the simulated device (simulator/host.py's attributes: one sm_90
+    multiprocessor, 228 KiB of shared memory, 1 KiB of it reserved per block) could hold at
+    once -- what ``occupancyMaxActiveBlocksPerMultiprocessor`` times the multiprocessors says on
+    a GPU, as far as shared memory limits it.  (Blocks without shared memory are limited by the
+    thread cap alone: the simulator stands in for a whole GPU's threads there, not for one
+    multiprocessor's 32 blocks.)"""
+    by_threads = SIMULATED_GRID_THREADS // threads
+    if block_shared <= 0:
+        return by_threads
+    per_block = block_shared + SIMULATED_DEVICE["RESERVED_SHARED_MEMORY_PER_BLOCK"]
+    per_sm = SIMULATED_DEVICE["MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"] // per_block
+    return min(by_threads, per_sm * SIMULATED_DEVICE["MULTIPROCESSOR_COUNT"])
+
+
+def dynamic_shared_size(value, what):
+    """``value``, bytes of dynamic shared memory, as an int; anything but a non-negative integer
+    is refused (``what``: the user's call, named in the error)."""
+    try:
+        size = operator.index(value)
+    except TypeError:
+        size = None
+    if size is None or isinstance(value, bool) or size < 0:
+        raise ValueError(f"{what}: dynamic shared memory must be a non-negative int of bytes, "
+                         f"got {value!r}")
+    return size
 
 #: the user's name for each of the driver's function attributes, by ``Reflection`` method
 RESOURCE_METHODS = {"num_regs": "get_regs_per_thread",

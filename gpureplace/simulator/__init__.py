@@ -26,6 +26,7 @@ from . import runner as _runner
 from .arrays import SimArray  # noqa: F401
 from .blocks import KernelDeadlock  # noqa: F401
 from .runner import check, launch  # noqa: F401  (check: prepared launches, graph captures)
+from .runner import GridSyncWarning  # noqa: F401
 
 _wrapped = {}
 
@@ -49,4 +50,4 @@ def set_compile(enabled):
     _runner.compile_kernels = bool(enabled)
 
 
-__all__ = ["launch", "run", "set_compile", "SimArray", "KernelDeadlock"]
+__all__ = ["launch", "run", "set_compile", "SimArray", "KernelDeadlock", "GridSyncWarning"]

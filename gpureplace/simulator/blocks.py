@@ -295,7 +295,10 @@ class Block:
             f"{others}.{tail}")
 
     def abort(self, exc, me=None):
-        """Stop the block: every other thread unwinds (or skips the kernel) at once."""
+        """Stop the block: every other thread unwinds (or skips the kernel) at once.  In grid
+        mode a block stopped by an error (a thread's exception, a deadlock of its own) stops
+        the whole launch: it can never reach the grid barrier, which the other blocks would
+        otherwise wait at for ever (``GridBarrier.fail``)."""
         with self.lock:
             if self.aborted is not None:
                 return
@@ -306,6 +309,9 @@ class Block:
                         ts.gate.release()
                     except RuntimeError:
                         pass
+        barrier = self.launch.grid_barrier if self.launch is not None else None
+        if barrier is not None and not isinstance(exc, Abort):
+            barrier.fail(self)
 
     # -- syncthreads ------------------------------------------------------------------------------
     def barrier(self, ts, kind, pred, before_release=None):
@@ -522,6 +528,8 @@ class GridBarrier:
         self.generation = 0
         self.finished = []
         self.failed = None
+        self.stopped = False           # a block failed: every thread unwinds (``fail``)
+        self.blocks = []               # the launch's blocks (set by the launcher)
         self.cond = threading.Condition()
 
     def _deadlock(self):
@@ -533,6 +541,8 @@ class GridBarrier:
 
     def arrive(self):
         with self.cond:
+            if self.stopped:
+                raise Abort()
             if self.failed is None and self.finished:
                 self.failed = self._deadlock()
             if self.failed is not None:
@@ -545,10 +555,26 @@ class GridBarrier:
                 self.cond.notify_all()
                 return
             gen = self.generation
-            while self.generation == gen and self.failed is None:
+            while self.generation == gen and self.failed is None and not self.stopped:
                 self.cond.wait()
+            if self.stopped:
+                raise Abort()
             if self.generation == gen:
                 raise self.failed
+
+    def fail(self, block):
+        """``block`` stopped on an error (its thread's exception is the launch's error): it
+        never arrives, so every other block stops too -- threads waiting here, or at their
+        block's barrier behind one waiting here, or not yet there, unwind (``Abort``), and the
+        launch ends with that error instead of hanging."""
+        with self.cond:
+            if self.stopped:
+                return
+            self.stopped = True
+            self.cond.notify_all()
+        for other in self.blocks:
+            if other is not block:
+                other.abort(Abort())
 
     def abort(self):
         """The launch is stopping (interrupted): threads waiting here unwind."""

@@ -24,8 +24,10 @@ from ..jit import graphs
 from ..hostapi.arrays import (NumbaArrayMethods, RecordMethods, array_interface, as_shape,
                               copy_source, host_target, is_record, not_a_device_array,
                               record_copy, span, squeeze_axes)
+from ..hostapi.devices import NumberFormats
 from ..hostapi.streams import checked_stream
 from ..runtime import arguments
+from ..runtime.launch import SIMULATED_DEVICE
 from .arrays import allocation_around, remember_allocation, view_described
 
 try:
@@ -485,7 +487,7 @@ class _Described:
 #: MEMORY_CLOCK_RATE 0: timings are the host's) and sits on no PCI bus (0).
 _SIM_ATTRIBUTES = {
     "COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0,
-    "MULTIPROCESSOR_COUNT": 1, "WARP_SIZE": 32,
+    "MULTIPROCESSOR_COUNT": SIMULATED_DEVICE["MULTIPROCESSOR_COUNT"], "WARP_SIZE": 32,
     "MAX_THREADS_PER_BLOCK": 1024, "MAX_BLOCK_DIM_X": 1024, "MAX_BLOCK_DIM_Y": 1024,
     "MAX_BLOCK_DIM_Z": 64, "MAX_GRID_DIM_X": 2**31 - 1, "MAX_GRID_DIM_Y": 65535,
     "MAX_GRID_DIM_Z": 65535,
@@ -493,8 +495,9 @@ _SIM_ATTRIBUTES = {
     "MAX_REGISTERS_PER_BLOCK": 65536, "MAX_REGISTERS_PER_MULTIPROCESSOR": 65536,
     "MAX_SHARED_MEMORY_PER_BLOCK": arch.STATIC_SHARED_BYTES,
     "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": arch.shared_opt_in_bytes("sm_90"),
-    "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR": 228 * 1024,
-    "RESERVED_SHARED_MEMORY_PER_BLOCK": 1024,
+    "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR":
+        SIMULATED_DEVICE["MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"],
+    "RESERVED_SHARED_MEMORY_PER_BLOCK": SIMULATED_DEVICE["RESERVED_SHARED_MEMORY_PER_BLOCK"],
     "TOTAL_CONSTANT_MEMORY": arch.CONST_BYTES, "L2_CACHE_SIZE": 50 * 1024 * 1024,
     "GLOBAL_MEMORY_BUS_WIDTH": 5120, "MAX_PITCH": 2**31 - 1,
     "CLOCK_RATE": 0, "MEMORY_CLOCK_RATE": 0,
@@ -518,7 +521,7 @@ def _attribute_key(name):
 _SIM_ATTRIBUTE_KEYS = {_attribute_key(k): v for k, v in _SIM_ATTRIBUTES.items()}
 
 
-class SimDevice:
+class SimDevice(NumberFormats):
     """The simulator's stand-in device: one device, 0, of compute capability 9.0, with the
     driver's attributes (``_SIM_ATTRIBUTES``) and numba-cuda simulator's ``uuid``."""
 

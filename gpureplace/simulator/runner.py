@@ -17,6 +17,7 @@ import enum
 import os
 import sys
 import threading
+import warnings
 import weakref
 
 import numpy as np
@@ -30,7 +31,8 @@ from ..errors import (CompileError, DeviceFunctionError, LaunchError, SignatureE
 from ..jit import GPUFunction
 from ..jit.launcher import check_block_registers, check_dynamic_shared
 from ..runtime import arguments, conversion
-from ..runtime.launch import SIMULATED_GRID_THREADS, assembled_resource, normalize_dims
+from ..runtime.launch import (SIMULATED_GRID_THREADS, assembled_resource, normalize_dims,
+                              simulated_cooperative_blocks)
 from .arrays import SimArray, checked_interface, record_of, wrap_int
 from .pointers import RawPointer
 from .host import SimDeviceNDArray, SimDeviceRecord
@@ -57,6 +59,9 @@ class Launch:
         self.grid = grid
         self.block = block
         self.shared_bytes = shared_bytes
+        self.static_shared = 0         # the compiled kernel's static shared bytes a block
+        self.cooperative = False       # whether it syncs the grid (not only spins across
+        #                                blocks): every block must then fit on the device at once
         self.tls = threading.local()
         self.atomic_lock = threading.Lock()
         self.dynamic = {}              # id(stub) -> reader of a per-thread value (laneid)
@@ -69,6 +74,10 @@ class Launch:
         self.onchip = weakref.WeakValueDictionary()   # id -> NumPy owner of shared and local
         #                                arrays' memory (not global: atomics differ there)
         self.resolver = None           # the launch's Resolver (overloads run through it)
+        self.grid_sync_compiled = None  # whether the compiled kernel has the grid barrier
+        #                                (spec.cooperative; None: nothing compiled)
+        self.grid_sync_as_block = None  # where a grid sync ran as the block's barrier alone
+        #                                (compiled without the grid barrier: lang/cg.py)
 
     def thread_raised(self, exc):
         """Whether ``exc`` comes from a raise (or assert) statement of the kernel's code; if
@@ -286,6 +295,8 @@ def _checked(gpufunction, grid, block, stream, shared_bytes, args, compile):
     if spec is not None:      # (a block its registers cannot hold, refused as the GPU path does)
         check_block_registers(gpufunction, grid, block,
                               lambda name: assembled_resource(spec, name, "launch"))
+    if spec is not None and spec.cooperative:  # (its limit counts a block's shared memory)
+        sim.static_shared = static_shared_bytes(spec)
     if shared_bytes > 48 * 1024:
         # refused before anything runs, as the GPU path refuses it (jit/launcher.py's
         # check_static_shared): the dynamic bytes with the kernel's static shared arrays
@@ -308,7 +319,21 @@ def _run(gpufunction, sim, conv, spec):
     # kernel wrote before it failed, as device memory does)
     snapshot = [(a, a.copy()) for a in conv.host_arrays]
     modes = [_run_sequential, _run_threaded, _run_grid]
-    if resolver.needs_grid(kernel):
+    # Grid mode (every block at once) is for kernels the GPU launches cooperatively: whether the
+    # compiled code has the grid barrier (``spec.cooperative``, what the GPU path goes by), not
+    # whether the source mentions this_grid (a grid group without sync() compiles to nothing; a
+    # sync reached through an overload or register_jitable is in the compiled code but not in
+    # what the simulator scans).  A sync the launch reaches in another mode reruns it in grid
+    # mode (lang/cg.py raises NeedGrid), or, where the compiled code has no grid barrier, is a
+    # barrier of the block alone, as the compiled code runs it (``sim.grid_sync_compiled``).
+    # Only a launch that compiles nothing (GPUREPLACE_SIM_COMPILE=0, a kernel that calls pdb)
+    # goes by the source scan.
+    if spec is not None:
+        sim.grid_sync_compiled = grid = spec.cooperative
+    else:
+        grid = resolver.needs_grid(kernel)
+    sim.cooperative = grid
+    if grid:
         del modes[:2]
     elif threaded:
         del modes[0]
@@ -340,6 +365,8 @@ def _run(gpufunction, sim, conv, spec):
     finally:
         operators.python_error_model = False
     sim.raises.warn(gpufunction.py_func)
+    if sim.grid_sync_as_block is not None:
+        _warn_grid_sync_as_block(gpufunction, sim.grid_sync_as_block)
     for where, host, before in conv.read_only_records:
         refused = arguments.read_only_record_written(where, before, host)
         if refused is not None:
@@ -361,6 +388,27 @@ def _run(gpufunction, sim, conv, spec):
             with torch.no_grad():
                 original.copy_(torch.from_numpy(host))
     return None
+
+
+class GridSyncWarning(RuntimeWarning):
+    """A launch reached ``cuda.cg.this_grid().sync()`` that its compiled code does not have."""
+
+
+def _warn_grid_sync_as_block(gpufunction, place):
+    py_func = gpufunction.py_func
+    code = py_func.__code__
+    warnings.warn_explicit(
+        f"{gpufunction.__qualname__}: cuda.cg.this_grid().sync() ({place}) is not a grid "
+        f"barrier in the compiled kernel: thread (0, 0, 0) of each block, which arrives there "
+        f"for its block, never reaches it (it returned or branched away before), so the "
+        f"compiler removed the grid-wide wait and the kernel is not launched cooperatively. "
+        f"On the GPU the sync then only synchronises each block, and blocks read each other's "
+        f"writes racily; the simulator runs it so too (the blocks one after another). Let "
+        f"every block's thread (0, 0, 0) reach the sync (CUDA's own grid.sync() hangs "
+        f"otherwise).",
+        GridSyncWarning, code.co_filename, code.co_firstlineno,
+        module=py_func.__module__ or code.co_filename,
+        registry=py_func.__globals__.setdefault("__warningregistry__", {}))
 
 
 _static_shared = weakref.WeakKeyDictionary()     # specialisation -> its static shared bytes
@@ -531,6 +579,17 @@ def _run_grid(sim, kernel, values):
                           f"its threads at once: {total} is over its limit of "
                           f"{GRID_MODE_MAX_THREADS} (launch fewer blocks, with a grid-stride "
                           f"loop, as a cooperative launch on the GPU must too)")
+    # every block must be resident at once, as a cooperative launch on the GPU refuses a grid
+    # whose blocks' shared memory the device cannot hold at once (runtime/launch.py's
+    # simulated_cooperative_blocks, what max_cooperative_grid_blocks answers)
+    shared = sim.shared_bytes + sim.static_shared
+    limit = simulated_cooperative_blocks(len(threads), shared)
+    if sim.cooperative and len(blocks) > limit:
+        raise LaunchError(f"kernel {sim.name} synchronises the grid (cuda.cg.this_grid().sync()), "
+                          f"so all its blocks must be resident at once: at most {limit} blocks of "
+                          f"{len(threads)} threads with {shared} bytes of shared memory each "
+                          f"({sim.shared_bytes} dynamic) on the simulated device, got "
+                          f"{len(blocks)}")
     sim.grid_barrier = barrier = GridBarrier(len(blocks))
     errors = []
 
@@ -548,6 +607,7 @@ def _run_grid(sim, kernel, values):
             gate.acquire()
             states.append(ThreadState(tid, bid, linear, blk, gate))
         all_blocks.append((blk, states))
+        barrier.blocks.append(blk)
         workers += [threading.Thread(target=worker, args=(work, ts), daemon=True,
                                      name=f"gpureplace-sim-grid-{bid}-{ts.linear}")
                     for ts in states]

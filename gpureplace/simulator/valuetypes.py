@@ -35,6 +35,9 @@ def numba_type_of(value):
         return value._sim_type
     if isinstance(value, RawPointer):
         return nbtypes.CPointer(numpy_support.from_dtype(value.dtype))
+    from .lang.cg import SimGridGroup
+    if isinstance(value, SimGridGroup):           # cuda.cg.this_grid()
+        return value.numba_type
     if type(value) is tuple:
         return nbtypes.BaseTuple.from_types([numba_type_of(v) for v in value])
     return typeof(value)

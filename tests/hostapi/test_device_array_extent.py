@@ -1,4 +1,4 @@
-"""numba-cuda's ``DeviceNDArray.alloc_size`` is the bytes the elements span (its
+"""numba-cuda's device properties: ``DeviceNDArray.alloc_size`` is the bytes the elements span (its
 ``memory_size_from_info``), not ``nbytes``: a strided view spans more than its elements."""
 
 import numpy as np
@@ -13,3 +13,11 @@ def test_alloc_size_is_the_span_of_the_elements():
     assert a[::2, ::3].alloc_size == 2 * 24 + 1 * 12 + 4
     assert a[::-1].alloc_size == 96                             # (negative strides: the span)
     assert a[:0].alloc_size == 0
+
+
+def test_the_device_says_which_number_formats_it_supports():
+    d = cuda.get_current_device()
+    cc = tuple(d.compute_capability)
+    assert d.supports_float16 is (cc >= (5, 3))
+    assert d.supports_bfloat16 is (cc >= (8, 0))
+    assert d.supports_fp8 is (cc >= (8, 9))

@@ -5,6 +5,16 @@ from __future__ import annotations
 import types as pytypes
 
 from ...compiler.intrinsics import cg
+from ..blocks import NeedGrid
+
+
+class SimGridGroup:
+    """What every launch's simulated grid group is an instance of: a value of Numba's type
+    ``grid_group`` (``valuetypes.numba_type_of``: a device function declared to take one,
+    ``types.void(types.grid_group)``, is called with it)."""
+
+    __slots__ = ()
+    numba_type = cg.grid_group
 
 
 def table(launch):
@@ -12,7 +22,7 @@ def table(launch):
     tls = launch.tls
     out = {}
 
-    class GridGroup:
+    class GridGroup(SimGridGroup):
         """``cuda.cg.this_grid()``: ``sync()`` is a barrier across every block (they run at once
         in the simulator's grid mode)."""
 
@@ -21,10 +31,25 @@ def table(launch):
         def sync(self):
             t = tls.t
             barrier = launch.grid_barrier
-            if barrier is None:
-                raise RuntimeError("cuda.cg.this_grid().sync() reached outside the simulator's "
-                                   "grid mode (the grid group came from code the simulator did "
-                                   "not see before the launch)")
+            if barrier is None or launch.grid_sync_compiled is False:
+                if launch.grid_sync_compiled is False:
+                    # The compiled kernel has no grid barrier although its source syncs: LLVM
+                    # proved that thread (0, 0, 0), the one that arrives for its block, never
+                    # gets here, and removed the grid-wide wait (compiler/intrinsics/cg.py), so
+                    # the launch is not cooperative and each block passes a barrier of its own
+                    # (bar.sync) alone.  The simulator runs what the GPU runs -- a syncthreads,
+                    # blocks one after another, no wait for other blocks -- rather than a grid
+                    # barrier the GPU does not have, and warns after the launch (runner.py);
+                    # in grid mode too (entered for a spin-wait across blocks).
+                    if launch.grid_sync_as_block is None:
+                        from ..arrays import current_place
+                        launch.grid_sync_as_block = current_place()
+                    t.block.barrier(t, None, True)
+                    return
+                # a sync the launch did not expect (nothing compiled, and the source scan did
+                # not see it): run the launch again with every block at once
+                launch.cooperative = True
+                raise NeedGrid()
             t.block.barrier(t, None, True, before_release=barrier.arrive)
 
     the_grid = GridGroup()
