@@ -13,6 +13,12 @@ compiled from a live function's own code, kept for a relink) -- and drops the re
 those places.  The IPython extension calls it after a cell that changed something (the world
 moved or a kernel was defined), ``gpureplace.refresh()`` too.  It skips its turn while a compile
 runs in another thread (a background round): the next call does it.
+
+Not yet let go: a kernel defined *and compiled* in a namespace dict of its own (``exec(src,
+ns)``) that is then dropped.  The places above hold its function, whose globals are the
+namespace, which holds the kernel: "live" by that alone, so nothing is dropped (the namespace's
+arrays included).  Kernels of modules and notebook cells are not affected (their namespaces
+live anyway); neither is a kernel only defined there.
 """
 
 from __future__ import annotations
