@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
+from conftest import python_process
 from gpureplace import LaunchError, cuda, simulator
 from gpureplace.config import settings
 from gpureplace.cuda import types
@@ -69,43 +70,48 @@ def test_an_index_error_before_a_grid_sync_ends_the_launch(bad):
 
 
 def test_grid_sync_through_an_overload_or_register_jitable():
-    from numba.extending import register_jitable
-    from gpureplace.cuda import extending
+    # (in a process of its own: an overload is registered for the whole process)
+    out = python_process("""
+import numpy as np
+from numba.extending import register_jitable
+from gpureplace import cuda, simulator
+from gpureplace.cuda import extending
 
-    def grid_barrier():
-        pass
+def grid_barrier():
+    pass
 
-    @extending.overload(grid_barrier)
-    def _ol():
-        def impl():
-            cuda.cg.this_grid().sync()
-        return impl
-
-    @register_jitable
-    def grid_barrier2():
+@extending.overload(grid_barrier)
+def _ol():
+    def impl():
         cuda.cg.this_grid().sync()
+    return impl
 
-    @cuda.jit
-    def k1(a, out):
-        i = cuda.grid(1)
-        a[i] = i + 1
-        grid_barrier()
-        out[i] = a[(i + 4) % 8]
+@register_jitable
+def grid_barrier2():
+    cuda.cg.this_grid().sync()
 
-    @cuda.jit
-    def k2(a, out):
-        i = cuda.grid(1)
-        a[i] = i + 1
-        grid_barrier2()
-        out[i] = a[(i + 4) % 8]
+@cuda.jit
+def k1(a, out):
+    i = cuda.grid(1)
+    a[i] = i + 1
+    grid_barrier()
+    out[i] = a[(i + 4) % 8]
 
-    expected = [5, 6, 7, 8, 1, 2, 3, 4]
-    for k in (k1, k2):
-        assert k.compile("void(int64[:], int64[:])").cooperative
-        for compile_ in (None, False):           # compiled: spec.cooperative; not: a rerun
-            a, out = np.zeros(8, np.int64), np.zeros(8, np.int64)
-            simulator.run(k, 2, 4, a, out, compile=compile_)
-            np.testing.assert_array_equal(out, expected)
+@cuda.jit
+def k2(a, out):
+    i = cuda.grid(1)
+    a[i] = i + 1
+    grid_barrier2()
+    out[i] = a[(i + 4) % 8]
+
+for k in (k1, k2):
+    assert k.compile("void(int64[:], int64[:])").cooperative
+    for compile_ in (None, False):           # compiled: spec.cooperative; not: a rerun
+        a, out = np.zeros(8, np.int64), np.zeros(8, np.int64)
+        simulator.run(k, 2, 4, a, out, compile=compile_)
+        print(out.tolist())
+""", GPUREPLACE_BACKEND="simulator")
+    assert out.strip().splitlines()[-4:] == ["[5, 6, 7, 8, 1, 2, 3, 4]"] * 4
 
 
 def test_a_grid_sync_the_source_shows_runs_in_grid_mode_without_a_compile():
