@@ -142,7 +142,8 @@ def _check_parameter_space(pyfunc, argtypes, options):
     total = struct.calcsize(abi.struct_format(argtypes))
     if total <= PARAMETER_BYTES:
         return
-    newer = backend.compile_ptx_isa(options.arch) >= 81 and arch_number(options.arch) >= 70
+    isa = backend.compile_ptx_isa(options.arch)
+    newer = isa >= 81 and arch_number(options.arch) >= 70
     most = PARAMETER_BYTES_PTX81 if newer else PARAMETER_BYTES
     if total <= most:
         return
@@ -158,7 +159,7 @@ def _check_parameter_space(pyfunc, argtypes, options):
                               f"driver) on sm_70 and newer")
     raise CompileError(
         f"the kernel's arguments take {total:,} bytes of parameters, more than the {most:,} a "
-        f"kernel may have ({options.arch}, PTX ISA {backend.compile_ptx_isa(options.arch) / 10}"
+        f"kernel may have ({options.arch}, PTX ISA {isa / 10}"
         f"{later}); the largest: {shown}: pass that many values in an array instead",
         function=pyfunc.__qualname__, filename=pyfunc.__code__.co_filename,
         lineno=pyfunc.__code__.co_firstlineno, chain=(pyfunc.__qualname__,))

@@ -57,10 +57,7 @@ class Launcher:
             handle = launch.as_index(stream) if stream is not None else None
             self.stream = stream if handle is None else handle
             shared = config[3] if len(config) > 3 else 0
-            self.shared = launch.as_index(shared)
-            if self.shared is None or self.shared < 0:
-                raise LaunchError(f"dynamic shared memory must be a non-negative int of bytes, "
-                                  f"got {shared!r}{launch.describe_kind(shared)}")
+            self.shared = launch.dynamic_shared_size(shared)
             # An explicit stream is resolved (and validated) once; None means CuPy's current
             # stream (the simulator takes streams as they are, once they are streams).
             self._stream_ptr = None

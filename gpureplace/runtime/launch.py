@@ -424,17 +424,16 @@ def simulated_cooperative_blocks(threads, block_shared):
     return min(by_threads, per_sm * SIMULATED_DEVICE["MULTIPROCESSOR_COUNT"])
 
 
-def dynamic_shared_size(value, what):
-    """``value``, bytes of dynamic shared memory, as an int; anything but a non-negative integer
-    is refused (``what``: the user's call, named in the error)."""
-    try:
-        size = operator.index(value)
-    except TypeError:
-        size = None
-    if size is None or isinstance(value, bool) or size < 0:
-        raise ValueError(f"{what}: dynamic shared memory must be a non-negative int of bytes, "
-                         f"got {value!r}")
+def dynamic_shared_size(value, what=None):
+    """``value``, bytes of dynamic shared memory (a launch's fourth value), as an int; anything
+    but a non-negative integer (NumPy's too, as ``as_index`` takes them) is refused, as a
+    ``LaunchError`` (a ``ValueError``), naming ``what`` (the user's call) when given."""
+    size = as_index(value)
+    if size is None or size < 0:
+        raise LaunchError(f"{what + ': ' if what else ''}dynamic shared memory must be a "
+                          f"non-negative int of bytes, got {value!r}{describe_kind(value)}")
     return size
+
 
 #: the user's name for each of the driver's function attributes, by ``Reflection`` method
 RESOURCE_METHODS = {"num_regs": "get_regs_per_thread",

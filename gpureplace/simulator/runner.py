@@ -31,8 +31,8 @@ from ..errors import (CompileError, DeviceFunctionError, LaunchError, SignatureE
 from ..jit import GPUFunction
 from ..jit.launcher import check_block_registers, check_dynamic_shared
 from ..runtime import arguments, conversion
-from ..runtime.launch import (SIMULATED_GRID_THREADS, assembled_resource, normalize_dims,
-                              simulated_cooperative_blocks)
+from ..runtime.launch import (SIMULATED_GRID_THREADS, assembled_resource, dynamic_shared_size,
+                              normalize_dims, simulated_cooperative_blocks)
 from .arrays import SimArray, checked_interface, record_of, wrap_int
 from .pointers import RawPointer
 from .host import SimDeviceNDArray, SimDeviceRecord
@@ -264,11 +264,7 @@ def _checked(gpufunction, grid, block, stream, shared_bytes, args, compile):
     refuse_as_kernel(gpufunction.py_func, gpufunction.__qualname__)
     grid = normalize_dims(grid, "grid")
     block = normalize_dims(block, "block")
-    if isinstance(shared_bytes, np.integer):
-        shared_bytes = int(shared_bytes)
-    if not isinstance(shared_bytes, int) or isinstance(shared_bytes, bool) or shared_bytes < 0:
-        raise LaunchError(f"dynamic shared memory must be a non-negative int of bytes, got "
-                          f"{shared_bytes!r}")
+    shared_bytes = dynamic_shared_size(shared_bytes)
     args = tuple(args)
     if len(args) != gpufunction._nparams:
         gpufunction._argument_count_error(args)
