@@ -92,6 +92,13 @@ def python_process(program, timeout=300, **env):
     return proc.stdout
 
 
+def line_of(func, text):
+    """The line number, in its file, of the first line of ``func``'s source holding ``text``."""
+    import inspect
+    lines, first = inspect.getsourcelines(func)
+    return first + next(k for k, line in enumerate(lines) if text in line)
+
+
 def assemble(ptx, arch="sm_90", verbose=False, relocatable=False):
     """Assemble PTX with ptxas from the nvidia-cuda-nvcc wheel; fail the test on any error.
     Returns True, or with ``verbose`` ptxas's ``-v`` report (registers, spills).

@@ -9,7 +9,6 @@
   its own, and the record's copy-back overwrote what the kernel wrote through the array.  Refused
   as two overlapping host array views are (``transfers.refuse_overlaps``)."""
 
-import inspect
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ from numba import typeof, types
 from numba.core.errors import TypingError
 
 import gpureplace
+from conftest import line_of
 from gpureplace import LaunchError, cuda
 from gpureplace.config import settings
 from gpureplace.errors import CompileError
@@ -33,17 +33,12 @@ G_TUPLE = (G_REC, 2.0)
 SIG = "void(int64, float64[:])"
 
 
-def _line(func, text):
-    src, first = inspect.getsourcelines(func)
-    return first + next(n for n, line in enumerate(src) if text in line)
-
-
 def _refused(kernel, text, sig=SIG):
     with pytest.raises(CompileError) as info:
         kernel.compile(sig)
     exc = info.value
     assert isinstance(exc, TypingError)        # as the refusal of a global array's write is
-    assert exc.lineno == _line(kernel.py_func if hasattr(kernel, "py_func") else kernel, text)
+    assert exc.lineno == line_of(kernel.py_func if hasattr(kernel, "py_func") else kernel, text)
     assert exc.filename == __file__
     return exc
 
@@ -131,7 +126,7 @@ CASES = [  # kernel, the line, what it names, what to pass
 
 
 @pytest.mark.parametrize("body, text, named, root", CASES, ids=[c[0].__name__ for c in CASES])
-def test_write_into_a_global_record_is_refused_at_its_line(body, text, named, root):
+def test_write_into_a_global_record_is_refused_at_itsline_of(body, text, named, root):
     kernel = cuda.jit(body)
     exc = _refused(kernel, text)
     assert exc.reason.startswith(f"Cannot modify {named}" if root else "Cannot modify ")
@@ -164,7 +159,7 @@ def test_a_write_inside_a_helper_is_refused_there_with_the_call_chain():
         k.compile(SIG)
     exc = info.value
     assert exc.function.endswith("_helper_writes_the_global")
-    assert exc.lineno == _line(_helper_writes_the_global, "G_REC.x = v")
+    assert exc.lineno == line_of(_helper_writes_the_global, "G_REC.x = v")
     assert "Cannot modify global record G_REC (its field 'x')" in exc.reason
     assert exc.chain[-1].endswith("_helper_writes_the_global") and len(exc.chain) == 2
 
@@ -194,7 +189,7 @@ def test_a_global_record_given_to_a_helper_that_writes_it_is_refused_at_the_call
     exc = _refused(k, "_set_x(G_RECS[i]")
     assert "Cannot modify a record of global array G_RECS (its field 'x'), passed to _set_x, " \
            "which writes it through its parameter 'r'" in exc.reason
-    assert f"line {_line(_set_x, 'r.x = v')}" in exc.reason
+    assert f"line {line_of(_set_x, 'r.x = v')}" in exc.reason
 
     @cuda.jit
     def k2(i, out):

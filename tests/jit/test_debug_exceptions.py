@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 
-from conftest import assemble
+from conftest import assemble, line_of
 from gpureplace import cuda
 from gpureplace.compiler.exceptions import EXCEPTION_GLOBAL
 
@@ -39,12 +39,6 @@ def _tuple_index(ary):
         ary[0] = ary.shape[-i]
 
 
-def _line(func, text):
-    import inspect
-    lines, first = inspect.getsourcelines(func)
-    return first + next(k for k, line in enumerate(lines) if text in line)
-
-
 def test_debug_kernel_records_the_first_failing_thread_and_maps_its_codes():
     spec = cuda.jit(debug=True, opt=False)(_raises_user).compile("void(int32)")
     assert f".global .align 4 .b8 {EXCEPTION_GLOBAL}[28]" in spec.ptx
@@ -53,13 +47,13 @@ def test_debug_kernel_records_the_first_failing_thread_and_maps_its_codes():
     infos = sorted(spec.exceptions.values(), key=lambda i: i[2][2])
     assert [(exc, args) for exc, args, _ in infos] == [(MyError, None), (MyError, ("foo",))] \
         or [(exc, args) for exc, args, _ in infos] == [(MyError, ()), (MyError, ("foo",))]
-    assert [loc[2] for _, _, loc in infos] == [_line(_raises_user, "raise MyError\n"),
-                                               _line(_raises_user, 'MyError("foo")')]
+    assert [loc[2] for _, _, loc in infos] == [line_of(_raises_user, "raise MyError\n"),
+                                               line_of(_raises_user, 'MyError("foo")')]
     # Numba's own raises get the user's statement as their location
     div = cuda.jit(debug=True)(_divides).compile("void(float64[::1], float64[::1], "
                                                  "float64[::1])")
     (exc, args, loc), = div.exceptions.values()
-    assert exc is ZeroDivisionError and loc[2] == _line(_divides, "y[0] / x[0]")
+    assert exc is ZeroDivisionError and loc[2] == line_of(_divides, "y[0] / x[0]")
     assemble(div.ptx)
 
 
@@ -121,7 +115,7 @@ def test_debug_exceptions_on_the_gpu():
     k[1, 1](0)
     with pytest.raises(MyError) as info:
         k[1, 1](1)
-    assert f"line {_line(_raises_user, 'raise MyError' + chr(10))}, tid=[0, 0, 0] " \
+    assert f"line {line_of(_raises_user, 'raise MyError' + chr(10))}, tid=[0, 0, 0] " \
            f"ctaid=[0, 0, 0]" in str(info.value)
     with pytest.raises(MyError, match=r"tid=\[0, 0, 0\] ctaid=\[0, 0, 0\]: foo$"):
         k[1, 1](2)

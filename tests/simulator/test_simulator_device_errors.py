@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 import pytest
 
+from conftest import line_of
 from gpureplace import cuda, libdevice
 from gpureplace.simulator.raises import KernelRaisedWarning
 
@@ -33,15 +34,10 @@ def simulator(monkeypatch):
     monkeypatch.setattr(settings, "backend", "simulator")
 
 
-def _line(func, text):
-    lines, first = inspect.getsourcelines(func)
-    return first + next(k for k, line in enumerate(lines) if text in line)
-
-
 def _prefix(func_name, func, text, tid, ctaid):
     """numba-cuda's prefix of a debug kernel's exception (compiler/exceptions.py)."""
     return (f"In function '{func_name}', file {inspect.getsourcefile(func)}, line "
-            f"{_line(func, text)}, tid={tid} ctaid={ctaid}: ")
+            f"{line_of(func, text)}, tid={tid} ctaid={ctaid}: ")
 
 
 def _same(got, expected):

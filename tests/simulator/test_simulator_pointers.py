@@ -14,7 +14,6 @@ access through it refused; a negative address is refused at the launch, naming t
 reported as the kernel's own ``raise``.
 """
 
-import inspect
 import json
 import os
 import re
@@ -27,6 +26,7 @@ import numpy as np
 import pytest
 from numba import types as nbt
 
+from conftest import line_of
 from gpureplace import cuda, simulator
 from gpureplace.runtime import arguments, binder, conversion
 from gpureplace.simulator.raises import KernelRaisedWarning
@@ -40,11 +40,6 @@ def simulator_backend(monkeypatch):
 
 def _address(device_array):
     return device_array.__cuda_array_interface__["data"][0]
-
-
-def _line(func, text):
-    lines, first = inspect.getsourcelines(func)
-    return first + next(k for k, line in enumerate(lines) if text in line)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -350,12 +345,12 @@ def _view_store(p, n, i):
     a[i] = 7.0
 
 
-def test_an_index_out_of_a_view_raises_naming_thread_and_line():
+def test_an_index_out_of_a_view_raises_naming_thread_andline_of():
     k = cuda.jit("void(CPointer(float64), int64, int64)")(_view_store)
     d = cuda.to_device(np.zeros(6))
     with pytest.raises(IndexError, match=r"index 6 is out of bounds for axis 0 with size 6: "
                                          r"index 6 of an array of shape \(6,\), in _view_store "
-                                         rf"at .*:{_line(_view_store, 'a[i] = 7.0')}, thread "
+                                         rf"at .*:{line_of(_view_store, 'a[i] = 7.0')}, thread "
                                          r"threadIdx=\(0, 0, 0\)"):
         k[1, 1](_address(d), 6, 6)
     with pytest.raises(IndexError, match=r"index -7 is out of bounds"):
@@ -366,7 +361,7 @@ def test_an_index_out_of_a_view_raises_naming_thread_and_line():
 def test_a_view_longer_than_the_allocation_is_refused_at_the_carray():
     k = cuda.jit("void(CPointer(float64), int64, int64)")(_view_store)
     d = cuda.to_device(np.zeros(6))
-    line = _line(_view_store, "numba.carray")
+    line = line_of(_view_store, "numba.carray")
     with pytest.raises(IndexError, match=r"numba.carray\(pointer, 7, float64\) needs 56 bytes from "
                                          r"address 0x[0-9a-f]+, but the allocation it points "
                                          r"into ends 48 bytes after it \(6 elements of float64\)"
@@ -432,7 +427,7 @@ def test_an_exception_inside_library_code_is_an_error_not_the_kernels_raise():
         with pytest.raises(TypeError, match="expected a ctypes pointer") as info:
             simulator.run(cuda.jit(_library_fails), 1, 1, 12345, out, compile=False)
     notes = "\n".join(getattr(info.value, "__notes__", []))
-    line = _line(_library_fails, "numba.carray")
+    line = line_of(_library_fails, "numba.carray")
     assert "raised inside carray (" in notes and "numpy_support.py:" in notes, notes
     assert f"the kernel's line _library_fails ({__file__}:{line}) called" in notes, notes
     assert "threadIdx=(0, 0, 0)" in notes, notes

@@ -25,6 +25,7 @@ import numba
 import numpy as np
 import pytest
 
+from conftest import line_of
 from gpureplace import CompileError, cuda
 from gpureplace.simulator.raises import KernelRaisedWarning
 
@@ -39,11 +40,6 @@ R = REC[0]                 # a record global: np.void, a view of REC's first ele
 def simulator(monkeypatch):
     from gpureplace.config import settings
     monkeypatch.setattr(settings, "backend", "simulator")
-
-
-def _line(func, text):
-    lines, first = inspect.getsourcelines(func)
-    return first + next(k for k, line in enumerate(lines) if text in line)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -103,7 +99,7 @@ def test_global_record_fields_read_by_attribute_and_item():
     assert out.tolist() == [REC[0]["x"] + REC[0]["y"], REC[0]["n"] * 2]
 
 
-def test_global_record_write_is_refused_by_field_and_line():
+def test_global_record_write_is_refused_by_field_andline_of():
     @cuda.jit
     def k(out):
         R.x = 1.0
@@ -113,7 +109,7 @@ def test_global_record_write_is_refused_by_field_and_line():
         k[1, 1](np.zeros(1))
     msg = str(info.value)
     assert "global record" in msg and "'x'" in msg
-    assert info.value.lineno == _line(k.py_func, "R.x = 1.0")
+    assert info.value.lineno == line_of(k.py_func, "R.x = 1.0")
     assert REC[0]["x"] == 5.0                 # the host's record is untouched
 
 
@@ -193,7 +189,7 @@ def test_slice_step_zero_debug_raises_with_position(name):
         k[1, 2](np.zeros(shape), 0)
     assert str(info.value) == (
         f"In function '{fn.__name__}', file {inspect.getsourcefile(fn)}, line "
-        f"{_line(fn, text)}, tid=[0, 0, 0] ctaid=[0, 0, 0]: slice step cannot be zero")
+        f"{line_of(fn, text)}, tid=[0, 0, 0] ctaid=[0, 0, 0]: slice step cannot be zero")
 
 
 def test_slice_nonzero_step_still_views():
