@@ -412,10 +412,10 @@ class SimDeviceNDArray(NumbaArrayMethods, np.ndarray):
         return result
 
     def __array_wrap__(self, obj, context=None, return_scalar=False):
-        # A result NumPy made for an operation on simulated device arrays is a plain array (a
-        # host array, as numba-cuda's DeviceNDArray gives NumPy); but an output array that was
-        # given, this one in ``d += 1`` or ``np.add(d, 1, out=d)``, stays what it is: a device
-        # array (or mapped memory) that kernels still take.
+        # (Ufuncs do not come here: __array_ufunc__ runs them on the plain arrays.)  A result
+        # another NumPy function made from simulated device arrays is a plain array (a host
+        # array, as numba-cuda's DeviceNDArray gives NumPy); a device array it hands back as
+        # the result stays what it is: a device array (or mapped memory) that kernels take.
         if isinstance(obj, SimDeviceNDArray):
             return obj
         if return_scalar:
