@@ -471,7 +471,9 @@ class Resolver:
             return constant_record(raw)       # (a global record: its fields by name, read-only)
         if isinstance(raw, (_stubs.Stub, _stubs.Namespace, _stubs.Dim3Stub)):
             raise NotImplementedError(f"the simulator has no meaning for {raw!r}")
-        if type(raw) in (int, float, complex, tuple):
+        if type(raw) is tuple:
+            return _global_tuple(raw)         # (its numbers typed as Numba freezes them)
+        if type(raw) in (int, float, complex):
             return device_const(raw)          # a global constant, typed as Numba freezes it
         if raw is print:
             return self.launch.device_print
@@ -756,3 +758,11 @@ def _code_names(code, out):
     for c in code.co_consts:
         if isinstance(c, pytypes.CodeType):
             _code_names(c, out)
+
+
+def _global_tuple(value):
+    """A global tuple as device code reads it: its numbers typed as Numba freezes them and
+    its records (``(REC[0], REC[1])``) read by field, read-only, as a global record is."""
+    return tuple(_global_tuple(x) if type(x) is tuple else
+                 constant_record(x) if isinstance(x, np.void) and x.dtype.names is not None
+                 else device_const(x) for x in value)

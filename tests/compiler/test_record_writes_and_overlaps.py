@@ -126,7 +126,7 @@ CASES = [  # kernel, the line, what it names, what to pass
 
 
 @pytest.mark.parametrize("body, text, named, root", CASES, ids=[c[0].__name__ for c in CASES])
-def test_write_into_a_global_record_is_refused_at_itsline_of(body, text, named, root):
+def test_write_into_a_global_record_is_refused_at_its_line(body, text, named, root):
     kernel = cuda.jit(body)
     exc = _refused(kernel, text)
     assert exc.reason.startswith(f"Cannot modify {named}" if root else "Cannot modify ")

@@ -345,7 +345,7 @@ def _view_store(p, n, i):
     a[i] = 7.0
 
 
-def test_an_index_out_of_a_view_raises_naming_thread_andline_of():
+def test_an_index_out_of_a_view_raises_naming_thread_and_line():
     k = cuda.jit("void(CPointer(float64), int64, int64)")(_view_store)
     d = cuda.to_device(np.zeros(6))
     with pytest.raises(IndexError, match=r"index 6 is out of bounds for axis 0 with size 6: "

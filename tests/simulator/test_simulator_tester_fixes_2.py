@@ -33,7 +33,9 @@ BF = ml_dtypes.bfloat16
 
 REC = np.zeros(2, dtype=[("x", "f8"), ("y", "f8"), ("n", "i4")])
 REC[0] = (5.0, 6.0, 7)
+REC[1] = (1.5, 2.5, 3)
 R = REC[0]                 # a record global: np.void, a view of REC's first element
+T = (REC[0], (REC[1],))     # records in a global tuple, one nested
 
 
 @pytest.fixture(autouse=True)
@@ -99,7 +101,7 @@ def test_global_record_fields_read_by_attribute_and_item():
     assert out.tolist() == [REC[0]["x"] + REC[0]["y"], REC[0]["n"] * 2]
 
 
-def test_global_record_write_is_refused_by_field_andline_of():
+def test_global_record_write_is_refused_by_field_and_line():
     @cuda.jit
     def k(out):
         R.x = 1.0
@@ -111,6 +113,26 @@ def test_global_record_write_is_refused_by_field_andline_of():
     assert "global record" in msg and "'x'" in msg
     assert info.value.lineno == line_of(k.py_func, "R.x = 1.0")
     assert REC[0]["x"] == 5.0                 # the host's record is untouched
+
+
+def test_records_in_a_global_tuple_are_read_by_field_and_refuse_writes():
+    @cuda.jit
+    def k(out):
+        out[0] = T[0].x + T[1][0]["y"]
+
+    @cuda.jit
+    def w(out):
+        T[0].x = 1.0
+        out[0] = T[0].x
+
+    out = np.zeros(1)
+    k[1, 1](out)
+    assert out[0] == REC[0]["x"] + REC[1]["y"]
+    with pytest.raises(CompileError) as info:
+        w[1, 1](np.zeros(1))
+    assert "global record" in str(info.value)
+    assert info.value.lineno == line_of(w.py_func, "T[0].x = 1.0")
+    assert REC[0]["x"] == 5.0
 
 
 # ---------------------------------------------------------------------------------------------
