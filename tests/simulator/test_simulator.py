@@ -444,7 +444,8 @@ def test_deadlock_is_reported():
 
 def test_threads_that_returned_count_as_arrived_at_a_grid_sync():
     """numba-cuda's pattern: threads past the end return before ``this_grid().sync()``, which
-    the rest of their block reaches (the GPU runs it)."""
+    the rest of their block reaches (the GPU runs it: the block's bar.sync counts exited
+    threads, and thread (0, 0, 0) arrives for the block)."""
     @cuda.jit
     def rotate(x, out):
         i = cuda.grid(1)
@@ -454,7 +455,7 @@ def test_threads_that_returned_count_as_arrived_at_a_grid_sync():
         x[i] = i
         g.sync()
         v = x[(i + 1) % x.size]
-        if i % 3 == 1:
+        if i % 3 == 1 and cuda.threadIdx.x != 0:
             return                               # some leave between the two syncs
         g.sync()
         out[i] = v + x[(i + 2) % x.size]
@@ -463,12 +464,38 @@ def test_threads_that_returned_count_as_arrived_at_a_grid_sync():
         x, out = np.zeros(n, np.int64), np.full(n, -1, np.int64)
         simulator.run(rotate, 4, 64, x, out)
         i = np.arange(n)
-        expected = np.where(i % 3 == 1, -1, (i + 1) % n + (i + 2) % n)
+        left = (i % 3 == 1) & (i % 64 != 0)
+        expected = np.where(left, -1, (i + 1) % n + (i + 2) % n)
         np.testing.assert_array_equal(out, expected)
 
     # a block whose threads all return while the others wait hangs the GPU
     with pytest.raises(simulator.KernelDeadlock, match=r"blockIdx=\(3, 0, 0\) finished"):
         simulator.run(rotate, 4, 64, np.zeros(150, np.int64), np.zeros(150, np.int64))
+
+
+def test_thread_0_returning_between_grid_syncs_is_a_deadlock_naming_it():
+    """Thread (0, 0, 0) is the one that arrives at the grid's counter for its block: a block
+    whose thread (0, 0, 0) returned never arrives at the next grid sync, and the GPU hangs
+    (the simulator counted it as arrived and ran on)."""
+    @cuda.jit
+    def k(a):
+        i = cuda.grid(1)
+        g = cuda.cg.this_grid()
+        a[i] = 1
+        g.sync()
+        if i == 64:                              # thread (0, 0, 0) of block 1
+            return
+        g.sync()
+        a[i] += a[(i + 1) % a.size]
+
+    spec = k.compile("void(int64[:])")
+    assert spec.cooperative and spec.ptx.count("atom.global.add") == 2   # (both syncs kept)
+    a = np.zeros(128, np.int64)
+    with pytest.raises(simulator.KernelDeadlock,
+                       match=r"threadIdx=\(0, 0, 0\) of block blockIdx=\(1, 0, 0\) returned "
+                             r"before cuda.cg.this_grid\(\).sync\(\) in k at .*:\d+.*the GPU "
+                             r"hangs"):
+        simulator.run(k, 2, 64, a)
 
 
 def test_compile_errors_are_reported_before_simulating():

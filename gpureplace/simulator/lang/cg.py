@@ -5,7 +5,7 @@ from __future__ import annotations
 import types as pytypes
 
 from ...compiler.intrinsics import cg
-from ..blocks import NeedGrid
+from ..blocks import KernelDeadlock, NeedGrid
 
 
 class SimGridGroup:
@@ -50,7 +50,25 @@ def table(launch):
                 # not see it): run the launch again with every block at once
                 launch.cooperative = True
                 raise NeedGrid()
-            t.block.barrier(t, None, True, before_release=barrier.arrive)
+            block = t.block
+
+            def arrive():
+                # The compiled barrier (compiler/intrinsics/cg.py) is the block's bar.sync, which
+                # counts exited threads as arrived, then thread (0, 0, 0) alone arrives for the
+                # block at the grid's counter: a block whose thread (0, 0, 0) has returned
+                # never arrives, and every other block waits for it for ever.
+                first = block.threads[0]
+                if first.finished:
+                    from ..arrays import current_place
+                    raise KernelDeadlock(
+                        f"grid synchronisation deadlock: thread threadIdx={first.tid} of block "
+                        f"blockIdx={block.bid} returned before cuda.cg.this_grid().sync() in "
+                        f"{current_place()}; that thread arrives at the grid barrier for its "
+                        f"block, so the other blocks wait for it for ever (the GPU hangs). "
+                        f"Let every thread reach each grid sync (skip the work, not the sync).")
+                barrier.arrive()
+
+            block.barrier(t, None, True, before_release=arrive)
 
     the_grid = GridGroup()
 
