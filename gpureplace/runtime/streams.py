@@ -124,18 +124,17 @@ class _ProtocolHandle:
 
 def external_cupy_stream(cp, handle):
     """CuPy's stream over the foreign ``cudaStream_t`` ``handle`` (an int), not owned by CuPy:
-    ``cupy.cuda.ExternalStream`` (its deprecation warning in CuPy 14 silenced: the handles here
-    include the legacy and per-thread default streams, 1 and 2, which its successor
-    ``Stream.from_external`` has not been run with on a GPU yet), else, in a CuPy without it,
-    ``cupy.cuda.Stream.from_external``."""
-    external = getattr(cp.cuda, "ExternalStream", None)
-    if external is not None:
-        import warnings
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "ExternalStream is deprecated",
-                                    DeprecationWarning)
-            return external(handle)
-    return cp.cuda.Stream.from_external(_ProtocolHandle(handle))
+    ``cupy.cuda.Stream.from_external`` over the CUDA stream protocol (CuPy 14; run on the H200
+    with ordinary handles and the legacy and per-thread default streams, 1 and 2), else, in an
+    older CuPy, ``cupy.cuda.ExternalStream`` (with CuPy 14's deprecation warning silenced,
+    should a CuPy have both and a broken ``from_external``: never seen)."""
+    from_external = getattr(getattr(cp.cuda, "Stream", None), "from_external", None)
+    if from_external is not None:
+        return from_external(_ProtocolHandle(handle))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "ExternalStream is deprecated", DeprecationWarning)
+        return cp.cuda.ExternalStream(handle)
 
 
 def when_done(stream, add_callback):

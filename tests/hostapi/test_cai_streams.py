@@ -2,7 +2,7 @@
 ``__cuda_array_interface__``; a consumer (a launch, ``as_cuda_array``) waits for the stream a
 foreign array names before using the data, unless ``settings.cuda_array_interface_sync`` is off.
 
-CPU tests drive the launch's argument code with a stand-in for CuPy's ``ExternalStream`` that
+CPU tests drive the launch's argument code with a stand-in for CuPy's ``Stream.from_external`` that
 records what is waited for; the GPU tests use real streams.
 """
 
@@ -32,14 +32,19 @@ def waits(monkeypatch):
     """The streams waited for (their handles), through a stand-in CuPy."""
     seen = []
 
-    class ExternalStream:
+    class Stream:
         def __init__(self, ptr):
             self.ptr = ptr
+
+        @classmethod
+        def from_external(cls, obj):          # CuPy 14's, over the CUDA stream protocol
+            version, ptr = obj.__cuda_stream__()
+            return cls(ptr)
 
         def synchronize(self):
             seen.append(self.ptr)
 
-    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(ExternalStream=ExternalStream))
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(Stream=Stream))
     monkeypatch.setattr(probe, "cupy_module", lambda: fake)
     monkeypatch.setattr(settings, "cuda_array_interface_sync", True)
     return seen

@@ -7,9 +7,9 @@
   NumPy arrays (a list would be a temporary copy).
 * The CUDA stream protocol (``__cuda_stream__() -> (0, handle)``, cuda.core's and numba-cuda's
   streams): gpureplace's ``Stream`` speaks it, and the host API accepts objects that speak it;
-  CuPy's ``ExternalStream`` is used without its CuPy 14 deprecation warning (its successor
-  ``Stream.from_external`` only where it is gone: not yet run on a GPU with the default
-  streams' handles).
+  A foreign handle becomes CuPy 14's ``Stream.from_external`` (run on the H200 with the default
+  streams' handles too); an older CuPy's ``ExternalStream`` only where ``from_external`` is
+  missing, without its deprecation warning.
 * ``elapsed_time`` of an event that cannot time is numba-cuda's driver error (CudaDriverError,
   still a RuntimeError).
 
@@ -322,7 +322,7 @@ def test_the_interface_of_an_array_names_its_protocol_streams_handle():
 def test_cupys_stream_for_a_protocol_stream_on_the_gpu(fake_gpu):
     p = ProtoStream(0x77)
     s = hstreams.cupy_stream(p)
-    assert isinstance(s, FakeExternalStream) and s.ptr == 0x77
+    assert isinstance(s, FakeStream) and s.ptr == 0x77 and s.foreign.__cuda_stream__() == (0, 0x77)
     e = cuda.event()
     e.record(p)
     assert e.cupy.stream.ptr == 0x77
@@ -330,7 +330,7 @@ def test_cupys_stream_for_a_protocol_stream_on_the_gpu(fake_gpu):
     assert hstreams.cupy_stream(own) is own.cupy
 
 
-# --- CuPy's ExternalStream, its deprecation silenced; Stream.from_external without it ----------
+# --- Stream.from_external; an older CuPy's ExternalStream, its deprecation silenced -------------
 
 class WarningExternalStream(FakeExternalStream):
     def __init__(self, ptr):
@@ -340,18 +340,22 @@ class WarningExternalStream(FakeExternalStream):
         super().__init__(ptr)
 
 
-def test_external_streams_are_cupys_external_stream_without_its_warning():
+def test_external_streams_are_from_external_else_external_stream_without_its_warning():
     import warnings
     cp = fake_cupy()
     cp.cuda.ExternalStream = WarningExternalStream
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         s = rstreams.external_cupy_stream(cp, 0x99)
-    assert isinstance(s, WarningExternalStream) and s.ptr == 0x99
-    # a CuPy without ExternalStream: Stream.from_external over the protocol
-    only_new = types.SimpleNamespace(cuda=types.SimpleNamespace(Stream=FakeStream))
-    s = rstreams.external_cupy_stream(only_new, 0x98)
-    assert isinstance(s, FakeStream) and s.foreign.__cuda_stream__() == (0, 0x98)
+    # CuPy 14 has both: Stream.from_external over the protocol
+    assert isinstance(s, FakeStream) and s.foreign.__cuda_stream__() == (0, 0x99)
+    # a CuPy without from_external: its ExternalStream, the warning (if any) silenced
+    cp = fake_cupy(OldFakeStream)
+    cp.cuda.ExternalStream = WarningExternalStream
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = rstreams.external_cupy_stream(cp, 0x98)
+    assert isinstance(s, WarningExternalStream) and s.ptr == 0x98
 
 
 @pytest.mark.parametrize("stream_class", [FakeStream, OldFakeStream])
@@ -359,11 +363,12 @@ def test_the_stream_an_interface_names_and_external_streams(monkeypatch, fake_gp
     fake = fake_cupy(stream_class)
     monkeypatch.setattr(probe, "cupy_module", lambda: fake)
     monkeypatch.setattr(hstreams, "cupy", lambda: fake)
+    expected = FakeStream if stream_class is FakeStream else FakeExternalStream
     s = rstreams.wait_for_interface_stream({"stream": 0x42}, sync=False)
-    assert isinstance(s.cupy, FakeExternalStream) and s.ptr == 0x42 and s.external
+    assert isinstance(s.cupy, expected) and s.ptr == 0x42 and s.external
     e = cuda.external_stream(0x43)
-    assert isinstance(e.cupy, FakeExternalStream) and e.ptr == 0x43 and e.external
-    assert isinstance(hstreams.cupy_stream(0x44), FakeExternalStream)
+    assert isinstance(e.cupy, expected) and e.ptr == 0x43 and e.external
+    assert isinstance(hstreams.cupy_stream(0x44), expected)
 
 
 # --- elapsed_time --------------------------------------------------------------------------------
