@@ -45,6 +45,18 @@ def _in_our_target(method):
     return asked
 
 
+def _no_such_field(typ, name):
+    """Numba's record typing looks a field up and lets the KeyError out (the user saw only
+    "'velocity'", at the function's first line): a name that is no field of a record is said
+    as such, with the fields there are, as a TypingError, which Numba places at the line that
+    reads or writes it.  Returns for anything else (the caller re-raises)."""
+    rec = types.unliteral(typ)
+    if isinstance(rec, types.Record) and isinstance(name, str) and name not in rec.fields:
+        fields = ", ".join(rec.fields) or "none"
+        raise nb_errors.TypingError(
+            f"a record of this dtype has no field {name!r} (its fields: {fields})") from None
+
+
 class GPUTypingContext(typing.BaseContext):
     """Numba typing context whose value resolution goes through a gpureplace ``Context``; the
     call types its templates answer are kept (``call_types.py``)."""
@@ -145,7 +157,28 @@ class GPUTypingContext(typing.BaseContext):
             self._cffi_installed = True
         return self.numba_resolve_value_type(val)
 
-    resolve_getattr = _in_our_target(typing.BaseContext.resolve_getattr)
+    @_in_our_target
+    def resolve_getattr(self, typ, attr):
+        # (a record's field that is not there: _no_such_field)
+        try:
+            return super().resolve_getattr(typ, attr)
+        except KeyError:
+            _no_such_field(typ, attr)
+            raise
+
+    def resolve_setattr(self, target, attr, value):
+        try:
+            return super().resolve_setattr(target, attr, value)
+        except KeyError:
+            _no_such_field(target, attr)
+            raise
+
+    def resolve_static_setitem(self, target, index, value):
+        try:
+            return super().resolve_static_setitem(target, index, value)
+        except KeyError:
+            _no_such_field(target, index)
+            raise
 
     @_in_our_target
     def resolve_function_type(self, func, args, kws):

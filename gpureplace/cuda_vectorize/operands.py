@@ -92,7 +92,10 @@ class Operand:
             if self.value.dtype == object:
                 raise TypeError(f"{where} is {type(value).__name__} of objects, not numbers")
             self.kind = "host"
-        self.dtype = self.value.dtype
+        # (data in the other byte order, read from a file: its values are the native dtype's,
+        # which the loops are chosen by and which on_device converts it to)
+        dt = self.value.dtype
+        self.dtype = dt if dt.isnative else dt.newbyteorder("=")
         self.shape = tuple(self.value.shape)
 
     def on_device(self, dtype, stream):

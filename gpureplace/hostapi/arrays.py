@@ -470,11 +470,22 @@ def device_array_class():
 def array_interface(ary, address, stream=0):
     """``__cuda_array_interface__`` (version 3) of the NumPy array ``ary`` at device ``address``,
     naming ``stream`` (a ``Stream``, or 0 for none)."""
-    return {"shape": ary.shape, "typestr": ary.dtype.str,
-            "descr": ary.dtype.descr if ary.dtype.names else [("", ary.dtype.str)],
+    return {"shape": ary.shape, "typestr": ary.dtype.str, "descr": _descr(ary.dtype),
             "data": (address, False),
             "strides": None if ary.flags.c_contiguous else ary.strides, "version": 3,
             "stream": interface_stream(stream)}
+
+
+def _descr(dtype):
+    """The interface's ``descr`` of ``dtype``: NumPy's for a record, whose fields it lists;
+    a record whose fields overlap (a C union) or are out of order has none in NumPy's terms,
+    and is described as its bytes, as NumPy's own ``__array_interface__`` describes it."""
+    if dtype.names:
+        try:
+            return dtype.descr
+        except ValueError:
+            pass
+    return [("", dtype.str)]
 
 
 def interface_stream(stream):
