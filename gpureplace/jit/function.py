@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
+import os
 import threading
 import time
 import weakref
@@ -35,6 +36,33 @@ from .options import check_carveout, check_launch_bounds, check_max_registers
 from .reflection import Reflection, argument_types
 
 _compile_lock = threading.RLock()
+
+#: Seconds a fork waits for gpureplace's own background work and for compiles in other threads.
+FORK_WAIT_S = 30
+_fork_held = []
+
+
+def _before_fork():
+    """A child made by ``os.fork`` (multiprocessing's default on Linux, a ``ProcessPoolExecutor``
+    in a notebook) has only the forking thread: a compile lock another thread held at the fork
+    stays held there, and the child's first compile waited for it for ever.  So the fork waits
+    for the warm-up (and the front ends queued after it) to finish, then holds the compile locks
+    (a compile in another thread finishes first) until it is made, in parent and child alike."""
+    from ..runtime import prewarm
+    prewarm.wait_before_fork(FORK_WAIT_S)
+    for lock in (_compile_lock, frontend._lock):        # (the order compiles take them in)
+        if lock.acquire(timeout=FORK_WAIT_S):
+            _fork_held.append(lock)
+
+
+def _after_fork():
+    while _fork_held:
+        _fork_held.pop().release()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork,
+                        after_in_child=_after_fork)
 # A thread that compiles ahead of launches (jit/ahead.py) holds its verbose recompile lines
 # here, to be shown at the next cell rather than in whichever cell is running.
 _messages = threading.local()

@@ -28,8 +28,10 @@ Hazards, and how they are met:
   default start method on Linux) cannot use CUDA after its parent did, as with CuPy, PyTorch and
   numba-cuda; gpureplace says so in the child (``CudaDriverError``).  Use the "spawn" or
   "forkserver" start method, or turn the warm-up off.
-* A fork *while* the thread runs could copy a lock it holds into the child; ``wait()`` returns
-  once it is done (``gpureplace.prewarm.wait()`` before forking, if you fork early).
+* A fork *while* the thread runs would copy a lock it holds into the child, whose first compile
+  would wait for it for ever: a fork waits for the warm-up to finish (up to 30 s; an
+  ``os.register_at_fork`` hook in jit/function.py, which also lets compiles running in other
+  threads finish first).
 * A warning raised in the thread would be printed outside any cell (and, as Python warns once,
   never again).  The one it can meet, a disk cache directory gpureplace will not use, is held
   (its threads are named ``gpureplace-...``, compiler/diskcache.py) and raised by the user's
@@ -79,6 +81,14 @@ def wait(timeout=None):
         return False
     left = None if deadline is None else max(0.0, deadline - time.monotonic())
     return _idle.wait(left)
+
+
+def wait_before_fork(timeout):
+    """``wait()``, unless asked from the warm-up's or the queue's own thread (jit/function.py's
+    fork hook: a fork while they run would copy the locks they hold into the child)."""
+    me = threading.current_thread()
+    if me is not _thread and me is not _ahead_thread:
+        wait(timeout)
 
 
 # Work queued to run after the warm-up, in a thread of its own: the front end of a kernel that a
