@@ -87,6 +87,48 @@ def layout_of(shape, strides, itemsize):
     return "F" if f else "A"
 
 
+_ALIGNMENTS = {}
+
+
+def element_alignment(dt):
+    """The alignment the compiled code assumes of ``dt``'s elements in memory: each scalar's
+    natural one (a complex number's part's), for a record its widest field's (the code loads
+    each field with its own alignment, whatever NumPy's ``align=`` said)."""
+    hit = _ALIGNMENTS.get(dt)
+    if hit is None:
+        if dt.fields:
+            hit = max((element_alignment(f[0]) for f in dt.fields.values()), default=1)
+        elif dt.subdtype is not None:
+            hit = element_alignment(dt.subdtype[0])
+        else:
+            hit = max(dt.alignment, 1)
+        _ALIGNMENTS[dt] = hit
+    return hit
+
+
+def misalignment(dt, address, shape, strides):
+    """Why the elements of an array of ``dt`` at device ``address`` with byte ``strides``
+    (None: contiguous) are not all aligned as the compiled code assumes, or None.  On the GPU
+    such a load or store is a misaligned-address fault, which ends the CUDA context (every
+    array and module of the process with it): the launch refuses it first."""
+    if 0 in shape:
+        return None
+    align = element_alignment(dt)
+    if align == 1:
+        return None
+    if address % align:
+        return (f"starts at device address 0x{address:x}, which is not a multiple of {align} "
+                f"bytes, the alignment of its {dt} elements (a view of another dtype, at an "
+                f"offset?)")
+    for axis, (n, step) in enumerate(zip(shape, strides or ())):
+        if n > 1 and step % align:
+            hint = (" (np.dtype(..., align=True) pads a record to its alignment)"
+                    if dt.fields and step == dt.itemsize else "")
+            return (f"has a stride of {step} bytes along axis {axis}, not a multiple of {align} "
+                    f"bytes, the alignment of its {dt} elements{hint}")
+    return None
+
+
 def contiguous_strides(shape, itemsize, order="C"):
     """Byte strides of a contiguous array of ``shape`` in ``order`` ('C' or 'F')."""
     ndim = len(shape)

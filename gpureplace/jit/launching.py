@@ -757,6 +757,9 @@ def _host_array_key(host, hint):
     current backend: the array as it is in the simulator, its device copy on the GPU; read-only
     as the array is, unless a hint gives the kernel a copy."""
     readonly = not hint and not host.flags.writeable
-    if backends.simulated():
-        return arguments.array_argument(host.dtype, 0, host.shape, host.strides, readonly)[0]
-    return transfers.host_array_argument(host, readonly)[0]
+    key = transfers.host_array_argument(host, readonly)[0]    # (refuses a copy the GPU cannot
+    if backends.simulated():                                  # load: a packed record's)
+        # the array itself, which the simulator runs in place (NumPy reads it at any alignment)
+        return arguments.array_argument(host.dtype, 0, host.shape, host.strides, readonly,
+                                        aligned=False)[0]
+    return key

@@ -18,7 +18,7 @@ from numba.core import types
 from numba.np import numpy_support
 
 from .. import probe
-from ..compiler.abi import contiguous_strides, layout_of
+from ..compiler.abi import contiguous_strides, element_alignment, layout_of, misalignment
 from ..compiler import fp8
 from ..compiler.bfloat16 import bfloat16, host_dtype, is_bfloat16_dtype, register_dtype
 from ..compiler.intrinsics.vectors import vector_types
@@ -60,11 +60,19 @@ def _in_item(exc, step):
     return type(exc)(msg)
 
 
-def array_argument(dt, ptr, shape, strides, readonly=False):
+def array_argument(dt, ptr, shape, strides, readonly=False, aligned=True):
     """Key and values of an array: contiguous layouts pass no strides (``compiler.abi``).
     ``readonly``: the kernel gets it as a read-only array (a read-only host array's device
-    copy): key kind "roarray", another specialisation, whose writes fail to compile."""
+    copy): key kind "roarray", another specialisation, whose writes fail to compile.  An array
+    whose elements are not all aligned as the compiled code loads them is refused (unless
+    ``aligned`` is false: a host array the simulator reads in place)."""
     layout = layout_of(shape, strides, dt.itemsize)
+    align = element_alignment(dt) if aligned else 1
+    if align > 1 and (ptr % align or layout == "A" or dt.itemsize % align):
+        problem = misalignment(dt, ptr, shape,
+                               strides or contiguous_strides(shape, dt.itemsize))
+        if problem is not None:
+            raise ArgumentError(problem)
     key = ("roarray" if readonly else "array", dt, len(shape), layout)
     if layout == "A":
         return key, (ptr, *shape, *strides)

@@ -9,7 +9,7 @@ per-argument function calls, dictionaries or loops on the path of a cached launc
 from __future__ import annotations
 
 from .. import probe
-from ..compiler.abi import leaves
+from ..compiler.abi import element_alignment, leaves
 from ..tracking import world
 from . import arguments, launch, placement
 from .launch import param_offsets
@@ -27,6 +27,14 @@ def _layout_check(v, ndim, layout, itemsize):
     # Any axis whose check fails makes the general path recompute the key (rare: e.g. 'F' arrays
     # with a length-1 axis that are also 'C').
     return " and ".join(terms) or "True"
+
+
+def _strides_aligned(v, ndim, align):
+    """A line that hands over to the general path (which refuses the array by name, or finds
+    the odd stride on an axis of length 1, which is never used) unless every stride of
+    ``{v}_st`` is a multiple of ``align`` (a power of two: their bitwise or says it at once)."""
+    strides = " | ".join(f"{v}_st[{k}]" for k in range(ndim)) or "0"
+    return f"if ({strides}) % {align}: return None"
 
 
 def _nothing():
@@ -55,13 +63,14 @@ def _checks(args, keys, remember=False, placed=False):
         if handler is arguments.cupy_handler:
             _, dt, ndim, layout = key
             env[f"D{i}"] = dt
+            align = element_alignment(dt)
             flag = {"C": "_c_contiguous", "F": "_f_contiguous"}.get(layout)
             if flag is not None and not isinstance(getattr(arg, flag, None), bool):
                 flag = None                       # a CuPy without the flag: compare strides
             dtype_differs = f"({v}.dtype is not D{i} and {v}.dtype != D{i})"
             if flag is not None and remember and _weakrefable(arg):
-                lines, outs, kept = _remembered_array(v, i, ndim, flag, dtype_differs, away), \
-                    [f"*V{i}"], True
+                lines, outs, kept = _remembered_array(v, i, ndim, flag, dtype_differs, away,
+                                                      align), [f"*V{i}"], True
                 env.update({f"R{i}": _nothing, f"V{i}": (), f"H{i}": None})
             elif flag is not None and ndim <= 1:
                 # The common case, in one test: a contiguous vector (or 0-d array), whose size is
@@ -69,7 +78,10 @@ def _checks(args, keys, remember=False, placed=False):
                 lines.append(f"if type({v}) is not C{i} or {dtype_differs} or not {v}.{flag} "
                               f"or {v}.ndim != {ndim}{f' or {away}' if away else ''}: "
                               f"return None")
-                outs += [f"{v}.data.ptr"] + ([f"{v}.size"] if ndim else [])
+                lines.append(f"{v}_p = {v}.data.ptr")
+                if align > 1:
+                    lines.append(f"if {v}_p % {align}: return None")
+                outs += [f"{v}_p"] + ([f"{v}.size"] if ndim else [])
             else:
                 lines += [f"if type({v}) is not C{i} or {dtype_differs}"
                           f"{f' or {away}' if away else ''}: return None",
@@ -83,7 +95,12 @@ def _checks(args, keys, remember=False, placed=False):
                               f"return None"]
                 else:
                     lines.append(f"{v}_st = {v}.strides")
-                outs += [f"{v}.data.ptr"] + [f"{v}_sh[{k}]" for k in range(ndim)]
+                    if align > 1:
+                        lines.append(_strides_aligned(v, ndim, align))
+                lines.append(f"{v}_p = {v}.data.ptr")
+                if align > 1:
+                    lines.append(f"if {v}_p % {align}: return None")
+                outs += [f"{v}_p"] + [f"{v}_sh[{k}]" for k in range(ndim)]
                 if layout == "A":
                     outs += [f"{v}_st[{k}]" for k in range(ndim)]
         elif handler is arguments.torch_handler:
@@ -94,6 +111,7 @@ def _checks(args, keys, remember=False, placed=False):
                       f"{f' or {away}' if away else ''}: return None",
                       f"{v}_sh = {v}.shape",
                       f"if len({v}_sh) != {ndim}: return None"]
+            align = element_alignment(dt)
             if layout == "C":
                 lines.append(f"if not {v}.is_contiguous(): return None")
             else:
@@ -101,7 +119,12 @@ def _checks(args, keys, remember=False, placed=False):
                              f"{v}_st = ({v}.stride(0) * {isz},)")
                 if layout == "F":
                     lines.append(f"if not ({_layout_check(v, ndim, layout, isz)}): return None")
-            outs += [f"{v}.data_ptr()"] + [f"{v}_sh[{k}]" for k in range(ndim)]
+                elif align > 1:
+                    lines.append(_strides_aligned(v, ndim, align))
+            lines.append(f"{v}_p = {v}.data_ptr()")
+            if align > 1:
+                lines.append(f"if {v}_p % {align}: return None")
+            outs += [f"{v}_p"] + [f"{v}_sh[{k}]" for k in range(ndim)]
             if layout == "A":
                 outs += [f"{v}_st[{k}]" for k in range(ndim)]
         elif handler in (arguments.int_handler, arguments.float_handler,
@@ -146,7 +169,7 @@ def _weakrefable(arg):
     return True
 
 
-def _remembered_array(v, i, ndim, flag, dtype_differs, away=None):
+def _remembered_array(v, i, ndim, flag, dtype_differs, away=None, align=1):
     """Lines for a contiguous CuPy array that skip its checks when it is the array of the last
     call: global ``R{i}`` is a weak reference to that array, ``V{i}`` its parameter values and
     ``H{i}`` its shape.
@@ -158,17 +181,22 @@ def _remembered_array(v, i, ndim, flag, dtype_differs, away=None):
     when the array is taken: its device cannot change either).
     """
     away = f" or {away}" if away else ""
+    # (a contiguous array's elements are aligned where its first is: arguments.array_argument
+    # refuses one that is not, before the GPU faults on it)
+    aligned = [f"    if {v}_p % {align}: return None"] if align > 1 else []
     if ndim <= 1:
         return [f"if R{i}() is not {v} or {v}.ndim != {ndim}:",
                 f"    if type({v}) is not C{i} or {dtype_differs} or not {v}.{flag} or "
                 f"{v}.ndim != {ndim}{away}: return None",
-                f"    R{i}, V{i}, fresh = _ref({v}), ({v}.data.ptr, "
+                f"    {v}_p = {v}.data.ptr", *aligned,
+                f"    R{i}, V{i}, fresh = _ref({v}), ({v}_p, "
                 f"{f'{v}.size' if ndim else ''}), True"]
     return [f"if R{i}() is not {v} or {v}.shape != H{i}:",
             f"    if type({v}) is not C{i} or {dtype_differs}{away}: return None",
             f"    {v}_sh = {v}.shape",
             f"    if len({v}_sh) != {ndim} or not {v}.{flag}: return None",
-            f"    R{i}, V{i}, H{i}, fresh = _ref({v}), ({v}.data.ptr, *{v}_sh), {v}_sh, True"]
+            f"    {v}_p = {v}.data.ptr", *aligned,
+            f"    R{i}, V{i}, H{i}, fresh = _ref({v}), ({v}_p, *{v}_sh), {v}_sh, True"]
 
 
 def _build(name, params, lines, env, tail, head=()):

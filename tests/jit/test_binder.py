@@ -389,3 +389,48 @@ def test_a_kernel_given_an_int_of_2_to_the_63_computes_in_uint64():
     assert out[0] == 2**64 - 2
     minus_one[1, 1](out, 5)                   # int64 again: its own specialisation
     assert out[0] == 4
+
+
+# --- misaligned arrays: the general path refuses them (the GPU faults, ending the context) -----
+
+def test_misaligned_device_arrays_go_to_the_general_path_which_names_the_problem(array_class):
+    nd = array_class
+    x = nd((8,), np.float32, ptr=0x1000)
+    bind, _ = _bind(x, 1.0)
+    assert bind(nd((4,), np.float32, ptr=0x2000), 1.0) == (0x2000, 4, 1.0)
+    assert bind(nd((4,), np.float32, ptr=0x2002), 1.0) is None      # not a multiple of 4
+    m = nd((4, 4), np.float64, strides=(64, 16), ptr=0x1000)          # 'A': strides too
+    bind, _ = _bind(m)
+    assert bind(nd((4, 4), np.float64, strides=(64, 16), ptr=0x3000)) is not None
+    assert bind(nd((4, 4), np.float64, strides=(64, 12), ptr=0x3000)) is None
+    assert bind(nd((4, 4), np.float64, strides=(64, 16), ptr=0x3004)) is None
+    with pytest.raises(arguments.ArgumentError, match=r"address 0x2002, which is not a multiple "
+                                                      r"of 4 bytes.*float32"):
+        arguments.value_key(nd((4,), np.float32, ptr=0x2002))
+    with pytest.raises(arguments.ArgumentError, match=r"stride of 12 bytes along axis 1"):
+        arguments.value_key(nd((4, 4), np.float64, strides=(64, 12), ptr=0x3000))
+
+
+def test_a_remembered_array_is_checked_when_it_is_taken():
+    x = _Counting((8,), np.float32, ptr=0x100)
+    fast, loaded, handed = _fast([x, 1.0])
+    fast(_Cfg(), x, 2.0)
+    assert not handed
+    y = _Counting((8,), np.float32, ptr=0x102)
+    assert fast(_Cfg(), y, 2.0) == "general" and handed[-1][0] is y
+    m = _Counting((2, 4), np.float64, ptr=0x200)
+    fast, loaded, handed = _fast([m])
+    fast(_Cfg(), m)
+    assert not handed
+    assert fast(_Cfg(), _Counting((2, 4), np.float64, ptr=0x204)) == "general"
+
+
+def test_alignment_of_records_and_complex_numbers():
+    from gpureplace.compiler.abi import element_alignment, misalignment
+    packed = np.dtype([("a", "f8"), ("b", "i4")])              # 12 bytes: every other 'a' odd
+    assert element_alignment(packed) == 8 and element_alignment(np.dtype("c8")) == 4
+    assert "align=True" in misalignment(packed, 0x1000, (4,), (12,))
+    assert misalignment(np.dtype([("a", "f8"), ("b", "i4")], align=True), 0x1000, (4,),
+                        (16,)) is None
+    assert misalignment(packed, 0x1000, (1,), (12,)) is None       # one element: aligned
+    assert misalignment(np.dtype("f4"), 0x1001, (0,), (4,)) is None   # nothing to load
