@@ -271,12 +271,12 @@ class Context:
         out = []
         layer = self if start is None else start
         while layer is not None:
-            layer._follow_redefinition(host, key)
-            layer._follow_implementations(key)
-            typed = layer._typed.get(key)
+            at = layer._follow_redefinition(host, key)
+            layer._follow_implementations(at)
+            typed = layer._typed.get(at)
             if typed:
                 out.extend(typed.values())
-            hit = layer._table.get(key)
+            hit = layer._table.get(at)
             if hit is not None:
                 out.append(hit)
                 break
@@ -292,9 +292,9 @@ class Context:
         key = host_key(host)
         layer = self if start is None else start
         while layer is not None:
-            layer._follow_redefinition(host, key)
-            layer._follow_implementations(key)
-            hit = layer._table.get(key)
+            at = layer._follow_redefinition(host, key)
+            layer._follow_implementations(at)
+            hit = layer._table.get(at)
             if hit is not None:
                 return hit
             layer = layer.parent
@@ -321,14 +321,19 @@ class Context:
         the same name (the cell that defines the overridden helper run again), the override
         moves to ``host``: it was given for the notebook's ``activation``, whichever object
         the name holds now.  So too where ``host`` arrived by value (a Dask worker: the
-        kernel's global and the override's host are two unpickled objects of one name)."""
+        kernel's global and the override's host are two unpickled objects of one name).
+        Returns the key to look ``host`` up by: ``key``, or, for a copy of the definition that
+        stands under its name (a kernel pickled by value to a "spawn" worker, whose main
+        module defined and overrode the function too), that definition's, whose override it
+        shares while both are in use."""
         if key in self._table or key in self._typed or self is builtin_context or \
                 not (self._table or self._typed):
-            return
+            return key
         fn = getattr(host, "py_func", host)
-        if not inspect.isfunction(fn) or "<" in fn.__qualname__ or \
-                not (_stands_under_its_name(host) or _arrived_by_value(fn)):
-            return
+        if not inspect.isfunction(fn) or "<" in fn.__qualname__:
+            return key
+        if not (_stands_under_its_name(host) or _arrived_by_value(fn)):
+            return self._same_definition_key(fn, key)
         name = (fn.__module__, fn.__qualname__)
         with _lock:
             entries = list(self._table.values()) + [o for typed in self._typed.values()
@@ -345,7 +350,27 @@ class Context:
                         self._typed[key] = self._typed.pop(old_key)
                         for each in self._typed[key].values():
                             each.host = host
-                    return
+                    return key
+        return key
+
+    def _same_definition_key(self, fn, key):
+        """The key of this layer's override whose host is another object of the definition
+        ``fn`` is (its name, equal code), where the module's global of that name is such an
+        object too: a copy unpickled by value (a kernel sent to a "spawn" worker, whose main
+        module defines the function as well; the override's host may be that module's, or a
+        copy of its own).  Else ``key``."""
+        if _same_definition_under_its_name(fn) is None:
+            return key
+        name = (fn.__module__, fn.__qualname__)
+        with _lock:
+            entries = list(self._table.values()) + [o for typed in self._typed.values()
+                                                    for o in typed.values()]
+        for ovr in entries:
+            old = getattr(ovr.host, "py_func", ovr.host)
+            if inspect.isfunction(old) and (old.__module__, old.__qualname__) == name and \
+                    old.__code__ == fn.__code__:
+                return host_key(ovr.host)
+        return key
 
     def stack(self):
         """This context and its ancestors, nearest first."""
@@ -529,6 +554,18 @@ def _stands_under_its_name(obj):
     module = sys.modules.get(fn.__module__)
     return module is not None and "." not in fn.__qualname__ and \
         getattr(module, fn.__qualname__, None) is obj
+
+
+def _same_definition_under_its_name(fn):
+    """The function its module's global of its name holds, where that is another object of
+    the same definition as ``fn`` (equal code: a copy unpickled by value in a process whose own
+    main module defines it too), else None."""
+    module = sys.modules.get(fn.__module__)
+    named = getattr(module, fn.__qualname__, None) if module is not None else None
+    named_fn = getattr(named, "py_func", named)
+    if named is None or named_fn is fn or not inspect.isfunction(named_fn):
+        return None
+    return named if named_fn.__code__ == fn.__code__ else None
 
 
 def _arrived_by_value(fn):
