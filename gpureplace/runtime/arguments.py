@@ -24,7 +24,7 @@ from ..compiler.bfloat16 import bfloat16, host_dtype, is_bfloat16_dtype, registe
 from ..compiler.intrinsics.vectors import vector_types
 from ..errors import LaunchError
 from .hints import ArgHint
-from .streams import wait_for_interface_stream
+from .streams import interface_stream_problem, wait_for_interface_stream
 
 
 class ArgumentError(LaunchError, TypeError):
@@ -116,6 +116,9 @@ def _cai_handler(obj):
     cai = obj.__cuda_array_interface__
     dt, shape, strides, ptr, readonly = described_array(cai)
     if cai.get("stream") is not None:
+        problem = interface_stream_problem(cai)
+        if problem is not None:
+            raise ArgumentError(f"has an interface that names no stream: {problem}")
         # version 3: the producer's work on that stream comes first (numba-cuda waits too)
         wait_for_interface_stream(cai)
     if cai.get("mask") is not None:
@@ -141,7 +144,7 @@ def described_array(cai):
         shape, data, typestr = cai.get("shape"), cai.get("data"), cai.get("typestr")
         dt = _INTERFACE_DTYPES.get(typestr) if type(typestr) is str else None
         if type(shape) is tuple and type(data) is tuple and len(data) == 2 and \
-                type(data[0]) is int and data[0] >= 0 and isinstance(dt, np.dtype) and \
+                type(data[0]) is int and data[0] > 0 and isinstance(dt, np.dtype) and \
                 cai.get("strides") is None and cai.get("descr") is None:
             for n in shape:
                 if type(n) is not int or n < 0:
@@ -177,7 +180,26 @@ def described_array(cai):
                                 f"has {len(strides)} entries for the {len(shape)} dimensions "
                                 f"of its 'shape' {shape!r}")
         strides = tuple(int(s) for s in strides)
+    problem = null_data_problem(shape, data)
+    if problem is not None:
+        raise ArgumentError(f"has a __cuda_array_interface__ {problem}")
     return dt, shape, strides, int(data[0] or 0), bool(data[1])
+
+
+def null_data_problem(shape, data):
+    """What is wrong with an interface's 'data' ``data`` when it is a NULL address for
+    elements (a kernel would read address 0: an illegal-address fault, which ends the CUDA
+    context), said to follow "has a __cuda_array_interface__"; None otherwise.  Only an empty
+    array may have no memory."""
+    if data[0]:
+        return None
+    count = 1
+    for n in shape:
+        count *= int(n)
+    if count == 0:
+        return None
+    return (f"whose 'data' is {tuple(data)!r}, a NULL address, for the {count} elements of its "
+            f"'shape' {tuple(shape)!r} (only an empty array may have no memory)")
 
 
 _INTERFACE_DTYPES = {}      # typestr -> dtype, or the ArgumentError's message

@@ -156,6 +156,17 @@ def when_done(stream, add_callback):
     return future
 
 
+def interface_stream_problem(cai):
+    """Why the 'stream' of the ``__cuda_array_interface__`` ``cai`` names no stream (version 3
+    of the interface forbids 0, ambiguous between the two default streams; a handle is an
+    int), or None (None, or a handle).  The simulator refuses the same."""
+    handle = cai.get("stream")
+    if handle is None or not isinstance(handle, bool) and isinstance(handle, int) and handle:
+        return None
+    return (f"__cuda_array_interface__['stream'] must be None or a stream handle (a non-zero "
+            f"int: 1 is the legacy default stream, 2 the per-thread one), got {handle!r}")
+
+
 def wait_for_interface_stream(cai, sync=True):
     """What a consumer of a ``__cuda_array_interface__`` (version 3) owes its producer: when it
     names a stream, wait for the work queued there (unless
@@ -164,10 +175,9 @@ def wait_for_interface_stream(cai, sync=True):
     handle = cai.get("stream")
     if handle is None:
         return None
-    if isinstance(handle, bool) or not isinstance(handle, int) or handle == 0:
-        raise ValueError(f"__cuda_array_interface__['stream'] must be None or a stream handle "
-                         f"(a non-zero int: 1 is the legacy default stream, 2 the per-thread "
-                         f"one), got {handle!r}")
+    problem = interface_stream_problem(cai)
+    if problem is not None:
+        raise ValueError(problem)
     s = Stream(external_cupy_stream(probe.cupy_module(), handle), external=True)
     # (numba-cuda's switch, NUMBA_CUDA_ARRAY_INTERFACE_SYNC=0, is honoured too)
     if sync and settings.cuda_array_interface_sync and getattr(

@@ -385,19 +385,34 @@ def checked_interface(obj, where):
     Python objects, no 'shape' or 'data', 'strides' for other dimensions, not a dict) is
     refused by name, with the GPU's words."""
     from ..runtime import arguments
+    from ..runtime.streams import interface_stream_problem
     desc = obj.__cuda_array_interface__
     try:
         arguments.described_array(desc)
     except arguments.ArgumentError as exc:
         raise type(exc)(f"{where} {exc}") from None
+    problem = interface_stream_problem(desc)
+    if problem is not None:        # (in the GPU path's words: runtime/arguments.py _cai_handler)
+        raise arguments.ArgumentError(f"{where} has an interface that names no stream: "
+                                      f"{problem}")
     return desc
+
+
+def null_data_problem(desc):
+    """``runtime.arguments.null_data_problem`` of the ``__cuda_array_interface__`` ``desc``
+    (checked well-formed: ``described_array``)."""
+    from ..runtime.arguments import null_data_problem as problem
+    return problem(tuple(desc["shape"]), desc["data"])
 
 
 def view_described(desc, owner=None):
     """A NumPy array over the memory that the ``__cuda_array_interface__`` dictionary ``desc``
     describes, which must lie inside a simulated device array (or inside ``owner``, when it is
     a NumPy array); None when it does not: other memory may be a GPU's, which reading would
-    crash the process."""
+    crash the process.  A NULL address for elements lies in none (callers refuse it by name:
+    ``null_data_problem``)."""
+    if null_data_problem(desc) is not None:
+        return None
     interface = {"shape": tuple(desc["shape"]), "typestr": desc["typestr"],
                  "data": tuple(desc["data"]), "strides": desc.get("strides"), "version": 3}
     if desc.get("descr"):

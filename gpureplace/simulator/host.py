@@ -28,7 +28,9 @@ from ..hostapi.devices import NumberFormats
 from ..hostapi.streams import checked_stream
 from ..runtime import arguments
 from ..runtime.launch import SIMULATED_DEVICE
-from .arrays import allocation_around, remember_allocation, view_described
+from ..runtime.streams import interface_stream_problem
+from .arrays import (allocation_around, null_data_problem,
+                     remember_allocation, view_described)
 
 try:
     from numpy.lib.array_utils import byte_bounds as _byte_bounds
@@ -613,7 +615,7 @@ def as_cuda_array(obj, host_ok=False):
     if isinstance(obj, SimDeviceNDArray):
         return obj.view(type(obj))
     if isinstance(obj, np.ndarray):
-        if host_ok or _in_simulated_memory(obj):
+        if host_ok or in_simulated_memory(obj):
             return obj.view(SimDeviceNDArray)
         raise not_a_device_array(obj)
     desc = getattr(obj, "__cuda_array_interface__", None)
@@ -623,6 +625,14 @@ def as_cuda_array(obj, host_ok=False):
         if desc.get("mask") is not None:
             raise NotImplementedError("as_cuda_array: Masked arrays are not supported (the "
                                       "__cuda_array_interface__ has a 'mask')")
+        # (refused as the GPU's as_cuda_array refuses it, which waits for the stream named)
+        problem = interface_stream_problem(desc)
+        if problem is not None:
+            raise ValueError(problem)
+        problem = null_data_problem(desc)
+        if problem is not None:
+            raise ValueError(f"as_cuda_array: the __cuda_array_interface__ given is one "
+                             f"{problem}")
         view = view_described(desc, getattr(obj, "owner", None))
         if view is not None:
             return view.view(SimDeviceNDArray)
@@ -635,7 +645,7 @@ def as_cuda_array(obj, host_ok=False):
                     f"{type(obj).__name__}")
 
 
-def _in_simulated_memory(arr):
+def in_simulated_memory(arr):
     """Whether the elements of NumPy array ``arr`` lie in a simulated device array."""
     if arr.size == 0:
         return False
@@ -673,7 +683,7 @@ def foreign_view(a, where):
         host, why = None, f" ({type(exc).__name__}: {exc})"
     else:
         why = f" (its DLPack device type is {int(kind)}, not the host's)"
-    if host is not None and host.size and _in_simulated_memory(host):
+    if host is not None and host.size and in_simulated_memory(host):
         return host.view(SimDeviceNDArray)
     if host is None and cp is not None:
         return cp.from_dlpack(a)

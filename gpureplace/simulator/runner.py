@@ -23,14 +23,15 @@ import weakref
 import numpy as np
 from numba.core import types as nbtypes
 
+from ..compiler.abi import contiguous_strides, element_alignment, misalignment
 from ..compiler.bfloat16 import register_dtype
 from ..compiler.constructs import refuse_as_kernel
 from ..compiler.ranking import best_signature, conversion_rank
 from ..errors import (CompileError, DeviceFunctionError, LaunchError, SignatureError,
                       render_as_one_block)
-from ..jit import GPUFunction
+from ..jit import GPUFunction, graphs
 from ..jit.launcher import check_block_registers, check_dynamic_shared
-from ..runtime import arguments, conversion
+from ..runtime import arguments, conversion, transfers
 from ..runtime.launch import (SIMULATED_GRID_THREADS, assembled_resource, dynamic_shared_size,
                               normalize_dims, simulated_cooperative_blocks)
 from .arrays import SimArray, checked_interface, record_of, wrap_int
@@ -49,6 +50,13 @@ compile_kernels = os.environ.get("GPUREPLACE_SIM_COMPILE", "1").lower() not in (
                                                                                 "no", "off")
 
 _print_lock = threading.Lock()
+#: Global memory's atomics are atomic across the whole device: across launches running at once
+#: (host threads, streams) too, so one lock for every launch's atomics.
+_atomic_lock = threading.Lock()
+#: A stream runs its launches one after another: launches from several host threads on one
+#: stream (the legacy default stream included) take turns here, by the stream's handle.
+_stream_locks = {}
+_stream_locks_lock = threading.Lock()
 
 
 class Launch:
@@ -63,7 +71,7 @@ class Launch:
         self.cooperative = False       # whether it syncs the grid (not only spins across
         #                                blocks): every block must then fit on the device at once
         self.tls = threading.local()
-        self.atomic_lock = threading.Lock()
+        self.atomic_lock = _atomic_lock
         self.dynamic = {}              # id(stub) -> reader of a per-thread value (laneid)
         self.grid_barrier = None       # a blocks.GridBarrier in grid mode
         self.raises = Raises(name)     # raise statements the threads executed
@@ -108,42 +116,51 @@ class Launch:
 
 
 class _Args:
-    def __init__(self, launch):
+    """The arguments of one launch as the simulated kernel takes them (``values``) and their
+    Numba types (``types``).  ``bound``: for a prepared launch or a graph capture, which bind
+    their arguments beyond one launch and so refuse host arrays, as the GPU path does.
+    ``detached``: id of a read-only host array -> the copy the kernel reads instead (see
+    ``shared_read_only``)."""
+
+    def __init__(self, launch, bound=False, detached=None):
         self.launch = launch
+        self.bound = bound
+        self.detached = detached or {}
         self.values = []
         self.types = []
         self.copy_back = []            # (original, host copy, how)
         self.read_only_records = []    # (where, copy, its bytes before): checked, not copied back
         self.host_arrays = []          # writable NumPy arrays the kernel may change
+        self.read_only_hosts = []      # read-only host NumPy arrays, given in place
 
-    def add(self, value, where):
-        v, t = self.convert(value, where)
+    def add(self, value, where, name="a"):
+        v, t = self.convert(value, where, name)
         self.values.append(v)
         self.types.append(t)
 
-    def convert(self, a, where):
+    def convert(self, a, where, name="a"):
         if isinstance(a, SimDeviceRecord):
             # cuda.to_device(record): the kernel works on the record in place
             return record_of(a.view(np.ndarray)), a._numba_type_
         if isinstance(a, np.ndarray):
-            from numba import typeof
-            if a.flags.writeable:
-                self.host_arrays.append(a)
-            # (a simulated device array's elements as a plain NumPy array's: the kernel's reads
-            # and writes skip the host API's indexing, which captures and refuses host reads)
-            return SimArray(a.view(np.ndarray) if isinstance(a, SimDeviceNDArray) else a,
-                            self.launch), typeof(a)
+            if self.bound and _is_host_memory(a):
+                # (in the GPU path's words: runtime/arguments.py's _numpy_array_handler)
+                raise arguments.ArgumentError(
+                    f"{where} is a host NumPy array: prepared launches and CUDA graphs take "
+                    f"device arrays (cupy.asarray(a), or cuda.to_device(a)); only a plain "
+                    f"launch copies host arrays to the device and back")
+            return self._array(a, where, name)
         cls = type(a)
         mod = cls.__module__ or ""
         if mod.startswith("cupy") and cls.__name__ == "ndarray":
             host = a.get()
             self.copy_back.append((a, host, "cupy"))
-            return self.convert(host, where)[0], _type_from_key(a, where)
+            return self._array(host, where, name)[0], _type_from_key(a, where)
         if mod.startswith("torch") and hasattr(a, "data_ptr") and hasattr(a, "stride"):
             host = a.detach().cpu().numpy()      # shares memory with a CPU tensor
             if a.is_cuda:
                 self.copy_back.append((a, host, "torch"))
-            return self.convert(host, where)
+            return self._array(host, where, name)
         if hasattr(a, "__cuda_array_interface__") or hasattr(a, "__dlpack__"):
             # another library's device array: simulated memory where it is, else via CuPy
             from .host import foreign_view
@@ -192,6 +209,46 @@ class _Args:
             return wrap_int(a, a.dtype), _type_from_key(a, where)
         return a, _type_from_key(a, where)
 
+    def _array(self, a, where, name):
+        """NumPy array ``a`` (a simulated device array, a host array, the host copy of another
+        library's array) as the kernel sees it, and its type."""
+        ty = _array_type(a, where, name)
+        _refuse_misaligned(a, where)
+        if a.flags.writeable:
+            self.host_arrays.append(a)
+        elif transfers.is_host_array(a):
+            # (its own copy, taken now, when it overlaps an array the kernel writes: see
+            # shared_read_only)
+            self.read_only_hosts.append(a)
+            a = self.detached.get(id(a), a)
+        # (a simulated device array's elements as a plain NumPy array's: the kernel's reads
+        # and writes skip the host API's indexing, which captures and refuses host reads)
+        return SimArray(a.view(np.ndarray) if isinstance(a, SimDeviceNDArray) else a,
+                        self.launch), ty
+
+    def shared_read_only(self):
+        """{id: copy} of the read-only host arrays given that may share memory with an array
+        the kernel may write.  On the GPU each read-only host array is copied to the device
+        before the launch, on its own (its buffer key holds the read-only flag:
+        ``runtime.transfers.transfer_of``), and never copied back, as numba-cuda does: the
+        kernel reads what it held before the launch, never its own writes through another
+        view, as it reads a ``cuda.In`` copy.  Only arrays whose bounds overlap a writable
+        one's are copied (the others read the same either way), and not one that lies in
+        simulated device memory (a device array's plain view, which the GPU reads in place)."""
+        if not self.read_only_hosts or not self.host_arrays:
+            return {}
+        copies = {}
+        for ro in self.read_only_hosts:
+            if id(ro) in copies or not any(np.may_share_memory(ro, w)
+                                           for w in self.host_arrays):
+                continue
+            if not _is_host_memory(ro):
+                continue
+            copy = ro.copy(order="K")
+            copy.flags.writeable = False
+            copies[id(ro)] = copy
+        return copies
+
     def _vectors(self, v, where):
         """cuda.as_vectors(array, n): the array (converted as any array argument) grouped into
         vectors of its last axis, with the layout checks a GPU launch makes."""
@@ -211,6 +268,75 @@ class _Args:
         # (read-only vectors of a read-only array, as the GPU's key types them)
         return (SimVectorArray(grouped, v.vector_type, self.launch, inner._writable),
                 nbtypes.Array(v.vector_type, len(vshape), "C", readonly=not inner._writable))
+
+
+def _is_host_memory(a):
+    """Whether NumPy array ``a`` is a host array that a GPU launch copies (as
+    ``runtime.transfers.is_host_array`` says), and neither a plain view of simulated device
+    memory (what gpureplace's own modules hand the simulator, ``cuda.vectorize``'s operands: on
+    a GPU they are CuPy views of the device array) nor an instance of what ``cupy.ndarray`` is
+    in this process (a stand-in CuPy over NumPy, as the tests' simcupy.py: its arrays are the
+    device arrays, as ``runtime.arguments`` takes a subclass of CuPy's)."""
+    if not transfers.is_host_array(a):
+        return False
+    cupy = sys.modules.get("cupy")
+    cls = getattr(cupy, "ndarray", None) if cupy is not None else None
+    if isinstance(cls, type) and isinstance(a, cls):
+        return False
+    from .host import in_simulated_memory
+    return not in_simulated_memory(a)
+
+
+def _refuse_misaligned(a, where):
+    """Refuse, as the GPU path does (``runtime.arguments.array_argument``), an array whose
+    elements the compiled code could not load where they are: device memory, which the kernel
+    reads in place, at an odd address or stride; a host array, whose device copy is
+    contiguous, where that copy's elements are not aligned (a packed record's).  NumPy reads
+    any of them; the GPU faults, ending the CUDA context."""
+    if element_alignment(a.dtype) == 1:
+        return
+    if _is_host_memory(a):
+        problem = misalignment(a.dtype, 0, a.shape, contiguous_strides(a.shape, a.dtype.itemsize))
+    else:
+        problem = misalignment(a.dtype, a.ctypes.data, a.shape, a.strides)
+    if problem is not None:
+        raise arguments.ArgumentError(f"{where} {problem}")
+
+
+def _array_type(a, where, name):
+    """The Numba type of array ``a`` (argument ``where``, called ``name``), or an ArgumentError
+    naming the argument and the dtype, in the words a host array of that dtype is refused in
+    (``runtime.transfers.refuse_untyped``): a simulated device array can have any NumPy dtype
+    (``cuda.device_array(n, '>f4')``), which Numba cannot type, or types as Python objects."""
+    from numba import typeof
+    dt = a.dtype
+    why = None
+    if dt.hasobject:
+        why = f"has dtype {dt}, whose Python objects have no device form; pass numbers"
+    elif not dt.isnative:
+        why = transfers.dtype_problem(dt, name)
+    if why is None:
+        try:
+            return typeof(a)
+        except Exception as exc:            # (long double, raw bytes 'V4', ...)
+            why = transfers.dtype_problem(dt, name) or \
+                f"has dtype {dt}, which kernels cannot take ({exc})"
+    raise arguments.ArgumentError(f"{where} {why}")
+
+
+def _refuse_captured_host_arrays(gpufunction, args, names):
+    """Refuse, naming them all, the arguments that hold host arrays, in a launch a graph
+    captures: in the GPU path's words (jit/launching.py's ``_launch_with_transfers``), where
+    such a launch copies them to the device and back."""
+    def holds(a):
+        if isinstance(a, tuple):
+            return any(holds(x) for x in a)
+        return isinstance(a, np.ndarray) and _is_host_memory(a)
+    hosts = [f"{i} ({names[i]!r})" for i, a in enumerate(args) if holds(a)]
+    if hosts:
+        raise LaunchError(f"{gpufunction.__qualname__}: argument {', '.join(hosts)} (a host "
+                          f"NumPy array) is copied to or from the host around each launch, "
+                          f"which a CUDA graph cannot hold; pass device arrays")
 
 
 def _type_from_key(a, where):
@@ -239,7 +365,24 @@ def launch(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, co
     sim, conv, spec = _checked(gpufunction, grid, block, stream, shared_bytes, args, compile)
     if before is not None:
         before(spec)
-    _run(gpufunction, sim, conv, spec)
+    with _in_stream_order(stream):
+        _run(gpufunction, sim, conv, spec)
+
+
+def _in_stream_order(stream):
+    """The lock that orders the launches of ``stream`` (None or 0: the legacy default stream,
+    as its handle 1), or a null context for the per-thread default stream (each thread's own)."""
+    import contextlib
+    handle = getattr(stream, "ptr", stream)
+    if not isinstance(handle, int) or handle in (0, 1):
+        handle = 1
+    elif handle == 2:
+        return contextlib.nullcontext()
+    lock = _stream_locks.get(handle)
+    if lock is None:
+        with _stream_locks_lock:
+            lock = _stream_locks.setdefault(handle, threading.RLock())
+    return lock
 
 
 def check(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, compile=None,
@@ -249,11 +392,12 @@ def check(gpufunction, grid, block, stream=None, shared_bytes=0, args=(), *, com
     the arguments, the declared signatures, the compile and the shared memory.  Returns the
     argument types; with ``with_spec``, (the argument types, the specialisation compiled for
     them or None without a compile)."""
-    _, conv, spec = _checked(gpufunction, grid, block, stream, shared_bytes, args, compile)
+    _, conv, spec = _checked(gpufunction, grid, block, stream, shared_bytes, args, compile,
+                             bound=True)
     return (tuple(conv.types), spec) if with_spec else tuple(conv.types)
 
 
-def _checked(gpufunction, grid, block, stream, shared_bytes, args, compile):
+def _checked(gpufunction, grid, block, stream, shared_bytes, args, compile, bound=False):
     if not isinstance(gpufunction, GPUFunction):
         raise TypeError(f"simulator.launch() needs a kernel made by cuda.jit, got "
                         f"{gpufunction!r}")
@@ -273,10 +417,19 @@ def _checked(gpufunction, grid, block, stream, shared_bytes, args, compile):
 
     register_dtype()                     # bfloat16 arrays, if ml_dtypes is loaded
     sim = Launch(gpufunction.__qualname__, grid, block, shared_bytes)
-    conv = _Args(sim)
     names = list(gpufunction._pysig.parameters)
+    if bound and graphs.recorder() is not None:
+        _refuse_captured_host_arrays(gpufunction, args, names)
+    conv = _Args(sim, bound)
     for i, a in enumerate(args):
-        conv.add(a, f"{gpufunction.__qualname__}: argument {i} ({names[i]!r})")
+        conv.add(a, f"{gpufunction.__qualname__}: argument {i} ({names[i]!r})", names[i])
+    detached = conv.shared_read_only()
+    if detached:
+        # (converted again, each read-only host array that overlaps a written one replaced by
+        # its copy wherever it is: as it is, in a tuple, under as_vectors; rare enough)
+        conv = _Args(sim, bound, detached)
+        for i, a in enumerate(args):
+            conv.add(a, f"{gpufunction.__qualname__}: argument {i} ({names[i]!r})", names[i])
     if gpufunction.declared_signatures:
         _match_explicit(gpufunction, conv)
     spec = None

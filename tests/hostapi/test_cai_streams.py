@@ -67,7 +67,9 @@ def test_the_wait_can_be_turned_off(waits, monkeypatch):
 
 
 def test_a_bad_stream_entry_or_a_mask_is_refused_by_name(waits):
-    with pytest.raises(ValueError, match=r"\['stream'\] must be None or a stream handle"):
+    with pytest.raises(arguments.ArgumentError, match=r"^has an interface that names no "
+                                                      r"stream: .*\['stream'\] must be None or "
+                                                      r"a stream handle"):
         arguments.value_key(_Foreign(stream=0))
     with pytest.raises(ValueError, match="got 'x'"):
         arguments.value_key(_Foreign(stream="x"))

@@ -198,9 +198,12 @@ def test_a_keyword_argument_to_a_launch_is_one_block_at_the_cell_line(ip):
         "TypeError: k[blocks, threads]() got an unexpected keyword argument 'stream': kernels "
         "take their arguments by position, as numba-cuda's do",
         f"  at Cell In[{n}], line 1: k[1, 16](x, out, stream=0)"], shown
-    res, shown, _ = run(ip, "p = k[1, 16].prepare(x, out)\np(x)")
+    # (a prepared launch takes device arrays, as on the GPU)
+    from gpureplace import cuda
+    ip.user_ns.update(dx=cuda.to_device(ip.user_ns["x"]), dout=cuda.to_device(ip.user_ns["out"]))
+    res, shown, _ = run(ip, "p = k[1, 16].prepare(dx, dout)\np(dx)")
     assert type(res.error_in_exec) is TypeError
-    assert shown.strip().splitlines()[-1] == f"  at Cell In[{n + 1}], line 2: p(x)", shown
+    assert shown.strip().splitlines()[-1] == f"  at Cell In[{n + 1}], line 2: p(dx)", shown
     assert "Traceback" not in shown and "launcher.py" not in shown
     # any other TypeError keeps IPython's traceback
     res, shown, _ = run(ip, "len(1)")

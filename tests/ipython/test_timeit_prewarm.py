@@ -148,9 +148,12 @@ def test_simulated_results_give_no_rates(ip):
 
 
 def test_a_prepared_launch_counts_its_bound_arrays(ip):
+    from gpureplace import cuda
+    # (device arrays: a prepared launch refuses host NumPy arrays, as on the GPU)
+    ip.user_ns.update({k: cuda.to_device(ip.user_ns[k]) for k in ("x", "y", "out")})
     ip.run_cell("run = saxpy[1, 64].prepare(2.0, x, y, out)")
     r = timeit(ip, "--runs 1 --max-runs 1 run()")
-    assert r.bytes == 768 and ip.user_ns["out"][0] == 3.0
+    assert r.bytes == 768 and ip.user_ns["out"].copy_to_host()[0] == 3.0
 
 
 LOAD = r'''

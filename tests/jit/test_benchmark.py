@@ -235,12 +235,13 @@ def test_simulated_results_have_no_rates_but_keep_their_counts(simulated):
 
 def test_a_prepared_launch_is_named_by_its_kernel_and_counts_its_bound_arrays(simulated):
     saxpy = _saxpy()
-    x, y, out = (np.ones(256, np.float32) for _ in range(3))
+    # (device arrays: a prepared launch refuses host NumPy arrays, as on the GPU)
+    x, y, out = (cuda.to_device(np.ones(256, np.float32)) for _ in range(3))
     prepared = saxpy[2, 128].prepare(2.0, x, y, out)
     r = gpureplace.benchmark(prepared, min_repeat=1, max_repeat=2)
     assert r.name == "saxpy[2, 128]" and r.bytes == 3 * 1024
     assert repr(r).startswith("saxpy[2, 128] on simulator") and "3.1 kB a run" in repr(r)
-    assert out[0] == 3.0
+    assert out.copy_to_host()[0] == 3.0
     assert gpureplace.benchmark(prepared, min_repeat=1, max_repeat=1, name="mine").name == "mine"
 
 

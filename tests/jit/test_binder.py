@@ -434,3 +434,15 @@ def test_alignment_of_records_and_complex_numbers():
                         (16,)) is None
     assert misalignment(packed, 0x1000, (1,), (12,)) is None       # one element: aligned
     assert misalignment(np.dtype("f4"), 0x1001, (0,), (4,)) is None   # nothing to load
+
+
+def test_an_interface_with_a_null_address_for_elements_is_refused_on_the_gpu_path():
+    class Foreign:
+        def __init__(self, shape, ptr):
+            self.__cuda_array_interface__ = {"shape": shape, "typestr": "<f4",
+                                             "data": (ptr, False), "version": 3}
+    with pytest.raises(arguments.ArgumentError, match=r"'data' is \(0, False\), a NULL address, "
+                                                      r"for the 8 elements of its 'shape' \(8,\)"):
+        arguments.value_key(Foreign((8,), 0))
+    assert arguments.value_key(Foreign((0,), 0))[0][0] == "array"      # empty: no memory
+    assert arguments.value_key(Foreign((8,), 0x1000))[1][0] == 0x1000

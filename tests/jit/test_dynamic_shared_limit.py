@@ -230,10 +230,11 @@ def test_static_and_dynamic_past_48_kib_run_on_the_device():
 def test_the_simulator_refuses_at_prepare_and_capture_as_the_gpu_does(monkeypatch):
     """A prepared launch and a graph capture bind their launch when they are made: the GPU path
     refuses an over-limit launch there, and so does the simulator (it refused it only when the
-    prepared launch was called or the graph replayed)."""
+    prepared launch was called or the graph replayed).  (A device array, as the GPU takes in
+    both: a host array would be refused first, by name.)"""
     import gpureplace
     monkeypatch.setattr(settings, "backend", "simulator")
-    o, sdsm = np.full(32, -1, np.float32), _static_kernel()
+    o, sdsm = cuda.to_device(np.full(32, -1, np.float32)), _static_kernel()
     with pytest.raises(LaunchError) as refused:
         sdsm[1, 32, 0, 200 * 1024].prepare(o)
     assert str(refused.value) == _refusal(sdsm, 200 * 1024)
@@ -244,19 +245,20 @@ def test_the_simulator_refuses_at_prepare_and_capture_as_the_gpu_does(monkeypatc
     with pytest.raises(LaunchError) as refused:
         gpureplace.graph(lambda a: sdsm[1, 32, 0, 200 * 1024](a), o)
     assert str(refused.value) == _refusal(sdsm, 200 * 1024)
-    assert (o == -1).all()                            # nothing ran
+    assert (o.copy_to_host() == -1).all()             # nothing ran
     prepared = sdsm[1, 32, 0, 199_680].prepare(o)     # the limit itself: binds, runs when called
-    assert (o == -1).all()
+    assert (o.copy_to_host() == -1).all()
     prepared()
-    np.testing.assert_array_equal(o, 3 * np.arange(32, dtype=np.float32))
+    np.testing.assert_array_equal(o.copy_to_host(), 3 * np.arange(32, dtype=np.float32))
 
 
 def test_the_simulator_binds_a_prepared_launchs_arguments_when_it_is_made(monkeypatch):
     """A bad argument, a declared signature that does not match and a record are refused by
-    ``prepare()`` in the simulator, as on the GPU, not at the first call."""
+    ``prepare()`` in the simulator, as on the GPU, not at the first call.  (The arrays are
+    device arrays, as prepare() takes: a host array would be refused first, by name.)"""
     from gpureplace.runtime.arguments import ArgumentError
     monkeypatch.setattr(settings, "backend", "simulator")
-    o = np.zeros(4, np.float32)
+    o = cuda.to_device(np.zeros(4, np.float32))
     with pytest.raises(ArgumentError, match=r"dsm: argument 0 \('o'\) has type builtins.str"):
         _kernel()[1, 1].prepare("four")
 
@@ -267,7 +269,8 @@ def test_the_simulator_binds_a_prepared_launchs_arguments_when_it_is_made(monkey
     with pytest.raises(Exception, match=r"declared|signature") as refused:
         declared[1, 1].prepare(o)
     assert "declared" in str(refused.value)
-    assert o[0] == 0
+    assert "host NumPy array" not in str(refused.value)   # (the signature's refusal, reached)
+    assert o.copy_to_host()[0] == 0
     rec = np.zeros(1, np.dtype([("a", np.float32), ("b", np.int32)]))
 
     @cuda.jit

@@ -274,15 +274,15 @@ def test_a_prepared_launch_whose_capture_fails_launches_directly(fake_capture):
 def test_simulator_graphs_record_then_run(monkeypatch):
     monkeypatch.setattr(settings, "backend", "simulator")
     ns = _module(PIPELINE)
-    x = np.zeros(32, np.float32)
+    x = cuda.to_device(np.zeros(32, np.float32))
     g = gpureplace.graph(ns["step"], x, 1.5)
-    assert not x.any()                                       # captured, not run
+    assert not x.copy_to_host().any()                        # captured, not run
     g()
-    np.testing.assert_array_equal(x, np.full(32, 5.0, np.float32))
+    np.testing.assert_array_equal(x.copy_to_host(), np.full(32, 5.0, np.float32))
     exec("def scale(v):\n    return v * 10.0\n", ns)
     gpureplace.refresh()
     g()
-    np.testing.assert_array_equal(x, np.full(32, 17.0, np.float32))
+    np.testing.assert_array_equal(x.copy_to_host(), np.full(32, 17.0, np.float32))
 
 
 def test_graph_needs_a_function():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gpureplace
-from gpureplace import LaunchError
+from gpureplace import LaunchError, cuda
 from gpureplace.config import settings
 from test_binder import ndarray
 from test_graph import _Log, _module, fake_capture  # noqa: F401 - the fixture
@@ -34,16 +34,16 @@ def _redefine(ns, value):
 def test_simulator_graphs_and_prepared_launches_follow_a_redefined_kernel(monkeypatch):
     monkeypatch.setattr(settings, "backend", "simulator")
     ns = _module(KERNEL.format(value="1.0"))
-    x = np.zeros(32, np.float32)
+    x = cuda.to_device(np.zeros(32, np.float32))    # (graphs and prepare() take device arrays)
     g = gpureplace.graph(ns["step"], x)
     with gpureplace.capture() as h:
         ns["k"][1, 32](x)
     p = ns["k"][1, 32].prepare(x)
     _redefine(ns, "2.0")
     for run in (g, h, p):
-        x[:] = 0
+        x.copy_to_device(np.zeros(32, np.float32))
         run()
-        np.testing.assert_array_equal(x, np.full(32, 2.0, np.float32))
+        np.testing.assert_array_equal(x.copy_to_host(), np.full(32, 2.0, np.float32))
     assert g.recaptures == 1 and h.recaptures == 1
     exec("@cuda.jit\ndef k(x, y):\n    x[0] = y\n", ns)               # other parameters
     gpureplace.refresh()
@@ -107,10 +107,11 @@ def test_the_simulator_refuses_host_synchronisation_while_capturing(monkeypatch)
 def test_a_simulated_prepared_launch_called_with_arguments_says_so(monkeypatch):
     monkeypatch.setattr(settings, "backend", "simulator")
     ns = _module(KERNEL.format(value="1.0"))
-    x = np.zeros(32, np.float32)
+    x = cuda.to_device(np.zeros(32, np.float32))
     run = ns["k"][1, 32].prepare(x)
     with pytest.raises(TypeError, match=r"a prepared launch of k takes no arguments: they were "
                                         r"bound by prepare\(\)"):
         run(x)
+    assert (x.copy_to_host() == 0).all()
     run()
-    assert (x == 1).all()
+    assert (x.copy_to_host() == 1).all()

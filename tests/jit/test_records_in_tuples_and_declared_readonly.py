@@ -396,7 +396,9 @@ def test_prepare_refuses_a_record_in_a_tuple_by_name(backend, request, monkeypat
     (on the GPU path it failed packing the parameters, naming nothing)."""
     fake = _on(backend, request)
     recs = _records()
-    out = np.zeros(1) if fake is None else _interface(shape=(1,), data=(0x8000, False))
+    # (a device array for ``out``, as a prepared launch takes: the record is what is refused)
+    out = (cuda.device_array(1, np.float64) if fake is None
+           else _interface(shape=(1,), data=(0x8000, False)))
     with _kernel_body(fake, monkeypatch, lambda values: None):
         with pytest.raises(LaunchError, match=r"write_in_tuple: prepare\(\) cannot bind a "
                                               r"record argument"):

@@ -599,15 +599,15 @@ def test_prepared_launch_runs_and_follows_redefinitions(monkeypatch):
     exec("def f(v):\n    return v + 1\n"
          "@cuda.jit\ndef k(out):\n    i = cuda.grid(1)\n    if i < out.size:\n"
          "        out[i] = f(out[i])\n", ns)
-    out = np.zeros(64, dtype=np.int64)
+    out = cuda.to_device(np.zeros(64, dtype=np.int64))
     run = ns["k"][2, 32].prepare(out)
     run()
     run()
-    assert out.tolist() == [2] * 64
+    assert out.copy_to_host().tolist() == [2] * 64
     exec("def f(v):\n    return v + 10\n", ns)
     gpureplace.refresh()
     run()
-    assert out.tolist() == [12] * 64
+    assert out.copy_to_host().tolist() == [12] * 64
 
 
 def test_round_with_digits_is_numba_cudas_including_overflow():
