@@ -13,9 +13,9 @@ from ..jit import jit, pickling
 from ..jit.backends import simulated
 from .lazy import any_dask, gufunc_over_dask
 from .ufunc import identifier
-from .operands import (TPB, Operand, array_module, as_result, blocks_for, check_options,
-                       check_out_dtype, choose, device_view, dtype_of, element_function,
-                       is_device, on_stream, shape_of, to_host, write_back)
+from .operands import (Operand, array_module, as_result, check_options, check_out_dtype, choose,
+                       configured, device_view, dtype_of, element_function, is_device, on_stream,
+                       shape_of, to_host, write_back)
 
 # -- guvectorize -----------------------------------------------------------------------------
 
@@ -183,7 +183,7 @@ class CUDAGUFunc:
             # scalar where the signature says so, else a 1-element array
             flat_in = [a.reshape((n, 1)) if not dims and isinstance(ty, types.Array) else a
                        for a, dims, ty in zip(flat_in, self._in_dims, sig[:nin])]
-            self._kernel()[blocks_for(n), TPB, stream](*flat_in, *flat_out)
+            configured(self._kernel(), n, stream)(*flat_in, *flat_out)
             for user, rows in copied_back:   # (a device input the kernel wrote, through a copy)
                 with on_stream(stream):
                     user[...] = rows.reshape(user.shape)

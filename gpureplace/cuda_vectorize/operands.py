@@ -257,6 +257,17 @@ def dtype_of(ty):
     return numpy_support.as_dtype(ty)
 
 
+def configured(kernel, n, stream):
+    """``kernel[blocks, TPB, stream]`` for ``n`` elements.  Inside a graph capture the default
+    ``stream=0`` is the capture's stream, as a launch naming no stream is (a launch naming
+    stream 0 there is refused: the graph would not capture it, so ``add(x, y, out=z)`` could
+    not be captured at all)."""
+    from ..jit import graphs
+    if not stream and graphs.recorder() is not None:
+        return kernel[blocks_for(n), TPB]
+    return kernel[blocks_for(n), TPB, stream]
+
+
 def blocks_for(n):
     blocks = max(1, (n + TPB - 1) // TPB)
     return min(blocks, SIM_BLOCKS) if simulated() else min(blocks, 2 ** 31 - 1)

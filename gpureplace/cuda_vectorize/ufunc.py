@@ -10,9 +10,9 @@ from ..compiler.signature import normalize_signature
 from ..jit import jit, pickling
 from ..jit.backends import simulated
 from .lazy import any_dask, ufunc_over_dask
-from .operands import (TPB, Operand, array_module, as_result, blocks_for, check_options,
-                       check_out_dtype, choose, device_view, dtype_of, element_function,
-                       is_device, on_stream, scalar_as, shape_of, to_host, write_back)
+from .operands import (Operand, array_module, as_result, check_options, check_out_dtype, choose,
+                       configured, device_view, dtype_of, element_function, is_device, on_stream,
+                       scalar_as, shape_of, to_host, write_back)
 
 # -- vectorize -------------------------------------------------------------------------------
 
@@ -182,7 +182,7 @@ class CUDAUFunc:
                 flat = [v if np.isscalar(v) else xp.broadcast_to(v, shape) for v in values]
             dest = target
             kernel = self._kernel(tuple(np.isscalar(v) for v in values), len(shape))
-        kernel[blocks_for(n), TPB, stream](*flat, dest)
+        configured(kernel, n, stream)(*flat, dest)
 
     def _kernel(self, scalars, ndim):
         key = (scalars, ndim)
