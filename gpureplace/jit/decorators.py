@@ -3,7 +3,9 @@ their ``*_for_current_device`` forms)."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+
 from numba.core import types
 
 from .. import probe
@@ -11,7 +13,7 @@ from ..arch import normalize_arch
 from ..compiler import diagnostics, frontend
 from ..compiler.pipeline import device_ptx, device_ptx_c_abi
 from ..compiler.signature import normalize_signature
-from ..errors import CompileError
+from ..errors import CompileError, render_as_one_block
 from .function import GPUFunction
 from .options import check_fastmath, check_flag
 from .reflection import argument_types
@@ -27,7 +29,28 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
     optimised together at the LLVM level, which is what link-time optimisation buys there;
     ``inline`` and ``forceinline`` likewise, LLVM's inliner seeing every device function.
     ``boundscheck=True`` is refused as numba-cuda refuses it (the simulator checks bounds), and
-    argument ``extensions`` are numba-cuda's (``kernel.extensions``)."""
+    argument ``extensions`` are numba-cuda's (``kernel.extensions``).  A mistake at the
+    decorator (an unknown option, a class decorated) shows in IPython as one block naming the
+    user's line, as a bad signature does."""
+    with _one_block():
+        return _jit(func, device, context, fastmath, opt, lineinfo, debug, boundscheck,
+                    extensions, nopython, unknown, max_registers, launch_bounds, link,
+                    shared_memory_carveout)
+
+
+@contextlib.contextmanager
+def _one_block():
+    """Errors of the user's making raised in here render in IPython as one block (the message
+    and the user's line), not as a traceback through this package's files; their class stays."""
+    try:
+        yield
+    except (TypeError, ValueError, NotImplementedError) as exc:
+        render_as_one_block(exc)
+        raise
+
+
+def _jit(func, device, context, fastmath, opt, lineinfo, debug, boundscheck, extensions,
+         nopython, unknown, max_registers, launch_bounds, link, shared_memory_carveout):
     if unknown:
         hint = ""
         if "arch" in unknown or "cc" in unknown:
@@ -64,6 +87,10 @@ def jit(func=None, *, device=False, context=None, fastmath=False, opt=3, lineinf
         sigs, func = func, None
 
     def wrap(fn):
+        with _one_block():
+            return _made(fn)
+
+    def _made(fn):
         gf = GPUFunction(fn, device=device, context=context, fastmath=fastmath, opt=3 if opt is True
                          else (0 if opt is False else opt), lineinfo=lineinfo,
                          max_registers=max_registers, launch_bounds=launch_bounds, link=link,

@@ -786,7 +786,8 @@ def scalar_as(value, declared):
     dt = np.dtype(str(declared))
     if dt.kind in "iu":
         return wrap_int(int(value), dt)
-    return dt.type(value)
+    with np.errstate(over="ignore"):          # (1e300 as float32 is inf, silently, as the
+        return dt.type(value)                 # GPU path packs it)
 
 
 def convert_to(value, ty, declared, conv=None):

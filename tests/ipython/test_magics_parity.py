@@ -331,3 +331,22 @@ def test_a_kernels_raise_warning_names_the_cell_and_line(ip):
     # other warnings of a cell keep Python's format
     other = warnings.formatwarning("mine", UserWarning, w.filename, w.lineno)
     assert other.startswith(f"{w.filename}:{w.lineno}: UserWarning: mine")
+
+
+@pytest.mark.parametrize("cell, said", [
+    ("@cuda.jit(devic=True)\ndef f(x):\n    x[0] = 1",
+     "TypeError: cuda.jit() got unsupported option(s): devic"),
+    ("@cuda.jit\nclass C:\n    pass",
+     "TypeError: cuda.jit needs a Python function, got <class '__main__.C'>"),
+    ("@cuda.jit(boundscheck=True)\ndef f(x):\n    x[0] = 1",
+     "NotImplementedError: cuda.jit(boundscheck=True): compiled kernels do not check"),
+])
+def test_a_mistake_at_the_decorator_is_one_block_at_its_line(ip, cell, said):
+    """(They showed a traceback of 21 to 35 lines through jit/decorators.py and function.py.)"""
+    ok(ip, "from gpureplace import cuda")
+    n = ip.execution_count
+    res, shown, _ = run(ip, cell)
+    assert not res.success
+    lines = shown.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith(said), shown
+    assert lines[1] == f"  at Cell In[{n}], line 1: {cell.splitlines()[0]}", shown

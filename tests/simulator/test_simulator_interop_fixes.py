@@ -283,3 +283,19 @@ def test_misaligned_device_views_and_packed_record_copies_are_refused_by_name():
     odd_host = host[1:17].view(np.float32)              # at an odd address, on the host
     inc[1, 32](odd_host)
     assert odd_host.tolist() == [1.0] * 4
+
+
+def test_a_scalar_beyond_a_declared_float32_is_inf_without_numpys_warning():
+    """The GPU path packs 1e300 for a float32 parameter as inf, silently; the simulator printed
+    NumPy's "overflow encountered in cast" RuntimeWarning, naming its own file."""
+    import warnings
+
+    @cuda.jit("void(float32[:], float32)")
+    def put(x, v):
+        x[0] = v
+
+    x = np.zeros(1, np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        put[1, 1](x, 1e300)
+    assert np.isinf(x[0])
