@@ -300,11 +300,16 @@ def check_bindings(verbose):
     overloads = note_overload_redefinitions()     # (a Numba @overload run again)
     changed = bindings.check()
     if (changed or overloads) and verbose:
-        kernels = sorted(set(deps.dependents(live_functions(), changed)) |
-                         set(deps.overload_dependents(live_functions(), overloads)))
+        live = live_functions()
+        kernels = sorted(set(deps.dependents(live, changed)) |
+                         set(deps.overload_dependents(live, overloads)))
+        # (a kernel whose last compile failed has no compiled code to read the change, and
+        # compiles again at its next launch whatever changed: said, not "nothing uses it")
+        failed = sorted({fn.__qualname__ for fn in live if fn.last_compile_error} -
+                        set(kernels))
         print(render.redefinition_message(
             [(name, how) for _, name, how in changed] +
-            [(f"{fn.__name__}'s overload", "redefined") for fn in overloads], kernels))
+            [(f"{fn.__name__}'s overload", "redefined") for fn in overloads], kernels, failed))
 
 
 class AutoreloadWatch:

@@ -268,12 +268,16 @@ def wrapped(text, indent="  "):
                          break_on_hyphens=False) or [""]
 
 
-def redefinition_message(changed, kernels):
+def redefinition_message(changed, kernels, failed=()):
     """The verbose message after a cell: what it changed (``[(name, how)]``) and which kernels
-    recompile at their next launch, in lines under ``WIDTH`` characters."""
+    recompile at their next launch (``failed``: kernels whose last compile failed, which compile
+    again at theirs), in lines under ``WIDTH`` characters."""
     what = ", ".join(f"{name} {how}" for name, how in changed)
     tail = (f"{', '.join(kernels)} will recompile on next launch" if kernels
             else "no compiled kernel uses it")
+    if failed:
+        tail += (f"; {', '.join(failed)}, whose last compile failed, "
+                 f"compile{'s' if len(failed) == 1 else ''} again at the next launch")
     one = f"gpureplace: {what} — {tail}"
     if len(one) < WIDTH:
         return one

@@ -427,6 +427,27 @@ def test_verbose_messages_keep_under_100_characters(ip):
     assert shown == "gpureplace: F redefined — k will recompile on next launch\n"
 
 
+def test_verbose_names_a_kernel_whose_last_compile_failed_after_a_fix(ip):
+    """A helper redefined so that its kernel fails to compile, then fixed: the kernel has no
+    compiled code (its last compile failed), and the message said "no compiled kernel uses it"
+    although the kernel compiles again, with the fix, at its next launch."""
+    ip.run_line_magic("config", "GPUReplace.verbose = True")
+    ok(ip, "import numpy as np\nfrom gpureplace import cuda\n"
+           "def helper_v(v):\n    return v * 2.0\n"
+           "@cuda.jit\ndef kv(x):\n    x[0] = helper_v(x[0])\n"
+           "xv = np.ones(1)\nkv[1, 1](xv)")
+    ok(ip, "def helper_v(v):\n    return v * undefined_thing_v")
+    res, shown, _ = run(ip, "kv[1, 1](xv)")
+    assert not res.success and "undefined_thing_v" in shown
+    shown, _ = ok(ip, "def helper_v(v):\n    return v * 3.0")
+    assert shown.strip().splitlines() == [
+        "gpureplace: helper_v redefined",
+        "  no compiled kernel uses it; kv, whose last compile failed, compiles again at the next "
+        "launch"], shown
+    ok(ip, "kv[1, 1](xv)")
+    assert ip.user_ns["xv"][0] == 6.0
+
+
 def test_recompiled_message_is_two_short_lines():
     from numba.core import types
     argtypes = (types.float32, types.float32[::1], types.float32[::1], types.float32[::1])
