@@ -382,6 +382,7 @@ def convert_error(pyfunc, exc):
     if reason.startswith("Unsupported use of cell variable"):
         reason, lineno = _cell_variable_reason(pyfunc, lineno)
     reason, lineno = _construct_reason(pyfunc, exc, reason, lineno)
+    reason, lineno = _kernel_language_reason(pyfunc, exc, reason, lineno)
     if "NRT required but not enabled" in reason:
         stmt = _LOWERING_AT.search(str(exc))
         if stmt is not None and re.match(r"\w[\w.$]*\[[^\]]*\] = ", stmt.group("stmt")):
@@ -392,6 +393,10 @@ def convert_error(pyfunc, exc):
         else:
             reason = ("this line needs Numba's runtime to allocate memory, which device code "
                       "does not have (there is no heap); work element by element")
+    kind = re.match(r"(lists|dicts|sets) are not supported in device code \(they need a heap\)",
+                    reason)
+    if kind and not is_library(pyfunc):
+        reason, lineno = _container_site(pyfunc, reason, lineno, kind.group(1))
     if "Unknown attribute '_allocate'" in reason:
         # Numba's allocation of a new array, reached from a line of the user's
         reason, where = _allocation_reason(pyfunc, str(exc))
@@ -717,10 +722,10 @@ def _construct_reason(pyfunc, exc, reason, lineno):
         # a global list holding what Numba cannot type (functions: say so, as for a tuple)
         return functions_container_reason(pyfunc, lineno) or _container_reason("lists"), lineno
     if re.search(r"operator % is not defined for (?:Literal\[str\]|unicode_type)", reason):
-        return ("formatting a string with % is not supported in device code (a string would "
-                "need the heap); a raise takes a constant message (raise ValueError(\"index out "
-                "of range\")), and print takes the values as arguments (print(\"bad\", i))"), \
-            lineno
+        return formatting_reason("%"), lineno
+    if re.search(r"Unknown attribute 'format(?:_map)?' of type (?:Literal\[str\]|unicode_type)",
+                 reason):
+        return formatting_reason("str.format()"), lineno
     m = re.search(r"Cannot cast IntEnum<\w+>\((\w+)\) to (\w+)", text)
     if m:
         return int_enum_reason(pyfunc, lineno, *m.groups()), lineno
@@ -739,6 +744,319 @@ def _construct_reason(pyfunc, exc, reason, lineno):
         return ("a call with **keyword arguments is not supported in device code; pass the "
                 "arguments by name, one by one"), lineno
     return reason, lineno
+
+
+#: The registers of a thread's position, each three numbers (.x, .y, .z), and what they count in.
+_DIM3 = {"threadIdx": "block", "blockIdx": "grid", "blockDim": "block", "gridDim": "grid"}
+
+#: How many, in words (cuda.grid's results).
+_COUNT = {1: "one", 2: "two", 3: "three"}
+
+
+def _kernel_language_reason(pyfunc, exc, reason, lineno):
+    """``(reason, line)`` for the kernel language's beginner mistakes, which Numba refuses at the
+    right line but in words that give no hint of what to write (the message and line as they
+    were otherwise): cuda.grid() without its number of dimensions, cuda.threadIdx used as a
+    number or with an axis misspelt, .format() on a string, a builtin's name rebound at module
+    level, an index past the end of a shape, cuda.grid(1) unpacked into two names."""
+    text = str(exc)
+    m = re.search(r"No implementation of function Function\(<device intrinsic "
+                  r"cuda\.(grid|gridsize)>\) found for signature:\s*\n\s*>>> \w+\((.*)\)", text)
+    if m and "raised a specific error" not in text:
+        # (no argument, two, a float: the template's own words cover a constant out of range
+        # and a value known only at run time)
+        return _grid_arguments_reason(*m.groups()), lineno
+    registers = "|".join(_DIM3)
+    m = re.search(rf"Unknown attribute '(\w+)' of type cuda\.({registers})\b", reason)
+    if m:
+        attr, register = m.groups()
+        # (cuda.threadIdx.X: difflib finds no match for another case, the lower case does)
+        hint = close_names(attr, "xyz") or close_names(attr.lower(), "xyz")
+        return (f"cuda.{register} has no attribute {attr!r}{hint}: its attributes are x, y "
+                f"and z (cuda.{register}.x)"), lineno
+    m = re.match(rf"failed to unpack cuda\.({registers})\b", reason)
+    if m:
+        register = m.group(1)
+        return (f"cuda.{register} cannot be unpacked (it is no tuple): read its numbers one "
+                f"by one, cuda.{register}.x, cuda.{register}.y and cuda.{register}.z"), lineno
+    m = re.search(rf"(?<![\w.])cuda\.({registers})(?![\w.])", reason)
+    if m and "numba-cuda's kernel language" not in reason:   # (numba.cuda's stub: said so)
+        register = m.group(1)
+        return (f"cuda.{register} is used here as a number, but it holds three, one per "
+                f"dimension: write cuda.{register}.x (or .y, .z in a 2-D or 3-D "
+                f"{_DIM3[register]})"), lineno
+    m = re.match(r"Modified builtin '(\w+)'", reason)
+    if m:
+        return _rebound_builtin_reason(pyfunc, m.group(1)), lineno
+    if reason.startswith("tuple index out of range"):
+        return _tuple_index_reason(exc, lineno) or reason, lineno
+    m = re.match(r"failed to unpack (.+)", reason) or \
+        re.search(r"wrong tuple length for [^:]*: ', 'expected (\d+), got (\d+)", reason)
+    if m:
+        return _unpack_reason(pyfunc, lineno, m), lineno
+    return reason, lineno
+
+
+def _grid_arguments_reason(name, args):
+    """cuda.grid / cuda.gridsize (``name``) called with ``args`` (Numba's types, as text) that
+    are not one number of dimensions."""
+    # (Numba's constants, Literal[int](1), as the user wrote them)
+    shown = [re.sub(r"^Literal\[\w+\]\((.*)\)$", r"\1", arg) for arg in _split_top(args)]
+    given = f"it was given {', '.join(shown)}" if shown else "it was given no argument"
+    if name == "grid":
+        examples = ("i = cuda.grid(1) is the thread's index in a 1-D grid, i, j = cuda.grid(2) "
+                    "its indices in a 2-D grid")
+    else:
+        examples = ("n = cuda.gridsize(1) is the number of threads in a 1-D grid, nx, ny = "
+                    "cuda.gridsize(2) the numbers in a 2-D grid")
+    return (f"cuda.{name}(ndim) takes the number of dimensions of the grid, a constant 1, 2 or "
+            f"3 ({given}): {examples}")
+
+
+def _rebound_builtin_reason(pyfunc, name):
+    """Numba's "Modified builtin 'range'": the name ``pyfunc`` calls is a global of its module
+    bound to something else, which Numba will not call in place of the builtin."""
+    globs = getattr(pyfunc, "__globals__", None) or {}
+    if name not in globs:
+        return (f"the name {name!r} is bound to something other than Python's builtin {name}() "
+                f"where {pyfunc.__name__} is defined, so {name}() here is not the builtin: "
+                f"rename that variable")
+    value = globs[name]
+    shown = repr(value) if len(repr(value)) <= 40 else f"a {type(value).__name__}"
+    module = globs.get("__name__") or getattr(pyfunc, "__module__", "?")
+    return (f"the global name {name!r} is bound to {shown} in the module of {pyfunc.__name__} "
+            f"({module}), so {name}() here is not Python's builtin {name}(): rename that global "
+            f"(or del {name} to get the builtin back)")
+
+
+def _type_inferer(exc):
+    """Numba's ``TypeInferer`` that raised ``exc`` (the innermost on its traceback), or None: its
+    ``func_ir`` and the types it had found say what the user's line was doing."""
+    from numba.core.typeinfer import TypeInferer
+    found, tb = None, exc.__traceback__
+    while tb is not None:
+        candidate = tb.tb_frame.f_locals.get("self")
+        if isinstance(candidate, TypeInferer):
+            found = candidate
+        tb = tb.tb_next
+    return found
+
+
+def _type_found(infer, var):
+    """The type ``infer`` had found for the IR variable ``var``, or None."""
+    typevar = infer.typevars.get(var.name)
+    return getattr(typevar, "type", None) if typevar is not None else None
+
+
+def _user_name(var):
+    """The name the user wrote for the IR variable ``var``, or None for Numba's temporaries."""
+    name = var.unversioned_name
+    return None if name.startswith("$") else name
+
+
+def _tuple_index_reason(exc, lineno):
+    """Numba's "tuple index out of range" for a constant index on ``lineno``: which tuple, how
+    many entries it has; for ``a.shape[k]`` (or strides), how many dimensions ``a`` has.  None
+    where the statement is not found."""
+    from numba.core import ir as nb_ir
+    from numba.core import types as nb_types
+    infer = _type_inferer(exc)
+    if infer is None:
+        return None
+    for block in infer.func_ir.blocks.values():
+        for stmt in block.body:
+            expr = getattr(stmt, "value", None)
+            if not (isinstance(stmt, nb_ir.Assign) and stmt.loc.line == lineno and
+                    isinstance(expr, nb_ir.Expr) and expr.op == "static_getitem" and
+                    isinstance(expr.index, int)):
+                continue
+            tup = _type_found(infer, expr.value)
+            if not isinstance(tup, nb_types.BaseTuple) or -len(tup) <= expr.index < len(tup):
+                continue
+            try:
+                made = infer.func_ir.get_definition(expr.value)
+            except KeyError:
+                made = None
+            if isinstance(made, nb_ir.Expr) and made.op == "getattr" and \
+                    made.attr in ("shape", "strides") and \
+                    isinstance(_type_found(infer, made.value), nb_types.Array):
+                array = _user_name(made.value) or "the array"
+                ndim = _type_found(infer, made.value).ndim
+                return (f"{array}.{made.attr}[{expr.index}] is out of range: {array} has {ndim} "
+                        f"dimension{'s' if ndim != 1 else ''}, so {array}.{made.attr} has "
+                        f"{_entries(f'{array}.{made.attr}', ndim)}")
+            name = _user_name(expr.value)
+            shown = f"{name}[{expr.index}]" if name else f"index {expr.index}"
+            return (f"{shown} is out of range: {name or 'the tuple'} is a tuple of "
+                    f"{_entries(name or 'it', len(tup), ('value', 'values'))}")
+    return None
+
+
+def _entries(of, n, noun=("entry", "entries")):
+    """"2 entries: t[0] and t[1]" -- the ``n`` entries of the tuple ``of``, named."""
+    if n == 0:
+        return f"no {noun[1]}"
+    named = f"{of}[0]" if n == 1 else f"{of}[0] and {of}[1]" if n == 2 else \
+        f"{of}[0] to {of}[{n - 1}]"
+    return f"{n} {noun[n != 1]}: {named}"
+
+
+def _unpack_reason(pyfunc, lineno, m):
+    """Numba's "failed to unpack int64" / "wrong tuple length" (``m``, its match) for the
+    unpacking on ``lineno``: how many values there are, how many names; for cuda.grid(n) (or
+    gridsize), what it returns and what to write."""
+    if m.lastindex == 2:                     # (a tuple of m[2] values, unpacked into m[1] names)
+        names, values, what = int(m.group(1)), int(m.group(2)), None
+    else:
+        names = next((ins.arg for ins, line in instructions_with_lines(pyfunc)
+                      if line == lineno and ins.opname == "UNPACK_SEQUENCE"), None)
+        values, what = 1, m.group(1)
+    call = _grid_call_at(pyfunc, lineno)
+    into = f"{names} names" if names else "several names"
+    if call is not None and call[1] == values:
+        name, ndim = call
+        single = "i = cuda.grid(1)" if name == "grid" else "n = cuda.gridsize(1)"
+        several = {2: "i, j", 3: "i, j, k"} if name == "grid" else {2: "nx, ny", 3: "nx, ny, nz"}
+        returns = "one int" if ndim == 1 else f"a tuple of {_COUNT[ndim]} ints"
+        written = single if ndim == 1 else f"{several[ndim]} = cuda.{name}({ndim})"
+        said = (f"cuda.{name}({ndim}) returns {returns}, which cannot be unpacked into {into}: "
+                f"write {written}")
+        # (the call that does return as many as the names: the grid the line may have meant)
+        other = names if names in (2, 3) else 2 if ndim == 1 else None
+        if other is not None:
+            said += (f"; cuda.{name}({other}) returns a tuple of {_COUNT[other]} "
+                     f"({several[other]} = cuda.{name}({other}))")
+        return said
+    if what is not None:
+        return f"cannot unpack {what}, a single value, into {into}"
+    return f"cannot unpack a tuple of {values} values into {into}"
+
+
+def _grid_call_at(pyfunc, lineno):
+    """``("grid", n)`` for a call cuda.grid(n) with a constant n on ``lineno`` (gridsize the
+    same), or None."""
+    from .intrinsics import indexing
+    globs = getattr(pyfunc, "__globals__", None) or {}
+    value = None                   # (what the instructions so far on the line loaded)
+    for ins, line in instructions_with_lines(pyfunc):
+        called = next((n for n in ("grid", "gridsize")
+                       if value is not None and value is getattr(indexing, n)), None)
+        if line != lineno:
+            value = None
+        elif ins.opname == "LOAD_CONST" and called is not None:
+            if isinstance(ins.argval, int) and ins.argval in _COUNT:
+                return called, ins.argval
+            value = None
+        elif ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+            value = globs.get(ins.argval)
+        elif ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and value is not None:
+            try:              # (cuda.threadIdx.x raises on the host: no value outside a kernel)
+                value = getattr(value, ins.argval, None)
+            except Exception:
+                value = None
+        else:
+            value = None
+    return None
+
+
+def _container_site(pyfunc, reason, lineno, kind):
+    """``(reason, line)`` for the refusal of a list (dict, set: ``kind``) that device code typed
+    where it is used (Numba refuses the call that takes it: ``weights[j]`` lines after
+    ``weights = [...]``): at the assignment that builds it, naming the variable and the line
+    that uses it, with the list written as a tuple where it is never changed.  Unchanged where
+    no literal of that kind assigned to a name read on ``lineno`` is found (the line builds it
+    itself, or the function's source cannot be read)."""
+    found = _container_built_at(pyfunc, lineno, kind)
+    if found is None:
+        return reason, lineno
+    line, name, as_tuple = found
+    said = f"the {kind[:-1]} {name} is built here (and used on line {lineno}): {reason}"
+    if as_tuple is not None:
+        said += f" (as a tuple: {name} = {as_tuple})"
+    return said, line
+
+
+#: The literal that builds each kind of container (ast node classes, by the kind's name).
+_CONTAINER_LITERALS = {"lists": "List", "dicts": "Dict", "sets": "Set"}
+
+
+def _container_built_at(pyfunc, lineno, kind):
+    """``(line, name, tuple)``: the assignment of a ``kind`` literal (``x = [...]``) to a name
+    that ``lineno`` of ``pyfunc`` reads (the last such before it; in a loop, the first after
+    it), and the literal's items written as a tuple where it is a non-empty list the function
+    never changes (no ``x[i] = ...``, no method call, no ``+=``), else None in its place; None
+    where there is none, or the line builds it itself."""
+    import ast
+    tree = constructs.tree_of(pyfunc.__code__) if hasattr(pyfunc, "__code__") else None
+    literal = getattr(ast, _CONTAINER_LITERALS.get(kind, ""), None)
+    if tree is None or literal is None:
+        return None
+    node, offset = tree
+    read = sorted((n for n in ast.walk(node) if isinstance(n, ast.Name) and
+                   isinstance(n.ctx, ast.Load) and n.lineno + offset == lineno),
+                  key=lambda n: n.col_offset)
+    built, changed = {}, set()
+    for n in ast.walk(node):
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, literal):
+            for target in (n.targets if isinstance(n, ast.Assign) else [n.target]):
+                if isinstance(target, ast.Name):
+                    built.setdefault(target.id, []).append((n.lineno + offset, n.value))
+        elif isinstance(n, ast.Subscript) and not isinstance(n.ctx, ast.Load) or \
+                isinstance(n, ast.Attribute):
+            changed.add(getattr(n.value, "id", None))
+        elif isinstance(n, ast.AugAssign):
+            changed.add(getattr(n.target, "id", None))
+    for name in dict.fromkeys(n.id for n in read):
+        sites = built.get(name)
+        if not sites:
+            continue
+        before = [site for site in sites if site[0] < lineno]
+        line, value = max(before, key=lambda s: s[0]) if before else \
+            min(sites, key=lambda s: s[0])
+        if line == lineno:
+            return None
+        as_tuple = None
+        if literal is ast.List and value.elts and name not in changed:
+            as_tuple = ast.unparse(ast.Tuple(elts=value.elts, ctx=ast.Load()))
+            if len(as_tuple) > 60:
+                as_tuple = None
+        return line, name, as_tuple
+    return None
+
+
+def type_in_words(ty):
+    """``ty``, a Numba type of a value the user's code made, as the user would say it: "an int
+    (1)" for Numba's ``Literal[int](1)``, "float32", "a tuple of 2 values (1, 2)"; where a
+    message names what a function returns, Numba's spelling of constants means nothing to
+    someone who wrote ``return 1``."""
+    from numba.core import types as nb_types
+    if isinstance(ty, nb_types.Literal):
+        value = ty.literal_value
+        kind = {str: "a string", bool: "a bool", int: "an int", float: "a float"}.get(
+            type(value))
+        if kind is not None:
+            return f"{kind} ({value!r})"
+    if isinstance(ty, nb_types.Optional):
+        return f"{type_in_words(ty.type)} on some paths and None on others"
+    if isinstance(ty, (nb_types.Boolean, nb_types.Number)):
+        return str(ty)                       # (as the user's signatures spell it: float32)
+    if isinstance(ty, nb_types.BaseTuple):
+        items = [repr(each.literal_value) if isinstance(each, nb_types.Literal) else str(each)
+                 for each in ty.types]
+        return (f"a tuple of {len(items)} value{'s' if len(items) != 1 else ''} "
+                f"({', '.join(items)}{',' if len(items) == 1 else ''})")
+    if isinstance(ty, nb_types.Array):
+        return f"an array ({ty})"
+    return str(ty)
+
+
+def formatting_reason(how):
+    """Why formatting a string with ``how`` ("%", "str.format()") cannot compile: one wording for
+    every way of building a string from values (f-strings say the same, frontend.py), so that
+    each names the way the line wrote and what to write instead."""
+    return (f"formatting a string with {how} is not supported in device code (a string would "
+            f"need the heap); a raise takes a constant message (raise ValueError(\"index out "
+            f"of range\")), and print takes the values as arguments (print(\"bad\", i))")
 
 
 def _container_reason(kind):

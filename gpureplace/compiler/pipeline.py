@@ -27,6 +27,7 @@ from ..arch import arch_number
 from ..errors import CompileError, KernelReturnsValue
 from . import abi, backend, constructs, frontend, trig_slowpath
 from .constructs import instructions_with_lines
+from .diagnostics import type_in_words
 from .exceptions import exceptions_of, record_status
 from .records import resident_arrays
 from .target import ADDRSPACE_GLOBAL, RESIDENT_ALIGN, compilers
@@ -113,9 +114,9 @@ def compile_kernel(pyfunc, argtypes, context, options, make=KernelSpecialization
     cf = frontend.compile_device(pyfunc, context, {}, argtypes, options.for_device())
     if not isinstance(cf.restype, types.NoneType):
         raise KernelReturnsValue(
-            f"a kernel must have void return type (it returns {cf.restype}); write results into "
-            f"an array argument, or declare it with cuda.jit(device=True) to call it from "
-            f"kernels",
+            f"a kernel must have void return type (it returns {type_in_words(cf.restype)}); "
+            f"kernels return nothing: write results into an array argument, or declare it with "
+            f"cuda.jit(device=True) to call it from kernels",
             function=pyfunc.__qualname__, filename=pyfunc.__code__.co_filename,
             lineno=_return_line(pyfunc), chain=(pyfunc.__qualname__,))
     name = plain_name(pyfunc)

@@ -220,7 +220,7 @@ def str_builtin(x):
     (set_comprehension, "s = {", ("set comprehension", "cuda.local.array")),
     (dict_comprehension, "d = {", ("dict comprehension", "cuda.local.array")),
     (generator_expression, "sum(", ("generator expression", "for i in range")),
-    (list_appended, "a.append", ("lists are not supported", "cuda.local.array")),
+    (list_appended, "a = []", ("lists are not supported", "cuda.local.array")),
     (list_builtin, "list(range", ("list() builds a list", "cuda.local.array")),
     (dict_builtin, "dict()", ("dict() builds a dict",)),
     (sorted_builtin, "sorted(", ("sorted() builds a list",)),
