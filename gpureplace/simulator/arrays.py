@@ -378,6 +378,48 @@ def allocation_around(address, arrays=()):
     return None
 
 
+def host_array_around(address, frame):
+    """``(low, high)``, the byte bounds of a host NumPy array that holds ``address`` and that
+    the code running in ``frame`` or its callers holds (a local or global, or an item of a
+    list, tuple or dict there): the allocation behind a pointer such as ``a.ctypes.data`` given
+    to a kernel.  None when none is found (the pointer is then checked against the process's
+    mapped memory only, which cannot tell one allocation from the next: a write past ``a``
+    would land in the heap).  NumPy arrays are not tracked by the garbage collector, so this
+    looks where a launch's caller keeps its arrays."""
+    seen = set()
+
+    def search(values):
+        for v in values:
+            if isinstance(v, (list, tuple)) and len(v) <= 256:
+                items = v
+            elif isinstance(v, dict) and len(v) <= 256 and not (
+                    "__name__" in v and "__builtins__" in v):
+                items = v.values()
+            else:
+                items = (v,)
+            for a in items:
+                if isinstance(a, np.ndarray) and not a.dtype.hasobject and a.size and \
+                        id(a) not in seen:
+                    seen.add(id(a))
+                    owner = _owner(a)
+                    low, high = _byte_bounds(owner)
+                    if low <= address < high:
+                        return low, high
+        return None
+
+    scanned = set()
+    while frame is not None:
+        for ns in (frame.f_locals, frame.f_globals):
+            if id(ns) in scanned:
+                continue
+            scanned.add(id(ns))
+            found = search(list(ns.values()))
+            if found is not None:
+                return found
+        frame = frame.f_back
+    return None
+
+
 def checked_interface(obj, where):
     """The ``__cuda_array_interface__`` of ``obj`` (argument ``where`` of a launch: ``k:
     argument 0 ('a')``), checked before the simulator reads it, as a GPU launch checks it

@@ -15,8 +15,8 @@ import sys
 
 import numpy as np
 
-from .arrays import (DeviceCaster, SimArray, allocation_around, current_place, index_text,
-                     wrap_int)
+from .arrays import (DeviceCaster, SimArray, allocation_around, current_place,
+                     host_array_around, index_text, wrap_int)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -185,6 +185,9 @@ class RawPointer:
         self._launch = None if conv is None else conv.launch
         arrays = () if conv is None else [v._a for v in conv.values if isinstance(v, SimArray)]
         self.bounds = allocation_around(address, arrays)
+        if self.bounds is None and address:
+            # (a host array the launching code holds: h.ctypes.data)
+            self.bounds = host_array_around(address, sys._getframe(1))
         self._mapped = [None, None]   # the stretches of mapped memory seen: for loads, stores
         if self.bounds is None and conv is not None and \
                 not getattr(conv, "memory_read", False):

@@ -92,6 +92,9 @@ def synced(p, i, out):
 h = np.zeros(4)
 out = np.zeros(4)
 code = ctypes.cast(ctypes.pythonapi.Py_Initialize, ctypes.c_void_p).value     # read-only
+# memory of no NumPy array the launching code holds: only the process's maps bound it
+raw = ctypes.create_string_buffer(32)
+unknown = ctypes.addressof(raw)
 
 
 def in_range():
@@ -119,14 +122,16 @@ def no_maps():
         d = cuda.to_device(np.zeros(2))
         put[1, 1](d.__cuda_array_interface__["data"][0], 1)     # a known allocation: fine
         assert d.copy_to_host().tolist() == [0.0, 1.0]
-        put[1, 1](h.ctypes.data, 0)
+        put[1, 1](unknown, 0)
     finally:
         pointers.process_memory = kept
 
 
 vvar = [line for line in open("/proc/self/maps") if line.rstrip().endswith("[vvar]")]
 case("in_range", in_range)
-case("far_store", lambda: put[1, 1](h.ctypes.data, 10**9))
+case("far_store", lambda: put[1, 1](unknown, 10**9))
+case("past_host_array", lambda: put[1, 1](h.ctypes.data, 4))
+case("past_local_array", lambda: (lambda a: put[1, 1](a[1:].ctypes.data, -2))(np.zeros(3)))
 case("made_up_store", lambda: put[1, 1](12345, 5))
 case("made_up_load", lambda: load(12345))
 case("code_load", lambda: load(code))
@@ -136,9 +141,10 @@ case("freed", freed)
 case("no_maps", no_maps)
 case("view_in_range", lambda: (view[1, 1](h.ctypes.data, 4, 1), h.tolist())[1])
 case("view_unmapped", lambda: view[1, 1](4096, 4, 0))
-case("view_huge", lambda: view[1, 1](h.ctypes.data, 10**12, 0))
+case("view_huge", lambda: view[1, 1](unknown, 10**12, 0))
+case("view_past_host_array", lambda: view[1, 1](h.ctypes.data, 5, 0))
 case("view_read_only", lambda: view[1, 1](code, 2, 0))
-case("threaded", lambda: synced[1, 4](h.ctypes.data, 10**9, out))
+case("threaded", lambda: synced[1, 4](unknown, 10**9, out))
 print(json.dumps({"done": True}), flush=True)
 '''
 
@@ -191,6 +197,24 @@ def test_a_store_far_past_a_host_array_raises_instead_of_crashing(unknown_memory
     assert "which are not writable memory of this process (on the GPU: an illegal address)" \
         in text, text
     assert "kernel put, simulator" in text, text
+
+
+@pytest.mark.parametrize("name, first, last", [("past_host_array", 0, 3),
+                                               ("past_local_array", -1, 1)])
+def test_a_pointer_into_a_host_array_the_caller_holds_is_bounded_by_it(unknown_memory, name,
+                                                                         first, last):
+    """``a.ctypes.data`` of a host array the launching code holds (a global, a local of a
+    caller): an index past its end is an IndexError, where the process's maps let a store land
+    in the heap (a write of 400 KB past a 16-byte array crashed the process later)."""
+    text = _error(unknown_memory, name, "PUT")
+    assert text.startswith(f"index {4 if first == 0 else -2} of a pointer to float64 is outside "
+                           f"the allocation it points into"), text
+    assert f"indices {first} to {last} from this pointer are in it" in text, text
+
+
+def test_a_view_past_a_host_array_is_refused_at_the_carray(unknown_memory):
+    text = _error(unknown_memory, "view_past_host_array", "VIEW")
+    assert text.startswith("numba.carray(pointer, "), text
 
 
 @pytest.mark.parametrize("name, mark, what", [("made_up_store", "PUT", "stores to bytes 0x3061"),
