@@ -539,11 +539,16 @@ class Context:
 
 def _home_of(impl):
     """(module name, name) of a function (or ``cuda.jit`` function) defined at the top level of
-    its module and bound there under its name; None for anything else (a lambda, a closure, a
-    method, a builtin, an object)."""
+    its module and bound there under its name -- or about to be: a decorator
+    (``@ctx.override(math.sin)``) sees the function before its name is bound, and a function
+    whose globals are its module's namespace was defined there; None for anything else (a
+    lambda, a closure, a method, a builtin, an object, a function of an ``exec`` namespace)."""
     fn = getattr(impl, "py_func", impl)
-    if not inspect.isfunction(fn) or "." in fn.__qualname__ or "<" in fn.__qualname__ or \
-            not _stands_under_its_name(impl):
+    if not inspect.isfunction(fn) or "." in fn.__qualname__ or "<" in fn.__qualname__:
+        return None
+    module = sys.modules.get(fn.__module__)
+    if not (_stands_under_its_name(impl) or
+            module is not None and fn.__globals__ is getattr(module, "__dict__", None)):
         return None
     return (fn.__module__, fn.__qualname__)
 
