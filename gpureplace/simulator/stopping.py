@@ -82,8 +82,12 @@ def interrupts_held():
         yield
         return
     held = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    previous = signal.getsignal(signal.SIGINT)
     try:
+        # (set inside the try: an interrupt that comes just after the handler is set, before
+        # the try, left it set for ever -- every later Ctrl-C went to a list nobody reads, and
+        # the next endless kernel could not be stopped)
+        signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
         yield
     finally:
         signal.signal(signal.SIGINT, previous)

@@ -130,3 +130,24 @@ def test_an_interrupted_launch_says_so_in_one_block():
     assert str(caught) == "without_barriers[1, 64] interrupted while the simulator ran it"
     block = caught._render_traceback_()
     assert len(block) <= 3 and block[0].startswith("KeyboardInterrupt: without_barriers[1, 64]")
+
+
+def test_an_interrupt_as_the_launch_holds_interrupts_back_leaves_ctrl_c_working(monkeypatch):
+    """An interrupt that came just after ``interrupts_held`` set its handler, before its
+    ``try``, left that handler set for ever: every later Ctrl-C went to a list nobody reads,
+    and the next endless kernel could not be stopped (a CI run hung so)."""
+    from gpureplace.simulator import stopping
+    before = signal.getsignal(signal.SIGINT)
+    real = signal.signal
+
+    def interrupted_as_it_is_set(signum, handler):
+        old = real(signum, handler)
+        if handler is not before:
+            raise KeyboardInterrupt             # (the interrupt arrives right then)
+        return old
+    monkeypatch.setattr(stopping.signal, "signal", interrupted_as_it_is_set)
+    with pytest.raises(KeyboardInterrupt):
+        with stopping.interrupts_held():
+            pass
+    monkeypatch.undo()
+    assert signal.getsignal(signal.SIGINT) is before
