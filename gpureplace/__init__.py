@@ -64,7 +64,7 @@ def unload_ipython_extension(ipython):
 
 def __getattr__(name):
     # ``gpureplace.simulator`` is imported on first use (most sessions never need it).
-    if name in ("simulator", "dask"):           # (gpureplace.dask imports Dask)
+    if name in ("simulator", "dask", "prewarm"):   # (gpureplace.dask imports Dask)
         import importlib
         return importlib.import_module(f".{name}", __name__)
     if name in ("benchmark", "BenchmarkResult"):

@@ -23,7 +23,7 @@ import numpy as np
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from traitlets import Bool, TraitError, Unicode, default, observe, validate
+from traitlets import Bool, TraitError, Tuple, Unicode, Union, default, observe, validate
 
 from .. import config, cuda as cuda_ns, probe
 from ..arch import normalize_arch
@@ -67,8 +67,9 @@ def _warn_hook_failure(what, exc):
 class GPUReplace(Magics):
     """What ``%load_ext gpureplace`` adds to the shell: options, magics and cell hooks."""
 
-    arch = Unicode("", help="Compile for this sm_XX (e.g. 'sm_90'); empty: the current GPU's "
-                            "(sm_90 without one).").tag(config=True)
+    arch = Union([Unicode(), Tuple()], default_value="",
+                 help="Compile for this sm_XX (e.g. 'sm_90', or numba-cuda's (9, 0)); empty: "
+                      "the current GPU's (sm_90 without one).").tag(config=True)
     fastmath = Bool(False, help="Fast math for every kernel: f32 math through __nv_fast_*, "
                                 "flush-to-zero, approximate division and square root.").tag(
         config=True)
@@ -169,9 +170,10 @@ class GPUReplace(Magics):
     @validate("arch")
     def _valid_arch(self, proposal):
         value = proposal["value"]
-        if value:
+        if value or isinstance(value, tuple):
             try:
-                normalize_arch(value, "GPUReplace.arch")
+                # (a (major, minor) tuple becomes its 'sm_XX', the form the option then holds)
+                return normalize_arch(value, "GPUReplace.arch")
             except ValueError as exc:
                 raise TraitError(str(exc)) from None
         return value

@@ -130,6 +130,20 @@ def test_other_architectures_are_listed_and_labelled_too(ip):
     assert ".target sm_90" in k.inspect_ptx()[argtypes]
 
 
+def test_the_arch_option_takes_numba_cudas_tuple_too(ip, caplog):
+    """(README and the option's own refusal name (major, minor) as a form; the trait was a
+    string and refused the tuple.)"""
+    ok(ip, "%config GPUReplace.arch = (8, 0)")
+    assert settings.arch == "sm_80"
+    ok(ip, SQRT + "k[1, 4](out)")
+    (argtypes,) = ip.user_ns["k"].signatures
+    assert ".target sm_80" in ip.user_ns["k"].inspect_ptx()[argtypes]
+    ip.run_cell("%config GPUReplace.arch = (8,)")         # (refused: said through logging)
+    assert "did you mean (8, 0)?" in caplog.text and settings.arch == "sm_80"
+    ok(ip, "%config GPUReplace.arch = ''")
+    assert settings.arch is None
+
+
 def test_a_lone_specialisation_of_other_options_says_so(ip):
     ok(ip, "%config GPUReplace.fastmath = True")
     ok(ip, SQRT + "k[1, 4](out)")

@@ -76,3 +76,15 @@ def test_the_compiler_alone_can_be_warmed(tmp_path, cuda):
                          capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == (["['_warm_kernel']"] if cuda else ["[]"]), out.stdout
+
+
+def test_gpureplace_prewarm_is_reachable_after_import_gpureplace_alone(tmp_path):
+    """README: "In a script, ``gpureplace.prewarm.start()`` starts the same warm-up" -- after
+    ``import gpureplace`` alone that was an AttributeError (only the extension imported it)."""
+    from conftest import python_process
+    out = python_process("import gpureplace, sys\n"
+                         "assert 'gpureplace.prewarm' not in sys.modules   # (not at import)\n"
+                         "gpureplace.prewarm.start(cuda=False)\n"
+                         "print(gpureplace.prewarm.wait(120))\n",
+                         GPUREPLACE_CACHE_DIR=str(tmp_path), GPUREPLACE_BACKEND="simulator")
+    assert out.strip().splitlines()[-1] == "True"
