@@ -383,6 +383,8 @@ def convert_error(pyfunc, exc):
         reason, lineno = _cell_variable_reason(pyfunc, lineno)
     reason, lineno = _construct_reason(pyfunc, exc, reason, lineno)
     reason, lineno = _kernel_language_reason(pyfunc, exc, reason, lineno)
+    if reason.startswith("Cannot modify readonly array"):
+        reason = _read_only_write_reason(pyfunc, filename, lineno, reason)
     if "NRT required but not enabled" in reason:
         stmt = _LOWERING_AT.search(str(exc))
         if stmt is not None and re.match(r"\w[\w.$]*\[[^\]]*\] = ", stmt.group("stmt")):
@@ -1186,6 +1188,30 @@ def _not_callable_reason(pyfunc, filename, lineno, reason):
             return (f"{name!r} is called here, but the global {name} is "
                     f"{type(value).__name__} {shown}, not a function (was it rebound?)")
     return reason
+
+
+def _read_only_write_reason(pyfunc, filename, lineno, reason):
+    """A store into a read-only array, said of what the array is after Numba's words (which
+    numba-cuda's users and tests know: "Cannot modify readonly array of type: ..."): a global
+    (or closure) array, which device code reads as a constant -- as a global record's write is
+    refused (constant_writes.py) -- or a read-only argument."""
+    import linecache
+    line = linecache.getline(filename or "", lineno or 0)
+    m = re.match(r"\s*([A-Za-z_]\w*)\s*\[.*\]\s*(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)", line)
+    name = m.group(1) if m else None
+    code = getattr(pyfunc, "__code__", None)
+    closure = dict(zip(code.co_freevars, pyfunc.__closure__ or ())) if code else {}
+    if name is not None and (name in closure or (code is not None and
+                                                 name not in code.co_varnames and
+                                                 name in getattr(pyfunc, "__globals__", {}))):
+        scope = "closure variable" if name in closure else "global"
+        return (f"{reason}: {name} is a {scope} array, which device code reads as a constant "
+                f"(what is written would be lost); pass the array as a kernel argument to "
+                f"write it")
+    which = f"{name} is" if name else "the array is"
+    return (f"{reason}: {which} read-only here (a read-only host array or "
+            f"__cuda_array_interface__, or a global array passed in, which device code reads "
+            f"as a constant); write into a writable array argument instead")
 
 
 def _is_number_type(name):

@@ -4,6 +4,7 @@ calls, why it has no device implementation, and what to write instead."""
 
 from __future__ import annotations
 
+import re
 import sys
 
 from ..errors import CompileError
@@ -43,6 +44,11 @@ def library_call_error(caller, callee, exc, loc):
                 f"{numpy_call}()" if numpy_call else _method_called_at(caller, line)
         if host is not None and host[0] in _CONTAINER_BUILTINS:
             reason = _host_callable_reason(host)
+        elif numpy_call and numpy_call[3:] in _REDUCTIONS and _passes_axis(caller, line):
+            reason = (f"{numpy_call}(..., axis=...) is not supported in device code: a "
+                      f"reduction along an axis returns a new array, which device code cannot "
+                      f"allocate; {numpy_call}(a) of the whole array is (a number), or reduce "
+                      f"along the axis with a loop")
         elif what is not None:
             # a heap refusal inside Numba's implementation (quicksort's lists under a.sort(),
             # the string hash() asks hasattr with): not the user's construct, which is what
@@ -135,6 +141,19 @@ def _method_called_at(pyfunc, lineno):
             return f"{previous.argval}.{ins.argval}()"
         previous = ins
     return None
+
+
+#: NumPy's reductions that device code takes of a whole array only (README: without ``axis``).
+_REDUCTIONS = frozenset({"sum", "prod", "mean", "var", "std", "min", "max", "amin", "amax",
+                         "all", "any", "nansum", "nanprod", "nanmean", "nanmin", "nanmax",
+                         "count_nonzero", "argmin", "argmax", "median", "nanmedian"})
+
+
+def _passes_axis(pyfunc, lineno):
+    """Whether ``lineno`` of ``pyfunc`` passes an ``axis`` (by keyword, as the source says)."""
+    import linecache
+    line = linecache.getline(file_of(pyfunc), lineno or 0)
+    return re.search(r"\baxis\s*=", line) is not None
 
 
 #: What to write instead of a call whose Numba implementation device code cannot run, by the

@@ -59,3 +59,35 @@ def test_fields_that_are_there_still_compile():
     recs[0] = (1.0, 2.0)
     k[1, 1](recs)
     assert recs[0]["x"] == 3.0
+
+
+# --- other messages the README tester found in Numba's words ---------------------------------
+
+TABLE = np.zeros(4)
+
+
+def test_a_write_into_a_global_array_names_it_and_the_way_out():
+    @cuda.jit
+    def k(o):
+        TABLE[0] = 1.0
+
+    with pytest.raises(CompileError) as info:
+        k[1, 1](np.zeros(1))
+    msg = str(info.value)
+    assert "Cannot modify readonly array" in msg        # (numba-cuda's words, kept first)
+    assert "TABLE is a global array, which device code reads as a constant" in msg
+    assert "pass the array as a kernel argument to write it" in msg
+    assert info.value.lineno == line_of(k.py_func, "TABLE[0] = 1.0")
+
+
+def test_a_reduction_along_an_axis_says_axis_is_what_is_not_supported():
+    @cuda.jit
+    def k(a, out):
+        out[0] = np.sum(a, axis=0)[0]
+
+    with pytest.raises(CompileError) as info:
+        k[1, 1](np.ones((2, 2)), np.zeros(1))
+    msg = str(info.value)
+    assert "np.sum(..., axis=...) is not supported in device code" in msg, msg
+    assert "strings" not in msg
+    assert info.value.lineno == line_of(k.py_func, "np.sum(a, axis=0)")
