@@ -228,8 +228,12 @@ def cuda_timeit(shell, line):
         raise UsageError(f"%cuda_timeit: --runs {runs} is more than --max-runs {most}\n{USAGE}")
     if "--warm" in flags:
         kwargs["flush_l2"] = False
+    # (a prepared launch is labelled by its kernel and configuration, ``k[1, 256]``, as
+    # benchmark() labels it, not by the name it is held under)
+    from ..jit.launcher import PreparedLaunch
+    name = None if isinstance(launch, PreparedLaunch) else ast.unparse(call.func)
     try:
-        result = benchmark(launch, *args, name=ast.unparse(call.func), **kwargs)
+        result = benchmark(launch, *args, name=name, **kwargs)
     except (TypeError, ValueError) as exc:
         if getattr(exc, "_render_traceback_", None) is not None or not _raised_by_benchmark(exc):
             raise           # gpureplace's own (rendered as it is), or the user's code's own error

@@ -154,6 +154,8 @@ def test_a_prepared_launch_counts_its_bound_arrays(ip):
     ip.run_cell("run = saxpy[1, 64].prepare(2.0, x, y, out)")
     r = timeit(ip, "--runs 1 --max-runs 1 run()")
     assert r.bytes == 768 and ip.user_ns["out"].copy_to_host()[0] == 3.0
+    # labelled by its kernel and configuration, not by the name it is held under
+    assert r.name == "saxpy[1, 64]", r.name
 
 
 LOAD = r'''
