@@ -100,7 +100,8 @@ class Override:
         self.digest = digest          # of the pickled implementation, once pickled
         #: (module name, name) where the implementation stands under its name (a function of
         #: a notebook or a module): the override follows that name (``current_impl``)
-        self.home = _home_of(impl)
+        # (the built-in table's implementations are gpureplace's own: no name to follow)
+        self.home = None if context is not None and context.parent is None else _home_of(impl)
 
     def current_impl(self):
         """What the implementation's name holds now, where that is a new definition of it (its
@@ -546,9 +547,19 @@ def _home_of(impl):
     fn = getattr(impl, "py_func", impl)
     if not inspect.isfunction(fn) or "." in fn.__qualname__ or "<" in fn.__qualname__:
         return None
+    if _stands_under_its_name(impl):
+        return (fn.__module__, fn.__qualname__)
     module = sys.modules.get(fn.__module__)
-    if not (_stands_under_its_name(impl) or
-            module is not None and fn.__globals__ is getattr(module, "__dict__", None)):
+    if module is None or fn.__globals__ is not getattr(module, "__dict__", None):
+        return None
+    # Defined in the module but not (yet) under its name: a decorator's function, whose name
+    # is unbound or still holds its previous definition (the cell run again).  A name bound
+    # to something else (a wrapper made of it) is not this function's to follow.
+    now = getattr(module, fn.__qualname__, None)
+    now_fn = getattr(now, "py_func", now)
+    if now is not None and not (inspect.isfunction(now_fn) and
+                                now_fn.__qualname__ == fn.__qualname__ and
+                                now_fn.__globals__ is fn.__globals__):
         return None
     return (fn.__module__, fn.__qualname__)
 
