@@ -9,6 +9,7 @@ NumPy 2's weak Python floats would make it).
 
 from __future__ import annotations
 
+import re
 import weakref
 import types as pytypes
 
@@ -16,7 +17,7 @@ import numpy as np
 from numba.core import types as nbtypes
 
 from ..compiler.diagnostics import in_standard_library
-from .arrays import wrap_int
+from .arrays import SimArray, wrap_int
 
 #: Modules whose functions run as they are (not re-created): libraries, debuggers, the stdlib.
 _LIBRARY_PACKAGES = frozenset(["numpy", "numba", "llvmlite", "cupy", "torch", "IPython", "ipdb",
@@ -70,6 +71,101 @@ def device_code(code):
 _SCALARS = (nbtypes.Boolean, nbtypes.Integer, nbtypes.Float, nbtypes.Complex)
 
 
+def convertible(ty):
+    """Whether the simulator converts a value to Numba type ``ty`` (``operators.cast_name``):
+    a scalar number, a tuple (its numbers converted, anything else in it kept), or an optional
+    one of these (None kept)."""
+    if isinstance(ty, nbtypes.Optional):
+        ty = ty.type
+    return isinstance(ty, (*_SCALARS, nbtypes.BaseAnonymousTuple))
+
+
+#: a temporary of Numba's for a value on Python's stack where paths meet, SSA versions too:
+#: ``$phi<offset of the block>.<stack slot>[.<version>]``
+_PHI = re.compile(r"\$phi(\d+)\.(\d+)(?:\.\d+)*$")
+
+
+def _numba_offset():
+    """What Numba adds to CPython's bytecode offsets (the NOP it puts first: 2)."""
+    try:
+        from numba.core.bytecode import _FIXED_OFFSET
+    except ImportError:                        # (a Numba without it counts as CPython does)
+        return 0
+    return _FIXED_OFFSET
+
+
+def _joins_of(annotation):
+    """``{offset: type}``: where the paths of a conditional expression or an ``and`` / ``or``
+    meet (the bytecode offset of the instruction that takes the value), the Numba type
+    of the value there, where it converts what a path gives (``a if c else 0.5`` for an int64
+    ``a``: float64).  Numba keeps the value on Python's stack in a ``$phi`` temporary of the
+    block that starts there (the top of the stack: its highest slot); what the block reads of
+    it is the joined type."""
+    from numba.core import ir
+    typemap = annotation.typemap
+    versions, reads = {}, {}
+    for var, ty in typemap.items():
+        m = _PHI.match(var)
+        if m:
+            versions.setdefault((int(m.group(1)), int(m.group(2))), set()).add(
+                nbtypes.unliteral(ty))
+    if not versions:
+        return {}
+    for block in annotation.blocks.values():
+        for stmt in block.body:
+            target = None
+            if isinstance(stmt, ir.Assign):
+                target = stmt.target.name
+                if isinstance(stmt.value, ir.Var) and _PHI.match(target) and \
+                        _PHI.match(stmt.value.name):
+                    continue                 # (SSA's copies between the versions)
+            for var in stmt.list_vars():
+                m = _PHI.match(var.name)
+                if m and var.name != target and var.name in typemap:
+                    key = (int(m.group(1)), int(m.group(2)))
+                    reads.setdefault(key, set()).add(nbtypes.unliteral(typemap[var.name]))
+    top = {}
+    for offset, slot in versions:
+        top[offset] = max(top.get(offset, -1), slot)
+    shift = _numba_offset()
+    joins = {}
+    for (offset, slot), tys in versions.items():
+        read = reads.get((offset, slot), ())
+        if slot != top[offset] or len(read) != 1:
+            continue
+        ty = next(iter(read))
+        if tys - {ty} and convertible(ty):
+            joins[offset - shift] = ty
+    return joins
+
+
+def joins_values(code):
+    """Whether the function of ``code`` has a conditional expression, or an ``and`` / ``or``,
+    whose value is used (not a condition alone), from its source (False without one): where
+    Numba may convert the value of a path (``_joins_of``)."""
+    import ast
+    from ..compiler.constructs import tree_of
+    tree = tree_of(code)
+    if tree is None:
+        return False
+    tests = set()                              # the nodes compiled as conditions (jumps)
+    for node in ast.walk(tree[0]):             # (parents before their children)
+        if isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)):
+            tests.add(id(node.test))
+        elif isinstance(node, ast.comprehension):
+            tests.update(map(id, node.ifs))
+        if id(node) in tests:
+            if isinstance(node, ast.BoolOp):
+                tests.update(map(id, node.values))
+            elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+                tests.add(id(node.operand))
+            elif isinstance(node, ast.IfExp):
+                tests.update((id(node.body), id(node.orelse)))
+        elif isinstance(node, (ast.IfExp, ast.BoolOp)):
+            return True
+    return False
+
+
 def _reads_of(annotation, restype, local_names):
     """``(reads, multi, returns)`` of one typed function (its Numba type annotation): the
     Numba type of the reads of each local ``(name, line)`` where they agree (None where
@@ -108,34 +204,123 @@ def _reads_of(annotation, restype, local_names):
     return reads, multi, returns
 
 
+def _plan_of(code, annotation, restype):
+    """The typing plan (``typing_plan``) of one specialisation."""
+    local_names = set(code.co_varnames) | set(code.co_cellvars)
+    restype = nbtypes.unliteral(restype)
+    reads, multi, returns = _reads_of(annotation, restype, local_names)
+    plan = {key: ty for key, ty in reads.items() if key[0] in multi and convertible(ty)}
+    if returns and convertible(restype):
+        plan[("<return>", 0)] = restype
+    for offset, ty in _joins_of(annotation).items():
+        plan[("<join>", offset)] = ty
+    return plan
+
+
 def typing_plan(pyfunc, typed):
     """What the simulated code of ``pyfunc`` converts, so that its values have the types the
     compiled code gives them, from its compiled specialisations ``typed`` (``[(type annotation,
-    return type)]``): ``{(name, line): type}`` for the reads of a local variable that Numba types
-    otherwise than some value stored in it (``t = x32`` and, on one path, ``t = 0.5``: the
-    float64 that t is where the paths meet), and ``{("<return>", 0): type}`` where a return
-    converts its value.  Only what every specialisation agrees on (a helper called with other
-    argument types may type it otherwise)."""
+    return type, argument types)]``): ``{(name, line): type}`` for the reads of a local variable
+    that Numba types otherwise than some value stored in it (``t = x32`` and, on one path,
+    ``t = 0.5``: the float64 that t is where the paths meet), ``{("<return>", 0): type}`` where
+    a return converts its value, and ``{("<join>", offset): type}`` where a conditional
+    expression's or an ``and`` / ``or``'s paths meet (``_joins_of``).
+
+    A helper called with other argument types is typed again for them (``nz(u)`` of a uint64
+    returns float64 where ``nz(a)`` of an int64 returns int64): where its specialisations' plans
+    differ, a ``PlansByArguments``, which gives each call the plan of the specialisation its
+    arguments' types select."""
     code = pyfunc.__code__
-    local_names = set(code.co_varnames) | set(code.co_cellvars)
-    each = []
-    for annotation, restype in typed:
+    each, every = {}, []
+    for annotation, restype, argtypes in typed:
         if annotation is None:
             return {}
-        each.append(_reads_of(annotation, nbtypes.unliteral(restype), local_names))
-    plan = {}
-    needed = {key for reads, multi, _ in each for key in reads if key[0] in multi}
-    for key in needed:
-        tys = {reads.get(key) for reads, _, _ in each}
-        ty = tys.pop() if len(tys) == 1 else None
-        if isinstance(ty, _SCALARS):
-            plan[key] = ty
-    restypes = {nbtypes.unliteral(r) for _, r in typed}
-    if any(returns for _, _, returns in each) and len(restypes) == 1:
-        ty = restypes.pop()
-        if isinstance(ty, _SCALARS):
-            plan[("<return>", 0)] = ty
-    return plan
+        argtypes = tuple(nbtypes.unliteral(t) for t in argtypes)
+        plan = _plan_of(code, annotation, restype)
+        every.append(plan)
+        if each.setdefault(argtypes, plan) != plan:
+            each[argtypes] = None            # (the same types typed otherwise: not told apart)
+    if not every:
+        return {}
+    if all(p == every[0] for p in every):
+        return every[0]
+    common = {key: ty for key, ty in every[0].items() if all(p.get(key) == ty for p in every)}
+    chosen = [(t, p) for t, p in each.items() if p is not None]
+    if all(p == common for _, p in chosen):
+        return common
+    return PlansByArguments(code, chosen, common)
+
+
+class PlansByArguments:
+    """The typing plans of a function whose specialisations type it differently, each chosen
+    by the Numba types of a call's arguments (``choose``); a call whose arguments fit no
+    specialisation, or several with different plans, gets what they all agree on
+    (``common``)."""
+
+    def __init__(self, code, specialisations, common):
+        self.specialisations = specialisations    # [(argument types, plan)]
+        self.common = common
+        self.names = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+
+    def plans(self):
+        """Every plan a call may be given."""
+        return [self.common] + [p for _, p in self.specialisations]
+
+    def choose(self, args, kwargs):
+        """The plan of the specialisation that a call with ``args`` and ``kwargs`` runs."""
+        values = list(args[:len(self.names)])
+        values += [kwargs.get(name, _UNSET) for name in self.names[len(values):]]
+        found = None
+        for argtypes, plan in self.specialisations:
+            if len(argtypes) >= len(values) and all(map(_fits, values, argtypes)):
+                if found is not None and found != plan:
+                    return self.common
+                found = plan
+        return self.common if found is None else found
+
+    @staticmethod
+    def key(args):
+        """What the positional arguments ``args`` of a call say of their Numba types (what
+        ``choose`` goes by): their classes, a tuple's items' too, an array's dtype and
+        dimensions; a call with the same key is given the same plan."""
+        classes = tuple(map(type, args))
+        if tuple in classes or SimArray in classes:
+            return tuple(map(_argument_key, args))
+        return classes
+
+
+_UNSET = object()
+
+
+def _argument_key(value):
+    cls = type(value)
+    if cls is tuple:
+        return cls, tuple(map(_argument_key, value))
+    if cls is SimArray:
+        return cls, value.dtype, value.ndim
+    return cls
+
+
+def _fits(value, ty):
+    """Whether a simulated ``value`` can be an argument Numba typed ``ty``: a number of that
+    type, a tuple of fitting items, an array of its dtype and dimensions; any other value (a
+    record, a vector) is not told apart."""
+    if value is _UNSET:
+        return True
+    if isinstance(ty, _SCALARS):
+        from .valuetypes import class_numba_type
+        own = class_numba_type(type(value))
+        return own is None or own == ty
+    if isinstance(ty, nbtypes.BaseTuple):
+        return type(value) is tuple and len(value) == len(ty.types) and \
+            all(map(_fits, value, ty.types))
+    if isinstance(ty, nbtypes.Array) and type(value) is SimArray:
+        from numba.np import numpy_support
+        try:
+            return value.ndim == ty.ndim and numpy_support.from_dtype(value.dtype) == ty.dtype
+        except Exception:                      # noqa: BLE001 (a dtype Numba has no type for)
+            return True
+    return True
 
 
 # ---------------------------------------------------------------------------------------------

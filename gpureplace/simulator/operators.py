@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import __future__
 import ast
+import dis
 import functools
 import inspect
 import operator
+import re
 import sys
 import threading
 import types as pytypes
@@ -428,17 +430,49 @@ def _typed_unary(typingctx, name):
 
 
 def _cast(ty):
-    conv = converter(ty)
+    """The conversion of a simulated value to Numba type ``ty`` (``devicecode.convertible``), as
+    the compiled code converts it: a number to ``ty`` (an integer wraps), a tuple item by item;
+    any other value (a vector, an array in a tuple, the None of an optional) as it is."""
+    if isinstance(ty, nbtypes.Optional):
+        inner = _cast(ty.type)
 
-    def cast(x):
-        return conv(x) if class_numba_type(type(x)) is not None else x
+        def cast(x):
+            return x if x is None else inner(x)
+    elif isinstance(ty, nbtypes.BaseTuple):
+        from .devicecode import convertible
+        items = tuple(_cast(t) if convertible(t) else None for t in ty.types)
+
+        def cast(x):
+            if type(x) is not tuple or len(x) != len(items):
+                return x
+            return tuple(v if c is None else c(v) for c, v in zip(items, x))
+    else:
+        conv = converter(ty)
+
+        def cast(x):
+            return conv(x) if class_numba_type(type(x)) is not None else x
     cast.__name__ = cast_name(ty)
     return cast
 
 
+#: the names of the conversions to types that are no scalar (a tuple: ``as_Tuple_float64__int64_``)
+_CAST_TYPES, _CAST_NAMES = {}, {}
+_cast_lock = threading.Lock()
+
+
 def cast_name(ty):
-    """The name, on an ``Ops``, of the conversion to scalar Numba type ``ty``."""
-    return f"as_{ty}"
+    """The name, on an ``Ops``, of the conversion to Numba type ``ty`` (``_cast``)."""
+    if str(ty) in _SCALAR_TYPES:
+        return f"as_{ty}"
+    name = _CAST_NAMES.get(ty)
+    if name is None:
+        with _cast_lock:
+            name = "as_" + re.sub(r"\W", "_", str(ty))
+            while _CAST_TYPES.get(name, ty) != ty:
+                name += "_"
+            _CAST_TYPES[name] = ty
+            _CAST_NAMES[ty] = name
+    return name
 
 
 class Ops:
@@ -460,6 +494,8 @@ class Ops:
     def __getattr__(self, name):            # as_float64...: a variable read as Numba types it
         if name.startswith("as_"):
             ty = _SCALAR_TYPES.get(name[3:])
+            if ty is None:
+                ty = _CAST_TYPES.get(name)
             if ty is not None:
                 fn = _cast(ty)
                 setattr(self, name, fn)
@@ -518,11 +554,17 @@ class _Rewriter(ast.NodeTransformer):
     ``plan`` (``devicecode.typing_plan``): ``{(name, line): Numba type}``, the reads of a local
     variable that Numba types otherwise than the value last stored in it may be (``t = x32``,
     then ``t = 0.5`` on one path: t is a float64 where the paths meet), converted to that type;
-    ``("<return>", 0)``: the type every return converts its value to."""
+    ``("<return>", 0)``: the type every return converts its value to; ``("<join>", offset)``:
+    the type of the value of a conditional expression or an ``and`` / ``or`` whose paths meet
+    at that offset of ``code`` (the function's code as Python loaded it), which Numba converts
+    the value of either path to (``a if c else 0.5``: a float64 for an int64 ``a``)."""
 
-    def __init__(self, plan=None):
+    def __init__(self, plan=None, code=None):
         self.plan = plan or {}
+        self.joins = {key[1]: ty for key, ty in self.plan.items() if key[0] == "<join>"}
+        self.code = code
         self.depth = 0                 # > 0 inside a nested function, lambda or comprehension
+        self._positions = None
 
     def _read(self, node):
         ty = self.plan.get((node.id, node.lineno)) if self.depth == 0 else None
@@ -549,6 +591,41 @@ class _Rewriter(ast.NodeTransformer):
         if ty is not None and node.value is not None and self.depth == 0:
             node.value = _call(cast_name(ty), [node.value], node.value)
         return node
+
+    def _joined(self, node):
+        """A conditional expression or an ``and`` / ``or``, converted to the type Numba gives
+        the value where its paths meet (where the plan has one for them all: ``_merges``)."""
+        self.generic_visit(node)
+        if not self.joins or self.depth != 0:
+            return node
+        tys = {self.joins.get(offset) for offset in self._merges(node)}
+        tys.discard(None)
+        if len(tys) != 1:
+            return node
+        return _call(cast_name(tys.pop()), [node], node)
+
+    visit_IfExp = visit_BoolOp = _joined
+
+    def _merges(self, node):
+        """The offsets in ``self.code`` where the paths of ``node`` may meet: of each
+        instruction that follows one of node's own (its source position inside node's) and is
+        not node's own.  (A conditional expression's last instruction is its ``else`` value's,
+        an ``and`` / ``or``'s its last operand's: the next takes the value; a condition's
+        paths meet nowhere, as no value is left.)  None before Python 3.11, whose code has no
+        column positions."""
+        if self._positions is None:
+            self._positions = [(ins.offset, _span(getattr(ins, "positions", None)))
+                               for ins in dis.get_instructions(self.code)]
+        lo = (node.lineno, node.col_offset)
+        hi = (node.end_lineno, node.end_col_offset)
+
+        def own(span):
+            return span is not None and span[0] >= lo and span[1] <= hi
+        found = set()
+        for (_, span), (offset, after) in zip(self._positions, self._positions[1:]):
+            if own(span) and after is not None and not own(after):
+                found.add(offset)
+        return found
 
     def visit_BinOp(self, node):
         self.generic_visit(node)
@@ -585,6 +662,15 @@ class _Rewriter(ast.NodeTransformer):
         return ast.copy_location(ast.Assign(targets=[node.target], value=value), node)
 
 
+def _span(positions):
+    """``((line, column), (end line, end column))`` of an instruction's source positions, or
+    None where it has none."""
+    if positions is None or None in positions:
+        return None
+    return (positions.lineno, positions.col_offset), (positions.end_lineno,
+                                                      positions.end_col_offset)
+
+
 _rewritten = {}
 
 
@@ -617,7 +703,7 @@ def _rewrite(pyfunc, code, plan):
     if not _same_code(original, code):
         return None                              # the source changed since it was compiled
     fdef = _parse_def(lines, first)
-    rewriter = _Rewriter(plan)
+    rewriter = _Rewriter(plan, code)
     rewriter.depth = -1                          # (the function itself is no nested scope)
     return _compile_nested(rewriter.visit(fdef), code, first)
 
@@ -698,7 +784,7 @@ def _rewrite_lambda(code, plan):
             continue
         again = [n for n in ast.walk(ast.parse("".join(lines)))
                  if isinstance(n, ast.Lambda) and n.lineno == first][i]
-        rewriter = _Rewriter(plan)
+        rewriter = _Rewriter(plan, code)
         rewriter.depth = -1                      # (the lambda itself is no nested scope)
         again = rewriter.visit(again)
         return _compile_nested(again, code, first)

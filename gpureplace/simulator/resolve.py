@@ -36,7 +36,8 @@ from ..jit import GPUFunction
 from . import hostmath, lang, operators
 from .arrays import DeviceCaster, SimArray, constant_record
 from .pointers import PointerArrays
-from .devicecode import device_code, device_const, is_library, literal_calls, typing_plan
+from .devicecode import (PlansByArguments, device_code, device_const, is_library,
+                         joins_values, literal_calls, typing_plan)
 from .hostcalls import (NumbaCompiledCall, NumpyFunction, SimFFI, UfuncOnArrays,
                         _is_cmath_function, _is_numba_intrinsic, _is_numpy_function,
                         numba_cuda_counterpart)
@@ -107,7 +108,8 @@ def _typing_plans(spec, compiled):
         try:
             typed, literals = {}, {}
             for cf in _typed_closure(spec, compiled):
-                typed.setdefault(cf.pyfunc, []).append((cf.type_annotation, cf.restype))
+                typed.setdefault(cf.pyfunc, []).append((cf.type_annotation, cf.restype,
+                                                        cf.argtypes))
                 if cf.type_annotation is not None:
                     literal_calls(cf.type_annotation, literals)
             hit = ({f: typing_plan(f, each) for f, each in typed.items()}, literals)
@@ -121,11 +123,13 @@ def _typed_closure(spec, compiled):
     """The compiled functions of the kernel's call graph, with Numba's type annotations: the
     compile's own, or for a kernel loaded from the disk cache (which keeps none) its front end
     run again (not counted as a compile), where a function of it could need one: one that
-    stores to a variable twice or has several returns, or one that calls an overload (whose
-    generator may choose by a literal argument)."""
+    stores to a variable twice, has several returns or uses the value of a conditional
+    expression or an ``and`` / ``or``, or one that calls an overload (whose generator may
+    choose by a literal argument)."""
     if getattr(compiled, "type_annotation", None) is not None:
         return compiled.closure()
-    if not any(_may_unify(cf.pyfunc.__code__) or _calls_overloads(cf, compiled.context)
+    if not any(_may_unify(cf.pyfunc.__code__) or joins_values(cf.pyfunc.__code__) or
+               _calls_overloads(cf, compiled.context)
                for cf in compiled.closure()):
         return []
     from ..compiler import frontend
@@ -628,11 +632,19 @@ class Resolver:
         fn = self.functions.get(key)
         if fn is not None:
             return fn
+        plan = self.plans.get(pyfunc)
+        if isinstance(plan, PlansByArguments):
+            return self._by_arguments(pyfunc, mask, plan, key)
+        return self._recreated(pyfunc, mask, plan, key)
+
+    def _recreated(self, pyfunc, mask, plan, key=None):
+        """``pyfunc`` re-created over its rewritten code (``operators.rewrite`` with typing
+        plan ``plan``) and a ``SimGlobals`` of its globals; kept as ``self.functions[key]``
+        before its closure's cells are filled (a cell may hold the function itself)."""
         closure = None
         if pyfunc.__closure__:
             closure = tuple(pytypes.CellType() for _ in pyfunc.__closure__)
-        fn = pytypes.FunctionType(device_code(operators.rewrite(pyfunc,
-                                                               self.plans.get(pyfunc))),
+        fn = pytypes.FunctionType(device_code(operators.rewrite(pyfunc, plan)),
                                   SimGlobals(pyfunc.__globals__, self, mask or {}, pyfunc),
                                   pyfunc.__name__, pyfunc.__defaults__, closure)
         fn.__kwdefaults__ = pyfunc.__kwdefaults__
@@ -640,7 +652,8 @@ class Resolver:
         fn.__module__ = pyfunc.__module__
         fn.__sim_original__ = pyfunc
         fn.__sim_mask__ = mask or {}
-        self.functions[key] = fn
+        if key is not None:
+            self.functions[key] = fn
         if closure:
             for name, new, old in zip(pyfunc.__code__.co_freevars, closure, pyfunc.__closure__):
                 contents = self.recorded.get((pyfunc, "freevar", name), _MISSING)
@@ -652,6 +665,29 @@ class Resolver:
                 v = self.value(contents, mask or {})
                 new.cell_contents = v.read() if v.__class__ is _Dynamic else v
         return fn
+
+    def _by_arguments(self, pyfunc, mask, plans, key):
+        """``pyfunc`` as a helper that Numba typed otherwise for other argument types
+        (``devicecode.PlansByArguments``): each call runs the version re-created with the plan
+        of the specialisation its arguments select (chosen once per ``plans.key``)."""
+        versions, chosen = {}, {}
+
+        def call(*args, **kwargs):
+            at = None if kwargs else plans.key(args)
+            fn = chosen.get(at)
+            if fn is None:
+                fn = versions[_plan_key(plans.choose(args, kwargs))]
+                if at is not None:
+                    chosen[at] = fn
+            return fn(*args, **kwargs)
+        call.__name__ = pyfunc.__name__
+        call.__qualname__ = pyfunc.__qualname__
+        self.functions[key] = call
+        for plan in plans.plans():
+            if _plan_key(plan) not in versions:
+                versions[_plan_key(plan)] = self._recreated(pyfunc, mask, plan)
+        call.__sim_wrapped__ = versions[_plan_key(plans.common)]   # (what the scans look into)
+        return call
 
     # -- do the threads of a block need to run concurrently? --------------------------------------
     def needs_threads(self, fn):
@@ -714,6 +750,10 @@ class Resolver:
         if isinstance(v, pytypes.SimpleNamespace):
             return any(id(x) in impls for x in vars(v).values())
         return False
+
+
+def _plan_key(plan):
+    return tuple(sorted(plan.items(), key=str))
 
 
 def _users_class(cls):
