@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 import re
 import sys
 import types
@@ -305,11 +306,33 @@ def check_bindings(verbose):
                          set(deps.overload_dependents(live, overloads)))
         # (a kernel whose last compile failed has no compiled code to read the change, and
         # compiles again at its next launch whatever changed: said, not "nothing uses it")
-        failed = sorted({fn.__qualname__ for fn in live if fn.last_compile_error} -
+        failed = sorted({fn.__qualname__ for fn in live if fn.last_compile_error and
+                         any(_names(fn.py_func, c.namespace, c[1]) for c in changed)} -
                         set(kernels))
         print(render.redefinition_message(
             [(name, how) for _, name, how in changed] +
             [(f"{fn.__name__}'s overload", "redefined") for fn in overloads], kernels, failed))
+
+
+def _names(pyfunc, namespace, name, depth=4, seen=None):
+    """Whether ``pyfunc`` (a function whose compile failed: no record of what it read) reads the
+    global ``name`` of ``namespace``, itself or through the functions of that namespace it
+    calls by name, ``depth`` deep."""
+    if namespace is None or getattr(pyfunc, "__globals__", None) is not namespace:
+        return False
+    code = pyfunc.__code__
+    if name in code.co_names:
+        return True
+    seen = set() if seen is None else seen
+    if depth == 0 or id(pyfunc) in seen:
+        return False
+    seen.add(id(pyfunc))
+    for called in code.co_names:
+        value = namespace.get(called)
+        inner = getattr(value, "py_func", value)
+        if inspect.isfunction(inner) and _names(inner, namespace, name, depth - 1, seen):
+            return True
+    return False
 
 
 class AutoreloadWatch:

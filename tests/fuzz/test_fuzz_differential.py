@@ -392,12 +392,10 @@ def _joined_types(x, b, out):
     out[t, 1] = y * x[t]                     # a float64 product, not a float32 one
 
 
-@pytest.mark.xfail(strict=True, reason="simulator limitation: a variable (or conditional "
-                                       "expression) whose branches give it different types "
-                                       "keeps the type of the branch taken; the compiled code "
-                                       "has their unified type (kernelgen converts explicitly "
-                                       "at every assignment, so it does not generate this)")
 def test_sim_variables_take_their_unified_type_after_a_join():
+    """A variable, or conditional expression, whose branches give it different types has
+    their unified type in the compiled code; the simulator kept the type of the branch taken
+    (simulator/devicecode.py's joins convert it now)."""
     x = np.array([0.1, 0.3], np.float32)
     b = np.array([True, False])
     out = np.zeros((2, 2))

@@ -436,9 +436,14 @@ def test_verbose_names_a_kernel_whose_last_compile_failed_after_a_fix(ip):
            "def helper_v(v):\n    return v * 2.0\n"
            "@cuda.jit\ndef kv(x):\n    x[0] = helper_v(x[0])\n"
            "xv = np.ones(1)\nkv[1, 1](xv)")
+    # (a kernel whose compile failed for its own reasons, not reading helper_v: not named)
+    res, shown, _ = run(ip, "@cuda.jit\ndef other_v(x):\n    x[0] = missing_w\n"
+                            "other_v[1, 1](xv)")
+    assert not res.success and "missing_w" in shown
     ok(ip, "def helper_v(v):\n    return v * undefined_thing_v")
     res, shown, _ = run(ip, "kv[1, 1](xv)")
     assert not res.success and "undefined_thing_v" in shown
+
     shown, _ = ok(ip, "def helper_v(v):\n    return v * 3.0")
     assert shown.strip().splitlines() == [
         "gpureplace: helper_v redefined",
