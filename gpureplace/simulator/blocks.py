@@ -118,7 +118,7 @@ class Block:
         self.launch = launch               # (runner.Launch: its progress, grid mode, names)
         self.nthreads = block_dim[0] * block_dim[1] * block_dim[2]
         self.shared = {}                   # call site -> SimArray (static shared memory)
-        self.dynamic = bytearray(shared_bytes)
+        self.dynamic = bytearray(b"\xff") * shared_bytes    # (not yet written: lang/memory.py)
         self.dynamic_views = {}
         self.threaded = threaded
         self.lock = threading.Lock()       # bookkeeping once the block has been aborted

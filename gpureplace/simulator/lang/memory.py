@@ -27,15 +27,30 @@ def _check_alignment(alignment, what):
                          f"power of two")
 
 
-def _aligned_zeros(dims, dt, alignment):
-    """Zeros of ``dims`` and ``dt`` whose address is a multiple of ``alignment`` (or of NumPy's
-    own alignment when None), as the device places the array."""
-    if not alignment:
-        return np.zeros(dims, dt)
+#: The byte a shared or local array starts filled with.  On the GPU they start with whatever
+#: the memory held (often zeros on a fresh device, not always): a kernel that reads an element
+#: before any thread wrote it -- an accumulator never set to 0, a neighbour read without a
+#: syncthreads() -- computes with garbage.  Zeros here would hide that; 0xFF bytes make it
+#: show: every float is a NaN, every signed integer -1, every unsigned one its maximum.
+UNWRITTEN = 0xFF
+
+
+def _aligned_unwritten(dims, dt, alignment):
+    """An array of ``dims`` and ``dt`` filled with ``UNWRITTEN`` bytes (zeros for a dtype of
+    Python objects or booleans, which no byte pattern represents as garbage) whose address is
+    a multiple of ``alignment`` (or of NumPy's own alignment when None), as the device places
+    the array."""
+    if dt.hasobject or dt.kind == "b":
+        arr = np.zeros(dims, dt)
+        if not alignment or arr.ctypes.data % alignment == 0:
+            return arr
     nbytes = int(np.prod(dims, dtype=np.int64)) * dt.itemsize
-    raw = np.zeros(nbytes + alignment, np.uint8)
-    start = (-raw.ctypes.data) % alignment
-    return raw[start:start + nbytes].view(dt).reshape(dims)
+    align = alignment or max(dt.alignment, 1)
+    raw = np.empty(nbytes + align, np.uint8)
+    start = (-raw.ctypes.data) % align
+    view = raw[start:start + nbytes]
+    view.fill(0 if dt.kind == "b" else UNWRITTEN)
+    return view.view(dt).reshape(dims)
 
 
 def _element_of(dtype, what):
@@ -46,8 +61,9 @@ def _element_of(dtype, what):
 
 
 def _storage(dims, dt, vt, alignment):
-    """The zeroed NumPy storage of an array of ``dims``: a vector's elements on a last axis."""
-    return _aligned_zeros(dims if vt is None else dims + (vt.count,), dt, alignment)
+    """The NumPy storage of an array of ``dims``, not yet written (``UNWRITTEN``): a vector's
+    elements on a last axis."""
+    return _aligned_unwritten(dims if vt is None else dims + (vt.count,), dt, alignment)
 
 
 def _dtype_of(dtype, what):
