@@ -113,6 +113,44 @@ def _launch_refusal(exc):
         os.path.abspath(code.co_filename) == _LAUNCHER
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: The host API's entry points (``cuda.device_array``, ``d.copy_to_host``, ``d[i]``...): a
+#: refusal of what they were given is said at the user's line.
+_HOST_API = tuple(os.path.join(_PACKAGE, *part) for part in (
+    ("hostapi", ""), ("simulator", "host.py"), ("simulator", "arrays.py"), ("cuda.py",)))
+
+
+def _host_api_refusal(exc):
+    """Whether ``exc`` is a ``ValueError``, ``TypeError`` or ``IndexError`` with which the host
+    API refused its arguments (``cuda.device_array(-1)``, ``d.copy_to_host(wrong_shape)``, an
+    index out of a device array): raised below a call from the user's code into the host API,
+    with no frame of the user's code after it -- NumPy's or CuPy's own refusal underneath
+    included, a user's callback run from there not."""
+    if not isinstance(exc, (ValueError, TypeError, IndexError)) or \
+            getattr(exc, "_render_traceback_", None) is not None:
+        return False
+    tb, entered = exc.__traceback__, False
+    while tb is not None:
+        path = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        ours = path.startswith(_PACKAGE + os.sep)
+        if not entered:
+            if ours:
+                if not path.startswith(_HOST_API):
+                    return False
+                entered = True
+        elif not ours and not _library(path):
+            return False                          # (user code called back from the host API)
+        tb = tb.tb_next
+    return entered
+
+
+def _library(path):
+    """Whether ``path`` is a file of NumPy, CuPy or the standard library (not the user's)."""
+    parts = path.replace("\\", "/").split("/")
+    return any(p in ("numpy", "cupy", "cupyx", "cupy_backends") for p in parts) or \
+        path.startswith(os.path.dirname(os.__file__))
+
+
 def _show_refusals_as_one_block(ip):
     """IPython shows a launch's refusal of what it was given (``_launch_refusal``) as it shows
     gpureplace's other launch errors: one block naming the user's line
@@ -126,7 +164,7 @@ def _show_refusals_as_one_block(ip):
     def showtraceback(exc_tuple=None, *args, **kwargs):
         try:
             exc = exc_tuple[1] if exc_tuple is not None else sys.exc_info()[1]
-            if _launch_refusal(exc):
+            if _launch_refusal(exc) or _host_api_refusal(exc):
                 errors.render_as_one_block(exc)
         except Exception:                    # showing an error must never fail over this
             pass

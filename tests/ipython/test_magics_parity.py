@@ -350,3 +350,30 @@ def test_a_mistake_at_the_decorator_is_one_block_at_its_line(ip, cell, said):
     lines = shown.strip().splitlines()
     assert len(lines) == 2 and lines[0].startswith(said), shown
     assert lines[1] == f"  at Cell In[{n}], line 1: {cell.splitlines()[0]}", shown
+
+
+@pytest.mark.parametrize("cell, said", [
+    ("d = cuda.to_device(np.zeros(8, np.float32)); d.copy_to_host(np.zeros(4, np.float32))",
+     "ValueError: incompatible shape: copy_to_host(ary)"),
+    ("d = cuda.device_array(-1)", "ValueError: negative dimensions are not allowed"),
+    ("d = cuda.to_device(np.zeros(8)); d[100]",
+     "IndexError: index 100 is out of bounds for axis 0 with size 8"),
+])
+def test_a_host_api_refusal_is_one_block_at_the_users_line(ip, cell, said):
+    """(They showed 15-27 lines through hostapi/ and simulator/host.py.)"""
+    ok(ip, "from gpureplace import cuda")
+    n = ip.execution_count
+    res, shown, _ = run(ip, cell)
+    assert not res.success
+    lines = shown.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith(said), shown
+    assert lines[1] == f"  at Cell In[{n}], line 1: {cell}", shown
+
+
+def test_an_error_of_the_users_code_called_by_the_host_api_keeps_its_traceback(ip):
+    ok(ip, "from gpureplace import cuda\n"
+           "class Bad:\n    def __array__(self, dtype=None, copy=None):\n"
+           "        raise ValueError('bad array of mine')\n")
+    res, shown, _ = run(ip, "cuda.to_device(Bad())")
+    assert not res.success and "bad array of mine" in shown
+    assert "Traceback" in shown and "__array__" in shown, shown
