@@ -13,7 +13,7 @@ from ..jit import jit, pickling
 from ..jit.backends import simulated
 from .lazy import any_dask, gufunc_over_dask
 from .ufunc import identifier
-from .operands import (Operand, array_module, as_result, check_options, check_out_dtype, choose,
+from .operands import (GENERATED, Operand, array_module, as_result, check_options, check_out_dtype, choose,
                        configured, device_view, dtype_of, element_function, is_device, on_stream,
                        shape_of, to_host, write_back)
 
@@ -253,7 +253,7 @@ class CUDAGUFunc:
                    f"    while i < n:\n        f({', '.join(p + '[i]' for p in params)})\n"
                    f"        i += step\n")
             from ..compiler.intrinsics.indexing import grid, gridsize
-            env = {"grid": grid, "gridsize": gridsize, "f": self._element}
+            env = {"grid": grid, "gridsize": gridsize, "f": self._element, "__name__": GENERATED}
             exec(compile(src, f"<cuda.guvectorize({self.__name__})>", "exec"), env)
             self._gukernel = jit(env[f"gufunc_{name}"])
         return self._gukernel

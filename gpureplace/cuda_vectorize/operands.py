@@ -257,6 +257,13 @@ def dtype_of(ty):
     return numpy_support.as_dtype(ty)
 
 
+#: The module the kernels ``cuda.vectorize`` / ``guvectorize`` generate say they belong to: a
+#: kernel of no module could not be kept in the disk cache (``kernel_cache.describe_for_disk``
+#: records each function's module and name), so each process compiled them again.  No module
+#: of that name exists; the kernel itself is at hand when an entry is loaded.
+GENERATED = "gpureplace.cuda_vectorize.generated"
+
+
 def configured(kernel, n, stream):
     """``kernel[blocks, TPB, stream]`` for ``n`` elements.  Inside a graph capture the default
     ``stream=0`` is the capture's stream, as a launch naming no stream is (a launch naming

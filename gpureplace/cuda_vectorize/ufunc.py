@@ -10,7 +10,7 @@ from ..compiler.signature import normalize_signature
 from ..jit import jit, pickling
 from ..jit.backends import simulated
 from .lazy import any_dask, ufunc_over_dask
-from .operands import (Operand, array_module, as_result, check_options, check_out_dtype, choose,
+from .operands import (GENERATED, Operand, array_module, as_result, check_options, check_out_dtype, choose,
                        configured, device_view, dtype_of, element_function, is_device, on_stream,
                        scalar_as, shape_of, to_host, write_back)
 
@@ -274,6 +274,6 @@ def _elementwise_kernel(element, scalars, ndim, name):
         args = ", ".join(p if s else f"{p}[{index}]" for p, s in zip(params, scalars))
         src = _ELEMENTWISE_ND.format(name=f"vectorized_{name}", params=", ".join(params),
                                      unravel="\n".join(lines), index=index, args=args)
-    env = {"grid": grid, "gridsize": gridsize, "f": element}
+    env = {"grid": grid, "gridsize": gridsize, "f": element, "__name__": GENERATED}
     exec(compile(src, f"<cuda.vectorize({name})>", "exec"), env)
     return jit(env[f"vectorized_{name}"])
