@@ -337,9 +337,7 @@ class Context:
             return self._same_definition_key(fn, key)
         name = (fn.__module__, fn.__qualname__)
         with _lock:
-            entries = list(self._table.values()) + [o for typed in self._typed.values()
-                                                    for o in typed.values()]
-            for ovr in entries:
+            for ovr in self.overrides():
                 old = getattr(ovr.host, "py_func", ovr.host)
                 if ovr.host is not host and inspect.isfunction(old) and \
                         (old.__module__, old.__qualname__) == name:
@@ -364,8 +362,7 @@ class Context:
             return key
         name = (fn.__module__, fn.__qualname__)
         with _lock:
-            entries = list(self._table.values()) + [o for typed in self._typed.values()
-                                                    for o in typed.values()]
+            entries = self.overrides()
         for ovr in entries:
             old = getattr(ovr.host, "py_func", ovr.host)
             if inspect.isfunction(old) and (old.__module__, old.__qualname__) == name and \

@@ -29,6 +29,12 @@ def _layout_check(v, ndim, layout, itemsize):
     return " and ".join(terms) or "True"
 
 
+def _pointer(v, read, align):
+    """Lines that read argument ``v``'s data pointer into ``{v}_p`` (``read``: how) and hand over
+    to the general path -- which refuses it by name -- unless it is a multiple of ``align``."""
+    return [f"{v}_p = {read}"] + ([f"if {v}_p % {align}: return None"] if align > 1 else [])
+
+
 def _strides_aligned(v, ndim, align):
     """A line that hands over to the general path (which refuses the array by name, or finds
     the odd stride on an axis of length 1, which is never used) unless every stride of
@@ -78,9 +84,7 @@ def _checks(args, keys, remember=False, placed=False):
                 lines.append(f"if type({v}) is not C{i} or {dtype_differs} or not {v}.{flag} "
                               f"or {v}.ndim != {ndim}{f' or {away}' if away else ''}: "
                               f"return None")
-                lines.append(f"{v}_p = {v}.data.ptr")
-                if align > 1:
-                    lines.append(f"if {v}_p % {align}: return None")
+                lines += _pointer(v, f"{v}.data.ptr", align)
                 outs += [f"{v}_p"] + ([f"{v}.size"] if ndim else [])
             else:
                 lines += [f"if type({v}) is not C{i} or {dtype_differs}"
@@ -97,9 +101,7 @@ def _checks(args, keys, remember=False, placed=False):
                     lines.append(f"{v}_st = {v}.strides")
                     if align > 1:
                         lines.append(_strides_aligned(v, ndim, align))
-                lines.append(f"{v}_p = {v}.data.ptr")
-                if align > 1:
-                    lines.append(f"if {v}_p % {align}: return None")
+                lines += _pointer(v, f"{v}.data.ptr", align)
                 outs += [f"{v}_p"] + [f"{v}_sh[{k}]" for k in range(ndim)]
                 if layout == "A":
                     outs += [f"{v}_st[{k}]" for k in range(ndim)]
@@ -121,9 +123,7 @@ def _checks(args, keys, remember=False, placed=False):
                     lines.append(f"if not ({_layout_check(v, ndim, layout, isz)}): return None")
                 elif align > 1:
                     lines.append(_strides_aligned(v, ndim, align))
-            lines.append(f"{v}_p = {v}.data_ptr()")
-            if align > 1:
-                lines.append(f"if {v}_p % {align}: return None")
+            lines += _pointer(v, f"{v}.data_ptr()", align)
             outs += [f"{v}_p"] + [f"{v}_sh[{k}]" for k in range(ndim)]
             if layout == "A":
                 outs += [f"{v}_st[{k}]" for k in range(ndim)]
@@ -183,19 +183,19 @@ def _remembered_array(v, i, ndim, flag, dtype_differs, away=None, align=1):
     away = f" or {away}" if away else ""
     # (a contiguous array's elements are aligned where its first is: arguments.array_argument
     # refuses one that is not, before the GPU faults on it)
-    aligned = [f"    if {v}_p % {align}: return None"] if align > 1 else []
+    taken = ["    " + line for line in _pointer(v, f"{v}.data.ptr", align)]
     if ndim <= 1:
         return [f"if R{i}() is not {v} or {v}.ndim != {ndim}:",
                 f"    if type({v}) is not C{i} or {dtype_differs} or not {v}.{flag} or "
                 f"{v}.ndim != {ndim}{away}: return None",
-                f"    {v}_p = {v}.data.ptr", *aligned,
+                *taken,
                 f"    R{i}, V{i}, fresh = _ref({v}), ({v}_p, "
                 f"{f'{v}.size' if ndim else ''}), True"]
     return [f"if R{i}() is not {v} or {v}.shape != H{i}:",
             f"    if type({v}) is not C{i} or {dtype_differs}{away}: return None",
             f"    {v}_sh = {v}.shape",
             f"    if len({v}_sh) != {ndim} or not {v}.{flag}: return None",
-            f"    {v}_p = {v}.data.ptr", *aligned,
+            *taken,
             f"    R{i}, V{i}, H{i}, fresh = _ref({v}), ({v}_p, *{v}_sh), {v}_sh, True"]
 
 

@@ -343,6 +343,11 @@ def test_a_kernels_raise_warning_names_the_cell_and_line(ip):
 ])
 def test_a_mistake_at_the_decorator_is_one_block_at_its_line(ip, cell, said):
     """(They showed a traceback of 21 to 35 lines through jit/decorators.py and function.py.)"""
+    _one_block_at_its_first_line(ip, cell, said)
+
+
+def _one_block_at_its_first_line(ip, cell, said):
+    """``cell`` fails, shown as two lines: the error starting ``said``, and its first line."""
     ok(ip, "from gpureplace import cuda")
     n = ip.execution_count
     res, shown, _ = run(ip, cell)
@@ -361,13 +366,7 @@ def test_a_mistake_at_the_decorator_is_one_block_at_its_line(ip, cell, said):
 ])
 def test_a_host_api_refusal_is_one_block_at_the_users_line(ip, cell, said):
     """(They showed 15-27 lines through hostapi/ and simulator/host.py.)"""
-    ok(ip, "from gpureplace import cuda")
-    n = ip.execution_count
-    res, shown, _ = run(ip, cell)
-    assert not res.success
-    lines = shown.strip().splitlines()
-    assert len(lines) == 2 and lines[0].startswith(said), shown
-    assert lines[1] == f"  at Cell In[{n}], line 1: {cell}", shown
+    _one_block_at_its_first_line(ip, cell, said)
 
 
 def test_an_error_of_the_users_code_called_by_the_host_api_keeps_its_traceback(ip):
