@@ -336,8 +336,11 @@ def _pruned_by_llvm(wanted):
     pm = llvm.create_new_module_pass_manager()
     pm.add_global_dead_code_eliminate_pass()
     pm.add_strip_dead_prototype_pass()
-    from .backend import pass_builder
-    pm.run(mod, pass_builder(0))
+    from .backend import free_pass_manager, pass_builder
+    try:
+        pm.run(mod, pass_builder(0))
+    finally:
+        free_pass_manager(pm)
     return str(mod)
 
 
