@@ -149,6 +149,16 @@ class _Args:
                     f"{where} is a host NumPy array: prepared launches and CUDA graphs take "
                     f"device arrays (cupy.asarray(a), or cuda.to_device(a)); only a plain "
                     f"launch copies host arrays to the device and back")
+            if not (a.flags.c_contiguous or a.flags.f_contiguous) and _is_host_memory(a):
+                # a strided host view: the kernel gets a C-ordered copy, written back into the
+                # view after the launch, as the GPU's staging copy is (runtime/transfers.py's
+                # DeviceCopy); it has the copy's type (a declared float32[::1] takes it)
+                staged = np.ascontiguousarray(a)
+                if a.flags.writeable:
+                    self.copy_back.append((a, staged, "view"))
+                else:
+                    staged.flags.writeable = False
+                return self._array(staged, where, name)
             return self._array(a, where, name)
         cls = type(a)
         mod = cls.__module__ or ""
@@ -157,9 +167,14 @@ class _Args:
             self.copy_back.append((a, host, "cupy"))
             return self._array(host, where, name)[0], _type_from_key(a, where)
         if mod.startswith("torch") and hasattr(a, "data_ptr") and hasattr(a, "stride"):
-            host = a.detach().cpu().numpy()      # shares memory with a CPU tensor
-            if a.is_cuda:
-                self.copy_back.append((a, host, "torch"))
+            if not a.is_cuda:
+                # refused as on the GPU (runtime/arguments.torch_handler): code tried here
+                # would fail there
+                raise arguments.ArgumentError(
+                    f"{where} is a PyTorch tensor on the CPU; move it to the GPU first "
+                    f"(t.cuda())")
+            host = a.detach().cpu().numpy()
+            self.copy_back.append((a, host, "torch"))
             return self._array(host, where, name)
         if hasattr(a, "__cuda_array_interface__") or hasattr(a, "__dlpack__"):
             # another library's device array: simulated memory where it is, else via CuPy
@@ -529,6 +544,8 @@ def _run(gpufunction, sim, conv, spec):
         if how == "record":
             for name in host.dtype.names:
                 original[name] = host[name]
+        elif how == "view":
+            original[...] = host
         elif how == "cupy":
             import cupy
             original[...] = cupy.asarray(host)

@@ -11,7 +11,12 @@
   Python objects): refused by name, in the words a host array of that dtype is refused in;
 - a ``__cuda_array_interface__`` with a NULL 'data' for elements, or a 'stream' of 0 or not an
   int (version 3 of the interface forbids both; ``runtime/streams.py``
-  ``wait_for_interface_stream``), at a launch and in ``cuda.as_cuda_array``.
+  ``wait_for_interface_stream``), at a launch and in ``cuda.as_cuda_array``;
+- a PyTorch tensor on the CPU, which the GPU path refuses by name
+  (``runtime/arguments.py`` ``torch_handler``) and the simulator ran in place;
+- a strided host view (``a[::2]``): the GPU path launches on a C-ordered staging copy, written
+  back into the view (``runtime/transfers.py`` ``DeviceCopy``), so a kernel declared
+  ``float32[::1]`` takes it; the simulator typed the view itself and refused it.
 """
 
 import numpy as np
@@ -299,3 +304,71 @@ def test_a_scalar_beyond_a_declared_float32_is_inf_without_numpys_warning():
         warnings.simplefilter("error")
         put[1, 1](x, 1e300)
     assert np.isinf(x[0])
+
+
+class _CPUTensor:
+    """What the launch reads of a PyTorch tensor on the CPU (torch is not installed here)."""
+    __module__ = "torch"
+    is_cuda = False
+
+    def __init__(self, values):
+        self.values = values
+
+    def data_ptr(self):
+        return self.values.ctypes.data
+
+    def stride(self):
+        return tuple(s // self.values.itemsize for s in self.values.strides)
+
+    def detach(self):
+        return self
+
+    def cpu(self):
+        return self
+
+    def numpy(self):
+        return self.values
+
+
+def test_a_cpu_torch_tensor_is_refused_as_on_the_gpu():
+    @cuda.jit
+    def inc(x):
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] += 1
+
+    values = np.zeros(4, np.float32)
+    with pytest.raises(LaunchError) as err:
+        inc[1, 4](_CPUTensor(values))
+    assert "argument 0 ('x')" in str(err.value)
+    assert "PyTorch tensor on the CPU" in str(err.value) and "t.cuda()" in str(err.value)
+    assert (values == 0).all()                # nothing ran
+
+
+def test_a_strided_host_view_is_staged_in_c_order_and_written_back():
+    @cuda.jit("void(float32[::1], float32[::1])")
+    def scaled(out, x):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = 2 * x[i]
+
+    a = np.arange(8, dtype=np.float32)
+    src = np.arange(16, dtype=np.float32)
+    scaled[1, 4](a[::2], src[::4])                        # both views strided
+    assert a.tolist() == [0, 1, 8, 3, 16, 5, 24, 7]      # the view's elements only
+
+    ro = src[1::4]
+    ro.flags.writeable = False                           # read-only: staged, not written back
+    scaled[1, 4](a[1::2], ro)
+    assert a.tolist() == [0, 2, 8, 10, 16, 18, 24, 26]
+
+    @cuda.jit
+    def inc(x):
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] += 1
+
+    b = np.zeros((4, 4), np.float32)
+    inc[1, 4](b[:, 1])                               # lazily compiled: the copy's type, C order
+    assert [str(t[0]) for t in inc.signatures] == ["array(float32, 1d, C)"]
+    assert b[:, 1].tolist() == [1, 1, 1, 1] and b.sum() == 4
