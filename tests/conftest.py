@@ -81,11 +81,17 @@ def pytest_collection_modifyitems(config, items):
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def python_env(**env):
+    """The environment of a new Python process of this checkout's gpureplace (this one's, with
+    the checkout first on its path), with ``env`` set."""
+    return dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                **env)
+
+
 def python_process(program, timeout=300, **env):
     """Run ``program`` in a new Python process of this checkout's gpureplace, with ``env`` set;
     its stdout (it must exit 0: else the test fails with its stderr)."""
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               **env)
+    env = python_env(**env)
     proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
                           env=env, timeout=timeout)
     assert proc.returncode == 0, proc.stderr

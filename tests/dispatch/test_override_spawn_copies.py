@@ -5,10 +5,11 @@ and overrides the helper too.  The copy found no override there (the worker ran 
 itself: 1.0 where the parent got 100.0), in the default context and in a Context of the user's.
 """
 
-import os
 import subprocess
 import sys
 import textwrap
+
+from conftest import python_env
 
 SCRIPT = textwrap.dedent('''
     import multiprocessing as mp
@@ -47,10 +48,8 @@ SCRIPT = textwrap.dedent('''
 def test_a_kernel_sent_to_a_spawn_worker_keeps_the_override_of_its_helper(tmp_path):
     script = tmp_path / "main.py"
     script.write_text(SCRIPT)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               GPUREPLACE_BACKEND="simulator", GPUREPLACE_CACHE_DIR=str(tmp_path / "cache"),
-               GPUREPLACE_PREWARM="0")
+    env = python_env(GPUREPLACE_BACKEND="simulator", GPUREPLACE_CACHE_DIR=str(tmp_path / "cache"),
+                     GPUREPLACE_PREWARM="0")
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           env=env, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -15,6 +15,7 @@ import warnings
 
 import pytest
 
+from conftest import python_env
 from gpureplace import cuda
 from gpureplace.compiler import diskcache, kernel_cache
 
@@ -141,8 +142,7 @@ def test_a_damaged_entry_in_a_new_process_is_a_miss_there_too(tmp_path):
         import robustmod
         print(json.dumps(robustmod.kern.compile("void(float64[:])").from_disk))
     """)
-    env = dict(os.environ, GPUREPLACE_CACHE_DIR=str(tmp_path / "c"), PYTHONDONTWRITEBYTECODE="1",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = python_env(GPUREPLACE_CACHE_DIR=str(tmp_path / "c"), PYTHONDONTWRITEBYTECODE="1")
 
     def run():
         proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
@@ -531,8 +531,7 @@ def test_concurrent_processes_share_a_small_cache(tmp_path):
                        spec.context)
         print("done")
     """)
-    env = dict(os.environ, GPUREPLACE_CACHE_DIR=str(tmp_path / "c"),
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = python_env(GPUREPLACE_CACHE_DIR=str(tmp_path / "c"))
     procs = [subprocess.Popen([sys.executable, "-c", program, f"{n}{n}"], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for n in range(4)]
@@ -577,9 +576,8 @@ def real_libdevice():
 def run_with_libdevice(tmp_path, data, cache_on=False):
     path = tmp_path / "libdevice.10.bc"
     path.write_bytes(data)
-    env = dict(os.environ, GPUREPLACE_LIBDEVICE=str(path), GPUREPLACE_CACHE_DIR=str(tmp_path / "c"),
-               GPUREPLACE_CACHE="1" if cache_on else "0",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = python_env(GPUREPLACE_LIBDEVICE=str(path), GPUREPLACE_CACHE_DIR=str(tmp_path / "c"),
+                     GPUREPLACE_CACHE="1" if cache_on else "0")
     proc = subprocess.run([sys.executable, "-c", LIBDEVICE_PROGRAM], capture_output=True,
                           text=True, env=env, timeout=300)
     assert proc.returncode == 0, f"the interpreter died ({proc.returncode}): {proc.stderr[-2000:]}"
@@ -623,8 +621,7 @@ def test_a_bad_libdevice_is_an_error_naming_the_file(tmp_path, kind):
 
 
 def test_an_explicit_libdevice_that_is_missing_is_an_error(tmp_path):
-    env = dict(os.environ, GPUREPLACE_LIBDEVICE=str(tmp_path / "nope.bc"), GPUREPLACE_CACHE="0",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = python_env(GPUREPLACE_LIBDEVICE=str(tmp_path / "nope.bc"), GPUREPLACE_CACHE="0")
     proc = subprocess.run([sys.executable, "-c", LIBDEVICE_PROGRAM], capture_output=True,
                           text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
