@@ -5,19 +5,21 @@
     r = gpureplace.benchmark(kernel[g, b], *args, flops=2 * n)   # FLOP/s and the roofline too
 
 On the GPU each run is timed by a pair of CUDA events around the launch, on the launch's stream,
-as ``cupyx.profiler.benchmark`` and ``triton.testing.do_bench`` time kernels: the first launch
-(which may compile and load) is a warm-up, then runs repeat until ``min_time`` seconds or
-``max_repeat`` runs, at least ``min_repeat``.  Before each run the L2 cache is flushed (a write
-of twice its size, outside the events) so that a small working set is not timed from cache;
-``flush_l2=False`` times warm runs.
+as ``cupyx.profiler.benchmark`` and ``triton.testing.do_bench`` time kernels: ``warmup``
+launches (one by default, never none: the first may compile and load) go untimed, then runs
+repeat until ``min_time`` seconds or ``max_repeat`` runs, at least ``min_repeat``.  Before each
+run the L2 cache is flushed (a write of twice its size, outside the events) so that a small
+working set is not timed from cache; ``flush_l2=False`` times warm runs.
 
-The bytes a run moves are the sizes of its array arguments, each counted once (read or written;
-``bytes=`` gives the true count, e.g. ``2 * x.nbytes`` for a read-modify-write), the floating-point
-operations only when given (``flops=``); a prepared launch (``kernel[g, b].prepare(*args)``) counts
-the arrays bound in it.  Both become rates and shares of the device's peak: its
-memory bandwidth (bus width x memory clock, both from the driver) and its float32 FMA rate
-(multiprocessors x float32 lanes per multiprocessor x 2 x clock).  In a notebook the result
-shows a table, the runs, and where the kernel sits under the device's roofline.
+The bytes a run moves are the sizes of its array arguments (``nbytes``, else from their
+``__cuda_array_interface__`` or DLPack), each counted once (read or written; ``bytes=`` gives the
+true count, e.g. ``2 * x.nbytes`` for a read-modify-write), and of a ufunc's result where no
+``out`` is given; the floating-point operations only when given (``flops=``).  A prepared launch
+(``kernel[g, b].prepare(*args)``) or a ``functools.partial`` counts the arrays bound in it.
+Both become rates and shares of the device's peak: its memory bandwidth (bus width x memory
+clock, both from the driver) and its float32 FMA rate (multiprocessors x float32 lanes per
+multiprocessor x 2 x clock).  In a notebook the result shows a table, the runs, and where the
+kernel sits under the device's roofline (or, without both counts, why not).
 
 In the simulator the same call runs the kernel on the CPU and times it with the host clock: the
 result says so, and gives no rates (``bandwidth``, ``flop_rate`` and their shares are None: the
@@ -27,6 +29,7 @@ one, at least 3 (the simulator is slow), then until ``min_time``.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import time
@@ -37,6 +40,7 @@ from . import errors
 from .arch import arch_number
 from .jit import backends
 from .jit.launcher import PreparedLaunch
+from .runtime.hints import ArgHint
 
 #: float32 lanes per multiprocessor, by compute capability (major, minor); later ones as sm_90
 _FP32_LANES = {(6, 0): 64, (6, 1): 128, (7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64,
@@ -90,22 +94,44 @@ def device_peaks(device_id=None):
 
 
 def argument_bytes(args):
-    """Bytes of the array arguments (device arrays, NumPy arrays, arrays in tuples), each counted
-    once however often it appears."""
+    """Bytes of the array arguments (device arrays, NumPy arrays, arrays known only by their
+    ``__cuda_array_interface__`` or DLPack, arrays in tuples or in ``cuda.In`` / ``Out`` /
+    ``InOut``), each counted once however often it appears."""
     seen, total = set(), 0
     stack = list(args)
     while stack:
         a = stack.pop()
-        value = getattr(a, "value", a)            # cuda.In / Out / InOut hints
+        value = a.value if isinstance(a, ArgHint) else a
         if isinstance(value, tuple):
             stack.extend(value)
             continue
-        nbytes = getattr(value, "nbytes", None)
-        if nbytes is None or np.isscalar(value) or id(value) in seen:
+        if np.isscalar(value) or id(value) in seen:
+            continue
+        nbytes = _array_bytes(value)
+        if nbytes is None:
             continue
         seen.add(id(value))
-        total += int(nbytes)
+        total += nbytes
     return total
+
+
+def _array_bytes(value):
+    """The bytes of the array ``value``, from its ``nbytes``, else its
+    ``__cuda_array_interface__`` (shape and typestr), else its DLPack export (viewed, not copied,
+    by the library a launch reads it with: NumPy for host memory, CuPy for a GPU's); None for
+    what is no array."""
+    nbytes = getattr(value, "nbytes", None)
+    if nbytes is not None:
+        return int(nbytes)
+    interface = getattr(value, "__cuda_array_interface__", None)
+    if interface is not None:
+        return math.prod(interface["shape"]) * np.dtype(interface["typestr"]).itemsize
+    if hasattr(value, "__dlpack__") and hasattr(value, "__dlpack_device__"):
+        from . import probe
+        kind, _ = value.__dlpack_device__()
+        xp = np if int(kind) in (1, 3) else probe.cupy_module()    # (kDLCPU, kDLCUDAHost)
+        return int(xp.from_dlpack(value).nbytes)
+    return None
 
 
 class BenchmarkResult:
@@ -182,8 +208,9 @@ class BenchmarkResult:
         if self.flop_rate:
             share = f" = {self.flop_fraction:.0%} of {self.peaks.fp32_flops / 1e12:,.1f} " \
                     f"TFLOP/s fp32" if self.flop_fraction else ""
+            per_byte = f"; {self.intensity:.2f} FLOP/byte" if self.intensity else ""
             out.append(f"compute: {self.flops:,} FLOP a run, {self.flop_rate / 1e9:,.1f} GFLOP/s"
-                       f"{share}; {self.intensity:.2f} FLOP/byte")
+                       f"{share}{per_byte}")
         if self.note:
             out.append(self.note)
         return out
@@ -225,12 +252,26 @@ class BenchmarkResult:
         head = (f'<svg width="{w}" height="{h}" xmlns="http://www.w3.org/2000/svg">'
                 f'<rect x="0" y="0" width="{w}" height="{h}" fill="white" stroke="#ccc"/>')
         if not (self.intensity and self.flop_rate and peaks.fp32_flops):
-            share = min(self.bandwidth_fraction or 0.0, 1.0)
+            # no roofline without both counts and both peaks: what is missing, and the share of
+            # the peak that is known (bandwidth from the bytes, else FLOP/s from the FLOP)
+            if not self.bytes:
+                why = (f"no bytes counted: give bytes={'' if self.flops else ' and flops='} "
+                       f"for the roofline")
+            elif not self.flops:
+                why = "give flops= for the roofline"
+            else:
+                why = "fp32 peak unknown: no roofline"
+            share, of = (self.bandwidth_fraction or 0.0, "peak bandwidth") if self.bytes else \
+                (self.flop_fraction, "peak fp32 FLOP/s")
+            if share is None:
+                return f'{head}<text x="4" y="12" font-size="10">{why}</text></svg>'
+            share = min(share, 1.0)
             bar = (w - 2 * pad) * share
             return (f'{head}<rect x="{pad}" y="{h / 2 - 10}" width="{w - 2 * pad}" height="20" '
                     f'fill="#eee"/><rect x="{pad}" y="{h / 2 - 10}" width="{bar:.1f}" '
                     f'height="20" fill="#4878d0"/><text x="4" y="12" font-size="10">'
-                    f'{share:.0%} of peak bandwidth (give flops= for the roofline)</text></svg>')
+                    f'{share:.0%} of {of}</text><text x="4" y="24" font-size="10">{why}</text>'
+                    f'</svg>')
         # log-log: x = FLOP/byte from 1/64 to 256, y = FLOP/s from peak/1e4 to 2 x peak
         x0, x1 = math.log10(1 / 64), math.log10(256)
         y1 = math.log10(2 * peaks.fp32_flops)
@@ -278,6 +319,9 @@ def benchmark(launch, *args, warmup=1, min_repeat=None, max_repeat=None, min_tim
     """Time ``launch(*args)`` (a configured kernel, ``kernel[blocks, threads]``, a prepared launch,
     or any callable that launches GPU work on the current stream); see the module's docstring.
 
+    ``launch`` runs ``warmup`` times untimed first (at least once: the first run may compile and
+    load, which is no part of its time), then once for each timed run, so a kernel that updates
+    its arguments in place (``x[i] += 1``) or prints from the device does so that many times.
     ``min_repeat``: at least this many timed runs (default 10 on the GPU, 3 in the simulator,
     never more than ``max_repeat``); ``max_repeat``: at most this many (default 1000, or
     ``min_repeat`` if that is more); in between, runs repeat until ``min_time`` seconds of them.
@@ -294,44 +338,68 @@ def benchmark(launch, *args, warmup=1, min_repeat=None, max_repeat=None, min_tim
     max_repeat = checked_option("max_repeat", max_repeat)
     if not callable(launch):
         raise TypeError(f"benchmark(launch, *args): launch must be a configured kernel "
-                        f"(kernel[blocks, threads]) or a callable, got {launch!r}")
+                        f"(kernel[blocks, threads]) or a callable, got {_shown(launch)}")
     if min_repeat is not None and max_repeat is not None and min_repeat > max_repeat:
         raise ValueError(f"benchmark: min_repeat ({min_repeat}) is more than max_repeat "
                          f"({max_repeat})")
+    simulated = backends.simulated()
     # A default gives way to the other bound, given explicitly
     if min_repeat is None:
-        least = SIMULATED_MIN_REPEAT if backends.simulated() else DEFAULT_MIN_REPEAT
+        least = SIMULATED_MIN_REPEAT if simulated else DEFAULT_MIN_REPEAT
         min_repeat = least if max_repeat is None else min(least, max_repeat)
     if max_repeat is None:
         max_repeat = max(DEFAULT_MAX_REPEAT, min_repeat)
-    # A prepared launch holds its configuration and arguments
-    config, bound = (launch.config, launch.args) if isinstance(launch, PreparedLaunch) else \
-        (launch, ())
+    # A prepared launch holds its configuration and arguments; a partial, its callable and
+    # arguments (``%cuda_timeit``'s keyword arguments: ``ufunc(x, y, out=o)``)
+    config, bound, keywords = launch, (), {}
+    if isinstance(launch, PreparedLaunch):
+        config, bound = launch.config, launch.args
+    elif isinstance(launch, functools.partial):
+        config, bound, keywords = launch.func, launch.args, launch.keywords
     if name is None:
         kernel = getattr(config, "kernel", None)
-        name = getattr(kernel, "__qualname__", None) or getattr(launch, "__qualname__", None) \
+        name = getattr(kernel, "__qualname__", None) or getattr(config, "__qualname__", None) \
             or repr(launch)
         if kernel is not None:
             name += f"[{_dims(config.grid)}, {_dims(config.block)}]"
-    nbytes = argument_bytes(bound + args) if bytes is None else bytes
+    given = bound + args + tuple(keywords.values())
     note = ""
-    if any(type(getattr(a, "value", a)) is np.ndarray for a in args) and \
-            not backends.simulated():
+    if any(type(a.value if isinstance(a, ArgHint) else a) is np.ndarray for a in given) and \
+            not simulated:
         note = ("note: host NumPy arrays among the arguments are copied to the device and back "
                 "around each launch, and those copies are timed too; pass device arrays "
                 "(cuda.to_device) to time the kernel alone")
     try:
-        if backends.simulated():
-            times = _host_timed(launch, args, warmup, min_repeat, max_repeat, min_time)
-            return BenchmarkResult(name, times, nbytes, flops, None, True, True, note)
-        from .runtime.launch import require_device
-        require_device(f"timing {name}")          # (before CUDA events are asked for)
-        times, peaks = _event_timed(launch, args, warmup, min_repeat, max_repeat, min_time,
-                                    flush_l2, getattr(config, "stream_ptr", None))
+        if not simulated:
+            from .runtime.launch import require_device
+            require_device(f"timing {name}")      # (before CUDA events are asked for)
+        for _ in range(warmup):
+            result = launch(*args)            # (the first launch may compile and load)
+        # a ufunc's result, which it writes: counted now, not held through the runs
+        written = argument_bytes((result,)) if bytes is None and \
+            _returns_what_it_writes(config, bound + args, keywords) else 0
+        result = None
+        if simulated:
+            times, peaks = _host_timed(launch, args, min_repeat, max_repeat, min_time), None
+        else:
+            times, peaks = _event_timed(launch, args, min_repeat, max_repeat, min_time,
+                                        flush_l2, getattr(config, "stream_ptr", None))
     except Exception as exc:
         _blame_the_timed_code(exc)
         raise
-    return BenchmarkResult(name, times, nbytes, flops, peaks, False, not flush_l2, note)
+    # (counted after the runs: an array the launch cannot read fails there, in its own words)
+    nbytes = argument_bytes(given) + written if bytes is None else bytes
+    return BenchmarkResult(name, times, nbytes, flops, peaks, simulated,
+                           simulated or not flush_l2, note)
+
+
+def _returns_what_it_writes(launch, args, keywords):
+    """Whether ``launch(*args, **keywords)`` returns an array it writes and its arguments do
+    not hold: a ufunc's (``cuda.vectorize``, ``cuda.guvectorize``, NumPy's: ``nin`` inputs,
+    ``nout`` outputs) without ``out``."""
+    nin, nout = getattr(launch, "nin", None), getattr(launch, "nout", None)
+    return isinstance(nin, int) and isinstance(nout, int) and len(args) == nin and \
+        keywords.get("out") is None
 
 
 def checked_option(option, value, label=None):
@@ -343,17 +411,27 @@ def checked_option(option, value, label=None):
         return None
     label = label or f"benchmark({option}=...)"
     if option in ("warmup", "min_repeat", "max_repeat"):
-        least = 0 if option == "warmup" else 1
-        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < least:
-            raise TypeError(f"{label} takes a {'non-negative' if least == 0 else 'positive'} "
-                            f"int, got {value!r}")
+        # (warmup too: the first run may compile and load, which no timed run may include)
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+            raise TypeError(f"{label} takes a positive int, got {_shown(value)}")
         return int(value)
     what = "number of seconds" if option == "min_time" else "number"
     if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        raise TypeError(f"{label} takes a non-negative {what}, got {value!r}")
+        raise TypeError(f"{label} takes a non-negative {what}, got {_shown(value)}")
     if value < 0 or not (isinstance(value, numbers.Integral) or math.isfinite(value)):
-        raise TypeError(f"{label} takes a non-negative finite {what}, got {value!r}")
+        raise TypeError(f"{label} takes a non-negative finite {what}, got {_shown(value)}")
     return int(value) if isinstance(value, numbers.Integral) else float(value)
+
+
+def _shown(value):
+    """``value`` as a message shows it: its repr where that is short, else its type (and shape),
+    not a whole array."""
+    text = repr(value)
+    if len(text) <= 40 and "\n" not in text:
+        return text
+    shape = getattr(value, "shape", None)
+    return type(value).__name__ + (f" of shape {shape}" if isinstance(shape, tuple) else
+                                   " object")
 
 
 def _blame_the_timed_code(exc):
@@ -389,13 +467,11 @@ def _dims(d):
     return str(d[0]) if len(d) == 1 else str(d)
 
 
-def _host_timed(launch, args, warmup, min_repeat, max_repeat, min_time):
+def _host_timed(launch, args, min_repeat, max_repeat, min_time):
     """The simulator: host-clock times of whole runs (the simulator runs a launch to its end):
     at least ``min_repeat`` (benchmark's default is small here: the simulator is slow), then
     until ``min_time`` seconds have passed, at most ``max_repeat``."""
     __tracebackhide__ = True  # noqa: F841  (see benchmark)
-    for _ in range(warmup):
-        launch(*args)
     times, start = [], time.perf_counter()
     # (the simulator is slow: min_time bounds the runs past the first few)
     while len(times) < max_repeat and (len(times) < min_repeat or
@@ -406,8 +482,7 @@ def _host_timed(launch, args, warmup, min_repeat, max_repeat, min_time):
     return times
 
 
-def _event_timed(launch, args, warmup, min_repeat, max_repeat, min_time, flush_l2,
-                 stream_of=None):
+def _event_timed(launch, args, min_repeat, max_repeat, min_time, flush_l2, stream_of=None):
     """``stream_of``: the launch's stream's pointer (a launch configuration's ``stream_ptr``);
     None for the current stream."""
     __tracebackhide__ = True  # noqa: F841  (see benchmark)
@@ -421,9 +496,7 @@ def _event_timed(launch, args, warmup, min_repeat, max_repeat, min_time, flush_l
     if flush_l2:
         size = 2 * (peaks.l2_bytes or 64 * 2**20)
         scratch = cp.empty(size // 4, dtype=cp.int32)
-    for _ in range(max(warmup, 1)):
-        launch(*args)                 # (the first launch may compile and load)
-    stream.synchronize()
+    stream.synchronize()                # (the warm-up's launches end before any event)
     starts = [cp.cuda.Event() for _ in range(max_repeat)]
     ends = [cp.cuda.Event() for _ in range(max_repeat)]
     times, total, n = [], 0.0, 0

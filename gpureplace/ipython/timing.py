@@ -11,15 +11,19 @@ runs), ``--runs N`` (at least N timed runs), ``--max-runs N``, ``--min-time SECO
 spaces allowed: it is the shortest one after which the rest of the line still reads as options
 and a launch (``--flops 2 * n k[g, b](x)``; ``--flops 2 -o k[g, b](x)`` is 2 and ``-o``), and it
 never runs over a following ``--option``; a value in quotes is the expression inside them
-(``--bytes "sum(a.nbytes for a in (x, out))"``).  A call that is no launch (a built-in, a class,
-a kernel without ``[blocks, threads]``, a device function) is a usage error; a function of the
-user's is timed as a whole (it may launch several kernels).
+(``--bytes "sum(a.nbytes for a in (x, out))"``).  The launch's arguments are written as in
+Python: ``k[g, b](*args)``, keywords where the callee takes them (a GPU ufunc's ``out=``; a
+kernel's launch takes positional ones only); a trailing ``;`` is ignored.  A call that is no
+launch (a built-in, a class, a kernel without ``[blocks, threads]``, a device function) is a
+usage error; a function of the user's is timed as a whole (it may launch several kernels).  The
+launch runs once untimed, then once per timed run (``gpureplace.benchmark``'s docstring).
 """
 
 from __future__ import annotations
 
 import ast
 import dis
+import functools
 import re
 import sys
 import types
@@ -48,7 +52,8 @@ def parse(line):
     """(options as source text, flags, the launch call) of a ``%cuda_timeit`` line; a
     ``UsageError`` saying what is wrong otherwise.  An option's value is the shortest Python
     expression after which the rest of the line parses (see the module's docstring)."""
-    options, flags, call = _parse(line.strip(), {})
+    # (a trailing ";", which silences a cell's value, is no part of the launch)
+    options, flags, call = _parse(line.strip().removesuffix(";").rstrip(), {})
     return dict(options), set(flags), call
 
 
@@ -136,10 +141,10 @@ def _launch_call(text):
         raise UsageError(f"%cuda_timeit: {text!r} is not a Python expression ({exc.msg})\n"
                          f"{USAGE}") from None
     call = tree.body
-    if not isinstance(call, ast.Call) or call.keywords:
+    if not isinstance(call, ast.Call):
         _refuse_options_after(text)
         raise UsageError(f"%cuda_timeit: {text!r} is not a launch: write "
-                         f"kernel[blocks, threads](args) (positional arguments)\n{USAGE}")
+                         f"kernel[blocks, threads](args)\n{USAGE}")
     return call
 
 
@@ -156,7 +161,7 @@ def _refuse_options_after(text):
             call = ast.parse(launch, mode="eval").body
         except SyntaxError:
             continue
-        if isinstance(call, ast.Call) and not call.keywords:
+        if isinstance(call, ast.Call):
             error = UsageError(f"%cuda_timeit: options go before the launch: {word} is "
                                f"written after {launch!r}\n{USAGE}")
             error.misplaced_option = word
@@ -165,11 +170,13 @@ def _refuse_options_after(text):
 
 def refuse_non_launch(launch, call):
     """A ``UsageError`` where the call ``call`` (its callee evaluated: ``launch``) is no launch:
-    a built-in function or a class, or a ``cuda.jit`` function without its launch
-    configuration.  Launch objects, GPU ufuncs, ``graph.launch``, the user's own functions (which
-    may launch several kernels) and other callable objects are timed (``gpureplace.benchmark``
-    takes any callable that launches GPU work)."""
+    a built-in function or a class, a ``cuda.jit`` function without its launch configuration,
+    or a kernel's launch given keyword arguments.  Launch objects, GPU ufuncs (``out=`` too),
+    ``graph.launch``, the user's own functions (which may launch several kernels) and other
+    callable objects are timed (``gpureplace.benchmark`` takes any callable that launches GPU
+    work)."""
     from ..jit import GPUFunction
+    from ..jit.launcher import ForAll, Launcher, PreparedLaunch
     name = ast.unparse(call.func)
     if isinstance(launch, GPUFunction):
         if launch.device:
@@ -178,6 +185,9 @@ def refuse_non_launch(launch, call):
         else:
             why = (f"{name} is a kernel without its launch configuration: write "
                    f"{name}[blocks, threads]({', '.join(map(ast.unparse, call.args))})")
+    elif call.keywords and isinstance(launch, (Launcher, ForAll, PreparedLaunch)):
+        why = (f"a kernel takes its arguments by position, not "
+               f"{ast.unparse(call.keywords[0])}")
     elif isinstance(launch, (types.BuiltinFunctionType, type)) or type(launch) is np.ufunc:
         # (a Python function of the user's is timed as a whole: it may launch several kernels)
         what = "a Python class" if isinstance(launch, type) else \
@@ -200,17 +210,19 @@ def cuda_timeit(shell, line):
     options, flags, call = parse(line)
     ns = shell.user_ns
 
-    def value(node, what):
-        source = ast.unparse(node)
+    def value(node, what, source=None):
+        source = source or ast.unparse(node)
+        # (a node made here, ``(*args,)`` for ``*args``, has no place in the line of its own)
+        expression = ast.fix_missing_locations(ast.Expression(node))
         try:
-            return eval(compile(ast.Expression(node), "<cuda_timeit>", "eval"), ns)  # noqa: S307
+            return eval(compile(expression, "<cuda_timeit>", "eval"), ns)  # noqa: S307
         except Exception as exc:
             raise UsageError(f"%cuda_timeit: {what} {source!r}: {type(exc).__name__}: "
                              f"{exc}") from None
 
     launch = value(call.func, "the launch")
     refuse_non_launch(launch, call)
-    args = tuple(value(a, "argument") for a in call.args)
+    args, keywords = _arguments(call, value)
     kwargs = {}
     for key, source in options.items():
         option = _OPTION_OF[key]
@@ -232,8 +244,10 @@ def cuda_timeit(shell, line):
     # benchmark() labels it, not by the name it is held under)
     from ..jit.launcher import PreparedLaunch
     name = None if isinstance(launch, PreparedLaunch) else ast.unparse(call.func)
+    # (benchmark counts the arrays a partial binds, as a prepared launch's)
+    timed = functools.partial(launch, **keywords) if keywords else launch
     try:
-        result = benchmark(launch, *args, name=name, **kwargs)
+        result = benchmark(timed, *args, name=name, **kwargs)
     except (TypeError, ValueError) as exc:
         if getattr(exc, "_render_traceback_", None) is not None or not _raised_by_benchmark(exc):
             raise           # gpureplace's own (rendered as it is), or the user's code's own error
@@ -244,6 +258,28 @@ def cuda_timeit(shell, line):
     if not _shown_as_value(shell):
         display(result)     # (``r = %cuda_timeit -o ...``: shown all the same, as %timeit's)
     return result
+
+
+def _arguments(call, value):
+    """The positional and keyword arguments of ``call``, each evaluated by ``value(node, what,
+    source)``: ``*items`` and ``**mapping`` spliced in as Python splices them."""
+    args, keywords = [], {}
+    for node in call.args:
+        if isinstance(node, ast.Starred):
+            args.extend(value(ast.Tuple([node], ast.Load()), "argument", ast.unparse(node)))
+        else:
+            args.append(value(node, "argument"))
+    for node in call.keywords:
+        source = ast.unparse(node)
+        given = {node.arg: value(node.value, "argument", source)} if node.arg else \
+            value(ast.Dict([None], [node.value]), "argument", source)
+        for key in given:
+            if not isinstance(key, str) or key in keywords:
+                why = "keywords must be strings" if not isinstance(key, str) else \
+                    f"{key!r} is given twice"
+                raise UsageError(f"%cuda_timeit: argument {source!r}: {why}")
+        keywords.update(given)
+    return tuple(args), keywords
 
 
 def _shown_as_value(shell):

@@ -266,3 +266,159 @@ def test_an_error_in_a_function_timed_names_the_launch_inside_it(simulated):
     at = [text for text in timed.value._render_traceback_() if text.startswith("  at ")]
     assert at == [f"  at {__file__}, line {line}: kernel[1, 8](x, out)"]
     assert timed.value._render_traceback_() == direct.value._render_traceback_()
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """The GPU path with CuPy's events replaced: each launch of ``fake_gpu.launch`` "takes"
+    ``run_seconds``; the device's peaks are an H100's."""
+    fake = _FakeCupy(run_seconds=1e-3)
+    fake.peaks = benchmarking.DevicePeaks("Test GPU", 3.35e12, 67e12, 50 << 20)
+    monkeypatch.setattr(benchmarking.backends, "simulated", lambda: False)
+    monkeypatch.setattr(probe, "cupy_module", lambda: fake)
+    monkeypatch.setattr(probe, "available", lambda: True)
+    monkeypatch.setattr(benchmarking, "device_peaks", lambda device_id=None: fake.peaks)
+    fake.launches = 0
+
+    def launch(*args):
+        fake.launches += 1
+        _FakeEvent.clock[0] += fake.run_seconds
+    fake.launch = launch
+    return fake
+
+
+def test_flops_without_bytes_show_the_flop_rate_and_say_why_there_is_no_roofline(fake_gpu):
+    """A function timed as a whole moves no array the count sees: with flops= its result shows
+    the FLOP rate (no FLOP per byte) and says the bytes are missing, not the FLOP."""
+    import re
+    r = benchmarking.benchmark(fake_gpu.launch, flops=6_700_000_000, name="run")
+    assert r.bytes == 0 and r.intensity is None
+    text = repr(r)
+    assert "compute: 6,700,000,000 FLOP a run, 6,700.0 GFLOP/s = 10% of 67.0 TFLOP/s fp32" \
+        in text and "FLOP/byte" not in text and "memory:" not in text
+    shown = re.findall(r"<text[^>]*>([^<]*)</text>", r._repr_html_())[1:]
+    assert shown == ["10% of peak fp32 FLOP/s", "no bytes counted: give bytes= for the roofline"]
+    x = np.zeros(1000, np.float32)
+    r = benchmarking.benchmark(fake_gpu.launch, x, name="run")
+    shown = re.findall(r"<text[^>]*>([^<]*)</text>", r._repr_html_())[1:]
+    assert shown == ["0% of peak bandwidth", "give flops= for the roofline"]
+    r = benchmarking.benchmark(fake_gpu.launch, name="run")
+    shown = re.findall(r"<text[^>]*>([^<]*)</text>", r._repr_html_())[1:]
+    assert shown == ["no bytes counted: give bytes= and flops= for the roofline"]
+    r = benchmarking.benchmark(fake_gpu.launch, x, flops=8000, name="run")
+    assert "; 2.00 FLOP/byte" in repr(r) and "roofline: 2.00 FLOP/byte" in r._repr_html_()
+
+
+class _Interface:
+    """An array known only by its ``__cuda_array_interface__`` (another library's type)."""
+
+    def __init__(self, array):
+        self.array = array
+
+    @property
+    def __cuda_array_interface__(self):
+        return self.array.__cuda_array_interface__
+
+
+class _DLPack:
+    """An array known only by DLPack."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_arrays_known_only_by_their_interfaces_are_counted(simulated):
+    class Described:
+        __cuda_array_interface__ = {"shape": (3, 5), "typestr": "<i2", "data": (0, False),
+                                    "strides": None, "version": 3}
+    host = np.zeros((4, 2), np.float64)
+    assert benchmarking.argument_bytes((Described(), _DLPack(host))) == 30 + 64
+    double = _doubler()
+    x = cuda.to_device(np.ones(256, np.float32))
+    out = cuda.to_device(np.zeros(256, np.float32))
+    r = gpureplace.benchmark(double[1, 256], _Interface(x), _DLPack(out), min_repeat=1,
+                             max_repeat=1)
+    assert r.bytes == 2 * 1024 and out.copy_to_host()[0] == 2.0
+
+
+def test_a_namedtuple_field_called_value_is_no_transfer_hint(fake_gpu):
+    """Only cuda.In / Out / InOut are unwrapped: a namedtuple with a field ``value`` is a
+    tuple of arguments, all counted, and its host array is no argument copied each launch."""
+    import collections
+    Params = collections.namedtuple("Params", "value data")
+    scale, data = np.zeros(3, np.float64), np.zeros(1000, np.float32)
+    assert benchmarking.argument_bytes((Params(2.0, data),)) == 4000
+    assert benchmarking.argument_bytes((Params(scale, data), cuda.In(data))) == 24 + 4000
+    r = benchmarking.benchmark(fake_gpu.launch, Params(scale, data), name="k")
+    assert r.bytes == 4024 and "host NumPy arrays" not in repr(r)
+    r = benchmarking.benchmark(fake_gpu.launch, cuda.InOut(data), name="k")
+    assert r.bytes == 4000 and "host NumPy arrays" in repr(r)
+
+
+def test_a_long_value_is_named_by_its_type_not_shown_whole():
+    values = np.arange(1000.0)
+    with pytest.raises(TypeError) as info:
+        gpureplace.benchmark(lambda: None, flops=values)
+    assert str(info.value) == ("benchmark(flops=...) takes a non-negative number, got ndarray "
+                               "of shape (1000,)")
+    with pytest.raises(TypeError) as info:
+        gpureplace.benchmark(values)
+    assert str(info.value).endswith("or a callable, got ndarray of shape (1000,)")
+    with pytest.raises(TypeError, match=r"takes a positive int, got 'x'$"):
+        gpureplace.benchmark(lambda: None, min_repeat="x")
+
+
+def test_the_warm_up_is_the_same_on_both_backends_and_never_none(simulated, monkeypatch):
+    """``warmup`` untimed runs, then the timed ones, on the GPU as in the simulator; none at all
+    is refused on both (the first run may compile and load: it is never timed)."""
+    calls = []
+
+    def launch():
+        calls.append(1)
+    r = gpureplace.benchmark(launch, warmup=2, min_repeat=3, max_repeat=3)
+    assert len(calls) == 2 + 3 and len(r.times) == 3 and r.simulated
+    with pytest.raises(TypeError, match=r"^benchmark\(warmup=...\) takes a positive int, got 0$"):
+        gpureplace.benchmark(launch, warmup=0)
+    fake = _FakeCupy(run_seconds=1e-3)
+    monkeypatch.setattr(benchmarking.backends, "simulated", lambda: False)
+    monkeypatch.setattr(probe, "cupy_module", lambda: fake)
+    monkeypatch.setattr(probe, "available", lambda: True)
+    monkeypatch.setattr(benchmarking, "device_peaks",
+                        lambda device_id=None: benchmarking.DevicePeaks("GPU", 1e9, 1e12, 1 << 20))
+    calls.clear()
+    r = gpureplace.benchmark(launch, warmup=2, min_repeat=3, max_repeat=3)
+    assert len(calls) == 2 + 3 and len(r.times) == 3 and not r.simulated
+    with pytest.raises(TypeError, match=r"^benchmark\(warmup=...\) takes a positive int, got 0$"):
+        gpureplace.benchmark(launch, warmup=0)
+
+
+def test_an_in_place_kernel_runs_once_per_warm_up_and_timed_run(simulated):
+    """As documented: timing repeats what the launch does to its arrays."""
+    ns = {"cuda": cuda}
+    exec("@cuda.jit\ndef inc(x):\n    i = cuda.grid(1)\n    if i < x.size:\n"
+         "        x[i] += 1\n", ns)
+    x = cuda.to_device(np.zeros(64, np.float32))
+    r = gpureplace.benchmark(ns["inc"][1, 64], x, warmup=2, min_time=0)
+    assert x.copy_to_host()[0] == 2 + len(r.times)
+
+
+def test_a_ufuncs_result_is_counted_where_no_out_is_given(simulated):
+    import functools
+    ns = {"cuda": cuda}
+    exec("@cuda.vectorize(['float32(float32, float32)'])\ndef vadd(a, b):\n    return a + b\n",
+         ns)
+    vadd = ns["vadd"]
+    x, y, o = (cuda.to_device(np.ones(1000, np.float32)) for _ in range(3))
+    # (an out given, which the ufunc returns, counted once: as an argument)
+    for launch, args in [(vadd, (x, y)), (vadd, (x, y, o)),
+                         (functools.partial(vadd, out=o), (x, y)),
+                         (functools.partial(vadd, x), (y,))]:
+        r = gpureplace.benchmark(launch, *args, min_repeat=1, max_repeat=1)
+        assert (r.bytes, r.name) == (12_000, "vadd"), (launch, args)        # (x, y and o)
+    assert o.copy_to_host()[0] == 2.0
