@@ -319,3 +319,37 @@ def test_the_closure_inliner_runs_only_where_there_may_be_something_to_inline(mo
     x = np.ones(4, np.float32)
     with_closure[1, 4](x, np.float32(2.0))
     assert x.tolist() == [5.0] * 4
+
+
+def test_llvm_lock_events_are_made_only_for_listeners():
+    import llvmlite.binding as llvm
+
+    class Counting(nb_event.Listener):
+        def __init__(self):
+            self.started = self.ended = 0
+
+        def on_start(self, event):
+            self.started += 1
+
+        def on_end(self, event):
+            self.ended += 1
+
+    # Numba's own callbacks (an event made and broadcast around every call into LLVM) are ours
+    names = [enter.__qualname__ for enter, _ in llvm.ffi.lib._lock._cblist]
+    assert "_initialize_llvm_lock_event.<locals>.enter_fn" not in names
+    assert "_lock_entered" in names
+    made = []
+    real_start = nb_event.start_event
+    nb_event.start_event = lambda kind, data=None: (made.append(kind), real_start(kind, data))
+    try:
+        cuda.jit(lambda x, a: None).compile(SIG)                  # nobody listens: none made
+        assert "numba:llvm_lock" not in made
+        listener = Counting()
+        with nb_event.install_listener("numba:llvm_lock", listener):
+            def k(x, a):
+                x[0] = a
+            cuda.jit(k).compile(SIG)
+    finally:
+        nb_event.start_event = real_start
+    # a listener hears each call into LLVM, begun and ended
+    assert listener.started > 20 and listener.started == listener.ended
