@@ -25,7 +25,7 @@ class PointerRefused(Exception):
 def pointer_refusal(address, declared):
     """What a launch says of ``address`` (a negative int) given for a parameter of pointer
     type ``declared``: both backends refuse it in these words (the simulator's
-    ``runner.convert_to`` too)."""
+    ``launch_args.convert_to`` too)."""
     pointee = getattr(declared, "dtype", None)
     declared = declared if pointee is None else f"CPointer({pointee})"
     return (f"is {address}, a negative address, given for a {declared} parameter; pass the "

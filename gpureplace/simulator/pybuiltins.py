@@ -174,7 +174,7 @@ def _minmax(builtin):
         # float64, max(True, int32) an int32); Python returns the winning argument as it is
         ty = unified(args)
         if isinstance(ty, (nbtypes.Integer, nbtypes.Float, nbtypes.Boolean)):
-            from .runner import scalar_as
+            from .launch_args import scalar_as
             return scalar_as(result, ty)
         return result
     device.__name__ = builtin.__name__

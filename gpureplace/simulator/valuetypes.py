@@ -59,7 +59,7 @@ def declared_call(gpufunction, fn):
     """``fn`` (a simulated device function given signatures in cuda.jit) converting its
     arguments to the declared signature they fit best, as the compiled call does."""
     from ..compiler.ranking import best_signature
-    from .runner import convert_to
+    from .launch_args import convert_to
 
     def call(*args):
         types_ = [numba_type_of(a) for a in args]
@@ -83,7 +83,7 @@ def declared_call(gpufunction, fn):
 
 def _cast_result(value, declared):
     """``value`` returned as the ``declared`` return type, as the compiled return converts it."""
-    from .runner import scalar_as
+    from .launch_args import scalar_as
     if isinstance(declared, nbtypes.BaseTuple) and isinstance(value, tuple):
         return tuple(_cast_result(v, d) for v, d in zip(value, declared.types))
     if isinstance(declared, (nbtypes.Integer, nbtypes.Float, nbtypes.Boolean, nbtypes.Complex)):

@@ -25,7 +25,7 @@ import pytest
 import gpureplace
 from gpureplace import LaunchError, cuda
 from gpureplace.runtime.arguments import ArgumentError
-from gpureplace.simulator import runner
+from gpureplace.simulator import launch_args, runner
 
 
 @pytest.fixture(autouse=True)
@@ -109,7 +109,7 @@ def test_a_strided_read_only_view_is_copied_with_its_elements_in_place():
 
 def test_only_a_read_only_array_that_may_share_written_memory_is_copied():
     sim = runner.Launch("k", (1, 1, 1), (1, 1, 1), 0)
-    conv = runner._Args(sim)
+    conv = launch_args.LaunchArguments(sim)
     apart = _read_only(np.zeros(4, np.float32))
     conv.add(np.zeros(4, np.float32), "k: argument 0 ('dst')")
     conv.add(apart, "k: argument 1 ('src')")
