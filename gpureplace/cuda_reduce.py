@@ -70,25 +70,28 @@ class Reduce:
     """A reduction with ``functor`` (a binary Python function, or a ``cuda.jit(device=True)``
     function); call it with a 1-D array."""
 
-    def __init__(self, functor):
+    def __init__(self, functor, *, _context=None):
         if not callable(functor):
             raise TypeError(f"cuda.reduce needs a binary function, got {functor!r}")
         self._functor = functor
+        # the context its kernels compile in: None, the default one of the moment; rebuilt from
+        # a pickle, the one pickled with it (jit/pickling.py)
+        self._context = _context
         env = {"shared": shared, "threadIdx": threadIdx, "blockIdx": blockIdx,
                "gridDim": gridDim, "grid": grid, "syncthreads": syncthreads,
                "op": functor, "TPB": _TPB, "int8": np.int8}
         name = getattr(functor, "__name__", "op")
         exec(compile(_KERNELS, f"<cuda.reduce({name})>", "exec"), env)
-        self._reduce_blocks = jit(env["reduce_blocks"])
-        self._fold_init = jit(env["fold_init"])
+        self._reduce_blocks = jit(env["reduce_blocks"], context=_context)
+        self._fold_init = jit(env["fold_init"], context=_context)
 
     def __reduce__(self):
-        """Pickled as its functor (cloudpickle: a lambda of a notebook by value), as the
-        kernels it launches are (jit/pickling.py)."""
-        return pickling.reduce_made(self, self._functor, (), {})
+        """Pickled as its functor (cloudpickle: a lambda of a notebook by value) and context,
+        as the kernels it launches are (jit/pickling.py)."""
+        return pickling.reduce_made(self, self._functor, (), {}, self._context)
 
     def __dask_tokenize__(self):
-        return pickling.made_token(self, self._functor, (), {})
+        return pickling.made_token(self, self._functor, (), {}, self._context)
 
     def __call__(self, arr, size=None, res=None, init=0, stream=0):
         """Combine the first ``size`` elements of ``arr`` (all by default) and ``init``.

@@ -50,13 +50,17 @@ def refuse_writable_args(writable_args):
 class CUDAGUFunc:
     """What ``@cuda.guvectorize`` returns: a generalised ufunc over the loop dimensions."""
 
-    def __init__(self, func, signatures, layout, identity=None, writable_args=(), **options):
+    def __init__(self, func, signatures, layout, identity=None, writable_args=(), *,
+                 _context=None, **options):
         refuse_writable_args(writable_args)
         jit_options = check_options("guvectorize", options)
         # what a pickle rebuilds it from: the function, the signatures added, the options
         self._given = (func, [], dict(options, identity=identity))
+        # the context its kernel compiles in: None, the default one of the moment; rebuilt from
+        # a pickle, the one pickled with it (jit/pickling.py)
+        self._context = _context
         self.py_func = getattr(func, "py_func", func)
-        self._element = element_function(func, "guvectorize", jit_options)
+        self._element = element_function(func, "guvectorize", jit_options, _context)
         self.__name__ = getattr(self.py_func, "__name__", "gufunc")
         self.__qualname__ = getattr(self.py_func, "__qualname__", self.__name__)
         self.__doc__ = getattr(self.py_func, "__doc__", None)
@@ -71,14 +75,15 @@ class CUDAGUFunc:
             self.add(sig)
 
     def __reduce__(self):
-        """Pickled as its Python function, signatures and options (jit/pickling.py)."""
+        """Pickled as its Python function, signatures, options and context (jit/pickling.py)."""
         func, sigs, kwargs = self._given
-        return pickling.reduce_made(self, func, (sigs, self.signature), kwargs)
+        return pickling.reduce_made(self, func, (sigs, self.signature), kwargs, self._context)
 
     def __dask_tokenize__(self):
-        """Dask's token: the digest of its definition (a redefinition gets a new one)."""
+        """Dask's token: the digest of its definition and its context's (a redefinition, or
+        a changed override, gets a new one)."""
         func, sigs, kwargs = self._given
-        return pickling.made_token(self, func, (sigs, self.signature), kwargs)
+        return pickling.made_token(self, func, (sigs, self.signature), kwargs, self._context)
 
     def add(self, sig):
         args, ret = normalize_signature(sig, f"cuda.guvectorize of {self.__qualname__}")
@@ -255,7 +260,7 @@ class CUDAGUFunc:
             from ..compiler.intrinsics.indexing import grid, gridsize
             env = {"grid": grid, "gridsize": gridsize, "f": self._element, "__name__": GENERATED}
             exec(compile(src, f"<cuda.guvectorize({self.__name__})>", "exec"), env)
-            self._gukernel = jit(env[f"gufunc_{name}"])
+            self._gukernel = jit(env[f"gufunc_{name}"], context=self._context)
         return self._gukernel
 
 

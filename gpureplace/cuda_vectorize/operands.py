@@ -50,7 +50,9 @@ def check_options(kind, options):
     return {k: options[k] for k in ("fastmath", "opt", "lineinfo") if k in options}
 
 
-def element_function(func, kind, jit_options):
+def element_function(func, kind, jit_options, context):
+    """``func`` as the device function a ufunc's kernels call; a Python function compiled (for
+    the types it returns) in ``context``, the ufunc's."""
     if isinstance(func, GPUFunction):
         if not func.device:
             raise TypeError(f"cuda.{kind}: {func.__qualname__} is a kernel; give a Python "
@@ -58,7 +60,7 @@ def element_function(func, kind, jit_options):
         return func
     if not callable(func):
         raise TypeError(f"cuda.{kind} decorates a function, got {func!r}")
-    return jit(device=True, **jit_options)(func)
+    return jit(device=True, context=context, **jit_options)(func)
 
 
 # -- arguments -------------------------------------------------------------------------------

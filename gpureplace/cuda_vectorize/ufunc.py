@@ -23,12 +23,15 @@ _SCALAR_RESULTS = (types.Number, types.Boolean, types.NPDatetime, types.NPTimede
 class CUDAUFunc:
     """What ``@cuda.vectorize`` returns: call it like a NumPy ufunc."""
 
-    def __init__(self, func, signatures=(), identity=None, **options):
+    def __init__(self, func, signatures=(), identity=None, *, _context=None, **options):
         jit_options = check_options("vectorize", options)
         # what a pickle rebuilds it from: the function, the signatures added, the options
         self._given = (func, [], dict(options, identity=identity))
+        # the context its kernels compile in: None, the default one of the moment; rebuilt from
+        # a pickle, the one pickled with it (jit/pickling.py)
+        self._context = _context
         self.py_func = getattr(func, "py_func", func)
-        self._element = element_function(func, "vectorize", jit_options)
+        self._element = element_function(func, "vectorize", jit_options, _context)
         self.__name__ = getattr(self.py_func, "__name__", "ufunc")
         self.__qualname__ = getattr(self.py_func, "__qualname__", self.__name__)
         self.__doc__ = getattr(self.py_func, "__doc__", None)
@@ -50,14 +53,15 @@ class CUDAUFunc:
         return len(inspect.signature(self.py_func).parameters)
 
     def __reduce__(self):
-        """Pickled as its Python function, signatures and options (jit/pickling.py)."""
+        """Pickled as its Python function, signatures, options and context (jit/pickling.py)."""
         func, sigs, kwargs = self._given
-        return pickling.reduce_made(self, func, (sigs,), kwargs)
+        return pickling.reduce_made(self, func, (sigs,), kwargs, self._context)
 
     def __dask_tokenize__(self):
-        """Dask's token: the digest of its definition (a redefinition gets a new one)."""
+        """Dask's token: the digest of its definition and its context's (a redefinition, or
+        a changed override, gets a new one)."""
         func, sigs, kwargs = self._given
-        return pickling.made_token(self, func, (sigs,), kwargs)
+        return pickling.made_token(self, func, (sigs,), kwargs, self._context)
 
     def add(self, sig):
         """Add a signature (``"float32(float32, float32)"``, or Numba types)."""
@@ -189,7 +193,7 @@ class CUDAUFunc:
         kernel = self._kernels.get(key)
         if kernel is None:
             kernel = self._kernels[key] = _elementwise_kernel(self._element, scalars, ndim,
-                                                              self.__name__)
+                                                              self.__name__, self._context)
         return kernel
 
     def reduce(self, arr, axis=0, stream=0, out=None):
@@ -254,9 +258,9 @@ def identifier(name):
     return name if name.isidentifier() else "f_" + name
 
 
-def _elementwise_kernel(element, scalars, ndim, name):
+def _elementwise_kernel(element, scalars, ndim, name, context):
     """A grid-stride kernel calling ``element`` on each element: 1-D (flattened contiguous
-    operands) or N-D (broadcast views of any strides)."""
+    operands) or N-D (broadcast views of any strides), compiled in ``context``."""
     name = identifier(name)
     from ..compiler.intrinsics.indexing import grid, gridsize
     params = [f"x{k}" for k in range(len(scalars))]
@@ -276,4 +280,4 @@ def _elementwise_kernel(element, scalars, ndim, name):
                                      unravel="\n".join(lines), index=index, args=args)
     env = {"grid": grid, "gridsize": gridsize, "f": element, "__name__": GENERATED}
     exec(compile(src, f"<cuda.vectorize({name})>", "exec"), env)
-    return jit(env[f"vectorized_{name}"])
+    return jit(env[f"vectorized_{name}"], context=context)

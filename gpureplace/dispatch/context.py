@@ -114,6 +114,14 @@ class Override:
             return None
         return now
 
+    def as_now(self):
+        """This override with the implementation its name holds now (``current_impl``), as an
+        entry of no table; itself where that is still its own.  What pickles and digests see:
+        the table follows a new definition only at the next lookup
+        (``Context._follow_implementations``), which moves the world."""
+        now = self.current_impl()
+        return self if now is None else Override(self.host, now, self.context, self.types)
+
     def definition_digest(self):
         """Digest of the implementation as pickled now (cloudpickle: by value, with the globals
         it reads, where it cannot be imported by name), remembered as ``digest``: what another
@@ -385,6 +393,14 @@ class Context:
             out.extend(typed.values())
         return out
 
+    def _overrides_now(self):
+        """``overrides()`` with each implementation as its name defines it now
+        (``Override.as_now``): what a pickle of this context carries and its digest is made
+        of, so that an implementation defined again (its cell run, ``override(...)`` not) goes
+        to other processes and changes Dask's token before any lookup here follows it; the
+        table itself is left as it is."""
+        return [ovr.as_now() for ovr in self.overrides()]
+
     def preload(self, table, typed=None):
         """Fill this context from ``{host: implementation}`` (and ``typed``: ``{host: {argument
         types: implementation}}``) without bumping the world: for the built-in table, filled at
@@ -423,9 +439,10 @@ class Context:
     def __reduce__(self):
         """Pickled by what defines it: the built-in table as a reference (every process has
         it); any other context as its name, parent, fast-math flag, options and its own
-        overrides.  Unpickled where a context of that name exists, that context is brought up
-        to date -- overrides whose pickled implementation is unchanged are kept, so what was
-        compiled with them stays valid; a changed or removed one moves the world, as a
+        overrides, each with its implementation as its name defines it now
+        (``_overrides_now``).  Unpickled where a context of that name exists, that context is
+        brought up to date -- overrides whose pickled implementation is unchanged are kept, so
+        what was compiled with them stays valid; a changed or removed one moves the world, as a
         redefinition does -- else one is made."""
         if self is builtin_context:
             return (_builtin, ())
@@ -436,13 +453,13 @@ class Context:
             return (_rebuild_context, frozen)
         if not getattr(self, "_received", False):
             self._sent = True              # (unpickled here again: this live context, as it is)
-        mine = self.overrides()
+        mine = self._overrides_now()
+        # Every override travels: a notebook's implementation by value, a module's by reference
+        # with the code this process runs (tracking/pickled.py) -- unpickling imports the
+        # module, whose own ``gpureplace.override(...)`` registers the entry that ``_adopt``
+        # then keeps, where nothing else (no kernel's global) may name it.  The other process's
+        # default context keeps the overrides it has besides (``partial``)
         partial = self is default_context
-        if partial:
-            # The default context of every process: only the overrides the user's main program
-            # or notebook made travel (``gpureplace.override(math.exp, ...)`` in a cell); a
-            # library's register themselves where the library is imported
-            mine = [o for o in mine if _made_by_main(o.impl)]
         table = dumps([(o.host, o.impl, o.types) for o in mine], readers=[o.impl for o in mine])
         return (_rebuild_context, (self.name, self.parent, self.fastmath, dict(self.options),
                                    table, [o.definition_digest() for o in mine], partial))
@@ -455,7 +472,7 @@ class Context:
             h.update(layer._header())
             if layer is builtin_context:
                 continue
-            for ovr in sorted(layer.overrides(), key=Override.match_key):
+            for ovr in sorted(layer._overrides_now(), key=Override.match_key):
                 h.update(f"{ovr.match_key()!r}->{ovr.definition_digest()};".encode())
         return h.hexdigest()
 
@@ -464,7 +481,8 @@ class Context:
 
     def _adopt(self, parent, fastmath, options, overrides, partial=False):
         """Bring this context to the pickled definition (see ``__reduce__``); ``partial``: the
-        pickle holds only some of its overrides (the default context's), the others stay."""
+        pickle is the default context's, and the overrides this process has besides (a module
+        imported here registered them) stay."""
         with _lock:
             if parent is not self._parent:
                 self.parent = parent
@@ -478,8 +496,10 @@ class Context:
                 key = ovr.match_key()
                 arrived.add(key)
                 have = mine.get(key)
-                if have is not None and have.digest == digest:
-                    continue                          # unchanged: compiled code stays valid
+                if have is not None and (have.digest or have.definition_digest()) == digest:
+                    # unchanged -- as received before, or as a module imported here registered
+                    # it (unpickling imports that module): compiled code stays valid
+                    continue
                 if have is not None:
                     self._remove(have)
                 self._insert(ovr)
@@ -487,15 +507,12 @@ class Context:
                 if key not in arrived and not partial:
                     self._remove(have)
 
-    def _is_as_pickled(self, parent, fastmath, options, overrides, partial):
+    def _is_as_pickled(self, parent, fastmath, options, overrides):
         """Whether the pickle's definition (see ``_rebuild_context``) is this context's now."""
         if parent is not self._parent or bool(fastmath) != self.fastmath or \
                 dict(options) != self.options:
             return False
-        mine = self.overrides()
-        if partial:
-            mine = [o for o in mine if _made_by_main(o.impl)]
-        now = {o.match_key(): o.definition_digest() for o in mine}
+        now = {o.match_key(): o.definition_digest() for o in self._overrides_now()}
         then = {Override(host, impl, self, argtypes, digest).match_key(): digest
                 for host, impl, argtypes, digest in overrides}
         return now == then
@@ -605,15 +622,6 @@ def _builtin():
     return builtin_context
 
 
-def _made_by_main(impl):
-    """Whether ``impl`` comes from the main program, a notebook or code with no module file
-    (another process cannot import it, so it travels with the default context)."""
-    import sys
-    name = getattr(impl, "__module__", None)
-    mod = sys.modules.get(name) if name else None
-    return mod is None or name == "__main__" or getattr(mod, "__file__", None) is None
-
-
 def _rebuild_context(name, parent, fastmath, options, table, digests, partial=False):
     """A pickled context in this process (see ``Context.__reduce__``)."""
     import pickle
@@ -630,7 +638,7 @@ def _rebuild_context(name, parent, fastmath, options, table, digests, partial=Fa
             # they are still the pickled ones, the live context (remembered with the pickle,
             # for the kernel being unpickled with it: ``pickled_as``); else a copy of the
             # pickled definition that replaces nothing (``frozen_copy``)
-            if not ctx._is_as_pickled(parent, fastmath, options, overrides, partial):
+            if not ctx._is_as_pickled(parent, fastmath, options, overrides):
                 return frozen_copy(ctx, args)
             _unpickled.last = (ctx, args)
             return ctx
@@ -654,10 +662,6 @@ def frozen_copy(ctx, args):
     import pickle
     name, parent, fastmath, options, table, digests, partial = args
     copy = Context(name, parent=parent, fastmath=fastmath, _register=False, **options)
-    if partial:                       # (the default context's: the library's overrides stay)
-        for o in ctx.overrides():
-            if not _made_by_main(o.impl):
-                copy._insert(Override(o.host, o.impl, copy, o.types, o.digest))
     copy._adopt(parent, fastmath, options,
                 [(*entry, digest) for entry, digest in zip(pickle.loads(table), digests)],
                 partial)

@@ -104,14 +104,21 @@ def get_current_device():
 
 
 def select_device(device_id):
-    """Make GPU ``device_id`` current for this thread; returns it."""
+    """Make GPU ``device_id`` current for this thread; returns it.  As in numba-cuda, the
+    number is ``int(device_id)`` (``"1"`` and ``1.0`` are GPU 1)."""
+    try:
+        number = int(device_id)
+    except (TypeError, ValueError):
+        raise TypeError(f"select_device({device_id!r}): a device is chosen by its number, an "
+                        f"int or what int() takes (1, '1', 1.0), which this "
+                        f"{type(device_id).__name__} is not") from None
     if simulated():
-        return sim().select_device(device_id)
+        return sim().select_device(number, device_id)
     n = probe.device_count()
-    if not 0 <= device_id < n:
-        raise ValueError(f"select_device({device_id}): there are {n} GPU(s)")
-    cupy().cuda.Device(device_id).use()
-    return Device(device_id)
+    if not 0 <= number < n:
+        raise ValueError(f"select_device({device_id!r}): there are {n} GPU(s)")
+    cupy().cuda.Device(number).use()
+    return Device(number)
 
 
 class _GPUs:

@@ -210,6 +210,14 @@ class Graph:
         if body is not None:
             self._capture(body)
 
+    def __reduce__(self):
+        # (refused as a prepared launch is: pickle would fail on its body, a local function, or
+        # copy launches bound to this process's arrays and device)
+        raise TypeError(
+            f"{self!r} cannot be pickled: a captured graph holds this process's launches, their "
+            f"arguments and device; send the kernels and their arguments instead, and capture "
+            f"the graph again in the other process")
+
     # -- capturing --------------------------------------------------------------------------------
     def _capture(self, body):
         self._begin()

@@ -548,6 +548,16 @@ class PreparedLaunch:
 
     launch = __call__
 
+    def __reduce__(self):
+        # (its class is its own, made by __new__, and its call code made for this process's
+        # device, arrays and stream: pickle would fail naming neither)
+        kernel = self.config.kernel
+        raise TypeError(
+            f"a prepared launch of {kernel.__qualname__} cannot be pickled: it is bound to this "
+            f"process's arguments, device and launch code; send the kernel (or "
+            f"{kernel.__name__}[grid, block]) and its arguments instead, and prepare it again "
+            f"in the other process")
+
 
 def _type_holds_record(ty):
     """Whether Numba type ``ty`` is a record's or a tuple's holding one at any depth."""

@@ -503,30 +503,52 @@ def _warm_receiver():
     prewarm.start()
 
 
-def reduce_made(obj, func, args, kwargs):
+def reduce_made(obj, func, args, kwargs, context):
     """``__reduce__`` of an object made as ``type(obj)(func, *args, **kwargs)`` (the ufuncs of
-    ``cuda.vectorize`` / ``guvectorize``): ``func`` pickled by ``function_bytes``."""
+    ``cuda.vectorize`` / ``guvectorize``, ``cuda.reduce``) whose kernels compile in ``context``
+    (None: the default one of the moment, ``current_default()``): ``func`` pickled by
+    ``function_bytes``, and the context with its overrides, as a kernel's
+    (``GPUFunction.__reduce__``): the rebuilt object's kernels compile in it."""
+    context = _compiled_in(context)
     if digesting():
-        return (Defined, (made_token(obj, func, args, kwargs),))
+        return (Defined, (made_token(obj, func, args, kwargs, context),))
     data = function_bytes(func)
     return (_rebuild_made, (identifier(obj), type(obj), data, args, kwargs,
-                            made_token(obj, func, args, kwargs)))
+                            made_token(obj, func, args, kwargs, context), context))
 
 
-def made_token(obj, func, args, kwargs):
-    """``__dask_tokenize__`` of such an object: its definition's digest."""
-    return digest(type(obj).__qualname__, pickled_digest(func), args, sorted(kwargs.items()))
+def made_token(obj, func, args, kwargs, context):
+    """``__dask_tokenize__`` of such an object: its definition's digest, with its context's
+    (an override its kernels may use changed, it gets a new one)."""
+    return digest(type(obj).__qualname__, pickled_digest(func), args, sorted(kwargs.items()),
+                  _compiled_in(context).definition_digest())
 
 
-def _rebuild_made(uid, cls, func_bytes, args, kwargs, definition):
-    return rebuild(uid, _make, cls, func_bytes, args, kwargs, definition=definition,
-                   current=lambda obj: obj.__dask_tokenize__(),
-                   detached=lambda: _make(cls, func_bytes, args, kwargs),
-                   again=(_rebuild_made, (uid, cls, func_bytes, args, kwargs, definition)))
+def _compiled_in(context):
+    """The context an object given ``context`` compiles in now."""
+    from ..dispatch.context import current_default
+    return current_default() if context is None else context
 
 
-def _make(cls, func_bytes, args, kwargs):
-    return cls(loads_function(func_bytes), *args, **kwargs)
+def _rebuild_made(uid, cls, func_bytes, args, kwargs, definition, context):
+    # Where this process defined it, as ``rebuild_function`` does (jit/function.py): the
+    # context's pickle when the live context was given back for it, so that an object of this
+    # pickle (and its pickle again) stays with that definition of the context
+    from ..dispatch.context import AsPickled, frozen_copy, pickled_as
+    sent_as = pickled_as(context)
+
+    def detached(cls, func_bytes, args, kwargs, context):
+        return _make(cls, func_bytes, args, kwargs,
+                     context if sent_as is None else frozen_copy(context, sent_as))
+
+    return rebuild(uid, _make, cls, func_bytes, args, kwargs, context, definition=definition,
+                   current=lambda obj: obj.__dask_tokenize__(), detached=detached,
+                   again=(_rebuild_made, (uid, cls, func_bytes, args, kwargs, definition,
+                                          context if sent_as is None else AsPickled(sent_as))))
+
+
+def _make(cls, func_bytes, args, kwargs, context):
+    return cls(loads_function(func_bytes), *args, _context=context, **kwargs)
 
 
 _loading = threading.local()

@@ -709,7 +709,8 @@ def mapped_views(arrays):
     return [np.asarray(a).view(SimDeviceNDArray) for a in arrays]
 
 
-def select_device(device_id):
-    if device_id != 0:
-        raise ValueError(f"select_device({device_id}): the simulator has one device, 0")
+def select_device(number, device_id):
+    """``cuda.select_device(device_id)``, whose device number is ``number``."""
+    if number != 0:
+        raise ValueError(f"select_device({device_id!r}): the simulator has one device, 0")
     return SimDevice()
