@@ -482,8 +482,10 @@ class Context:
     def _adopt(self, parent, fastmath, options, overrides, partial=False):
         """Bring this context to the pickled definition (see ``__reduce__``); ``partial``: the
         pickle is the default context's, and the overrides this process has besides (a module
-        imported here registered them) stay."""
+        imported here registered them) stay -- but not one an earlier pickle brought that this
+        one lacks: the sending process removed it since."""
         with _lock:
+            brought = self.__dict__.setdefault("_brought_by_pickles", set())
             if parent is not self._parent:
                 self.parent = parent
             if bool(fastmath) != self.fastmath or dict(options) != self.options:
@@ -495,6 +497,7 @@ class Context:
                 ovr = Override(host, impl, self, argtypes, digest)
                 key = ovr.match_key()
                 arrived.add(key)
+                brought.add(key)
                 have = mine.get(key)
                 if have is not None and (have.digest or have.definition_digest()) == digest:
                     # unchanged -- as received before, or as a module imported here registered
@@ -504,8 +507,9 @@ class Context:
                     self._remove(have)
                 self._insert(ovr)
             for key, have in mine.items():
-                if key not in arrived and not partial:
+                if key not in arrived and (not partial or key in brought):
                     self._remove(have)
+                    brought.discard(key)
 
     def _is_as_pickled(self, parent, fastmath, options, overrides):
         """Whether the pickle's definition (see ``_rebuild_context``) is this context's now."""
