@@ -49,6 +49,7 @@ class LaunchArguments:
         self.values = []
         self.types = []
         self.copy_back = []            # (original, host copy, how)
+        self.staged = {}               # buffer key of a strided host view: its C-ordered copy
         self.read_only_records = []    # (where, copy, its bytes before): checked, not copied back
         self.host_arrays = []          # writable NumPy arrays the kernel may change
         self.read_only_hosts = []      # read-only host NumPy arrays, given in place
@@ -72,12 +73,17 @@ class LaunchArguments:
             if not (a.flags.c_contiguous or a.flags.f_contiguous) and _is_host_memory(a):
                 # a strided host view: the kernel gets a C-ordered copy, written back into the
                 # view after the launch, as the GPU's staging copy is (runtime/transfers.py's
-                # DeviceCopy); it has the copy's type (a declared float32[::1] takes it)
-                staged = np.ascontiguousarray(a)
-                if a.flags.writeable:
-                    self.copy_back.append((a, staged, "view"))
-                else:
-                    staged.flags.writeable = False
+                # DeviceCopy); it has the copy's type (a declared float32[::1] takes it).  One
+                # copy per view of the memory, as there one staging copy per buffer key: the
+                # same view given twice is one array to the kernel, and written back once
+                key = transfers.buffer_key(a) + (not a.flags.writeable,)
+                staged = self.staged.get(key)
+                if staged is None:
+                    staged = self.staged[key] = np.ascontiguousarray(a)
+                    if a.flags.writeable:
+                        self.copy_back.append((a, staged, "view"))
+                    else:
+                        staged.flags.writeable = False
                 return self._array(staged, where, name)
             return self._array(a, where, name)
         cls = type(a)

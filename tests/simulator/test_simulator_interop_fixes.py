@@ -372,3 +372,20 @@ def test_a_strided_host_view_is_staged_in_c_order_and_written_back():
     inc[1, 4](b[:, 1])                               # lazily compiled: the copy's type, C order
     assert [str(t[0]) for t in inc.signatures] == ["array(float32, 1d, C)"]
     assert b[:, 1].tolist() == [1, 1, 1, 1] and b.sum() == 4
+
+
+def test_a_strided_view_given_twice_is_one_staged_array():
+    # one staging copy per view of the memory (the GPU's buffer key): two copies, the second
+    # written back last, lost the kernel's writes through the first
+    @cuda.jit
+    def write_then_read(x, y):
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] = 1.0
+            cuda.syncthreads()
+            y[i] = y[i] + 1.0                # reads what x wrote: the same memory
+
+    for given in (lambda v: (v, v), lambda v: (cuda.InOut(v), v), lambda v: (v, v.view())):
+        a = np.zeros(8)
+        write_then_read[1, 4](*given(a[::2]))
+        assert a.tolist() == [2, 0, 2, 0, 2, 0, 2, 0]
