@@ -29,6 +29,7 @@ from ..config import settings
 from ..tracking import world
 from ..tracking.fingerprint import fingerprint
 from ..tracking.pickled import Defined, digesting, dumps, pickled_digest
+from ..tracking.pickled import digest as parts_digest
 from ..tracking.names import qualified_name
 from .checks import (check_signatures, normalize_types, refuse_options, refuse_uncallable,
                      same_meaning)
@@ -124,9 +125,15 @@ class Override:
 
     def definition_digest(self):
         """Digest of the implementation as pickled now (cloudpickle: by value, with the globals
-        it reads, where it cannot be imported by name), remembered as ``digest``: what another
-        process compares to tell an unchanged override from a redefined one."""
-        self.digest = pickled_digest(self.impl)
+        it reads, where it cannot be imported by name; a module's override in the default
+        context by reference: its name and code, see ``Context.__reduce__``), remembered as
+        ``digest``: what another process compares to tell an unchanged override from a
+        redefined one."""
+        if self.context is default_context and not _made_by_main(self.impl):
+            self.digest = parts_digest("by reference", qualified_name(self.impl),
+                                       fingerprint(self.impl))
+        else:
+            self.digest = pickled_digest(self.impl)
         return self.digest
 
     def match_key(self):
@@ -454,13 +461,21 @@ class Context:
         if not getattr(self, "_received", False):
             self._sent = True              # (unpickled here again: this live context, as it is)
         mine = self._overrides_now()
-        # Every override travels: a notebook's implementation by value, a module's by reference
-        # with the code this process runs (tracking/pickled.py) -- unpickling imports the
-        # module, whose own ``gpureplace.override(...)`` registers the entry that ``_adopt``
-        # then keeps, where nothing else (no kernel's global) may name it.  The other process's
-        # default context keeps the overrides it has besides (``partial``)
+        # Every override travels.  The default context's other process keeps the overrides it
+        # has besides (``partial``); there a module's override goes by reference only -- its
+        # module's name and the function's -- so unpickling imports the module, whose own
+        # ``gpureplace.override(...)`` registers the entry that ``_adopt`` then keeps (where no
+        # kernel's global may name the module), and neither the module's data nor its code
+        # rides along with every kernel, which may not even use it.  A notebook's
+        # implementation, and any of a named context's, goes by value, with what it reads of
+        # a user's module (tracking/pickled.py)
         partial = self is default_context
-        table = dumps([(o.host, o.impl, o.types) for o in mine], readers=[o.impl for o in mine])
+        by_value = [o.impl for o in mine if not partial or _made_by_main(o.impl)]
+        entries = [(o.host, o.impl, o.types) for o in mine]
+        try:
+            table = dumps(entries, readers=by_value)
+        except Exception as exc:
+            raise _unpicklable_override(self, mine, by_value, exc) from exc
         return (_rebuild_context, (self.name, self.parent, self.fastmath, dict(self.options),
                                    table, [o.definition_digest() for o in mine], partial))
 
@@ -472,7 +487,9 @@ class Context:
             h.update(layer._header())
             if layer is builtin_context:
                 continue
-            for ovr in sorted(layer._overrides_now(), key=Override.match_key):
+            # (by the key's text: an untyped override's types are None, and Numba's types
+            # of different kinds do not order)
+            for ovr in sorted(layer._overrides_now(), key=lambda o: repr(o.match_key())):
                 h.update(f"{ovr.match_key()!r}->{ovr.definition_digest()};".encode())
         return h.hexdigest()
 
@@ -624,6 +641,32 @@ fastmath_context = Context("fastmath", parent=default_context, fastmath=True)
 
 def _builtin():
     return builtin_context
+
+
+def _made_by_main(impl):
+    """Whether ``impl`` comes from the main program, a notebook or code with no module file
+    (another process cannot import it: it travels by value)."""
+    import sys
+    name = getattr(impl, "__module__", None)
+    mod = sys.modules.get(name) if name else None
+    return mod is None or name == "__main__" or getattr(mod, "__file__", None) is None
+
+
+def _unpicklable_override(ctx, overrides, by_value, exc):
+    """The TypeError for a context whose overrides do not pickle: it names the first override
+    that does not, alone, and what it is made of."""
+    for ovr in overrides:
+        try:
+            dumps([(ovr.host, ovr.impl, ovr.types)],
+                  readers=[ovr.impl] if any(ovr.impl is f for f in by_value) else [])
+        except Exception as alone:
+            return TypeError(
+                f"the {ctx.name!r} context cannot be pickled (to send a kernel compiled in it "
+                f"to another process, a Dask worker, or for Dask's token): its override of "
+                f"{qualified_name(ovr.host)} by {qualified_name(ovr.impl)} does not pickle "
+                f"({type(alone).__name__}: {alone}); make the implementation and what it reads "
+                f"picklable (a module-level function, numbers, arrays)")
+    return exc
 
 
 def _rebuild_context(name, parent, fastmath, options, table, digests, partial=False):

@@ -92,3 +92,56 @@ def test_a_process_that_imported_the_module_keeps_its_own_registration(tmp_path)
         print("ok")
         ''')
     assert out.split() == ["ok"]
+
+
+BULKY_MODULE = '''
+import math, threading
+import numpy as np
+import gpureplace
+
+TABLE = np.zeros(1_000_000)
+_guard = threading.Lock()
+
+def my_cos(x):
+    return TABLE[0] + 20.0
+
+def guarded_tan(x):
+    if _guard is None:                # (reads the lock: a global of the module it needs)
+        return 0.0
+    return 3.0
+
+gpureplace.override(math.cos, my_cos)
+gpureplace.override(math.tan, guarded_tan)
+'''
+
+
+def test_a_modules_override_travels_as_a_reference_not_with_the_modules_data(tmp_path):
+    """The module's function goes by name: its module's 8 MB table (read by the override) and
+    its lock (which does not pickle) stay home; the other process imports the module.  They
+    made every kernel's pickle 8 MB, or made it fail on the lock with a bare TypeError."""
+    (tmp_path / "bulky_overrides.py").write_text(BULKY_MODULE)
+    out = python_process(textwrap.dedent(f'''
+        import math, pickle, subprocess, sys, warnings
+        import numpy as np
+        warnings.simplefilter("ignore")
+        sys.path.insert(0, {str(tmp_path)!r})
+        import bulky_overrides
+        from gpureplace import cuda
+        from dask.base import tokenize
+
+        @cuda.jit
+        def k(a):                      # (tan's override, unused here, still travels)
+            a[0] = math.cos(a[0])
+
+        data = pickle.dumps(k)
+        code = ("import pickle, sys, numpy as np\\n"
+                "sys.path.insert(0, {str(tmp_path)!r})\\n"
+                "from dask.base import tokenize\\n"
+                "f = pickle.loads(sys.stdin.buffer.read())\\n"
+                "a = np.zeros(1); f[1, 1](a)\\n"
+                "print(a[0], tokenize(f))\\n")
+        done = subprocess.run([sys.executable, "-c", code], input=data, capture_output=True)
+        assert done.returncode == 0, done.stderr.decode()
+        print(len(data) < 20_000, done.stdout.decode().split() == ["20.0", tokenize(k)])
+    '''), GPUREPLACE_BACKEND="simulator")
+    assert out.split() == ["True", "True"]
