@@ -280,6 +280,13 @@ class VectorArray:
         return f"cuda.as_vectors({type(self.array).__name__}, {self.count})"
 
 
+def host_vectors_problem(v):
+    """Why ``cuda.as_vectors`` of a host NumPy array cannot launch (both backends say it)."""
+    return (f"as_vectors(a, {v.count}): a is a host NumPy array; vectors are a view of device "
+            f"memory, and a launch copies only plain host-array arguments: pass "
+            f"as_vectors(cuda.to_device(a), {v.count}) (or of a CuPy array)")
+
+
 def vector_array_layout(shape, c_contiguous, vector_type, address, where="as_vectors"):
     """Check a view of an array as ``vector_type`` values; returns the shape in vectors."""
     count = vector_type.count
@@ -303,6 +310,8 @@ def _vector_array_handler(v):
     if cached is not None and cached[0] == v.array.shape:
         return cached[1], cached[2]
     where = f"as_vectors(a, {v.count})"
+    if isinstance(v.array, np.ndarray) and not hasattr(v.array, "__cuda_array_interface__"):
+        raise ArgumentError(host_vectors_problem(v))
     key, values = value_key(v.array)
     if key[0] not in ("array", "roarray"):
         raise ArgumentError(f"{where}: a must be a device array, got "

@@ -194,6 +194,8 @@ class LaunchArguments:
         """cuda.as_vectors(array, n): the array (converted as any array argument) grouped into
         vectors of its last axis, with the layout checks a GPU launch makes."""
         from .lang import SimVectorArray
+        if isinstance(v.array, np.ndarray) and _is_host_memory(v.array):
+            raise arguments.ArgumentError(f"{where}: {arguments.host_vectors_problem(v)}")
         inner, _ = self.convert(v.array, where)
         if not isinstance(inner, SimArray):
             raise LaunchError(f"{where} is as_vectors({type(v.array).__qualname__}, "

@@ -186,18 +186,39 @@ def _host(a):
     return a if isinstance(a, np.ndarray) else a.get()
 
 
+class _SimulatedDevice:
+    """The simulator's device arrays, made as ``xp.arange`` / ``ones`` / ``zeros``."""
+
+    def __getattr__(self, name):
+        make = getattr(np, name)
+        return lambda *args, **kw: cuda.to_device(make(*args, **kw))
+
+
 def test_as_vectors_in_the_simulator(monkeypatch):
     from gpureplace.config import settings
     monkeypatch.setattr(settings, "backend", "simulator")
-    _check_as_vectors(np)
+    _check_as_vectors(_SimulatedDevice())
     with pytest.raises(IndexError, match=r"index 10 is out of bounds for axis 0 with size 10: "
                                          r"index \(10,\) of a float32x4 array"):
-        x = np.zeros(40, np.float32)
+        x = cuda.to_device(np.zeros(40, np.float32))
 
         @cuda.jit
         def past(v):
             v[cuda.grid(1)] = cuda.float32x4(1, 2, 3, 4)
         past[1, 11](cuda.as_vectors(x))
+
+
+def test_as_vectors_of_a_host_array_is_refused_as_on_the_gpu(monkeypatch):
+    # vectors view device memory: the GPU path never took a host array there, the simulator
+    # ran it in place (and a strided host view, staged for the launch, even as C-contiguous)
+    from gpureplace.config import settings
+    monkeypatch.setattr(settings, "backend", "simulator")
+    x = np.zeros(40, np.float32)
+    for host in (x, x[::2]):
+        with pytest.raises(Exception, match=r"argument 1 \('x'\): as_vectors\(a, 4\): a is a host "
+                                            r"NumPy array; .*as_vectors\(cuda.to_device\(a\), 4\)"):
+            _saxpy4[1, 16](np.float32(2), cuda.as_vectors(host), cuda.as_vectors(host),
+                           cuda.as_vectors(host))
 
 
 def test_as_vectors_refuses_what_it_cannot_view():
@@ -269,9 +290,9 @@ def test_shared_and_local_arrays_of_vectors(monkeypatch):
     from gpureplace.config import settings
     monkeypatch.setattr(settings, "backend", "simulator")
     x = np.arange(256, dtype=np.float32)
-    out = np.zeros(256, np.float32)
-    _through_shared[1, 64](cuda.as_vectors(x), cuda.as_vectors(out))
-    assert (out == _through_shared_expected(x)).all()
+    out = cuda.to_device(np.zeros(256, np.float32))
+    _through_shared[1, 64](cuda.as_vectors(cuda.to_device(x)), cuda.as_vectors(out))
+    assert (out.copy_to_host() == _through_shared_expected(x)).all()
 
 
 @pytest.mark.gpu
