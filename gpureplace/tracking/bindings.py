@@ -9,14 +9,21 @@ Any real change moves the world, so the next launch of each kernel revalidates i
 (and recompiles exactly what changed).  A function changed in place (``%autoreload 2`` gives it
 new code, bound to no new name) is found by tracking/functions.py, which watches every function
 compiled code was built from the same way: identities in C loops, content only when one differs.
+
+A cell that changes something costs what changed, not what is tracked: each namespace's bulk view
+(``_View``) is kept up to date name by name -- by ``track`` and by the check itself, which compares
+only the names whose identity differs -- never rebuilt over every tracked name; and ``retain``
+(the collection's part here, jit/collect.py) counts the readers of each binding, so that it looks
+only at the compiled functions that came or went since its last call and at the bindings tracked
+since (``_readers``, ``_needed``, ``_fresh``).
 """
 
 from __future__ import annotations
 
 import builtins
 import threading
-from itertools import repeat
-from operator import is_, itemgetter
+from itertools import compress, repeat
+from operator import is_not, itemgetter
 from types import FunctionType, ModuleType
 
 from . import functions, world
@@ -24,10 +31,25 @@ from .contents import snapshot as take_snapshot
 from .fingerprint import fingerprint
 
 _MISSING = object()
+_STALE = object()   # a _View's fetch while its plain names changed (made again when next used)
 _lock = threading.Lock()
 _tracked = {}       # id(namespace dict) -> (namespace dict, {name: [value, fingerprint, snapshot]})
 _cells = {}         # id(closure cell) -> (cell, function name, variable, [value, fp, snapshot])
-_views = {}         # id(namespace dict) -> its _View (dropped whenever an entry may change)
+_views = {}         # id(namespace dict) -> its _View (kept up to date with every entry)
+#: What ``retain`` knows of the compiled functions it was last given: id(cf) -> (cf, its
+#: records, its Python function's code, the bindings it reads: (id(namespace), name) or
+#: (id(cell), None)); ``_needed``: how many of them read each binding; ``_fresh``: the bindings
+#: tracked since (each looked at by the next ``retain``: still read, or forgotten).
+_readers = {}
+_needed = {}
+_fresh = set()
+#: The functions tracked bindings hold: id -> [function, how many entries hold it] (what
+#: tracking/functions.py keeps watching besides compiled code's own functions: ``retain``'s
+#: ``bound``).  Only functions: tracking/functions.py watches nothing else.
+_functions = {}
+#: Moves whenever something the collection looks at changed here: a binding tracked, or a
+#: function no tracked binding (or closure variable) holds any more (``activity()``).
+_activity = [0]
 
 
 class _View:
@@ -35,33 +57,123 @@ class _View:
     namespace with no arrays to compare (``plain``) and the values seen for them, fetched by one
     ``itemgetter`` and compared by identity in C loops -- under a twentieth of a microsecond per
     binding (``map(ns.get, ...)`` took twice that in a large namespace, a Python loop eight
-    times); the rest (arrays, names found in builtins) one at a time."""
+    times); the rest (arrays, names found in builtins) one at a time (``others``).
 
-    __slots__ = ("names", "plain", "seen", "others", "fetch")
+    It is kept up to date one name at a time (``place``, ``discard``): a cell that changes one
+    name, or a compile that tracks a hundred, costs those names, not the namespace's thousands
+    of tracked ones.  ``plain`` is in no order (a name leaves it by swapping the last one into
+    its place); ``rank`` orders what a check reports as the entries are ordered."""
+
+    __slots__ = ("names", "plain", "seen", "pos", "others", "rank", "next_rank", "fetch")
 
     def __init__(self, ns, names):
         self.names = names                  # (whose view this is: ids of dicts are reused)
-        self.plain, self.seen, self.others = [], [], []
-        for name, entry in names.items():
+        self.plain, self.seen, self.pos, self.others, self.rank = [], [], {}, {}, {}
+        for i, (name, entry) in enumerate(names.items()):
+            self.rank[name] = i
             if entry[2] is None and name in ns:
+                self.pos[name] = len(self.plain)
                 self.plain.append(name)
                 self.seen.append(entry[0])
             else:
-                self.others.append(name)
-        # itemgetter of one name gives the value itself, not a 1-tuple; a dict subclass may
-        # have a __missing__ that a lookup by [] would run (and which could insert the name).
-        self.fetch = (itemgetter(*self.plain) if len(self.plain) > 1 and type(ns) is dict
-                      else None)
+                self.others[name] = None
+        self.next_rank = len(names)
+        self.fetch = _STALE
 
-    def unchanged(self, ns):
-        """Whether every plain name is still bound to the object seen."""
-        if self.fetch is None:
-            return all(map(is_, map(ns.get, self.plain, repeat(_MISSING)), self.seen))
-        try:
-            current = self.fetch(ns)
-        except KeyError:                    # a name deleted: the caller looks at each name
-            return False
-        return all(map(is_, current, self.seen))
+    def place(self, ns, name, entry):
+        """Bring ``name`` up to date with its ``entry``: plain, seen bound to ``entry``'s value,
+        while it holds no arrays and is bound in ``ns``; else looked at one at a time."""
+        if name not in self.rank:
+            self.rank[name] = self.next_rank
+            self.next_rank += 1
+        i = self.pos.get(name)
+        if entry[2] is None and name in ns:
+            if i is not None:
+                self.seen[i] = entry[0]
+                return
+            self.others.pop(name, None)
+            self.pos[name] = len(self.plain)
+            self.plain.append(name)
+            self.seen.append(entry[0])
+            self.fetch = _STALE
+        else:
+            if i is not None:
+                self._unplain(name, i)
+            self.others[name] = None
+
+    def discard(self, name):
+        i = self.pos.get(name)
+        if i is not None:
+            self._unplain(name, i)
+        self.others.pop(name, None)
+        self.rank.pop(name, None)
+
+    def _unplain(self, name, i):
+        last = len(self.plain) - 1
+        if i != last:
+            moved = self.plain[i] = self.plain[last]
+            self.seen[i] = self.seen[last]
+            self.pos[moved] = i
+        self.plain.pop()
+        self.seen.pop()
+        del self.pos[name]
+        self.fetch = _STALE
+
+    def differing(self, ns):
+        """The plain names no longer bound to the object seen, each with what it is bound to now
+        (``_MISSING``: deleted); [] in the common case, found in C loops either way."""
+        fetch = self.fetch
+        if fetch is _STALE:
+            # itemgetter of one name gives the value itself, not a 1-tuple; a dict subclass
+            # may have a __missing__ that a lookup by [] would run (and which could insert the
+            # name).
+            fetch = self.fetch = (itemgetter(*self.plain) if len(self.plain) > 1 and
+                                  type(ns) is dict else None)
+        if fetch is None:
+            current = list(map(ns.get, self.plain, repeat(_MISSING)))
+        else:
+            try:
+                current = fetch(ns)
+            except KeyError:                # a name deleted
+                current = list(map(ns.get, self.plain, repeat(_MISSING)))
+        if not any(map(is_not, current, self.seen)):
+            return []
+        return [(name, ns.get(name, _MISSING))
+                for name in compress(self.plain, map(is_not, current, self.seen))]
+
+
+def _hold(value):
+    """A tracked entry now holds ``value`` (with ``_lock`` held)."""
+    if isinstance(value, FunctionType):
+        held = _functions.get(id(value))
+        if held is None:
+            _functions[id(value)] = [value, 1]
+        else:
+            held[1] += 1
+
+
+def _release(value):
+    """A tracked entry no longer holds ``value`` (with ``_lock`` held).  A function no entry
+    holds any more may be a watched one that nothing else keeps (a reload's copy, bound over):
+    the next collection walks (a function newly held only keeps more)."""
+    if isinstance(value, FunctionType):
+        held = _functions.get(id(value))
+        if held is not None:
+            held[1] -= 1
+            if held[1] <= 0:
+                del _functions[id(value)]
+                _activity[0] += 1
+
+
+def _update(entry, cur):
+    """``_compare``, keeping ``_functions`` true to what ``entry`` holds after it."""
+    before = entry[0]
+    try:
+        return _compare(entry, cur)
+    finally:
+        if entry[0] is not before:
+            _release(before)
+            _hold(entry[0])
 
 
 class Change(tuple):
@@ -89,13 +201,22 @@ def track(namespace, name, value, fp, snap=None):
     helper and, before its end, compiled code reading the new one) moves the world now: the
     code compiled against the old meaning is stale, and the end-of-cell check, which compares
     with what is tracked, would no longer see the change."""
+    key = id(namespace)
     with _lock:
-        entry = _tracked.get(id(namespace))
+        entry = _tracked.get(key)
         if entry is None or entry[0] is not namespace:
-            entry = _tracked[id(namespace)] = (namespace, {})
-        old = entry[1].get(name)
-        entry[1][name] = [value, fp, snap]
-        _views.pop(id(namespace), None)
+            entry = _tracked[key] = (namespace, {})
+        names = entry[1]
+        old = names.get(name)
+        new = names[name] = [value, fp, snap]
+        if old is not None:
+            _release(old[0])
+        _hold(value)
+        _fresh.add((key, name))
+        _activity[0] += 1
+        view = _views.get(key)
+        if view is not None and view.names is names:
+            view.place(namespace, name, new)
     if old is not None:
         _note_replaced(old, value, namespace.get("__name__", "?"), name, namespace)
 
@@ -140,6 +261,11 @@ def track_compiled(cf):
                 held = _cells.get(id(where))
                 _cells[id(where)] = (where, cf.pyfunc.__qualname__, rec.name,
                                      [rec.value, rec.fingerprint, rec.snapshot])
+                if held is not None:
+                    _release(held[3][0])
+                _hold(rec.value)
+                _fresh.add((id(where), None))
+                _activity[0] += 1
             if held is not None and held[0] is where:
                 _note_replaced(held[3], rec.value, f"closure of {held[1]}", rec.name, None)
 
@@ -182,7 +308,10 @@ def _compare(entry, cur):
 def check():
     """Compare tracked bindings with their current values; move the world if any changed.
 
-    Returns the changed bindings as ``(namespace name, name, how)``.
+    Returns the changed bindings as ``(namespace name, name, how)``.  Each namespace's plain
+    names are compared by identity in C loops; only those that differ, and the others (arrays,
+    names found in builtins), are looked at one at a time, and the view is brought up to date
+    for those alone.
     """
     bdict = vars(builtins)
     with _lock:
@@ -191,22 +320,29 @@ def check():
             view = _views.get(key)
             if view is None or view.names is not names:
                 view = _views[key] = _View(ns, names)
-            if view.unchanged(ns):
-                todo = view.others                 # the common case, kept cheap
-            else:
-                todo = names
-                del _views[key]
-            for name in todo:
+            found = view.differing(ns)
+            for name in view.others:
                 entry = names[name]
                 cur = ns.get(name, _MISSING)
                 if cur is _MISSING:
                     cur = bdict.get(name, _MISSING)
                 if cur is entry[0] and entry[2] is None:
                     continue
-                how = _compare(entry, cur)
+                found.append((name, cur))
+            if not found:
+                continue                            # the common case, kept cheap
+            if len(found) > 1:                      # (reported in the entries' order)
+                rank = view.rank
+                found.sort(key=lambda item: rank[item[0]])
+            ns_name = ns.get("__name__", "?")
+            for name, cur in found:
+                if cur is _MISSING:
+                    cur = bdict.get(name, _MISSING)
+                entry = names[name]
+                how = _update(entry, cur)
+                view.place(ns, name, entry)
                 if how is not None:
-                    changed.append(Change(ns.get("__name__", "?"), name, how, ns))
-                    _views.pop(key, None)
+                    changed.append(Change(ns_name, name, how, ns))
         for cell, owner, name, entry in _cells.values():
             try:
                 cur = cell.cell_contents
@@ -214,7 +350,7 @@ def check():
                 cur = _MISSING
             if cur is entry[0] and entry[2] is None:
                 continue
-            how = _compare(entry, cur)
+            how = _update(entry, cur)
             if how is not None:
                 changed.append(Change(f"closure of {owner}", name, how, None))
     for fn in functions.check():
@@ -225,30 +361,96 @@ def check():
     return changed
 
 
+def _reads(cf):
+    """The bindings compiled function ``cf`` reads, as ``retain`` counts them."""
+    return tuple((id(where), name) for where, name, _ in _places(cf))
+
+
 def retain(cfs):
     """Forget every tracked binding and closure cell that none of the compiled functions
     ``cfs`` (those still in use: tracking/../jit/collect.py) read: the code that read them is
-    gone, and the values held (an old array and its snapshot, a dropped namespace) go with it."""
-    needed, cells = {}, set()
-    for cf in cfs:
-        for where, name, _ in _places(cf):
-            if name is not None:
-                needed.setdefault(id(where), set()).add(name)
-            else:
-                cells.add(id(where))
+    gone, and the values held (an old array and its snapshot, a dropped namespace) go with it.
+
+    The readers of each binding are counted from one call to the next: a call looks at the
+    records of the compiled functions that came (or whose records changed) since the last, the
+    bindings of those that went, and the bindings tracked since -- not at every binding every
+    compiled function reads.  (The compiled functions given are held until the next call, which
+    a collection makes anyway while they are in use.)"""
+    current = {id(cf): cf for cf in cfs}
     with _lock:
-        for key in list(_tracked):
-            names = needed.get(key)
-            entries = _tracked[key][1]
-            if not names:
-                del _tracked[key]
-                _views.pop(key, None)
+        candidates = set(_fresh)
+        _fresh.clear()
+        for key in [k for k in _readers if k not in current]:
+            _unread(_readers.pop(key)[3], candidates)
+        for key, cf in current.items():
+            held = _readers.get(key)
+            records = getattr(cf, "global_reads", ())
+            pyfunc = getattr(cf, "pyfunc", None)
+            code = getattr(pyfunc, "__code__", None)
+            if held is not None and held[0] is cf and held[1] is records and held[2] is code:
                 continue
-            for name in [n for n in entries if n not in names]:
-                del entries[name]
-                _views.pop(key, None)
-        for key in [k for k in _cells if k not in cells]:
-            del _cells[key]
+            reads = _reads(cf)
+            for read in reads:
+                _needed[read] = _needed.get(read, 0) + 1
+            if held is not None:
+                _unread(held[3], candidates)
+            _readers[key] = (cf, records, code, reads)
+        for read in candidates:
+            if read not in _needed:
+                _forget(read)
+
+
+def _unread(reads, candidates):
+    for read in reads:
+        left = _needed[read] - 1
+        if left:
+            _needed[read] = left
+        else:
+            del _needed[read]
+            candidates.add(read)
+
+
+def _forget(read):
+    """Stop tracking one binding (``(id(namespace), name)``) or closure cell (``(id(cell),
+    None)``), with ``_lock`` held."""
+    key, name = read
+    if name is None:
+        held = _cells.pop(key, None)
+        if held is not None:
+            _release(held[3][0])
+        return
+    tracked = _tracked.get(key)
+    if tracked is None:
+        return
+    names = tracked[1]
+    entry = names.pop(name, None)
+    if entry is None:
+        return
+    _release(entry[0])
+    if not names:
+        del _tracked[key]
+        _views.pop(key, None)
+        return
+    view = _views.get(key)
+    if view is not None and view.names is names:
+        view.discard(name)
+
+
+def bound_functions():
+    """The functions tracked bindings and cells hold now (tracking/functions.py keeps watching
+    those among the functions bound in place of those compiled code was built from): what
+    ``tracked_values()`` holds that tracking/functions.py can watch, without a walk over every
+    tracked binding."""
+    with _lock:
+        return [held[0] for held in _functions.values()]
+
+
+def activity():
+    """A number that moves whenever a binding is tracked, or a function is no longer held by
+    any tracked binding or closure variable: what ``retain`` and the watched functions'
+    collection could act on (jit/collect.py skips a walk while nothing moved it, nor anything
+    else)."""
+    return _activity[0]
 
 
 def tracked_values():
@@ -266,4 +468,9 @@ def clear():
         _tracked.clear()
         _cells.clear()
         _views.clear()
+        _readers.clear()
+        _needed.clear()
+        _fresh.clear()
+        _functions.clear()
+        _activity[0] += 1
     functions.clear()
