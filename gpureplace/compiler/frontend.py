@@ -286,8 +286,10 @@ def retain(live, bodies):
     functions ``bodies`` (a live ``cuda.jit`` function's own, kept for a relink).  A helper a cell
     redefined leaves its old compiled code, with the values it read (an old array, say), to
     nothing else: dropped here from the cache, from the target contexts' user functions and from
-    the device-function types made for it.  Returns False, doing nothing, while a compile runs
-    (the next call does it)."""
+    the device-function types made for it.  So is what is kept for a Context no kept code was
+    compiled in (``_contexts_in_use``), which would keep a Context nothing else holds, and an
+    old version of a user's ``@overload`` (``_replaced_overloads``).  Returns False, doing
+    nothing, while a compile runs (the next call does it)."""
     if not _lock.acquire(blocking=False):
         return False
     try:
@@ -304,9 +306,20 @@ def retain(live, bodies):
         pyfuncs.update(id(getattr(cf, "pyfunc", None)) for cf in live)
         serials = {cf.serial for cf in live if isinstance(cf, CompiledFunction)}
         serials.update(cf.serial for cf in _cache.values())
-        from .target import all_compilers
+        from .target import forget_answers, forget_implementations, live_contexts
         gone = resolve.DeviceFunctionType.forget_except(pyfuncs, keep)
-        for _, targetctx in all_compilers():
+        contexts = live_contexts()
+        pairs = [pair for _, pair in contexts]
+        in_use = _contexts_in_use(live)
+        gone |= _forget_types_of_unused_contexts(in_use)
+        unused = [(context, typingctx) for context, (typingctx, _) in contexts
+                  if id(context) not in in_use]
+        if unused:
+            # (an @overload's answers in such a Context hold its implementation compiled there)
+            forget_answers([typingctx for _, typingctx in unused], overloads_only=True)
+            forget_implementations({id(context) for context, _ in unused})
+        gone |= _replaced_overloads(contexts)
+        for _, targetctx in pairs:
             defns = targetctx._defns
             for key in [k for k in defns if _unused_definition(k, keep, pyfuncs, serials)]:
                 del defns[key]
@@ -321,6 +334,93 @@ def retain(live, bodies):
         return True
     finally:
         _lock.release()
+
+
+def _contexts_in_use(live):
+    """The ids of the Contexts that compiled code kept (in the cache or ``live``) was compiled
+    in.  What is kept for a Context outside them -- device-function types, Numba's templates'
+    answers -- is let go: it holds the Context, which would otherwise stay alive for as long as
+    that is kept (a helper every kernel calls, Numba's templates: for good), with its typing and
+    target contexts.  A compile in such a Context makes them again."""
+    in_use = {id(getattr(cf, "context", None)) for cf in _cache.values()}
+    in_use.update(id(getattr(cf, "context", None)) for cf in live)
+    return in_use
+
+
+def _forget_types_of_unused_contexts(in_use):
+    """Drop the device-function types made in Contexts whose ids are not in ``in_use``
+    (``_contexts_in_use``); returns the ids of the types dropped."""
+    instances = resolve.DeviceFunctionType._instances
+    gone = set()
+    for key in [k for k, inst in instances.items() if id(inst.dispatch_context) not in in_use]:
+        gone.add(id(instances.pop(key)))
+    return gone
+
+
+#: At the last look: the Numba function types of the overloads in the Contexts' tables (held,
+#: so that their ids stand for them), those overloads (id -> weak reference) and the sizes of
+#: Numba's registries
+_overloads_seen = {"current": {}, "overloads": {}, "sizes": None}
+
+
+def _replaced_overloads(contexts):
+    """The ids of the Numba function types of users' ``@overload``s that a later definition
+    replaced (the cell run again) or that no Context has any more, found in the target
+    contexts' memos (``contexts``: ``target.live_contexts()``): Numba's lookups remember
+    their answers by argument types, and a constant of such a type (the overloaded function
+    read as a value) kept the old version's template, generator and implementation for good.
+    Looked for only when the overloads in the Contexts' tables, their function types or Numba's
+    registries (where ``numba.extending.overload`` adds one) changed since the last look."""
+    import weakref
+
+    from numba.core import types
+    from numba.core.typing.templates import builtin_registry
+
+    from .overload_redefinitions import overload_site
+    from .overloads import NumbaOverload
+    current, overloads, layers = {}, {}, set()
+    for context, _ in contexts:
+        for layer in context.stack():
+            if id(layer) not in layers:
+                layers.add(id(layer))
+                for ovr in layer.overrides():
+                    if isinstance(ovr.impl, NumbaOverload):
+                        overloads[id(ovr.impl)] = ovr.impl
+                        if ovr.impl._type is not None:
+                            current[id(ovr.impl._type)] = ovr.impl._type
+    sizes = (len(builtin_registry.globals), len(builtin_registry.attributes))
+    seen = _overloads_seen
+    if seen["sizes"] == sizes and seen["current"].keys() == current.keys() and \
+            seen["overloads"].keys() == overloads.keys() and \
+            all(ref() is not None for ref in seen["overloads"].values()):
+        return set()
+    seen.update(current=current, sizes=sizes,
+                overloads={key: weakref.ref(impl) for key, impl in overloads.items()})
+    # the latest definition of each user's overload in Numba's registry (numba.extending's)
+    latest = {}
+    for _, ty in list(builtin_registry.globals):
+        for template in getattr(ty, "templates", ()):
+            site = overload_site(template)
+            if site is not None:
+                latest[site[0]] = site[1]
+
+    def replaced(fnty):
+        sites = [site for site in map(overload_site, fnty.templates) if site is not None]
+        return bool(sites) and id(fnty) not in current and \
+            any(latest.get(where) is not code for where, code in sites)
+
+    stale, checked = set(), set()
+    for _, (_, targetctx) in contexts:
+        for selector in [targetctx._casts, targetctx._get_constants,
+                         *targetctx._defns.values(), *targetctx._getattrs.values(),
+                         *targetctx._setattrs.values()]:
+            for sig in list(selector._cache):
+                for t in sig:
+                    if type(t) is types.Function and id(t) not in checked:
+                        checked.add(id(t))
+                        if replaced(t):
+                            stale.add(id(t))
+    return stale
 
 
 def _unused_definition(key, keep, pyfuncs, serials):

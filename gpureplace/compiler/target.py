@@ -62,7 +62,44 @@ def _register_overload_jit():
     dispatcher_registry[GPUReplaceTarget] = _DispatcherShim
 
 
+def _register_lowering_once():
+    """Numba's ``overload_method`` / ``overload_attribute`` templates register their lowering
+    (a closure calling the overload) in the target's lowering registry each time a typing
+    context makes an instance of them -- once for Numba's one CPU typing context, but here once
+    per Context that compiles: the registry grew with every Context ever made, each new target
+    context installed all those copies (time and memory growing with the Contexts made before),
+    and a method's copy held its instance, so its typing context, for good.  The lowering is
+    the same whichever instance registers it (it asks the class, and the typing context of the
+    target context that lowers), so each template class registers once per registry here."""
+    from numba.core.typing.templates import _OverloadAttributeTemplate, _OverloadMethodTemplate
+    for base, reason in ((_OverloadAttributeTemplate, "attribute"),
+                         (_OverloadMethodTemplate, "method")):
+        numba_init_once = base.__dict__["_init_once"]
+        if getattr(numba_init_once, "gpureplace_once", False):
+            continue
+
+        def _init_once(self, _numba=numba_init_once, _reason=reason):
+            cls = type(self)
+            if not isinstance(self.context, GPUTypingContext):
+                return _numba(self)
+            registry = self._get_target_registry(_reason)
+            done = cls.__dict__.get("_gpureplace_lowered_in")
+            if done is None:
+                done = weakref.WeakSet()
+                type.__setattr__(cls, "_gpureplace_lowered_in", done)
+            if registry in done:
+                return None
+            _numba(self)
+            done.add(registry)
+            return None
+
+        _init_once.gpureplace_once = True
+        _init_once.__wrapped__ = numba_init_once
+        base._init_once = _init_once
+
+
 _register_overload_jit()
+_register_lowering_once()
 install_call_types()
 
 
@@ -449,13 +486,107 @@ def _as_bytes_numba_takes(ary):
     return ary.view(np.int64) if ary.dtype.kind in "mM" else ary
 
 
-_compilers = weakref.WeakKeyDictionary()     # Context -> (typing context, target context)
+# Context -> (typing context, target context): a pair lives as long as its Context (the typing
+# context refers to the Context weakly, so the pair keeps nothing alive).  When the Context goes,
+# so does its entry, and ``_release`` lets go of its typing context.  What compiling in a Context
+# leaves elsewhere (the front end's cache, device-function types, Numba's templates' answers)
+# holds it only while compiled code of it is in use: frontend.retain lets go of the rest.
+_compilers = weakref.WeakKeyDictionary()
 _compilers_lock = threading.Lock()
 
 
 def all_compilers():
-    """The (typing, target) context pairs made so far."""
+    """The (typing, target) context pairs of the live Contexts that compiled something."""
     return list(_compilers.values())
+
+
+def live_contexts():
+    """The live Contexts that compiled something, each with its pair: [(Context, (typing
+    context, target context))]."""
+    return list(_compilers.items())
+
+
+def forget_answers(typingctxs, overloads_only=False):
+    """Remove what Numba's templates kept for the typing contexts ``typingctxs``: they keep the
+    answers they gave per typing context in dictionaries of their classes (``_impl_cache``,
+    ``_overload_cache``), for as long as the template lives (Numba's own: for good).  An
+    ``@overload``'s answer is a dispatcher holding the implementation compiled in the typing
+    context's Context (so the Context); an intrinsic's, a signature and its lowering.
+    ``overloads_only``: only the ``@overload`` templates' (a few hundred classes, not two
+    thousand).  A later typing in those contexts asks the templates again."""
+    from numba.core.typing import templates
+    ids = {id(each) for each in typingctxs}
+    if not ids:
+        return
+    if overloads_only:
+        classes = type.__subclasses__(templates._OverloadFunctionTemplate)
+    else:
+        classes, todo, seen = [], [templates.FunctionTemplate, templates.AttributeTemplate], set()
+        while todo:
+            cls = todo.pop()
+            classes.append(cls)
+            for sub in type.__subclasses__(cls):
+                if id(sub) not in seen:
+                    seen.add(id(sub))
+                    todo.append(sub)
+    for cls in classes:
+        for name in ("_impl_cache", "_overload_cache"):
+            cache = cls.__dict__.get(name)
+            if type(cache) is dict and cache:
+                for key in [k for k in list(cache)
+                            if type(k) is tuple and k and id(k[0]) in ids]:
+                    cache.pop(key, None)
+
+
+def forget_implementations(context_ids):
+    """Remove the implementations compiled in the Contexts whose ids are ``context_ids`` from
+    what Numba keeps of the last typing of each ``@overload``, by argument types alone (one
+    typing context being Numba's rule): the template's ``_compiled_overloads`` and the function
+    type's ``_impl_keys``, which would hold the last Context that typed each overloaded call
+    (a typing sets both again before its lowering reads them).  The function types (among
+    every type Numba made) are looked through only where a template's held one."""
+    from numba.core import types as nbtypes
+    from numba.core.types import abstract
+    from numba.core.typing import templates
+    if not context_ids:
+        return
+
+    def compiled_there(value):
+        return id(getattr(value, "context", None)) in context_ids
+
+    found = False
+    for cls in type.__subclasses__(templates._OverloadFunctionTemplate):
+        made = cls.__dict__.get("_compiled_overloads")
+        if type(made) is dict and made:
+            for key in [k for k, v in list(made.items()) if compiled_there(v)]:
+                made.pop(key, None)
+                found = True
+    if not found:
+        return
+    for ref in list(abstract._typecache):
+        fnty = ref()
+        if type(fnty) is nbtypes.Function and fnty._impl_keys:
+            keys = fnty._impl_keys
+            for key in [k for k, v in list(keys.items()) if compiled_there(v)]:
+                keys.pop(key, None)
+
+
+def _release(typingctx):
+    """The Context of ``typingctx`` is gone (nothing can compile in it again): unhook the typing
+    context from Numba's templates (``forget_answers``), which would hold it -- its target
+    context, its tables and everything they lowered -- for good; and empty it, so that what
+    else still holds it holds an empty shell: the simulator keeps its operators per typing
+    context in a weak dictionary whose values hold their key (simulator/operators.py).  (Run
+    when the Context is freed: it removes entries of this typing context only, which nothing
+    looks up any more.)"""
+    forget_answers([typingctx])
+    typingctx.call_types.clear()
+    typingctx.lowering_context = None
+    typingctx._functions.clear()
+    typingctx._attributes.clear()
+    # (replaced, not cleared: its entries' weak references remove themselves from this one)
+    typingctx._globals = type(typingctx._globals)()
+    typingctx._registries.clear()
 
 
 def compilers(context):
@@ -468,5 +599,6 @@ def compilers(context):
                 tyctx = GPUTypingContext(context)
                 tyctx.lowering_context = GPUTargetContext(tyctx)
                 pair = _compilers[context] = (tyctx, tyctx.lowering_context)
+                weakref.finalize(context, _release, tyctx).atexit = False
     return pair
 

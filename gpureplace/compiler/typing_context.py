@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import weakref
 
 import numpy as np
 import types as pytypes
@@ -62,10 +63,18 @@ class GPUTypingContext(typing.BaseContext):
     call types its templates answer are kept (``call_types.py``)."""
 
     def __init__(self, dispatch_context):
-        self.dispatch_context = dispatch_context
+        # (weakly: ``target.compilers`` keeps this pair for as long as the Context lives, so a
+        # strong reference would keep every Context that ever compiled anything alive)
+        self._dispatch_context = weakref.ref(dispatch_context)
         self.call_types = CallTypes()
         self.lowering_context = None     # its target context (set by target.compilers)
         super().__init__()
+
+    @property
+    def dispatch_context(self):
+        """The gpureplace ``Context`` this typing context resolves values through (None once
+        that Context is gone: nothing compiles in it any more)."""
+        return self._dispatch_context()
 
     def install_registry(self, registry):
         self.call_types.clear()

@@ -109,7 +109,14 @@ class GPUFunction(Configurable, Reflection, Launching, DeviceCallable):
         self._specs = {}           # (argtypes, options) -> KernelSpecialization
         self._launch_cache = {}    # (arg type keys, device id) -> LoadedKernel
         self._configs = {}         # launch configuration -> Launcher
-        self._variants = {}        # Context -> GPUFunction sharing py_func
+        # Context -> GPUFunction sharing py_func (with_context): held for as long as this
+        # function lives, so that ``k.with_context(ctx)[...]`` reuses what the variant
+        # compiled, and with it its Context.  (A weak key would change nothing: the variant
+        # holds its Context, as it must for whoever keeps only the variant; and Python has no
+        # weak entry that lives exactly as long as both this function and the Context.)  A
+        # dropped or redefined function lets go of its variants and of the Contexts only they
+        # held (compiler/target.py).
+        self._variants = {}
         # launch-config sensitive (jit/launchconfig.py): the (grid, block, shared) this one
         # compiles for, and the copies that compile for the others
         self._config_key = None
