@@ -500,9 +500,11 @@ class Context:
         """Bring this context to the pickled definition (see ``__reduce__``); ``partial``: the
         pickle is the default context's, and the overrides this process has besides (a module
         imported here registered them) stay -- but not one an earlier pickle brought that this
-        one lacks: the sending process removed it since."""
+        one lacks: the sending process removed it since (and one of this process's own that
+        it had replaced comes back)."""
         with _lock:
             brought = self.__dict__.setdefault("_brought_by_pickles", set())
+            displaced = self.__dict__.setdefault("_displaced_by_pickles", {})
             if parent is not self._parent:
                 self.parent = parent
             if bool(fastmath) != self.fastmath or dict(options) != self.options:
@@ -514,6 +516,7 @@ class Context:
                 ovr = Override(host, impl, self, argtypes, digest)
                 key = ovr.match_key()
                 arrived.add(key)
+                own = key not in brought
                 brought.add(key)
                 have = mine.get(key)
                 if have is not None and (have.digest or have.definition_digest()) == digest:
@@ -521,12 +524,16 @@ class Context:
                     # it (unpickling imports that module): compiled code stays valid
                     continue
                 if have is not None:
+                    if partial and own:
+                        displaced[key] = have
                     self._remove(have)
                 self._insert(ovr)
             for key, have in mine.items():
                 if key not in arrived and (not partial or key in brought):
                     self._remove(have)
                     brought.discard(key)
+                    if key in displaced:
+                        self._insert(displaced.pop(key))
 
     def _is_as_pickled(self, parent, fastmath, options, overrides):
         """Whether the pickle's definition (see ``_rebuild_context``) is this context's now."""
