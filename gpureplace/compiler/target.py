@@ -572,21 +572,14 @@ def forget_implementations(context_ids):
 
 
 def _release(typingctx):
-    """The Context of ``typingctx`` is gone (nothing can compile in it again): unhook the typing
+    """The Context of ``typingctx`` is gone (nothing compiles in it again): unhook the typing
     context from Numba's templates (``forget_answers``), which would hold it -- its target
-    context, its tables and everything they lowered -- for good; and empty it, so that what
-    else still holds it holds an empty shell: the simulator keeps its operators per typing
-    context in a weak dictionary whose values hold their key (simulator/operators.py).  (Run
-    when the Context is freed: it removes entries of this typing context only, which nothing
-    looks up any more.)"""
+    context, its tables and everything they lowered -- for good.  It is not emptied: a
+    bound-method type Numba shares between typing contexts may still type through it (see
+    ``GPUTypingContext.dispatch_context``).  (Run when the Context is freed.)"""
     forget_answers([typingctx])
     typingctx.call_types.clear()
-    typingctx.lowering_context = None
-    typingctx._functions.clear()
-    typingctx._attributes.clear()
-    # (replaced, not cleared: its entries' weak references remove themselves from this one)
-    typingctx._globals = type(typingctx._globals)()
-    typingctx._registries.clear()
+    typingctx.lowering_context = None       # (typing needs none: what it lowered can go)
 
 
 def compilers(context):

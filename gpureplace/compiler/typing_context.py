@@ -72,9 +72,17 @@ class GPUTypingContext(typing.BaseContext):
 
     @property
     def dispatch_context(self):
-        """The gpureplace ``Context`` this typing context resolves values through (None once
-        that Context is gone: nothing compiles in it any more)."""
-        return self._dispatch_context()
+        """The gpureplace ``Context`` this typing context resolves values through.  Once that
+        Context is gone nothing compiles in it, but Numba's bound-method types are shared by
+        every typing context (looked up by template, receiver and function, not by context)
+        and keep the template, and its typing context, that made them first: a compile in
+        another Context can still type ``x.sum()`` through this one.  It then resolves through
+        the default context (gpureplace's own methods take no overrides of the user's)."""
+        ctx = self._dispatch_context()
+        if ctx is None:
+            from ..dispatch.context import current_default
+            ctx = current_default()
+        return ctx
 
     def install_registry(self, registry):
         self.call_types.clear()

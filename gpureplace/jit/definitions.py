@@ -7,6 +7,7 @@ under its name (``current_definition``)."""
 from __future__ import annotations
 
 import itertools
+import threading
 import weakref
 
 from ..config import launch_setting_listeners
@@ -19,9 +20,13 @@ _births = itertools.count()
 _last_birth = [-1]
 
 
+_live_lock = threading.RLock()  # (a WeakSet listed while another thread adds to it raises)
+
+
 def register(fn):
     """Record a new gpureplace function; returns its creation number."""
-    _live.add(fn)
+    with _live_lock:
+        _live.add(fn)
     _last_birth[0] = born = next(_births)
     return born
 
@@ -32,7 +37,8 @@ def latest_birth():
 
 
 def live_functions():
-    return list(_live)
+    with _live_lock:
+        return list(_live)
 
 
 def _forget_configurations():

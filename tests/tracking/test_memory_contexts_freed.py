@@ -201,3 +201,42 @@ print(json.dumps({"kept": kept_while_kernel_lives, "live_freed": live_ref() is N
     assert got["kept"] == 5                    # the kernel holds its variants' Contexts
     assert got["alive"] == 0 and got["live_freed"]
     assert got["compilers"] == 1 and got["target_contexts"] == 1
+
+
+METHOD_AFTER_A_CONTEXT_WENT = r"""
+import gc, weakref
+import numpy as np
+from gpureplace import Context, cuda
+from gpureplace.jit import collect
+
+x = np.arange(1, 33, dtype=np.float32)
+
+def make(c):
+    @cuda.jit
+    def k(x, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = x.sum() + c
+    return k
+
+ctx = Context("types_sum_first")
+out = np.zeros(32, np.float32)
+make(1.0).with_context(ctx)[1, 32](x, out)       # it types x.sum() first
+keep = make(2.0)
+keep[1, 32](x, out)                              # the default context: Numba's shared type
+gone = weakref.ref(ctx)
+del ctx
+for _ in range(3):
+    collect.collect()
+    gc.collect()
+make(3.0)[1, 32](x, out)                         # a new kernel, after the Context went
+print(gone() is None, out[0])
+"""
+
+
+def test_a_method_typed_first_in_a_context_that_went_still_types_elsewhere():
+    # Numba shares a bound-method type (x.sum) between typing contexts, holding the one that
+    # made it first: emptying a freed Context's typing context failed every later compile of
+    # x.sum() in any context ("Unknown attribute 'bitwidth' of type class(int64)")
+    out = python_process(METHOD_AFTER_A_CONTEXT_WENT, GPUREPLACE_BACKEND="simulator").split()
+    assert out == ["True", "531.0"]
