@@ -13,7 +13,9 @@
 - ``cuda.bf16.hfma`` of signed zeros: ``fma.rn.bf16`` gives IEEE's exact zero (-0.0 where the
   product and the addend are both -0.0); ``hfma_sat`` clamps with ``max.bf16(x, +0.0)``, where
   "if values of both inputs are 0.0, then +0.0 > -0.0" (PTX ISA, half precision ``max``), and
-  ``hfma_relu`` with ``setp.lt`` / ``selp`` (-0.0 is not below 0.0, so it stays).
+  ``hfma_relu`` with ``setp.lt`` / ``selp`` (-0.0 is not below 0.0, so it stays);
+- a global namedtuple indexed or unpacked (``T[0]``, ``a, b = T``): the simulator took it for
+  an object of a user's extension type (``ExtensionValue``), which has no items.
 """
 
 import inspect
@@ -271,3 +273,18 @@ def test_bf16_saturating_add_of_negative_zeros_is_positive_zero():
     out = np.ones(2, BF)
     k[1, 1](np.array([-0.0], BF), out)
     assert _bits(out[0]) == 0 and _bits(out[1]) == 0x8000
+
+
+def test_a_global_namedtuple_is_indexed_and_unpacked_as_a_tuple():
+    from collections import namedtuple
+    Pair = namedtuple("Pair", "a b")
+    pair = Pair(1, 2.5)
+
+    @cuda.jit
+    def use(out):
+        first, second = pair
+        out[0] = pair[0] / 2 + pair.b + first * second + len(pair)
+
+    out = np.zeros(1)
+    use[1, 1](out)
+    assert out[0] == 0.5 + 2.5 + 2.5 + 2

@@ -469,8 +469,8 @@ def extension_value(resolver, value):
     ``typeof_impl`` as a type that has ``overload_method`` / ``overload_attribute`` templates
     (an ``ExtensionValue``); else None."""
     cls = type(value)
-    if (cls.__module__ or "").split(".", 1)[0] in _LIBRARY_ROOTS:
-        return None
+    if (cls.__module__ or "").split(".", 1)[0] in _LIBRARY_ROOTS or isinstance(value, tuple):
+        return None        # (a namedtuple is a tuple: indexed, unpacked, its fields read as is)
     from numba.core.typing.typeof import Purpose, typeof, typeof_impl
     if typeof_impl.dispatch(cls) is typeof_impl.dispatch(object):
         return None
