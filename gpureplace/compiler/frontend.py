@@ -348,12 +348,18 @@ def _contexts_in_use(live):
 
 
 def _forget_types_of_unused_contexts(in_use):
-    """Drop the device-function types made in Contexts whose ids are not in ``in_use``
-    (``_contexts_in_use``); returns the ids of the types dropped."""
-    instances = resolve.DeviceFunctionType._instances
+    """Drop the types made in Contexts whose ids are not in ``in_use`` (``_contexts_in_use``):
+    the device-function types, the ufuncs' (``ufunc_arrays.UfuncType``) and the typed
+    overrides' choices (``resolve.OverrideChoiceType``), each of which holds its Context;
+    returns the ids of the types dropped."""
+    from .ufunc_arrays import UfuncType
     gone = set()
-    for key in [k for k, inst in instances.items() if id(inst.dispatch_context) not in in_use]:
-        gone.add(id(instances.pop(key)))
+    for instances, context_of in (
+            (resolve.DeviceFunctionType._instances, lambda inst: inst.dispatch_context),
+            (UfuncType._instances, lambda inst: inst._context),
+            (resolve.OverrideChoiceType._instances, lambda inst: inst._context)):
+        for key in [k for k, inst in instances.items() if id(context_of(inst)) not in in_use]:
+            gone.add(id(instances.pop(key)))
     return gone
 
 

@@ -203,6 +203,68 @@ print(json.dumps({"kept": kept_while_kernel_lives, "live_freed": live_ref() is N
     assert got["compilers"] == 1 and got["target_contexts"] == 1
 
 
+
+def test_contexts_whose_kernels_call_ufuncs_or_typed_overrides_are_freed(tmp_path):
+    # the types of a NumPy ufunc (np.sqrt) and of a callable with typed overrides, made in a
+    # Context, hold it: kept for good in their classes' caches, they kept every such Context
+    # (5 of 5), its compilers with it.  A Context still in use keeps them: its kernel works
+    # after the collections
+    got = _run(tmp_path, """
+def host(v):
+    return v * 3.0
+
+def repl(v):
+    return v * 2.0
+
+def make_ufunc_kernel():
+    @cuda.jit
+    def kern(x, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = np.sqrt(x[i])
+    return kern
+
+def make_override_kernel():
+    @cuda.jit
+    def kern(x, out):
+        i = cuda.grid(1)
+        if i < out.size:
+            out[i] = host(x[i])
+    return kern
+
+make_ufunc_kernel()[1, 32](x, out)
+make_override_kernel()[1, 32](x, out)
+kept = Context("kept")
+kept.override(host, repl, types=("float32",))
+kept_ufunc = make_ufunc_kernel().with_context(kept)
+kept_override = make_override_kernel().with_context(kept)
+kept_ufunc[1, 32](x, out)
+kept_override[1, 32](x, out)
+ufunc_refs, override_refs = [], []
+for i in range(5):
+    ctx = Context(f"ufunc{i}")
+    make_ufunc_kernel().with_context(ctx)[1, 32](x, out)
+    assert out[4] == 2.0
+    ufunc_refs.append(weakref.ref(ctx))
+    ctx = Context(f"override{i}")
+    ctx.override(host, repl, types=("float32",))
+    make_override_kernel().with_context(ctx)[1, 32](x, out)
+    assert out[3] == 6.0
+    override_refs.append(weakref.ref(ctx))
+    del ctx
+ufunc = counts(ufunc_refs)
+override = counts(override_refs)
+out[:] = 0
+kept_ufunc[1, 32](x, out)
+assert out[4] == 2.0
+kept_override[1, 32](x, out)
+assert out[3] == 6.0
+print(json.dumps({"ufunc": ufunc["alive"], "override": override["alive"], **override}))
+""")
+    assert (got["ufunc"], got["override"]) == (0, 0)
+    assert got["compilers"] == 2                 # the default context's and "kept"'s
+
+
 METHOD_AFTER_A_CONTEXT_WENT = r"""
 import gc, weakref
 import numpy as np
