@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import builtins
 import threading
+import weakref
 from itertools import compress, repeat
 from operator import is_not, itemgetter
 from types import FunctionType, ModuleType
@@ -43,6 +44,12 @@ _views = {}         # id(namespace dict) -> its _View (kept up to date with ever
 _readers = {}
 _needed = {}
 _fresh = set()
+#: The compiled function that tracked each binding of ``_fresh`` (weakly), and the bindings a
+#: ``retain`` left for the next: read by none it was given while the compiled function that
+#: tracked them lived on -- a compile another thread finished just after the live code was
+#: listed (jit/collect.py), whose code the next call is given
+_trackers = {}
+_waiting = set()
 #: The functions tracked bindings hold: id -> [function, how many entries hold it] (what
 #: tracking/functions.py keeps watching besides compiled code's own functions: ``retain``'s
 #: ``bound``).  Only functions: tracking/functions.py watches nothing else.
@@ -253,9 +260,12 @@ def track_compiled(cf):
     """Track the globals, module attributes and closure variables that compiled function ``cf``
     read, and the code, defaults and keyword defaults of its own Python function."""
     functions.note_compiled(cf)
+    tracker = weakref.ref(cf)
     for where, name, rec in _places(cf):
         if name is not None:
             track(where, name, rec.value, rec.fingerprint, rec.snapshot)
+            with _lock:
+                _trackers[(id(where), name)] = tracker
         else:
             with _lock:
                 held = _cells.get(id(where))
@@ -265,6 +275,7 @@ def track_compiled(cf):
                     _release(held[3][0])
                 _hold(rec.value)
                 _fresh.add((id(where), None))
+                _trackers[(id(where), None)] = tracker
                 _activity[0] += 1
             if held is not None and held[0] is where:
                 _note_replaced(held[3], rec.value, f"closure of {held[1]}", rec.name, None)
@@ -378,7 +389,11 @@ def retain(cfs):
     a collection makes anyway while they are in use.)"""
     current = {id(cf): cf for cf in cfs}
     with _lock:
-        candidates = set(_fresh)
+        waited = set(_waiting)
+        _waiting.clear()
+        trackers = dict(_trackers)
+        _trackers.clear()
+        candidates = set(_fresh) | waited
         _fresh.clear()
         for key in [k for k in _readers if k not in current]:
             _unread(_readers.pop(key)[3], candidates)
@@ -396,8 +411,15 @@ def retain(cfs):
                 _unread(held[3], candidates)
             _readers[key] = (cf, records, code, reads)
         for read in candidates:
-            if read not in _needed:
-                _forget(read)
+            if read in _needed:
+                continue
+            ref = trackers.get(read)
+            tracker = ref() if ref is not None else None
+            if tracker is not None and id(tracker) not in current and read not in waited:
+                _waiting.add(read)            # (its compile's code: given to the next call)
+                _activity[0] += 1             # (which the next collection then walks for)
+                continue
+            _forget(read)
 
 
 def _unread(reads, candidates):
@@ -471,6 +493,8 @@ def clear():
         _readers.clear()
         _needed.clear()
         _fresh.clear()
+        _trackers.clear()
+        _waiting.clear()
         _functions.clear()
         _activity[0] += 1
     functions.clear()
