@@ -81,6 +81,30 @@ def pytest_collection_modifyitems(config, items):
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+#: The start of a program (``python_process``) that sends objects to other processes:
+#: ``remote(obj, script)`` is ``script``'s output in a new process that unpickles ``obj`` as
+#: ``f`` and never ran the program.
+REMOTE_UNPICKLE = '''
+import math, pickle, subprocess, sys, warnings
+import numpy as np
+warnings.simplefilter("ignore")
+import gpureplace
+from gpureplace import Context, cuda
+from gpureplace.dispatch.context import default_context
+from dask.base import tokenize
+
+def remote(obj, script):
+    code = ("import math, pickle, sys, warnings, numpy as np\\n"
+            "warnings.simplefilter('ignore')\\n"
+            "from dask.base import tokenize\\n"
+            "f = pickle.loads(sys.stdin.buffer.read())\\n" + script)
+    done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(obj),
+                          capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode().split()
+'''
+
+
 def python_env(**env):
     """The environment of a new Python process of this checkout's gpureplace (this one's, with
     the checkout first on its path), with ``env`` set."""

@@ -7,28 +7,10 @@ table as it is."""
 
 import textwrap
 
-from conftest import python_process
+from conftest import REMOTE_UNPICKLE, python_process
 
-#: (in the program of each test) ``remote(obj, script)``: ``script``'s output in a new process
-#: that unpickles ``obj`` as ``f`` and never ran the program
-REMOTE = '''
-import math, pickle, subprocess, sys, warnings
-import numpy as np
-warnings.simplefilter("ignore")
-import gpureplace
-from gpureplace import Context, cuda
-from gpureplace.dispatch.context import default_context
-from dask.base import tokenize
-
-def remote(obj, script):
-    code = ("import math, pickle, sys, warnings, numpy as np\\n"
-            "warnings.simplefilter('ignore')\\n"
-            "from dask.base import tokenize\\n"
-            "f = pickle.loads(sys.stdin.buffer.read())\\n" + script)
-    done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(obj),
-                          capture_output=True)
-    assert done.returncode == 0, done.stderr.decode()
-    return done.stdout.decode().split()
+#: (in the program of each test) ``remote`` (conftest), ``launched`` and ``RUN``
+REMOTE = REMOTE_UNPICKLE + '''
 
 def launched(k):
     a = np.ones(1)

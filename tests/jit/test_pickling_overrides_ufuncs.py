@@ -8,26 +8,9 @@ import textwrap
 
 import pytest
 
-from conftest import python_process
+from conftest import REMOTE_UNPICKLE, python_process
 
-PROGRAM = '''
-import math, pickle, subprocess, sys, warnings
-import numpy as np
-warnings.simplefilter("ignore")
-import gpureplace
-from gpureplace import Context, cuda
-from dask.base import tokenize
-
-def remote(obj, script):
-    """``script``'s output in a new process that unpickles ``obj`` as ``f``."""
-    code = ("import pickle, sys, warnings, numpy as np\\n"
-            "warnings.simplefilter('ignore')\\n"
-            "from dask.base import tokenize\\n"
-            "f = pickle.loads(sys.stdin.buffer.read())\\n" + script)
-    done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(obj),
-                          capture_output=True)
-    assert done.returncode == 0, done.stderr.decode()
-    return done.stdout.decode().split()
+PROGRAM = REMOTE_UNPICKLE + '''
 
 @cuda.vectorize(["float64(float64)"])
 def vsin(x):
